@@ -1,0 +1,3 @@
+from scalesim.cli import main
+
+main()

@@ -1,0 +1,180 @@
+"""The `scalesim` command. It only wires: parse arguments, call the runner, report.
+
+Exit codes (DESIGN.md): 0 simulated and fits; 3 simulated but does not fit;
+2 bad input, with one message on stderr naming the file, the key and what is
+allowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from scalesim.errors import InputError
+
+EXIT_BAD_INPUT = 2
+EXIT_DOES_NOT_FIT = 3
+
+err_console = Console(stderr=True)
+
+
+def friendly_errors(fn):
+    """Turn InputError into one line on stderr and exit 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "scenario"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="scalesim")
+def main() -> None:
+    """Simulate multi-GPU deep-learning training clusters.
+
+    Write a scenario (cluster, model, training, parallel plan) and run it to
+    get the step time and where it goes, memory fit, scaling efficiency, time
+    and cost to train, and plots. See scenarios/ for examples.
+    """
+
+
+@main.command()
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the contract) on stdout.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for plots [plots/<scenario file name>/].")
+@click.option("--plots/--no-plots", default=True, help="Write the timeline and scaling plots.")
+@click.option("--scaling/--no-scaling", default=True,
+              help="Simulate 1..N GPUs for the scaling curve (the 1-GPU point is always simulated).")
+@friendly_errors
+def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool) -> None:
+    """Simulate one training step of SCENARIO_FILE and report it.
+
+    Exit code 0 when the plan fits in memory, 3 when it does not (the step is
+    still simulated), 2 for bad input.
+    """
+    from scalesim.report.tables import print_table, result_table
+    from scalesim.runner import prepare, run as run_scenario
+    from scalesim.scenario import load_scenario
+
+    scenario, file = load_scenario(scenario_file)
+    setup = prepare(scenario, file)
+    counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+        result = run_scenario(scenario, file, scaling_counts=counts)
+    if plots:
+        from scalesim.report.plots import scaling_plot, timeline_plot
+
+        directory = out or Path("plots") / slug(scenario_file.stem)
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [timeline_plot(result.timeline, directory / "timeline.png",
+                                 f"{scenario.name}: one step")]
+        if result.scaling:
+            written.append(scaling_plot(result.scaling, directory / "scaling.png",
+                                        f"{scenario.name}: scaling efficiency"))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        print_table(result_table(result))
+        if plots:
+            click.echo("plots: " + ", ".join(str(p) for p in written))
+    if not result.fits:
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _scaling_counts(gpus: int) -> list[int]:
+    """GPU counts for the scaling curve: every count up to 8, then powers of two."""
+    counts = list(range(1, min(gpus, 8) + 1))
+    k = 16
+    while k < gpus:
+        counts.append(k)
+        k *= 2
+    if gpus not in counts:
+        counts.append(gpus)
+    return counts
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+def hardware(as_json: bool) -> None:
+    """List the GPUs and links in the hardware catalog, with their sources."""
+    from scalesim.report.catalogs import hardware_json, hardware_tables
+
+    if as_json:
+        click.echo(json.dumps(hardware_json(), indent=2))
+        return
+    console = Console()
+    for table in hardware_tables():
+        console.print(table)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def topologies(as_json: bool) -> None:
+    """List the node designs shipped in topologies/."""
+    from scalesim.report.catalogs import topologies_json, topologies_table
+
+    if as_json:
+        click.echo(json.dumps(topologies_json(), indent=2))
+        return
+    Console().print(topologies_table())
+
+
+@main.group()
+def topology() -> None:
+    """Inspect one node design."""
+
+
+@topology.command("show")
+@click.argument("name")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Draw the design to this file (.png or .svg).")
+@friendly_errors
+def topology_show(name: str, out: Path | None) -> None:
+    """Describe NAME (a built-in name or a .yaml file) and optionally draw it."""
+    from scalesim.report.catalogs import topology_description
+    from scalesim.report.plots import topology_plot
+    from scalesim.topology import build_node_graph, load_node_design
+
+    design = load_node_design(name)
+    graph = build_node_graph(design)
+    Console().print(topology_description(design, graph))
+    if out is not None:
+        if out.suffix.lower() not in (".png", ".svg"):
+            raise InputError("the drawing must be a .png or .svg file", key="--out")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        topology_plot(graph, out, f"{design.name}")
+        click.echo(f"drawing: {out}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def models(as_json: bool) -> None:
+    """List the models in the zoo with their parameter counts and sources."""
+    from scalesim.report.catalogs import models_table
+    from scalesim.models import model_info
+
+    if as_json:
+        click.echo(json.dumps(model_info(), indent=2))
+        return
+    Console().print(models_table())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Max-min fair sharing of link bandwidth among concurrent flows.
+
+Why max-min: it is the steady state that TCP-like and credit-based transports
+(PCIe, NVLink, InfiniBand) approach when several long transfers share links,
+and the standard fluid model of flow-level network simulators (e.g. SimGrid's
+default, ASTRA-sim's analytical network backend). Each flow gets the largest rate
+such that no link is over capacity and no flow can gain without taking from a
+flow that has less.
+
+>>> max_min_rates([(0,), (0,)], [10.0])          # two flows on one link halve it
+[5.0, 5.0]
+>>> max_min_rates([(0, 1), (1,)], [2.0, 10.0])    # the first is held by link 0
+[2.0, 8.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def max_min_rates(flow_links: Sequence[Sequence[int]], capacity: Sequence[float]) -> list[float]:
+    """Rates (bytes/s) by progressive filling. A flow with no links gets an infinite rate.
+
+    Ties between equally tight links are broken by link id, so the result is
+    deterministic.
+    """
+    n = len(flow_links)
+    rates = [float("inf")] * n
+    users: dict[int, list[int]] = {}
+    for i, links in enumerate(flow_links):
+        for link in links:
+            users.setdefault(link, []).append(i)
+    remaining = {link: float(capacity[link]) for link in users}
+    unfrozen = {link: len(flows) for link, flows in users.items()}
+    frozen = [False] * n
+    while unfrozen:
+        tight = min(unfrozen, key=lambda link: (remaining[link] / unfrozen[link], link))
+        share = max(remaining[tight] / unfrozen[tight], 0.0)
+        for i in users[tight]:
+            if frozen[i]:
+                continue
+            frozen[i] = True
+            rates[i] = share
+            for link in flow_links[i]:
+                if link in unfrozen:
+                    remaining[link] -= share
+                    unfrozen[link] -= 1
+                    if unfrozen[link] == 0:
+                        del unfrozen[link]
+    return rates

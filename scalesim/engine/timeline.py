@@ -1,0 +1,37 @@
+"""What the engine saw: one interval per task and rank."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A task's run on one rank. For collectives, ready_s is when this rank
+    reached the call; start_s is when the whole group had (the call began)."""
+
+    rank: int
+    stream: str
+    name: str
+    kind: str
+    ready_s: float
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    intervals: tuple[Interval, ...]
+    end_s: float                       # when the last task of any rank finished
+    bytes_sent: float                  # total bytes injected into the network
+    bytes_delivered: float             # total bytes that arrived
+
+    def for_rank(self, rank: int) -> list[Interval]:
+        return [iv for iv in self.intervals if iv.rank == rank]
+
+    def rank_end_s(self, rank: int) -> float:
+        return max((iv.end_s for iv in self.intervals if iv.rank == rank), default=0.0)

@@ -1,0 +1,46 @@
+"""The one error type for mistakes a user can make in what they write.
+
+It carries where the mistake is (file and key path) so the CLI can print one
+clear line and exit 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InputError(Exception):
+    """A user-supplied input is wrong; `str()` is the full message."""
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        self.detail = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file:
+            where.append(str(self.file))
+        if self.key:
+            where.append(f"key '{self.key}'")
+        prefix = ": ".join(where)
+        return f"{prefix}: {self.detail}" if prefix else self.detail
+
+    def located(self, *, file: str | None = None, key_prefix: str | None = None) -> "InputError":
+        """Return a copy placed in a file and/or under a key prefix."""
+        key = self.key
+        if key_prefix:
+            key = f"{key_prefix}.{key}" if key else key_prefix
+        return InputError(self.detail, file=file or self.file, key=key)
+
+
+def unknown_name(kind: str, name: str, allowed: Iterable[str], *, key: str | None = None,
+                 file: str | None = None) -> InputError:
+    """An InputError for an unknown catalog name, suggesting the closest one."""
+    allowed = sorted(allowed)
+    close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.5)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return InputError(f"unknown {kind} '{name}'.{hint} Allowed: {', '.join(allowed)}",
+                      key=key, file=file)

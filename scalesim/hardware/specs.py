@@ -1,0 +1,88 @@
+"""Frozen specs for GPUs and links. SI units inside; the catalog YAML is parsed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalesim.errors import InputError
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One GPU model. All FLOP/s are DENSE peaks (never 2:4 sparse).
+
+    fp16/bf16 are the rates with FP32 accumulate, which is what mixed-precision
+    training uses (half the FP16-accumulate rate on GeForce cards).
+    """
+
+    name: str                      # catalog id, e.g. "rtx4090"
+    full_name: str                 # "NVIDIA GeForce RTX 4090"
+    arch: str                      # ampere | ada | hopper | blackwell
+    fp32_flop_per_s: float         # non-tensor FP32
+    tf32_flop_per_s: float         # TF32 tensor (equals fp32 where no TF32 speed-up)
+    fp16_flop_per_s: float         # FP16 tensor, FP32 accumulate
+    bf16_flop_per_s: float         # BF16 tensor, FP32 accumulate
+    fp8_flop_per_s: float | None   # None where the GPU has no FP8 tensor cores
+    int8_op_per_s: float | None
+    memory_bytes: float
+    memory_bw_bytes_per_s: float
+    nvlink: str | None             # link catalog name of its NVLink port (None: no NVLink)
+    nvlink_max_gpus: int           # GPUs one NVLink domain can join (2 for bridges, 0 if none)
+    pcie: str                      # link catalog name, e.g. "pcie-gen4"
+    pcie_p2p: bool                 # peer-to-peer over PCIe works with the stock driver
+    tdp_w: float
+    idle_w: float                  # draw when idle, used for energy
+    ecc: bool | None               # None when unknown
+    mig: bool
+    list_price_usd: float | None
+    cloud_usd_per_gpu_hour: float | None   # typical (midpoint of the catalog range)
+    gemm_efficiency: float         # achieved fraction of dense peak on large GEMMs
+    memory_bw_efficiency: float    # achieved fraction of memory bandwidth on streaming kernels
+    source: tuple[str, ...]
+
+    def peak_flop_per_s(self, precision: str) -> float:
+        """Dense peak for a training precision; InputError where the GPU lacks it."""
+        table = {
+            "fp32": self.fp32_flop_per_s,
+            "tf32": self.tf32_flop_per_s,
+            "fp16": self.fp16_flop_per_s,
+            "bf16": self.bf16_flop_per_s,
+            "fp8": self.fp8_flop_per_s,
+        }
+        if precision not in table:
+            raise InputError(f"unknown precision '{precision}'; allowed: {', '.join(PRECISIONS)}")
+        value = table[precision]
+        if value is None:
+            raise InputError(f"{self.full_name} has no {precision} tensor cores; "
+                             f"use one of: {', '.join(p for p in PRECISIONS if table[p])}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """One link technology. Bandwidth is PER DIRECTION (links are full duplex).
+
+    For NVLink the figure is a GPU's whole NVLink port (e.g. H100: 18 links x
+    25 GB/s = 450 GB/s each way), since node designs attach a GPU to its
+    NVSwitch fabric as one port. `efficiency` is the fraction of line rate a
+    bulk transfer (NCCL bus bandwidth) reaches on it.
+
+    Kind `memory` is host DRAM used to stage GPU-to-GPU copies without P2P: its
+    bandwidth is the socket's total (reads and writes share it, half duplex) and
+    its efficiency the STREAM-measured fraction.
+    """
+
+    name: str                      # catalog id, e.g. "pcie-gen4", "nvlink4", "ib-ndr"
+    kind: str                      # pcie | nvlink | nvswitch | socket | infiniband | roce | ethernet | memory
+    bw_bytes_per_s: float          # per direction
+    latency_s: float               # one hop, one way
+    efficiency: float              # achieved fraction of bw_bytes_per_s for bulk transfers
+    description: str
+    source: tuple[str, ...]
+    in_network_reduction: bool = False   # NVSwitch with NVLink SHARP (NVLS)
+
+    @property
+    def effective_bw_bytes_per_s(self) -> float:
+        return self.bw_bytes_per_s * self.efficiency

@@ -1,0 +1,87 @@
+"""What a model is, as the cost models see it: layers of operations with shapes.
+
+A model is built for one sequence length (transformers) or image size (vision),
+and describes ONE SAMPLE's forward pass. The cost models in `scalesim.costs`
+turn it into time and memory for a micro-batch on a GPU; parallel plans split
+it. Counts are in elements and FLOP, never bytes, because bytes depend on the
+training precision that the cost model knows and the model does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OP_KINDS = ("gemm", "attention", "conv", "elementwise", "norm", "softmax", "embedding", "pool")
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """One forward operation for one sample.
+
+    flop: forward FLOP (a multiply-add counts 2).
+    elements_moved: elements read + written from memory by the op (inputs,
+      outputs and weights), which sets its memory-bound time.
+    gemm_mnk: (m, n, k) of the GEMM for one sample (m = tokens of the sample,
+      or output pixels for a conv lowered to GEMM); None for non-GEMM ops. The
+      cost model scales m by the micro-batch and derives shape efficiency.
+    """
+
+    name: str
+    kind: str
+    flop: float
+    elements_moved: float
+    gemm_mnk: tuple[int, int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSpec:
+    """A unit the frameworks treat as one module (a transformer block, embedding, head, conv stage).
+
+    params: parameter count of the layer.
+    ops: forward ops, one sample.
+    activation_bytes: bytes stored for backward per sample in 16-bit mixed
+      precision without recomputation, EXCLUDING attention score matrices
+      (Korthikanti et al. 2022, "Reducing Activation Recomputation", eq. 1:
+      s*h*34 per transformer block at b=1, t=1).
+    attention_score_bytes: the attention-score part of the same equation,
+      5*a*s^2 per block at b=1 (softmax input/output and dropout mask), which
+      flash attention does not store; 0 for layers without attention.
+    """
+
+    name: str
+    kind: str          # embedding | transformer_block | head | conv_block | stem | classifier | norm
+    params: int
+    ops: tuple[OpSpec, ...]
+    activation_bytes: float
+    attention_score_bytes: float = 0.0
+
+    @property
+    def forward_flop(self) -> float:
+        return sum(op.flop for op in self.ops)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A whole model built for one input size.
+
+    tokens_per_sample: sequence length for token models, None for vision models.
+    model_flop_per_sample: FLOPs for forward+backward of one sample as MFU
+      counts them (6*N + 12*layers*hidden*seq per token, PaLM App. B, for
+      transformers; 3x forward FLOPs for CNNs), never recomputation.
+    """
+
+    name: str
+    family: str                    # gpt2 | gpt3 | llama2 | llama3 | bert | vit | resnet | inline
+    layers: tuple[LayerSpec, ...]
+    tokens_per_sample: int | None
+    model_flop_per_sample: float
+    hidden: int | None = None
+    num_layers: int | None = None  # transformer blocks (or residual blocks)
+    heads: int | None = None
+    kv_heads: int | None = None
+    vocab: int | None = None
+    source: tuple[str, ...] = ()
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers)

@@ -1,0 +1,236 @@
+"""The model zoo: named models with their published configurations, and inline transformers.
+
+>>> get_model("llama2-7b", seq_len=None).params             # Touvron et al. 2023 "7B"
+6738415616
+>>> get_model({"kind": "transformer", "layers": 2, "hidden": 64, "heads": 4, "vocab": 100},
+...           seq_len=32).family
+'inline'
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from scalesim.errors import InputError, unknown_name
+from scalesim.models.resnet import build_resnet
+from scalesim.models.spec import ModelSpec
+from scalesim.models.transformer import build_transformer, build_vit
+
+GPT2_SOURCE = "Radford et al. 2019, GPT-2; Hugging Face configs openai-community/gpt2{,-medium,-large,-xl}"
+GPT3_SOURCE = "Brown et al. 2020, 'Language Models are Few-Shot Learners', Table 2.1"
+LLAMA2_SOURCE = "Touvron et al. 2023, 'Llama 2', Table 1; HF meta-llama/Llama-2-*-hf config.json"
+LLAMA3_SOURCE = "Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; HF meta-llama/Llama-3.1-* config.json"
+BERT_SOURCE = "Devlin et al. 2019, BERT, Sec. 3; HF google-bert/bert-*-uncased config.json"
+VIT_SOURCE = "Dosovitskiy et al. 2021, ViT, Table 1; torchvision vit_b_16 / vit_l_16"
+RESNET_SOURCE = "He et al. 2015, 'Deep Residual Learning', Table 1; torchvision resnet50 / resnet152 (v1.5)"
+
+# Family defaults; per-model shapes below.
+_GPT2 = dict(vocab=50257, max_positions=1024, tied_embeddings=True)     # learned positions, biases, LN
+_GPT3 = dict(vocab=50257, max_positions=2048, tied_embeddings=True)     # as GPT-2 (paper Sec. 2.1)
+_LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  # rotary positions
+_BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    family: str                     # gpt2 | gpt3 | llama2 | llama3 | bert | vit | resnet
+    published: str                  # the size as published, for the listing
+    description: str
+    source: tuple[str, ...]
+    config: dict                    # builder keyword arguments
+    seq_len: int | None = None      # default training sequence length: the context length
+    max_seq_len: int | None = None  # learned position table size; None = no hard limit (rotary)
+
+
+def _tok(family, published, description, source, seq_len, config, learned=True) -> _Entry:
+    return _Entry(family, published, description, (source,), config, seq_len, seq_len if learned else None)
+
+
+_ZOO: dict[str, _Entry] = {
+    "gpt2-124m": _tok("gpt2", "124,439,808 (HF gpt2)", "GPT-2 small, 12 x 768", GPT2_SOURCE, 1024,
+                      dict(layers=12, hidden=768, heads=12, **_GPT2)),
+    "gpt2-350m": _tok("gpt2", "354,823,168 (HF gpt2-medium)", "GPT-2 medium, 24 x 1024", GPT2_SOURCE, 1024,
+                      dict(layers=24, hidden=1024, heads=16, **_GPT2)),
+    "gpt2-774m": _tok("gpt2", "774,030,080 (HF gpt2-large)", "GPT-2 large, 36 x 1280", GPT2_SOURCE, 1024,
+                      dict(layers=36, hidden=1280, heads=20, **_GPT2)),
+    "gpt2-1.5b": _tok("gpt2", "1,557,611,200 (HF gpt2-xl)", "GPT-2 XL, 48 x 1600", GPT2_SOURCE, 1024,
+                      dict(layers=48, hidden=1600, heads=25, **_GPT2)),
+    "gpt3-1.3b": _tok("gpt3", "1.3B", "GPT-3 XL, 24 x 2048, dense attention", GPT3_SOURCE, 2048,
+                      dict(layers=24, hidden=2048, heads=16, **_GPT3)),
+    "gpt3-2.7b": _tok("gpt3", "2.7B", "GPT-3 2.7B, 32 x 2560, dense attention", GPT3_SOURCE, 2048,
+                      dict(layers=32, hidden=2560, heads=32, **_GPT3)),
+    "gpt3-6.7b": _tok("gpt3", "6.7B", "GPT-3 6.7B, 32 x 4096, dense attention", GPT3_SOURCE, 2048,
+                      dict(layers=32, hidden=4096, heads=32, **_GPT3)),
+    # Table 2.1 prints d_model 5140 for 13B, which 40 heads of d_head 128 contradict: 40*128 = 5120.
+    "gpt3-13b": _tok("gpt3", "13.0B", "GPT-3 13B, 40 x 5120, dense attention", GPT3_SOURCE, 2048,
+                     dict(layers=40, hidden=5120, heads=40, **_GPT3)),
+    "gpt3-175b": _tok("gpt3", "175.0B", "GPT-3 175B, 96 x 12288, dense attention", GPT3_SOURCE, 2048,
+                      dict(layers=96, hidden=12288, heads=96, **_GPT3)),
+    "llama2-7b": _tok("llama2", "6,738,415,616 (HF Llama-2-7b-hf)", "Llama 2 7B, 32 x 4096", LLAMA2_SOURCE,
+                      4096, dict(layers=32, hidden=4096, heads=32, vocab=32000, ffn_hidden=11008, **_LLAMA),
+                      learned=False),
+    "llama2-13b": _tok("llama2", "13B", "Llama 2 13B, 40 x 5120", LLAMA2_SOURCE, 4096,
+                       dict(layers=40, hidden=5120, heads=40, vocab=32000, ffn_hidden=13824, **_LLAMA),
+                       learned=False),
+    "llama2-70b": _tok("llama2", "70B", "Llama 2 70B, 80 x 8192, GQA 8 kv heads", LLAMA2_SOURCE, 4096,
+                       dict(layers=80, hidden=8192, heads=64, kv_heads=8, vocab=32000, ffn_hidden=28672,
+                            **_LLAMA), learned=False),
+    "llama3-8b": _tok("llama3", "8,030,261,248 (HF Meta-Llama-3-8B)", "Llama 3 8B, 32 x 4096, GQA 8 kv heads",
+                      LLAMA3_SOURCE, 8192, dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=128256,
+                                                ffn_hidden=14336, **_LLAMA), learned=False),
+    "llama3-70b": _tok("llama3", "70B", "Llama 3 70B, 80 x 8192, GQA 8 kv heads", LLAMA3_SOURCE, 8192,
+                       dict(layers=80, hidden=8192, heads=64, kv_heads=8, vocab=128256, ffn_hidden=28672,
+                            **_LLAMA), learned=False),
+    "llama3-405b": _tok("llama3", "405B", "Llama 3 405B, 126 x 16384, GQA 8 kv heads", LLAMA3_SOURCE, 8192,
+                        dict(layers=126, hidden=16384, heads=128, kv_heads=8, vocab=128256, ffn_hidden=53248,
+                             **_LLAMA), learned=False),
+    "bert-base": _tok("bert", "110M", "BERT base, 12 x 768, MLM+NSP pre-training heads", BERT_SOURCE, 512,
+                      dict(layers=12, hidden=768, heads=12, **_BERT)),
+    "bert-large": _tok("bert", "335,141,888 (HF bert-large-uncased, with pooler)",
+                       "BERT large, 24 x 1024, MLM+NSP pre-training heads", BERT_SOURCE, 512,
+                       dict(layers=24, hidden=1024, heads=16, **_BERT)),
+    "vit-b16": _Entry("vit", "86M (torchvision 86,567,656)", "ViT-B/16 at 224x224 (197 tokens), 1000 classes",
+                      (VIT_SOURCE,), config=dict(layers=12, hidden=768, heads=12)),
+    "vit-l16": _Entry("vit", "307M (torchvision 304,326,632)", "ViT-L/16 at 224x224 (197 tokens), 1000 classes",
+                      (VIT_SOURCE,), config=dict(layers=24, hidden=1024, heads=16)),
+    "resnet50": _Entry("resnet", "25,557,032 (torchvision)", "ResNet-50 at 224x224, 1000 classes",
+                       (RESNET_SOURCE,), config=dict(depth=50)),
+    "resnet152": _Entry("resnet", "60,192,808 (torchvision)", "ResNet-152 at 224x224, 1000 classes",
+                        (RESNET_SOURCE,), config=dict(depth=152)),
+}
+
+TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "bert", "inline")
+VISION_FAMILIES = ("vit", "resnet")
+
+
+def model_names() -> list[str]:
+    """Names of the zoo's models, in catalog order."""
+    return list(_ZOO)
+
+
+def model_info() -> list[dict]:
+    """One record per zoo model for a `scalesim models` listing."""
+    rows = []
+    for name, entry in _ZOO.items():
+        spec = get_model(name, seq_len=None)
+        rows.append({"name": name, "family": entry.family, "params": spec.params,
+                     "published_params": entry.published, "seq_len": spec.tokens_per_sample,
+                     "description": entry.description, "source": "; ".join(entry.source)})
+    return rows
+
+
+@lru_cache(maxsize=64)
+def _build_zoo(name: str, seq_len: int | None) -> ModelSpec:
+    entry = _ZOO[name]
+    if entry.family == "resnet":
+        return build_resnet(source=entry.source, **entry.config)
+    if entry.family == "vit":
+        return build_vit(name, source=entry.source, **entry.config)
+    return build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
+
+
+def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = None,
+              file: str | None = None) -> ModelSpec:
+    """The ModelSpec for a zoo name or an inline transformer mapping.
+
+    seq_len: training sequence length of token models (None: the model's
+      context length); vision models ignore it. `key` is where `spec` sits in
+      the scenario (default 'model'); errors name the key beneath it.
+    """
+    key = key or "model"
+    if isinstance(spec, str):
+        if spec not in _ZOO:
+            raise unknown_name("model", spec, model_names(), key=key, file=file)
+        entry = _ZOO[spec]
+        if entry.family in VISION_FAMILIES:
+            return _build_zoo(spec, None)
+        s = entry.seq_len if seq_len is None else _check_seq_len(seq_len, file)
+        if entry.max_seq_len is not None and s > entry.max_seq_len:
+            raise InputError(f"{spec} has {entry.max_seq_len} learned position embeddings; seq_len "
+                             f"{s} is too long (allowed: 1..{entry.max_seq_len})",
+                             key="training.seq_len", file=file)
+        return _build_zoo(spec, s)
+    if isinstance(spec, Mapping):
+        return _inline(spec, seq_len, key, file)
+    raise InputError(f"expected a zoo model name or a mapping with kind: transformer, got "
+                     f"{type(spec).__name__}; zoo names: {', '.join(model_names())}", key=key, file=file)
+
+
+# ------------------------------------------------------------------ inline models
+
+_REQUIRED = ("layers", "hidden", "heads", "vocab")
+_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name")
+_ALLOWED = ("kind",) + _REQUIRED + _OPTIONAL
+
+
+def _check_seq_len(seq_len: Any, file: str | None) -> int:
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+        raise InputError(f"must be a positive integer (tokens per sample), got {seq_len!r}",
+                         key="training.seq_len", file=file)
+    return seq_len
+
+
+def _positive_int(spec: Mapping, name: str, key: str, file: str | None) -> int:
+    value = spec[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"must be a positive integer, got {value!r}", key=f"{key}.{name}", file=file)
+    return value
+
+
+def _divisors_near(n: int, near: int, count: int = 5) -> str:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return ", ".join(str(d) for d in sorted(sorted(divisors, key=lambda d: abs(d - near))[:count]))
+
+
+def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> ModelSpec:
+    """Validate an inline transformer and build it.
+
+    gelu models are GPT-style (LayerNorm, biases); swiglu models are Llama-style
+    (RMSNorm, no biases). Both use rotary positions, so their parameter count
+    does not depend on seq_len.
+    """
+    for name in spec:
+        if name not in _ALLOWED:
+            close = difflib.get_close_matches(str(name), _ALLOWED, n=1, cutoff=0.6)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise InputError(f"unknown key '{name}' for an inline model.{hint} Allowed: {', '.join(_ALLOWED)}",
+                             key=f"{key}.{name}", file=file)
+    if spec.get("kind") != "transformer":
+        got = "missing" if "kind" not in spec else f"{spec['kind']!r}"
+        raise InputError(f"inline models need kind: transformer (got {got}); or use a zoo name: "
+                         f"{', '.join(model_names())}", key=f"{key}.kind", file=file)
+    for name in _REQUIRED:
+        if name not in spec:
+            raise InputError(f"required for an inline transformer (needs {', '.join(_REQUIRED)})",
+                             key=f"{key}.{name}", file=file)
+    layers, hidden, heads, vocab = (_positive_int(spec, n, key, file) for n in _REQUIRED)
+    kv_heads = _positive_int(spec, "kv_heads", key, file) if "kv_heads" in spec else heads
+    ffn_hidden = _positive_int(spec, "ffn_hidden", key, file) if "ffn_hidden" in spec else 4 * hidden
+    ffn = spec.get("ffn", "gelu")
+    if ffn not in ("gelu", "swiglu"):
+        raise InputError(f"must be gelu or swiglu, got {ffn!r}", key=f"{key}.ffn", file=file)
+    tied = spec.get("tied_embeddings", False)
+    if not isinstance(tied, bool):
+        raise InputError(f"must be true or false, got {tied!r}", key=f"{key}.tied_embeddings", file=file)
+    model_name = spec.get("name", "inline-transformer")
+    if not isinstance(model_name, str) or not model_name:
+        raise InputError(f"must be a non-empty string, got {model_name!r}", key=f"{key}.name", file=file)
+    if hidden % heads:
+        raise InputError(f"heads ({heads}) must divide hidden ({hidden}); allowed nearby: "
+                         f"{_divisors_near(hidden, heads)}", key=f"{key}.heads", file=file)
+    if heads % kv_heads:
+        raise InputError(f"kv_heads ({kv_heads}) must divide heads ({heads}); allowed nearby: "
+                         f"{_divisors_near(heads, kv_heads)}", key=f"{key}.kv_heads", file=file)
+    if seq_len is None:
+        raise InputError("required for an inline transformer (it has no default context length)",
+                         key="training.seq_len", file=file)
+    llama_style = ffn == "swiglu"
+    return build_transformer(model_name, seq_len=_check_seq_len(seq_len, file), layers=layers, hidden=hidden,
+                             heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
+                             tied_embeddings=tied, bias=not llama_style,
+                             norm="rmsnorm" if llama_style else "layernorm",
+                             family="inline", source=("inline model from the scenario",))

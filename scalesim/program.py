@@ -1,0 +1,53 @@
+"""A training step as per-rank programs: the contract between `parallel` and `engine`.
+
+Each rank (GPU) has a list of tasks. A task runs on one of the rank's streams
+(like a CUDA stream: tasks on one stream run in program order) once the tasks
+it depends on (by index in the same rank's list) have finished. A collective
+task with the same `key` on every rank of its group starts when the last of
+them is ready, and ends for all of them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scalesim.collectives.plan import CollectivePlan
+
+COMPUTE_STREAM = "compute"
+COMM_STREAM = "comm"
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeTask:
+    """Work on the GPU's SMs for a known duration (from the cost models)."""
+
+    name: str
+    kind: str                  # forward | backward | recompute | optimizer | other
+    duration_s: float
+    deps: tuple[int, ...] = ()
+    stream: str = COMPUTE_STREAM
+    flop: float = 0.0          # executed FLOP (including recompute), for utilisation
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveTask:
+    """One rank's part in a collective; `key` is shared by all ranks of the call."""
+
+    name: str
+    key: str
+    plan: CollectivePlan
+    deps: tuple[int, ...] = ()
+    stream: str = COMM_STREAM
+    kind: str = "comm"
+
+
+Task = ComputeTask | CollectiveTask
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """Tasks of every simulated rank, plus the link capacities the flows use."""
+
+    tasks: dict[int, tuple[Task, ...]]          # rank -> tasks in program order
+    link_capacity_bytes_per_s: tuple[float, ...]
+    link_names: tuple[str, ...] = field(default=())

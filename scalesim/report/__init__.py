@@ -1,0 +1,1 @@
+"""Reports: terminal tables, JSON and plots. Reads results; never simulates."""

@@ -1,0 +1,99 @@
+"""Plots for memos: step timeline per GPU, scaling efficiency, topology drawing.
+
+matplotlib with the Agg backend (no display needed); PNG and SVG by the
+file's extension.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+
+from scalesim.engine.timeline import Timeline  # noqa: E402
+
+COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
+           "optimizer": "#C44E52", "other": "#937860", "comm": "#DD8452"}
+
+
+def _scale(seconds: float) -> tuple[float, str]:
+    if seconds < 1e-3:
+        return 1e6, "µs"
+    if seconds < 1.0:
+        return 1e3, "ms"
+    return 1.0, "s"
+
+
+def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
+    """One row per GPU and stream: compute kernels and communication over the step."""
+    ranks = sorted({iv.rank for iv in timeline.intervals})
+    streams = sorted({iv.stream for iv in timeline.intervals})
+    factor, unit = _scale(timeline.end_s)
+    rows = [(r, s) for r in ranks for s in streams]
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
+    for y, (rank, stream) in enumerate(rows):
+        for iv in timeline.intervals:
+            if iv.rank != rank or iv.stream != stream or iv.end_s <= iv.start_s:
+                continue
+            colour = COLOURS.get(iv.kind, COLOURS["comm"])
+            ax.broken_barh([(iv.start_s * factor, iv.duration_s * factor)], (y - 0.4, 0.8),
+                           facecolors=colour, edgecolor="none")
+    ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time in step ({unit})")
+    ax.set_xlim(0, timeline.end_s * factor)
+    ax.set_title(title)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
+    ax.legend(handles, list(COLOURS), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.2 / len(rows)),
+              ncol=len(COLOURS), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
+    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    xs = [p["gpus"] for p in points]
+    ys = [100 * p["scaling_efficiency"] for p in points]
+    ax.plot(xs, ys, marker="o")
+    ax.axhline(100, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_ylim(0, 105)
+    ax.set_xticks(xs)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
+    """Draw a node design: GPUs, switches, CPUs, memory, NICs; edges labelled with their link."""
+    layers = {"host_memory": 0, "cpu": 1, "pcie_switch": 2, "nic": 3, "gpu": 4, "nvswitch": 5}
+    for node, data in graph.nodes(data=True):
+        data["layer"] = layers.get(data["kind"], 3)
+    pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal")
+    pos = {n: (x, -y) for n, (x, y) in pos.items()}
+    colours = {"gpu": "#76B900", "pcie_switch": "#4C72B0", "cpu": "#C44E52", "host_memory": "#937860",
+               "nvswitch": "#8172B2", "nic": "#DD8452"}
+    fig, ax = plt.subplots(figsize=(11, 6))
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=900,
+                           node_color=[colours.get(d["kind"], "grey") for _, d in graph.nodes(data=True)])
+    nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    nx.draw_networkx_edges(graph, pos, ax=ax, alpha=0.5)
+    labels = {(u, v): d["link"].name for u, v, d in graph.edges(data=True)}
+    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
+    ax.set_title(title)
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,141 @@
+"""What a simulated step means: step time and where it goes, throughput, MFU, cost.
+
+Pure functions of the engine's timeline and the cost models' numbers; the
+JSON contract of `scalesim run --json` is `StepResult.to_json()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalesim.engine.timeline import Interval, Timeline
+
+COMPUTE_KINDS = ("forward", "backward", "recompute")
+OTHER_KINDS = ("optimizer", "other")
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Parts of union `a` not covered by union `b` (both sorted, disjoint)."""
+    out = []
+    j = 0
+    for start, end in a:
+        cur = start
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < end:
+            out.append((cur, end))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Where one rank's step time goes; the four parts sum to the step time.
+
+    compute: forward/backward/recompute kernels running; other: optimizer
+    and other non-model work; exposed_comm: communication running while no
+    compute runs; bubble: the rank is idle (pipeline bubble, waiting for peers).
+    """
+
+    compute: float
+    exposed_comm: float
+    bubble: float
+    other: float
+    total_comm: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"compute": self.compute, "exposed_comm": self.exposed_comm,
+                "bubble": self.bubble, "other": self.other}
+
+
+def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
+    compute = _union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in COMPUTE_KINDS])
+    other = _minus(_union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in OTHER_KINDS]), compute)
+    busy = _union(compute + other)
+    comm = _union([(iv.start_s, iv.end_s) for iv in intervals
+                   if iv.kind not in COMPUTE_KINDS + OTHER_KINDS])
+    exposed = _length(_minus(comm, busy))
+    c, o = _length(compute), _length(other)
+    bubble = max(step_time_s - c - o - exposed, 0.0)
+    return Breakdown(c, exposed, bubble, o, _length(comm))
+
+
+def critical_rank(timeline: Timeline) -> int:
+    """The lowest-numbered rank that finishes last: its time is the step time."""
+    ends: dict[int, float] = {}
+    for iv in timeline.intervals:
+        ends[iv.rank] = max(ends.get(iv.rank, 0.0), iv.end_s)
+    latest = max(ends.values())
+    return min(r for r, e in ends.items() if e == latest)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    scenario: str
+    gpus: int
+    gpu_name: str
+    fits: bool
+    reason: str | None
+    memory_per_gpu_bytes: float
+    memory_capacity_bytes: float
+    memory_breakdown: dict[str, float]
+    step_time_s: float
+    breakdown: Breakdown
+    samples_per_s: float
+    tokens_per_s: float | None
+    tflops_per_gpu: float
+    mfu: float
+    scaling_efficiency: float | None
+    time_to_train_s: float | None
+    cost_usd: float | None
+    energy_kwh: float | None
+    plan: dict[str, Any] = field(default_factory=dict)
+    scaling: list[dict[str, float]] = field(default_factory=list)
+    timeline: Timeline | None = field(default=None, repr=False)   # not part of the JSON
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "gpus": self.gpus,
+            "gpu": self.gpu_name,
+            "fits": self.fits,
+            "reason": self.reason,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "memory_capacity_bytes": self.memory_capacity_bytes,
+            "memory_breakdown_bytes": self.memory_breakdown,
+            "step_time_s": self.step_time_s,
+            "breakdown_s": self.breakdown.as_dict(),
+            "total_comm_s": self.breakdown.total_comm,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "scaling_efficiency": self.scaling_efficiency,
+            "time_to_train_s": self.time_to_train_s,
+            "cost_usd": self.cost_usd,
+            "energy_kwh": self.energy_kwh,
+            "plan": self.plan,
+            "scaling": self.scaling,
+        }

@@ -1,0 +1,105 @@
+"""Scenario files: validated and typed, with defaults, per DESIGN.md's contract.
+
+Every mistake a user can write becomes an InputError naming the file and the
+key, with what is allowed; the CLI turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from scalesim.errors import InputError
+from scalesim.schema import Strict, validate
+from scalesim.topology.design import read_yaml
+
+
+class FabricSpec(Strict):
+    link: str
+    nics_per_node: pydantic.PositiveInt = 8
+    topology: Literal["fat-tree", "rail-optimized", "single-switch"] = "fat-tree"
+    oversubscription: pydantic.PositiveFloat = 1.0
+
+
+class ClusterSpec(Strict):
+    node: str | dict[str, Any]
+    nodes: pydantic.PositiveInt = 1
+    gpus: pydantic.PositiveInt | None = None
+    fabric: FabricSpec | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _fabric_for_many(self) -> "ClusterSpec":
+        if self.nodes > 1 and self.fabric is None:
+            raise ValueError("cluster.fabric is required when nodes > 1")
+        return self
+
+
+class TrainingSpec(Strict):
+    precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"] = "bf16"
+    seq_len: pydantic.PositiveInt | None = None
+    global_batch: pydantic.PositiveInt
+    micro_batch: pydantic.PositiveInt = 1
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    tokens: pydantic.PositiveFloat | None = None
+    epochs: pydantic.PositiveFloat | None = None
+    dataset_samples: pydantic.PositiveInt | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _budget(self) -> "TrainingSpec":
+        if self.tokens is not None and (self.epochs is not None or self.dataset_samples is not None):
+            raise ValueError("give either tokens or epochs + dataset_samples, not both")
+        if (self.epochs is None) != (self.dataset_samples is None):
+            raise ValueError("epochs and dataset_samples go together")
+        return self
+
+
+class ParallelSpec(Strict):
+    dp: pydantic.PositiveInt | None = None      # [gpus / (tp*pp*cp)]
+    tp: pydantic.PositiveInt = 1
+    pp: pydantic.PositiveInt = 1
+    cp: pydantic.PositiveInt = 1
+    zero: Literal[0, 1, 2, 3] = 0
+    pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: pydantic.PositiveInt = 1
+    sequence_parallel: bool = False
+    bucket_mb: pydantic.PositiveFloat = 25.0
+    overlap_grad_reduce: bool = True
+
+
+class PricingSpec(Strict):
+    gpu_hour_usd: pydantic.NonNegativeFloat | None = None
+    electricity_usd_per_kwh: pydantic.NonNegativeFloat = 0.15
+
+
+class Scenario(Strict):
+    name: str
+    description: str = ""
+    cluster: ClusterSpec
+    model: str | dict[str, Any]
+    training: TrainingSpec
+    parallel: ParallelSpec = ParallelSpec()
+    pricing: PricingSpec = PricingSpec()
+    source: list[str] = []
+
+    def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
+        """A copy with some keys of some sections replaced (for scaling and sweeps)."""
+        data = self.model_dump()
+        for section, changes in sections.items():
+            if isinstance(data.get(section), dict):
+                data[section] = {**data[section], **changes}
+            else:
+                data[section] = changes
+        return Scenario.model_validate(data)
+
+
+def load_scenario(path: str | Path) -> tuple[Scenario, str]:
+    """Read and validate a scenario file; returns the scenario and its path as text."""
+    file = str(path)
+    data = read_yaml(Path(path), what="scenario file")
+    if data is None:
+        raise InputError("the file is empty; a scenario needs name, cluster, model and training",
+                         file=file)
+    return validate(Scenario, data, file=file), file

@@ -1,0 +1,77 @@
+"""Validate user mappings with pydantic and report mistakes as one InputError.
+
+pydantic's own messages are precise but long; users need the file, the key
+path and what is allowed, plus the closest valid key when they mistyped one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+import pydantic
+
+from scalesim.errors import InputError
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+class Strict(pydantic.BaseModel):
+    """Base for user-facing schemas: unknown keys are errors, values are frozen."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
+    """Field names of the (nested) model that a location points into."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        current = _first_model(annotation)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}) or {})
+
+
+def _first_model(annotation: Any) -> type[pydantic.BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: str | None = None) -> M:
+    """Build `model` from `data` or raise InputError naming the first bad key."""
+    if not isinstance(data, dict):
+        raise InputError(f"expected a mapping of keys, got {type(data).__name__}",
+                         file=file, key=key_prefix)
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        path = ".".join(str(p) for p in loc)
+        key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
+        if err["type"] == "extra_forbidden":
+            allowed = _fields_at(model, loc)
+            close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.5)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise InputError(f"unknown key.{hint} Allowed here: {', '.join(allowed)}",
+                             file=file, key=key) from None
+        if err["type"] == "missing":
+            raise InputError("is required but missing", file=file, key=key) from None
+        message = err["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        got = err.get("input")
+        if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
+            message += f" (got {got!r})"
+        raise InputError(message, file=file, key=key) from None

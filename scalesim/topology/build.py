@@ -1,0 +1,85 @@
+"""Builders: a node design becomes a networkx graph.
+
+Nodes carry `kind` (gpu | pcie_switch | cpu | host_memory | nvswitch | nic)
+and, where it matters, `socket` and `index`. Edges carry `link` (a LinkSpec)
+and `duplex` (False for host memory, whose bandwidth reads and writes share).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from scalesim.errors import InputError
+from scalesim.hardware import GpuSpec, get_gpu, get_link
+from scalesim.topology.design import NodeDesign
+
+
+def node_gpu(design: NodeDesign) -> GpuSpec:
+    return get_gpu(design.gpu, key="gpu")
+
+
+def build_node_graph(design: NodeDesign, prefix: str = "") -> nx.Graph:
+    """One server as a graph. GPU i is node f'{prefix}gpu{i}'.
+
+    GPUs and PCIe switches are spread evenly over the CPU sockets, GPUs evenly
+    over the switches, NICs over the switches (or sockets when attached to
+    the host), in index order, as vendors number them.
+
+    >>> from scalesim.topology.design import NodeDesign
+    >>> g = build_node_graph(NodeDesign(name="t", gpu="h100-sxm", gpus=8, nvlink={"fabric": "nvswitch"}))
+    >>> sum(1 for _, d in g.nodes(data=True) if d["kind"] == "gpu")
+    8
+    """
+    gpu = node_gpu(design)
+    p = prefix
+    g = nx.Graph(name=design.name)
+    sockets = design.host.sockets
+    memory = get_link(design.host.memory, key="host.memory")
+    for s in range(sockets):
+        g.add_node(f"{p}cpu{s}", kind="cpu", socket=s)
+        g.add_node(f"{p}mem{s}", kind="host_memory", socket=s)
+        g.add_edge(f"{p}cpu{s}", f"{p}mem{s}", link=memory, duplex=False)
+    if sockets == 2:
+        g.add_edge(f"{p}cpu0", f"{p}cpu1", link=get_link(design.host.socket_link, key="host.socket_link"),
+                   duplex=True)
+
+    slot = get_link(design.pcie.link or gpu.pcie, key="pcie.link")
+    uplink = get_link(design.pcie.uplink, key="pcie.uplink") if design.pcie.uplink else slot
+    switches = design.pcie.switches
+    for k in range(switches):
+        socket = k * sockets // switches
+        g.add_node(f"{p}sw{k}", kind="pcie_switch", socket=socket, index=k)
+        g.add_edge(f"{p}sw{k}", f"{p}cpu{socket}", link=uplink, duplex=True)
+
+    p2p = gpu.pcie_p2p if design.p2p is None else design.p2p
+    for i in range(design.gpus):
+        socket = i * sockets // design.gpus
+        g.add_node(f"{p}gpu{i}", kind="gpu", socket=socket, index=i, spec=gpu, p2p=p2p)
+        parent = f"{p}sw{i * switches // design.gpus}" if switches else f"{p}cpu{socket}"
+        g.add_edge(f"{p}gpu{i}", parent, link=slot, duplex=True)
+
+    if design.nvlink is not None:
+        if gpu.nvlink is None:
+            raise InputError(f"{gpu.full_name} has no NVLink; remove the 'nvlink' section", key="nvlink")
+        port = get_link(gpu.nvlink, key="gpu")
+        if design.nvlink.fabric == "nvswitch":
+            switch = get_link(design.nvlink.switch, key="nvlink.switch") if design.nvlink.switch else None
+            g.add_node(f"{p}nvswitch", kind="nvswitch", link=switch,
+                       in_network_reduction=bool(switch and switch.in_network_reduction))
+            for i in range(design.gpus):
+                g.add_edge(f"{p}gpu{i}", f"{p}nvswitch", link=port, duplex=True)
+        else:
+            for i in range(0, design.gpus - 1, 2):
+                g.add_edge(f"{p}gpu{i}", f"{p}gpu{i + 1}", link=port, duplex=True)
+
+    nics = design.nics
+    if nics.count:
+        nic_link = get_link(nics.link, key="nics.link") if nics.link else None
+        for k in range(nics.count):
+            if nics.attach == "pcie-switch" and switches:
+                parent = f"{p}sw{k * switches // nics.count}"
+            else:
+                parent = f"{p}cpu{k * sockets // nics.count}"
+            g.add_node(f"{p}nic{k}", kind="nic", index=k, link=nic_link)
+            g.add_edge(f"{p}nic{k}", parent, link=slot, duplex=True)
+    return g

@@ -1,0 +1,113 @@
+"""Node designs: what a server holds and how it is wired, as a user writes it.
+
+A design names catalog parts (GPU, links) and counts; `build.py` turns it into
+a graph. Designs live in `topologies/*.yaml`, or inline in a scenario under
+`cluster.node`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+import yaml
+
+from scalesim.errors import InputError, unknown_name
+from scalesim.schema import Strict, validate
+
+
+class HostDesign(Strict):
+    sockets: Literal[1, 2] = 1
+    socket_link: str = "upi"              # catalog link between CPU sockets
+    memory: str = "ddr5-4800-8ch"         # catalog memory per socket (host-staged copies pass here)
+
+
+class PcieDesign(Strict):
+    link: str | None = None               # GPU slot link [the GPU's own PCIe generation]
+    switches: pydantic.NonNegativeInt = 0 # PCIe switches; 0 = GPUs sit on CPU root ports
+    uplink: str | None = None             # switch-to-CPU link [same as `link`]
+
+
+class NvlinkDesign(Strict):
+    fabric: Literal["nvswitch", "bridge"] = "nvswitch"
+    switch: str | None = None             # catalog nvswitch generation (for fabric: nvswitch)
+
+
+class NicDesign(Strict):
+    count: pydantic.NonNegativeInt = 0
+    link: str | None = None               # catalog network link of each NIC (used between nodes)
+    attach: Literal["pcie-switch", "host"] = "pcie-switch"
+
+
+class NodeDesign(Strict):
+    name: str
+    description: str = ""
+    source: list[str] = []
+    gpu: str
+    gpus: pydantic.PositiveInt
+    p2p: bool | None = None               # PCIe peer-to-peer [the GPU catalog's default]
+    host: HostDesign = HostDesign()
+    pcie: PcieDesign = PcieDesign()
+    nvlink: NvlinkDesign | None = None
+    nics: NicDesign = NicDesign()
+
+    @pydantic.model_validator(mode="after")
+    def _counts_fit(self) -> "NodeDesign":
+        if self.pcie.switches and self.gpus % self.pcie.switches:
+            raise ValueError(f"pcie.switches ({self.pcie.switches}) must divide gpus ({self.gpus})")
+        if self.pcie.switches % self.host.sockets:
+            raise ValueError(f"pcie.switches ({self.pcie.switches}) must be a multiple of host.sockets")
+        if self.gpus % self.host.sockets:
+            raise ValueError(f"gpus ({self.gpus}) must divide evenly over host.sockets ({self.host.sockets})")
+        return self
+
+
+def builtin_topology_dir() -> Path:
+    """Where the shipped node designs are: the repo's topologies/ or the wheel's bundled copy."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here.parent / "topologies", here / "_bundled" / "topologies"):
+        if candidate.is_dir():
+            return candidate
+    raise RuntimeError("scalesim was installed without its topologies/ directory")
+
+
+def builtin_topology_names() -> list[str]:
+    return sorted(p.stem for p in builtin_topology_dir().glob("*.yaml"))
+
+
+def read_yaml(path: Path, *, what: str = "file") -> object:
+    """safe_load a user file, turning every I/O or syntax problem into InputError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", file=str(path)) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what}: {exc.__class__.__name__}", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None
+
+
+def load_node_design(spec: str | dict, *, key: str | None = None, file: str | None = None) -> NodeDesign:
+    """A node design from a built-in name, a path to a YAML file, or an inline mapping."""
+    if isinstance(spec, dict):
+        data = dict(spec)
+        data.setdefault("name", "inline")
+        return validate(NodeDesign, data, file=file, key_prefix=key)
+    if not isinstance(spec, str):
+        raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
+    path = Path(spec)
+    if spec.endswith((".yaml", ".yml")) or path.is_file():
+        data = read_yaml(path, what="topology file")
+        if isinstance(data, dict):
+            data.setdefault("name", path.stem)
+        return validate(NodeDesign, data, file=str(path))
+    builtin = builtin_topology_dir() / f"{spec}.yaml"
+    if not builtin.is_file():
+        raise unknown_name("topology", spec, builtin_topology_names(), key=key, file=file)
+    return validate(NodeDesign, read_yaml(builtin), file=str(builtin))
