@@ -1,0 +1,77 @@
+"""Timelines small enough to compute by hand: streams, dependencies, rendezvous, shared links."""
+
+import pytest
+
+from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+from scalesim.engine import simulate
+from scalesim.program import CollectiveTask, ComputeTask, Program
+
+
+def transfer(ranks, flows, latency_s=0.0, key="c"):
+    return CollectivePlan("send_recv", "direct", ranks, 0.0,
+                          (Phase(latency_s, tuple(Flow("a", "b", links, size) for links, size in flows)),))
+
+
+def spans(timeline, rank):
+    return [(iv.name, iv.start_s, iv.end_s) for iv in timeline.for_rank(rank)]
+
+
+def test_tasks_on_one_stream_run_in_order_and_streams_overlap():
+    plan = transfer((0,), [((0,), 100.0)])
+    program = Program({0: (
+        ComputeTask("a", "forward", 1.0),
+        ComputeTask("b", "backward", 2.0, deps=(0,)),
+        CollectiveTask("c", "k", plan, deps=(0,)),      # starts after a, overlaps b
+    )}, (50.0,))
+    t = simulate(program)
+    assert sorted(spans(t, 0)) == [("a", 0.0, 1.0), ("b", 1.0, 3.0), ("c", 1.0, 3.0)]
+    assert t.end_s == 3.0
+
+
+def test_collective_starts_when_the_last_rank_arrives():
+    plan = transfer((0, 1), [((0,), 10.0)], latency_s=0.5)
+    task = lambda: CollectiveTask("ar", "k", plan, deps=(0,))
+    program = Program({0: (ComputeTask("f", "forward", 1.0), task()),
+                       1: (ComputeTask("f", "forward", 3.0), task())}, (10.0,))
+    t = simulate(program)
+    ar0 = [iv for iv in t.for_rank(0) if iv.name == "ar"][0]
+    assert (ar0.ready_s, ar0.start_s, ar0.end_s) == (1.0, 3.0, 4.5)   # 0.5 latency + 10 B at 10 B/s
+
+
+def test_two_flows_on_one_link_each_get_half_and_finish_together():
+    plan = transfer((0,), [((0,), 100.0), ((0,), 100.0)])
+    t = simulate(Program({0: (CollectiveTask("x", "k", plan),)}, (100.0,)))
+    assert t.end_s == pytest.approx(2.0)
+
+
+def test_a_flow_speeds_up_when_its_competitor_finishes():
+    # 50 B and 150 B on a 100 B/s link: both at 50 B/s until t=1, then the rest at 100 B/s.
+    plan = transfer((0,), [((0,), 50.0), ((0,), 150.0)])
+    t = simulate(Program({0: (CollectiveTask("x", "k", plan),)}, (100.0,)))
+    assert t.end_s == pytest.approx(2.0)
+
+
+def test_separate_calls_share_a_link_while_they_overlap():
+    a = transfer((0,), [((0,), 100.0)])
+    b = transfer((1,), [((0,), 100.0)])
+    program = Program({0: (CollectiveTask("a", "ka", a),), 1: (CollectiveTask("b", "kb", b),)}, (100.0,))
+    assert simulate(program).end_s == pytest.approx(2.0)
+
+
+def test_bytes_sent_equal_bytes_delivered():
+    plan = transfer((0,), [((0, 1), 70.0), ((1,), 30.0), ((2,), 5.0)])
+    t = simulate(Program({0: (CollectiveTask("x", "k", plan),)}, (10.0, 20.0, 1.0)))
+    assert t.bytes_sent == t.bytes_delivered == 105.0
+
+
+def test_same_program_gives_the_same_timeline():
+    plan = transfer((0, 1), [((0,), 30.0), ((0, 1), 20.0)])
+    program = Program({r: (ComputeTask("f", "forward", 0.1 * (r + 1)), CollectiveTask("c", "k", plan, deps=(0,)))
+                       for r in (0, 1)}, (7.0, 3.0))
+    assert simulate(program) == simulate(program)
+
+
+def test_a_collective_missing_a_rank_is_reported():
+    plan = transfer((0, 1), [((0,), 1.0)])
+    with pytest.raises(RuntimeError, match="never completed"):
+        simulate(Program({0: (CollectiveTask("c", "k", plan),)}, (1.0,)))

@@ -1,0 +1,325 @@
+"""The hardware catalog: datasheet facts, invariants, and the errors users see.
+
+Numbers asserted here come from datasheets and whitepapers (cited inline), not
+from the catalog itself; the rest are invariants every entry must satisfy.
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scalesim.errors import InputError
+from scalesim.hardware import GpuSpec, LinkSpec, get_gpu, get_link, gpus, links
+from scalesim.hardware.catalog import load_gpu_mapping, load_link_mapping
+
+# shared/DESIGN.md, "Names that scenarios use".
+DESIGN_GPUS = ["rtx3090", "rtx4090", "rtx5090", "l40s", "a100-40gb-pcie", "a100-80gb-sxm",
+               "h100-pcie", "h100-sxm", "h200-sxm", "b200"]
+DESIGN_LINKS = ["pcie-gen3", "pcie-gen4", "pcie-gen5", "nvlink3", "nvlink4", "nvlink5", "ib-hdr",
+                "ib-ndr", "ib-xdr", "roce-100g", "roce-200g", "roce-400g", "eth-100g", "eth-200g",
+                "eth-400g"]
+GEFORCE = ["rtx3090", "rtx4090", "rtx5090"]
+TB = 1e12  # FLOP/s per TFLOPS
+GB = 1e9   # bytes/s per GB/s
+
+
+def raw_entries(filename: str) -> dict:
+    text = (resources.files("scalesim.hardware") / "data" / filename).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+# ------------------------------------------------------------ names and sources
+
+@pytest.mark.parametrize("name", DESIGN_GPUS)
+def test_design_gpu_names_exist(name):
+    assert isinstance(get_gpu(name), GpuSpec)
+
+
+@pytest.mark.parametrize("name", DESIGN_LINKS)
+def test_design_link_names_exist(name):
+    assert isinstance(get_link(name), LinkSpec)
+
+
+def test_every_entry_cites_a_source():
+    for spec in [*gpus().values(), *links().values()]:
+        assert spec.source, spec.name
+        assert all(isinstance(s, str) and s.strip() for s in spec.source), spec.name
+
+
+def test_tables_keep_file_order_and_are_copies():
+    assert list(gpus()) == list(raw_entries("gpus.yaml"))
+    assert list(links()) == list(raw_entries("links.yaml"))
+    table = gpus()
+    table.clear()
+    assert gpus(), "callers must not be able to empty the cached catalog"
+
+
+def test_estimated_lists_name_real_fields():
+    assert "idle" in raw_entries("gpus.yaml")["rtx4090"]["estimated"]
+    entry = dict(raw_entries("gpus.yaml")["rtx4090"], estimated=["idel"])
+    with pytest.raises(InputError) as err:
+        load_gpu_mapping(entry, name="x", key="gpu")
+    assert err.value.key == "gpu.estimated"
+
+
+# ------------------------------------------------------------ datasheet facts
+
+def test_h100_sxm_is_dense_not_sparse():
+    # H100 datasheet: BF16 1,979 TFLOPS "with sparsity"; dense is half.
+    h100 = get_gpu("h100-sxm")
+    assert h100.bf16_flop_per_s == pytest.approx(989.4 * TB)
+    assert h100.bf16_flop_per_s != pytest.approx(1978.9 * TB)
+    assert h100.tf32_flop_per_s == pytest.approx(494.7 * TB)
+    assert h100.fp32_flop_per_s == pytest.approx(66.9 * TB)
+
+
+def test_rtx4090_uses_fp32_accumulate_rate_and_real_bandwidth():
+    # Ada whitepaper v2.1 Appendix A: FP16/BF16 tensor with FP32 accumulate 165.2 dense;
+    # memory 1,008 GB/s (384-bit, 21 Gbps), not the 576 GB/s of the marketing article.
+    rtx = get_gpu("rtx4090")
+    assert rtx.bf16_flop_per_s == pytest.approx(165.2 * TB)
+    assert rtx.fp16_flop_per_s == pytest.approx(165.2 * TB)
+    assert rtx.fp8_flop_per_s == pytest.approx(330.3 * TB)
+    assert rtx.memory_bw_bytes_per_s == pytest.approx(1008 * GB)
+    assert rtx.memory_bytes == 24 * 2**30
+
+
+def test_a100_and_l40s_datasheet_peaks():
+    assert get_gpu("a100-80gb-sxm").bf16_flop_per_s == pytest.approx(312 * TB)
+    assert get_gpu("a100-80gb-sxm").memory_bw_bytes_per_s == pytest.approx(2039 * GB)
+    assert get_gpu("h100-pcie").bf16_flop_per_s == pytest.approx(756 * TB)
+    assert get_gpu("l40s").bf16_flop_per_s == pytest.approx(362.05 * TB)
+
+
+@pytest.mark.parametrize("name", GEFORCE)
+def test_geforce_tensor_rate_is_twice_fp32(name):
+    # GeForce FP32-accumulate tensor rate = 2x non-tensor FP32 (71/35.6, 165.2/82.6, 209.5/104.8).
+    gpu = get_gpu(name)
+    assert gpu.bf16_flop_per_s == pytest.approx(2 * gpu.fp32_flop_per_s, rel=0.01)
+    assert gpu.tf32_flop_per_s == pytest.approx(gpu.fp32_flop_per_s)
+
+
+def test_datacenter_bf16_is_twice_tf32():
+    for gpu in gpus().values():
+        if gpu.name not in GEFORCE:
+            assert gpu.bf16_flop_per_s == pytest.approx(2 * gpu.tf32_flop_per_s, rel=0.03), gpu.name
+
+
+def test_fp8_doubles_bf16_where_present():
+    for gpu in gpus().values():
+        if gpu.fp8_flop_per_s is not None:
+            assert gpu.fp8_flop_per_s == pytest.approx(2 * gpu.bf16_flop_per_s, rel=0.02), gpu.name
+
+
+def test_fp8_absent_exactly_on_ampere():
+    for gpu in gpus().values():
+        assert (gpu.fp8_flop_per_s is None) == (gpu.arch == "ampere"), gpu.name
+    with pytest.raises(InputError, match="fp8"):
+        get_gpu("a100-80gb-sxm").peak_flop_per_s("fp8")
+
+
+def test_h200_and_b200_capacities_are_the_reported_mib():
+    # MLPerf system JSONs: H200 143771 MiB, B200 183359 MiB.
+    assert get_gpu("h200-sxm").memory_bytes == 143771 * 2**20
+    assert get_gpu("b200").memory_bytes == 183359 * 2**20
+    assert get_gpu("h200-sxm").memory_bytes > get_gpu("h100-sxm").memory_bytes
+
+
+def test_nvlink_is_per_direction():
+    # 900 GB/s (H100) is 18 links x 25 GB/s x 2 directions.
+    assert get_link("nvlink3").bw_bytes_per_s == pytest.approx(300 * GB)
+    assert get_link("nvlink4").bw_bytes_per_s == pytest.approx(450 * GB)
+    assert get_link("nvlink5").bw_bytes_per_s == pytest.approx(900 * GB)
+    assert get_link("nvlink3-bridge-ga102").bw_bytes_per_s == pytest.approx(56.25 * GB)
+
+
+def test_network_rates_convert_bits_to_bytes():
+    assert get_link("ib-hdr").bw_bytes_per_s == pytest.approx(25 * GB)
+    assert get_link("ib-ndr").bw_bytes_per_s == pytest.approx(50 * GB)
+    assert get_link("roce-400g").bw_bytes_per_s == pytest.approx(50 * GB)
+    # nccl-tests #119: 24 GB/s peak per 200G NIC.
+    assert get_link("ib-hdr").effective_bw_bytes_per_s == pytest.approx(24 * GB)
+
+
+def test_pcie_generations_double():
+    gen3, gen4, gen5 = (get_link(f"pcie-gen{n}").bw_bytes_per_s for n in (3, 4, 5))
+    assert gen4 == pytest.approx(2 * gen3)
+    assert gen5 == pytest.approx(2 * gen4, rel=0.001)
+
+
+def test_nvswitch_ports_match_the_nvlink_ports_they_serve():
+    for switch, port in (("nvswitch-gen2", "nvlink3"), ("nvswitch-gen3", "nvlink4"),
+                         ("nvswitch-gen4", "nvlink5")):
+        assert get_link(switch).kind == "nvswitch"
+        assert get_link(switch).bw_bytes_per_s == get_link(port).bw_bytes_per_s
+    assert not get_link("nvswitch-gen2").in_network_reduction  # NVLS arrived with gen 3
+    assert get_link("nvswitch-gen3").in_network_reduction
+    assert get_link("nvswitch-gen4").in_network_reduction
+
+
+def test_host_memory_links():
+    ddr4 = get_link("ddr4-3200-8ch")
+    assert ddr4.kind == "memory"
+    assert ddr4.bw_bytes_per_s == pytest.approx(8 * 3200e6 * 8)  # 8 channels x 3200 MT/s x 8 B
+    assert get_link("ddr5-4800-12ch").bw_bytes_per_s == pytest.approx(12 * 4800e6 * 8)
+
+
+# ------------------------------------------------------------ invariants
+
+def test_efficiencies_are_fractions():
+    for gpu in gpus().values():
+        assert 0 < gpu.gemm_efficiency <= 1, gpu.name
+        assert 0 < gpu.memory_bw_efficiency <= 1, gpu.name
+    for link in links().values():
+        assert 0 < link.efficiency <= 1, link.name
+
+
+def test_quantities_are_positive_and_sane():
+    for gpu in gpus().values():
+        assert gpu.memory_bytes > 0 and gpu.memory_bw_bytes_per_s > 0, gpu.name
+        assert 0 < gpu.fp32_flop_per_s <= gpu.tf32_flop_per_s <= gpu.bf16_flop_per_s, gpu.name
+        assert 0 < gpu.idle_w < gpu.tdp_w, gpu.name
+        assert gpu.fp16_flop_per_s == gpu.bf16_flop_per_s, gpu.name
+    for link in links().values():
+        assert link.bw_bytes_per_s > 0 and link.latency_s >= 0, link.name
+
+
+def test_gpu_ports_name_catalog_links_of_the_right_kind():
+    table = links()
+    for gpu in gpus().values():
+        assert table[gpu.pcie].kind == "pcie", gpu.name
+        if gpu.nvlink is None:
+            assert gpu.nvlink_max_gpus == 0, gpu.name
+        else:
+            assert table[gpu.nvlink].kind == "nvlink", gpu.name
+            assert gpu.nvlink_max_gpus >= 2, gpu.name
+
+
+def test_p2p_and_mig_follow_the_product_line():
+    for gpu in gpus().values():
+        assert gpu.pcie_p2p == (gpu.name not in GEFORCE), gpu.name
+    assert all(not get_gpu(n).mig for n in GEFORCE)
+    assert get_gpu("h100-sxm").mig and get_gpu("a100-40gb-pcie").mig
+
+
+def test_link_kinds_are_known():
+    kinds = {"pcie", "nvlink", "nvswitch", "socket", "infiniband", "roce", "ethernet", "memory"}
+    assert {link.kind for link in links().values()} <= kinds
+    for link in links().values():
+        assert not link.in_network_reduction or link.kind == "nvswitch", link.name
+
+
+def test_rdma_beats_tcp():
+    assert get_link("roce-100g").efficiency > get_link("eth-100g").efficiency
+
+
+# ------------------------------------------------------------ errors users see
+
+def test_unknown_gpu_suggests_the_closest():
+    with pytest.raises(InputError) as err:
+        get_gpu("rtx4900", key="cluster.node.gpu")
+    assert "rtx4090" in str(err.value)
+    assert err.value.key == "cluster.node.gpu"
+
+
+def test_unknown_link_suggests_the_closest():
+    with pytest.raises(InputError, match="nvlink4"):
+        get_link("nvlnk4")
+
+
+def test_non_string_name_is_an_input_error():
+    with pytest.raises(InputError):
+        get_gpu({"kind": "gpu"})  # type: ignore[arg-type]
+
+
+def test_inline_gpu_round_trips():
+    entry = raw_entries("gpus.yaml")["h100-sxm"]
+    assert load_gpu_mapping(entry, name="h100-sxm") == get_gpu("h100-sxm")
+
+
+def test_inline_gpu_can_change_a_field():
+    entry = copy.deepcopy(raw_entries("gpus.yaml")["h100-sxm"])
+    entry["memory"] = "94 GiB"
+    del entry["source"]  # optional inline
+    gpu = load_gpu_mapping(entry, name="h100-nvl", key="cluster.node.gpu")
+    assert gpu.memory_bytes == 94 * 2**30
+    assert gpu.source  # a placeholder says it was defined inline
+
+
+def test_inline_link_round_trips():
+    entry = raw_entries("links.yaml")["nvswitch-gen3"]
+    assert load_link_mapping(entry, name="nvswitch-gen3") == get_link("nvswitch-gen3")
+
+
+def test_missing_field_names_the_key():
+    entry = copy.deepcopy(raw_entries("gpus.yaml")["rtx4090"])
+    del entry["bf16"]
+    with pytest.raises(InputError, match="bf16") as err:
+        load_gpu_mapping(entry, name="my-gpu", key="cluster.node.gpu")
+    assert err.value.key == "cluster.node.gpu.bf16"
+
+
+def test_missing_link_field_names_the_key():
+    with pytest.raises(InputError) as err:
+        load_link_mapping({"kind": "pcie", "bandwidth": "32 GB/s", "latency": "1 us"},
+                          name="x", key="cluster.fabric.link")
+    assert err.value.key == "cluster.fabric.link.efficiency"
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("bf16", "165 TB", "compute"),                # wrong unit
+    ("memory_bw", "-5 GB/s", "cannot read"),       # negative
+    ("gemm_efficiency", 1.5, "(0, 1]"),            # above 1
+    ("arch", "lovelace", "allowed"),
+    ("pcie", "pcie-gen9", "pcie-gen"),            # unknown link, suggests a real one
+    ("pcie", "nvlink4", "pcie"),                   # a link of the wrong kind
+    ("pcie_p2p", "yes", "true or false"),
+    ("idle", "500 W", "below tdp"),
+    ("source", [], "source"),
+])
+def test_bad_values_name_field_and_reason(field, value, words):
+    entry = copy.deepcopy(raw_entries("gpus.yaml")["rtx4090"])
+    entry[field] = value
+    with pytest.raises(InputError) as err:
+        load_gpu_mapping(entry, name="bad", key="gpu")
+    assert err.value.key == f"gpu.{field}"
+    assert words in str(err.value)
+
+
+def test_misspelt_field_is_rejected_with_a_suggestion():
+    entry = copy.deepcopy(raw_entries("gpus.yaml")["rtx4090"])
+    entry["bf61"] = entry.pop("bf16")
+    with pytest.raises(InputError) as err:
+        load_gpu_mapping(entry, name="bad", key="gpu")
+    assert "bf16" in str(err.value) and err.value.key == "gpu.bf61"
+
+
+def test_nvlink_bridge_needs_a_gpu_count():
+    entry = copy.deepcopy(raw_entries("gpus.yaml")["rtx3090"])
+    entry["nvlink_max_gpus"] = 0
+    with pytest.raises(InputError, match="nvlink"):
+        load_gpu_mapping(entry, name="bad")
+
+
+def test_in_network_reduction_only_on_switches():
+    entry = dict(raw_entries("links.yaml")["nvlink4"], in_network_reduction=True)
+    with pytest.raises(InputError, match="nvswitch"):
+        load_link_mapping(entry, name="bad")
+
+
+@given(gbps=st.floats(min_value=0.1, max_value=1e4, allow_nan=False),
+       efficiency=st.floats(min_value=1e-3, max_value=1.0))
+def test_inline_link_bandwidth_units(gbps, efficiency):
+    bytes_link = load_link_mapping({"kind": "roce", "bandwidth": f"{gbps!r} GB/s", "latency": "1 us",
+                                    "efficiency": efficiency}, name="b")
+    bits_link = load_link_mapping({"kind": "roce", "bandwidth": f"{gbps * 8!r} Gb/s", "latency": "1 us",
+                                   "efficiency": efficiency}, name="b")
+    assert bytes_link.bw_bytes_per_s == pytest.approx(gbps * GB)
+    assert bits_link.bw_bytes_per_s == pytest.approx(bytes_link.bw_bytes_per_s)
+    assert bytes_link.effective_bw_bytes_per_s <= bytes_link.bw_bytes_per_s
