@@ -38,10 +38,14 @@ class Setup:
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None) -> Setup:
     """Resolve catalog names and check the parallel plan; `gpus` overrides the count."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+    if scenario.cluster.nodes != 1:
+        raise InputError("multi-node clusters are not simulated yet; allowed now: nodes: 1",
+                         file=file, key="cluster.nodes")
     try:
         topology = build_cluster(design, nodes=scenario.cluster.nodes)
     except InputError as exc:
-        raise exc.located(file=file) from None
+        inline = isinstance(scenario.cluster.node, dict)
+        raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None
     available = len(topology.gpus)
     count = gpus or scenario.cluster.gpus or available
     if count > available:

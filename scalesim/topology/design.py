@@ -14,6 +14,7 @@ import pydantic
 import yaml
 
 from scalesim.errors import InputError, unknown_name
+from scalesim.hardware import get_gpu, get_link
 from scalesim.schema import Strict, validate
 
 
@@ -93,12 +94,30 @@ def read_yaml(path: Path, *, what: str = "file") -> object:
         raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None
 
 
+def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None) -> NodeDesign:
+    """Resolve every catalog name the design uses, so a typo is reported where it was written."""
+    names = [("gpu", design.gpu, get_gpu), ("host.socket_link", design.host.socket_link, get_link),
+             ("host.memory", design.host.memory, get_link), ("pcie.link", design.pcie.link, get_link),
+             ("pcie.uplink", design.pcie.uplink, get_link), ("nics.link", design.nics.link, get_link)]
+    if design.nvlink is not None:
+        names.append(("nvlink.switch", design.nvlink.switch, get_link))
+    for field, name, lookup in names:
+        if name is None:
+            continue
+        try:
+            lookup(name, key=field)
+        except InputError as exc:
+            raise exc.located(file=file, key_prefix=key) from None
+    return design
+
+
 def load_node_design(spec: str | dict, *, key: str | None = None, file: str | None = None) -> NodeDesign:
     """A node design from a built-in name, a path to a YAML file, or an inline mapping."""
     if isinstance(spec, dict):
         data = dict(spec)
         data.setdefault("name", "inline")
-        return validate(NodeDesign, data, file=file, key_prefix=key)
+        design = validate(NodeDesign, data, file=file, key_prefix=key)
+        return check_catalog_names(design, file=file, key=key)
     if not isinstance(spec, str):
         raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
     path = Path(spec)
@@ -106,8 +125,9 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
         data = read_yaml(path, what="topology file")
         if isinstance(data, dict):
             data.setdefault("name", path.stem)
-        return validate(NodeDesign, data, file=str(path))
+        return check_catalog_names(validate(NodeDesign, data, file=str(path)), file=str(path), key=None)
     builtin = builtin_topology_dir() / f"{spec}.yaml"
     if not builtin.is_file():
         raise unknown_name("topology", spec, builtin_topology_names(), key=key, file=file)
-    return validate(NodeDesign, read_yaml(builtin), file=str(builtin))
+    design = validate(NodeDesign, read_yaml(builtin), file=str(builtin))
+    return check_catalog_names(design, file=str(builtin), key=None)

@@ -1,0 +1,54 @@
+"""Memory model: the published per-parameter and per-activation accounting."""
+
+import pytest
+
+from scalesim.costs.memory import activation_bytes, memory_per_gpu, state_bytes_per_param
+from scalesim.models import get_model
+
+
+def test_mixed_precision_adam_holds_16_bytes_per_parameter():
+    # ZeRO (Rajbhandari et al. 2020) sec. 3.1: 2 + 2 + 12 bytes per parameter.
+    assert sum(state_bytes_per_param("bf16", "adamw")) == 16
+
+
+def test_fp32_adam_holds_weights_grads_and_two_moments():
+    assert sum(state_bytes_per_param("fp32", "adamw")) == 16
+
+
+def test_gpt2_block_activations_follow_korthikanti():
+    model = get_model("gpt2-350m", seq_len=1024)
+    s, h, a = 1024, model.hidden, model.heads
+    block = next(layer for layer in model.layers if layer.kind == "transformer_block")
+    assert block.activation_bytes + block.attention_score_bytes == s * h * (34 + 5 * a * s / h)
+
+
+def test_flash_attention_drops_the_score_matrices():
+    model = get_model("gpt2-124m", seq_len=1024)
+    naive = activation_bytes(model, 1, "bf16", "none", flash_attention=False)
+    flash = activation_bytes(model, 1, "bf16", "none", flash_attention=True)
+    scores = sum(layer.attention_score_bytes for layer in model.layers)
+    assert naive - flash == pytest.approx(scores)
+
+
+def test_full_recompute_keeps_only_block_inputs_plus_one_block():
+    model = get_model("gpt2-350m", seq_len=1024)
+    blocks = [l for l in model.layers if l.kind == "transformer_block"]
+    rest = sum(l.activation_bytes for l in model.layers if l.kind != "transformer_block")
+    full = activation_bytes(model, 2, "bf16", "full", flash_attention=True)
+    expected = 2 * (2 * 1024 * model.hidden * len(blocks) + blocks[0].activation_bytes + rest)
+    assert full == pytest.approx(expected)
+
+
+def test_activations_grow_linearly_with_micro_batch():
+    model = get_model("gpt2-124m", seq_len=512)
+    one = activation_bytes(model, 1, "bf16", "none", True)
+    assert activation_bytes(model, 8, "bf16", "none", True) == pytest.approx(8 * one)
+
+
+def test_ddp_buckets_add_one_gradient_copy():
+    model = get_model("gpt2-124m", seq_len=1024)
+    kwargs = dict(micro_batch=1, precision="bf16", optimizer="adamw", checkpointing="none")
+    with_buckets = memory_per_gpu(model, ddp_buckets=True, **kwargs)
+    without = memory_per_gpu(model, ddp_buckets=False, **kwargs)
+    assert with_buckets.grad_buckets == model.params * 2
+    assert with_buckets.total > without.total

@@ -1,0 +1,127 @@
+"""Bad input: exit 2 and one message naming the file, the key and what is allowed; never a traceback."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = yaml.safe_load((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text())
+
+
+def run_cli(*args):
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output
+    return result
+
+
+def scenario_file(tmp_path, data=None, text=None) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(text if text is not None else yaml.safe_dump(data))
+    return str(path)
+
+
+def changed(section, key, value):
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    if section is None:
+        data[key] = value
+    else:
+        data[section][key] = value
+    return data
+
+
+def expect_bad(tmp_path, data=None, text=None, *needles):
+    path = scenario_file(tmp_path, data, text)
+    result = run_cli("run", path, "--no-plots")
+    assert result.exit_code == 2, result.output
+    message = result.output
+    assert path in message
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+def test_missing_file(tmp_path):
+    result = run_cli("run", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 2 and "not found" in result.output
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    expect_bad(tmp_path, None, "name: x\ncluster: [unclosed\n", "invalid YAML", "line")
+
+
+def test_unknown_key_suggests_the_closest(tmp_path):
+    data = changed("training", "micro_bach", 4)
+    expect_bad(tmp_path, data, None, "training.micro_bach", "Did you mean 'micro_batch'")
+
+
+def test_unknown_gpu_in_an_inline_node(tmp_path):
+    data = changed("cluster", "node", {"gpu": "rtx4099", "gpus": 8})
+    expect_bad(tmp_path, data, None, "cluster.node.gpu", "rtx4090")
+
+
+def test_unknown_topology(tmp_path):
+    data = changed("cluster", "node", "dgx-h10")
+    expect_bad(tmp_path, data, None, "cluster.node", "dgx-h100")
+
+
+def test_unknown_model(tmp_path):
+    data = changed(None, "model", "gpt2-125m")
+    expect_bad(tmp_path, data, None, "'model'", "gpt2-124m")
+
+
+def test_plan_that_does_not_match_the_gpu_count(tmp_path):
+    data = changed("parallel", "dp", 4)
+    expect_bad(tmp_path, data, None, "parallel.dp", "8")
+
+
+def test_more_gpus_than_the_cluster_has(tmp_path):
+    data = changed("cluster", "gpus", 16)
+    expect_bad(tmp_path, data, None, "cluster.gpus", "1..8")
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("training", "micro_batch", 0), ("training", "global_batch", -8), ("training", "seq_len", 0),
+    ("parallel", "bucket_mb", 0), ("cluster", "gpus", 0),
+])
+def test_non_positive_sizes(tmp_path, section, key, value):
+    expect_bad(tmp_path, changed(section, key, value), None, f"{section}.{key}", "greater than 0")
+
+
+def test_global_batch_must_divide(tmp_path):
+    expect_bad(tmp_path, changed("training", "global_batch", 100), None, "training.global_batch", "multiple")
+
+
+def test_bad_enum_lists_what_is_allowed(tmp_path):
+    expect_bad(tmp_path, changed("training", "precision", "fp64"), None, "training.precision", "bf16")
+
+
+def test_precision_the_gpu_lacks(tmp_path):
+    data = changed("training", "precision", "fp8")
+    data["cluster"]["node"] = "dgx-a100"
+    expect_bad(tmp_path, data, None, "training.precision", "no fp8")
+
+
+def test_empty_file(tmp_path):
+    expect_bad(tmp_path, None, "", "empty")
+
+
+def test_not_a_mapping(tmp_path):
+    expect_bad(tmp_path, None, "- a\n- b\n", "mapping")
+
+
+def test_unknown_topology_for_show():
+    result = run_cli("topology", "show", "dgx-h10")
+    assert result.exit_code == 2 and "dgx-h100" in result.output
+
+
+def test_the_installed_command_never_prints_a_traceback(tmp_path):
+    bad = scenario_file(tmp_path, changed("training", "micro_bach", 4))
+    p = subprocess.run([sys.executable, "-m", "scalesim", "run", bad], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "micro_batch" in p.stderr

@@ -1,0 +1,113 @@
+"""Whole scenarios: the physics and invariants a user relies on."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scalesim.cli import main
+from scalesim.runner import run
+from scalesim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ["8x4090-ddp", "8xa100-ddp", "8xh100-ddp"]
+
+
+def load(name):
+    return load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {name: run(*load(name)) for name in SCENARIOS}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_breakdown_sums_to_the_step_and_hidden_comm_is_not_exposed(results, name):
+    r = results[name]
+    parts = r.breakdown.as_dict()
+    assert sum(parts.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert all(v >= 0 for v in parts.values())
+    assert r.breakdown.exposed_comm <= r.breakdown.total_comm + 1e-12
+    assert 0 < r.mfu < 1
+
+
+def test_pcie_4090s_scale_clearly_worse_than_nvswitch_a100s(results):
+    rtx, a100 = results["8x4090-ddp"], results["8xa100-ddp"]
+    assert rtx.scaling_efficiency < a100.scaling_efficiency - 0.03
+    assert rtx.breakdown.exposed_comm / rtx.step_time_s > 5 * a100.breakdown.exposed_comm / a100.step_time_s
+
+
+def test_same_scenario_gives_byte_identical_json(tmp_path):
+    path = str(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    outs = [CliRunner().invoke(main, ["run", path, "--json", "--out", str(tmp_path)]).output for _ in range(2)]
+    assert outs[0] == outs[1]
+    data = json.loads(outs[0])
+    assert data["gpus"] == 8 and data["fits"] is True
+
+
+def test_one_gpu_scales_perfectly_by_definition():
+    scenario, file = load("8xa100-ddp")
+    one = scenario.with_changes(cluster={"gpus": 1}, parallel={"dp": 1}, training={"global_batch": 16})
+    r = run(one, file)
+    assert r.scaling_efficiency == pytest.approx(1.0)
+    assert r.breakdown.total_comm == 0
+
+
+def test_turning_off_overlap_exposes_more_communication():
+    scenario, file = load("8x4090-ddp")
+    overlapped = run(scenario, file)
+    serial = run(scenario.with_changes(parallel={"overlap_grad_reduce": False}), file)
+    assert serial.breakdown.exposed_comm > overlapped.breakdown.exposed_comm
+    assert serial.step_time_s > overlapped.step_time_s
+
+
+def test_p2p_on_the_4090_is_never_slower_than_host_staging():
+    scenario, file = load("8x4090-ddp")
+    from scalesim.topology import load_node_design
+    design = load_node_design("rtx4090-pcie-8").model_dump()
+    staged = run(scenario.with_changes(cluster={"node": {**design, "p2p": False}}), file)
+    direct = run(scenario.with_changes(cluster={"node": {**design, "p2p": True}}), file)
+    assert direct.step_time_s <= staged.step_time_s
+    assert direct.breakdown.total_comm < staged.breakdown.total_comm
+
+
+def test_more_accumulation_amortises_communication():
+    scenario, file = load("8x4090-ddp")
+    few = run(scenario.with_changes(training={"global_batch": 64}), file)
+    many = run(scenario.with_changes(training={"global_batch": 512}), file)
+    assert many.scaling_efficiency > few.scaling_efficiency
+    # The reduction happens once per optimizer step whatever the accumulation.
+    assert many.breakdown.total_comm == pytest.approx(few.breakdown.total_comm, rel=1e-9)
+
+
+def test_full_recompute_costs_time_but_not_model_flops_and_saves_memory():
+    scenario, file = load("8xa100-ddp")
+    plain = run(scenario, file)
+    recompute = run(scenario.with_changes(training={"activation_checkpointing": "full"}), file)
+    assert recompute.step_time_s > plain.step_time_s
+    assert recompute.mfu < plain.mfu
+    assert recompute.tflops_per_gpu * recompute.step_time_s == pytest.approx(plain.tflops_per_gpu * plain.step_time_s)
+    assert recompute.memory_breakdown["activations"] < plain.memory_breakdown["activations"]
+
+
+def test_a_plan_that_does_not_fit_exits_3_and_says_why(tmp_path):
+    import yaml
+    data = yaml.safe_load((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text())
+    data["model"] = "gpt2-1.5b"
+    data["training"]["micro_batch"] = 16
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--json", "--no-plots"])
+    assert result.exit_code == 3
+    out = json.loads(result.output)
+    assert out["fits"] is False and out["memory_per_gpu_bytes"] > out["memory_capacity_bytes"]
+    assert "activations" in out["reason"]
+
+
+def test_run_writes_labelled_plots(tmp_path):
+    result = CliRunner().invoke(main, ["run", str(ROOT / "scenarios" / "8xh100-ddp.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
+    assert (tmp_path / "scaling.png").stat().st_size > 10_000

@@ -1,0 +1,80 @@
+"""Node designs built into graphs: counts, connectivity and the paths copies take."""
+
+import networkx as nx
+import pytest
+
+from scalesim.errors import InputError
+from scalesim.topology import build_cluster, build_node_graph, builtin_topology_names, load_node_design
+
+REQUIRED = {"rtx4090-pcie-8", "rtx4090-pcie-4", "a100-pcie-8", "dgx-a100", "dgx-h100", "h100-pcie-8", "hgx-h200"}
+
+
+def kinds(topology, path):
+    return [topology.graph.nodes[n]["kind"] for n in path]
+
+
+def test_every_design_named_in_the_contract_ships():
+    assert REQUIRED <= set(builtin_topology_names())
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_designs_build_into_connected_graphs_with_their_gpu_count(name):
+    design = load_node_design(name)
+    g = build_node_graph(design)
+    assert nx.is_connected(g)
+    assert sum(1 for _, d in g.nodes(data=True) if d["kind"] == "gpu") == design.gpus
+    assert all(d["link"].bw_bytes_per_s > 0 for _, _, d in g.edges(data=True))
+
+
+def test_rtx4090_without_p2p_stages_copies_through_host_memory():
+    t = build_cluster(load_node_design("rtx4090-pcie-8"))
+    # GPUs 0 and 1 share a PCIe switch, yet the copy goes up to the CPU and its memory.
+    assert kinds(t, t.path(0, 1)) == ["gpu", "pcie_switch", "cpu", "host_memory", "cpu", "pcie_switch", "gpu"]
+    # Across sockets the copy also crosses the socket link.
+    assert "cpu1" in t.path(0, 7) and "cpu0" in t.path(0, 7)
+
+
+def test_p2p_copies_turn_at_the_shared_pcie_switch():
+    t = build_cluster(load_node_design("a100-pcie-8"))
+    assert kinds(t, t.path(0, 1)) == ["gpu", "pcie_switch", "gpu"]
+
+
+def test_turning_p2p_on_for_the_4090_avoids_host_memory():
+    design = load_node_design("rtx4090-pcie-8").model_copy(update={"p2p": True})
+    t = build_cluster(design)
+    assert "host_memory" not in kinds(t, t.path(0, 1))
+
+
+def test_sxm_gpus_talk_over_the_nvswitch():
+    t = build_cluster(load_node_design("dgx-h100"))
+    assert kinds(t, t.path(2, 5)) == ["gpu", "nvswitch", "gpu"]
+
+
+def test_each_direction_of_a_duplex_link_is_its_own_resource_and_memory_is_shared():
+    t = build_cluster(load_node_design("rtx4090-pcie-8"))
+    there, back = t.route(0, 1), t.route(1, 0)
+    assert there[0] != back[-1]               # gpu0 -> switch differs from switch -> gpu0
+    path = t.path(0, 1)
+    hops = list(zip(path, path[1:]))
+    memory = [r for (u, v), r in zip(hops, there) if "host_memory" in kinds(t, (u, v))]
+    assert len(memory) == 2 and memory[0] == memory[1]   # write and read share the DRAM
+
+
+def test_inline_design_and_its_errors():
+    design = load_node_design({"gpu": "h100-sxm", "gpus": 4, "nvlink": {"fabric": "nvswitch"}}, key="cluster.node")
+    assert len(build_cluster(design).gpus) == 4
+    with pytest.raises(InputError, match="cluster.node.gpus"):
+        load_node_design({"gpu": "h100-sxm", "gpus": 0}, key="cluster.node")
+    with pytest.raises(InputError, match="Did you mean 'switches'"):
+        load_node_design({"gpu": "h100-sxm", "gpus": 8, "pcie": {"switchs": 4}}, key="cluster.node")
+
+
+def test_unknown_topology_name_suggests_the_closest():
+    with pytest.raises(InputError, match="dgx-h100"):
+        load_node_design("dgx-h10")
+
+
+def test_nvlink_on_a_gpu_without_it_is_refused():
+    design = load_node_design({"gpu": "rtx4090", "gpus": 2, "nvlink": {"fabric": "bridge"}})
+    with pytest.raises(InputError, match="no NVLink"):
+        build_node_graph(design)
