@@ -17,6 +17,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from scalesim.report.tables import make_console
+
 from scalesim.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -111,16 +113,72 @@ def _scaling_counts(gpus: int) -> list[int]:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
-def hardware(as_json: bool) -> None:
-    """List the GPUs and links in the hardware catalog, with their sources."""
-    from scalesim.report.catalogs import hardware_json, hardware_tables
+@click.option("--topology", "topologies_", multiple=True, required=True,
+              help="Node design name, topology .yaml, or scenario .yaml (its cluster). Repeat to compare.")
+@click.option("--op", default="all_reduce", show_default=True,
+              type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                                 "all_to_all", "send_recv"]),
+              help="Collective operation.")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs taking part [all of the node].")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Nodes (only 1 for now).")
+@click.option("--p2p", type=click.Choice(["on", "off"]), default=None,
+              help="Force PCIe peer-to-peer on or off [the design's setting].")
+@click.option("--algo", default="auto", show_default=True, help="Algorithm: auto | ring.")
+@click.option("--sizes", default="8:8G", show_default=True,
+              help="Buffer sizes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Draw bus bandwidth against size (.png or .svg).")
+@friendly_errors
+def collective(topologies_, op, gpus, nodes, p2p, algo, sizes, as_json, plot) -> None:
+    """Simulate a collective like nccl-tests does: time, algbw and busbw per size.
+
+    algbw = size / time; busbw = algbw x (2(n-1)/n for all_reduce, (n-1)/n for
+    reduce_scatter, all_gather and all_to_all, 1 otherwise), nccl-tests'
+    definitions, so busbw is comparable to link bandwidth.
+    """
+    from scalesim.collective_bench import build_topology, parse_sizes, time_collective
+    from scalesim.report.collective import collective_plot, collective_table
+
+    if nodes != 1:
+        raise InputError("multi-node collectives are not simulated yet; allowed now: --nodes 1", key="--nodes")
+    size_list = parse_sizes(sizes)
+    rows = []
+    for spec in topologies_:
+        topo = build_topology(spec, p2p=None if p2p is None else p2p == "on")
+        n = gpus or len(topo.gpus)
+        rows += [time_collective(topo, op, n, size, algo) for size in size_list]
+    if plot is not None:
+        if plot.suffix.lower() not in (".png", ".svg"):
+            raise InputError("the plot must be a .png or .svg file", key="--plot")
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        collective_plot(rows, plot)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in rows], indent=2))
+        return
+    make_console().print(collective_table(rows))
+    if plot is not None:
+        click.echo(f"plot: {plot}")
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON (every field and source).")
+@friendly_errors
+def hardware(name: str | None, as_json: bool) -> None:
+    """List the GPUs and links in the hardware catalog, or show NAME in full with its sources.
+
+    All FLOP/s are dense peaks (never 2:4 sparse); GeForce fp16/bf16 are at the
+    FP32-accumulate rate that mixed-precision training uses. Link bandwidth is
+    per direction.
+    """
+    from scalesim.report.catalogs import hardware_detail, hardware_json, hardware_tables
 
     if as_json:
         click.echo(json.dumps(hardware_json(), indent=2))
         return
-    console = Console()
-    for table in hardware_tables():
+    console = make_console()
+    for table in [hardware_detail(name)] if name else hardware_tables():
         console.print(table)
 
 
@@ -133,7 +191,7 @@ def topologies(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(topologies_json(), indent=2))
         return
-    Console().print(topologies_table())
+    make_console().print(topologies_table())
 
 
 @main.group()
@@ -154,7 +212,7 @@ def topology_show(name: str, out: Path | None) -> None:
 
     design = load_node_design(name)
     graph = build_node_graph(design)
-    Console().print(topology_description(design, graph))
+    make_console().print(topology_description(design, graph))
     if out is not None:
         if out.suffix.lower() not in (".png", ".svg"):
             raise InputError("the drawing must be a .png or .svg file", key="--out")
@@ -173,7 +231,7 @@ def models(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(model_info(), indent=2))
         return
-    Console().print(models_table())
+    make_console().print(models_table())
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import networkx as nx
 from rich.table import Table
 
+from scalesim.errors import unknown_name
 from scalesim.hardware import gpus, links
 from scalesim.models import model_info
 from scalesim.topology.design import NodeDesign, builtin_topology_names, load_node_design
@@ -16,25 +17,45 @@ def _t(x: float | None, scale: float = 1e12, digits: int = 1) -> str:
 
 
 def hardware_tables() -> list[Table]:
-    g = Table(title="GPUs (dense peak TFLOP/s; fp16/bf16 with FP32 accumulate)", title_justify="left")
-    for col in ("name", "fp32", "tf32", "bf16", "fp8", "memory", "mem GB/s", "NVLink", "PCIe", "P2P",
-                "TDP W", "ECC", "$/GPU-h", "GEMM eff", "source"):
-        g.add_column(col, overflow="fold")
+    g = Table(title="GPUs: dense peak TFLOP/s (fp16/bf16 with FP32 accumulate); "
+              "`scalesim hardware NAME` shows sources", title_justify="left")
+    for col in ("name", "bf16", "fp8", "memory", "GB/s", "NVLink", "P2P", "TDP W", "$/GPU-h"):
+        g.add_column(col, no_wrap=True)
     for spec in gpus().values():
-        g.add_row(spec.name, _t(spec.fp32_flop_per_s), _t(spec.tf32_flop_per_s), _t(spec.bf16_flop_per_s),
-                  _t(spec.fp8_flop_per_s), format_bytes(spec.memory_bytes),
-                  _t(spec.memory_bw_bytes_per_s, 1e9, 0), spec.nvlink or "-", spec.pcie,
+        g.add_row(spec.name, _t(spec.bf16_flop_per_s, digits=0), _t(spec.fp8_flop_per_s, digits=0),
+                  format_bytes(spec.memory_bytes), _t(spec.memory_bw_bytes_per_s, 1e9, 0),
+                  (spec.nvlink or "-").replace("-bridge", " bridge").replace(" bridge-ga102", " bridge"),
                   "yes" if spec.pcie_p2p else "no", f"{spec.tdp_w:.0f}",
-                  {True: "yes", False: "no", None: "?"}[spec.ecc],
-                  "-" if spec.cloud_usd_per_gpu_hour is None else f"{spec.cloud_usd_per_gpu_hour:.2f}",
-                  f"{spec.gemm_efficiency:.2f}", spec.source[0][:60])
-    lt = Table(title="Links (bandwidth per direction)", title_justify="left")
-    for col in ("name", "kind", "GB/s", "latency us", "efficiency", "description"):
-        lt.add_column(col, overflow="fold")
+                  "-" if spec.cloud_usd_per_gpu_hour is None else f"{spec.cloud_usd_per_gpu_hour:.2f}")
+    lt = Table(title="Links: bandwidth per direction, achieved efficiency", title_justify="left")
+    for col in ("name", "kind", "GB/s", "latency us", "eff."):
+        lt.add_column(col, no_wrap=True)
+    lt.add_column("description", overflow="fold")
     for spec in links().values():
         lt.add_row(spec.name, spec.kind, f"{spec.bw_bytes_per_s / 1e9:,.2f}", f"{spec.latency_s * 1e6:.2f}",
-                   f"{spec.efficiency:.2f}", spec.description[:70])
+                   f"{spec.efficiency:.2f}", spec.description)
     return [g, lt]
+
+
+def hardware_detail(name: str) -> Table:
+    """Every field of one GPU or link, with its sources."""
+    catalog = {**gpus(), **links()}
+    if name not in catalog:
+        raise unknown_name("GPU or link", name, catalog)
+    spec = catalog[name]
+    t = Table(title=name, show_header=False, title_justify="left")
+    t.add_column("field", style="bold", no_wrap=True)
+    t.add_column("value", overflow="fold")
+    for field in spec.__slots__:
+        value = getattr(spec, field)
+        if field == "source":
+            for i, src in enumerate(value):
+                t.add_row("source" if i == 0 else "", src)
+            continue
+        if isinstance(value, float) and field.endswith("_per_s") and value > 1e6:
+            value = f"{value:.4g}"
+        t.add_row(field, str(value))
+    return t
 
 
 def hardware_json() -> dict:
@@ -63,7 +84,7 @@ def topologies_table() -> Table:
         t.add_column(col, overflow="fold")
     for r in topologies_json():
         t.add_row(r["name"], f"{r['gpus']} x {r['gpu']}", r["nvlink"] or "-", str(r["pcie_switches"]),
-                  str(r["sockets"]), str(r["nics"]), r["description"][:90])
+                  str(r["sockets"]), str(r["nics"]), r["description"])
     return t
 
 
@@ -83,5 +104,5 @@ def models_table() -> Table:
         t.add_column(col, overflow="fold")
     for m in model_info():
         t.add_row(m["name"], m["family"], f"{m['params'] / 1e6:,.1f} M", str(m.get("seq_len") or "-"),
-                  str(m["source"])[:70])
+                  str(m["source"]))
     return t

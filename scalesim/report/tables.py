@@ -42,5 +42,13 @@ def result_table(r: StepResult) -> Table:
     return t
 
 
+def make_console(stderr: bool = False) -> Console:
+    """A console for tables; when output is piped (no terminal), wide enough not to truncate."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=140)
+    return console
+
+
 def print_table(table: Table, console: Console | None = None) -> None:
-    (console or Console()).print(table)
+    (console or make_console()).print(table)

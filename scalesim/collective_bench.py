@@ -1,0 +1,96 @@
+"""nccl-tests in simulation: time one collective at a range of sizes on a topology.
+
+Wiring like `runner`: it builds plans with `collectives` and times them with
+the engine; the CLI's `collective` command and the tests call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalesim.collectives import busbw_bytes_per_s, plan_collective
+from scalesim.collectives.busbw import algbw_bytes_per_s
+from scalesim.engine import simulate
+from scalesim.errors import InputError
+from scalesim.program import CollectiveTask, Program
+from scalesim.topology import Topology, build_cluster, load_node_design
+from scalesim.topology.design import NodeDesign
+from scalesim.units import parse_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveRow:
+    topology: str
+    op: str
+    algo: str
+    gpus: int
+    bytes: float
+    time_s: float
+
+    @property
+    def algbw_GBps(self) -> float:
+        return algbw_bytes_per_s(self.bytes, self.time_s) / 1e9
+
+    @property
+    def busbw_GBps(self) -> float:
+        return busbw_bytes_per_s(self.op, self.gpus, self.bytes, self.time_s) / 1e9
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "algo": self.algo, "gpus": self.gpus, "bytes": self.bytes,
+                "time_s": self.time_s, "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps,
+                "topology": self.topology}
+
+
+def parse_sizes(text: str) -> list[float]:
+    """'8:8G' doubles from 8 B to 8 GiB (nccl-tests -b 8 -e 8G -f 2); '1M,64M' lists sizes.
+
+    >>> parse_sizes("1K:8K")
+    [1024.0, 2048.0, 4096.0, 8192.0]
+    """
+    try:
+        if ":" in text:
+            low, high = (parse_bytes(part) for part in text.split(":", 1))
+            if low <= 0 or high < low:
+                raise InputError("the range must go from a positive size up to a larger one")
+            sizes, size = [], low
+            while size <= high * (1 + 1e-12):
+                sizes.append(size)
+                size *= 2
+            return sizes
+        sizes = [parse_bytes(part) for part in text.split(",") if part.strip()]
+    except InputError as exc:
+        raise InputError(f"{exc.detail} (e.g. --sizes 8:8G or --sizes 1M,64M)", key="--sizes") from None
+    if not sizes or any(s <= 0 for s in sizes):
+        raise InputError("sizes must be positive, e.g. --sizes 8:8G or --sizes 1M,64M", key="--sizes")
+    return sizes
+
+
+def resolve_design(spec: str) -> NodeDesign:
+    """A node design from a topology name or file, or the cluster of a scenario file."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        from scalesim.topology.design import read_yaml
+        data = read_yaml(path, what="file")
+        if isinstance(data, dict) and "cluster" in data:
+            from scalesim.scenario import load_scenario
+            scenario, file = load_scenario(path)
+            return load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+    return load_node_design(spec, key="--topology")
+
+
+def build_topology(spec: str, *, p2p: bool | None = None) -> Topology:
+    design = resolve_design(spec)
+    if p2p is not None:
+        design = design.model_copy(update={"p2p": p2p})
+    return build_cluster(design)
+
+
+def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto") -> CollectiveRow:
+    if gpus > len(topology.gpus) or gpus < 1:
+        raise InputError(f"{topology.name} has {len(topology.gpus)} GPUs; allowed: 1..{len(topology.gpus)}",
+                         key="--gpus")
+    plan = plan_collective(op, topology, tuple(range(gpus)), size_bytes, algo)
+    program = Program({r: (CollectiveTask(op, "bench", plan),) for r in plan.ranks},
+                      topology.capacity_bytes_per_s)
+    return CollectiveRow(topology.name, op, plan.algo, gpus, size_bytes, simulate(program).end_s)
