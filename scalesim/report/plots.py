@@ -28,9 +28,19 @@ def _scale(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+MAX_TIMELINE_GPUS = 16
+
+
 def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
-    """One row per GPU and stream: compute kernels and communication over the step."""
+    """One row per GPU and stream: compute kernels and communication over the step.
+
+    Thin white edges separate consecutive tasks (layers, gradient buckets).
+    Beyond 16 GPUs only the first 16 are drawn, and the title says so.
+    """
     ranks = sorted({iv.rank for iv in timeline.intervals})
+    if len(ranks) > MAX_TIMELINE_GPUS:
+        title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
+        ranks = ranks[:MAX_TIMELINE_GPUS]
     streams = sorted({iv.stream for iv in timeline.intervals})
     factor, unit = _scale(timeline.end_s)
     rows = [(r, s) for r in ranks for s in streams]
@@ -41,7 +51,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
                 continue
             colour = COLOURS.get(iv.kind, COLOURS["comm"])
             ax.broken_barh([(iv.start_s * factor, iv.duration_s * factor)], (y - 0.4, 0.8),
-                           facecolors=colour, edgecolor="none")
+                           facecolors=colour, edgecolor="white", linewidth=0.3)
     ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
