@@ -120,17 +120,26 @@ def _scaling_counts(gpus: int) -> list[int]:
                                  "all_to_all", "send_recv"]),
               help="Collective operation.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs taking part [all of the node].")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Nodes (only 1 for now).")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Nodes of the design, joined by --fabric.")
+@click.option("--fabric", default=None, help="Network link between nodes (e.g. ib-ndr, roce-400g, eth-100g).")
+@click.option("--nics-per-node", type=click.IntRange(min=1), default=None,
+              help="NICs per node on the fabric [the design's NIC count].")
+@click.option("--fabric-topology", type=click.Choice(["fat-tree", "rail-optimized", "single-switch"]),
+              default="rail-optimized", show_default=True, help="How the NICs are switched.")
 @click.option("--p2p", type=click.Choice(["on", "off"]), default=None,
               help="Force PCIe peer-to-peer on or off [the design's setting].")
-@click.option("--algo", default="auto", show_default=True, help="Algorithm: auto | ring.")
+@click.option("--algo", default="auto", show_default=True,
+              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's tuner).")
+@click.option("--protocol", default="auto", show_default=True, help="NCCL protocol: auto | ll | ll128 | simple.")
 @click.option("--sizes", default="8:8G", show_default=True,
               help="Buffer sizes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw bus bandwidth against size (.png or .svg).")
 @friendly_errors
-def collective(topologies_, op, gpus, nodes, p2p, algo, sizes, as_json, plot) -> None:
+def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topology, p2p, algo, protocol,
+               sizes, as_json, plot) -> None:
     """Simulate a collective like nccl-tests does: time, algbw and busbw per size.
 
     algbw = size / time; busbw = algbw x (2(n-1)/n for all_reduce, (n-1)/n for
@@ -140,14 +149,18 @@ def collective(topologies_, op, gpus, nodes, p2p, algo, sizes, as_json, plot) ->
     from scalesim.collective_bench import build_topology, parse_sizes, time_collective
     from scalesim.report.collective import collective_plot, collective_table
 
-    if nodes != 1:
-        raise InputError("multi-node collectives are not simulated yet; allowed now: --nodes 1", key="--nodes")
+    from scalesim.topology import Fabric
+
     size_list = parse_sizes(sizes)
     rows = []
     for spec in topologies_:
-        topo = build_topology(spec, p2p=None if p2p is None else p2p == "on")
+        net = None
+        if fabric is not None:
+            design_nics = None if nics_per_node else _design_nics(spec)
+            net = Fabric(fabric, nics_per_node or design_nics or 8, fabric_topology)
+        topo = build_topology(spec, p2p=None if p2p is None else p2p == "on", nodes=nodes, fabric=net)
         n = gpus or len(topo.gpus)
-        rows += [time_collective(topo, op, n, size, algo) for size in size_list]
+        rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
         if plot.suffix.lower() not in (".png", ".svg"):
             raise InputError("the plot must be a .png or .svg file", key="--plot")
@@ -159,6 +172,12 @@ def collective(topologies_, op, gpus, nodes, p2p, algo, sizes, as_json, plot) ->
     make_console().print(collective_table(rows))
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def _design_nics(spec: str) -> int | None:
+    from scalesim.collective_bench import resolve_design
+
+    return resolve_design(spec)[0].nics.count or None
 
 
 @main.command()

@@ -14,8 +14,9 @@ from scalesim.collectives.busbw import algbw_bytes_per_s
 from scalesim.engine import simulate
 from scalesim.errors import InputError
 from scalesim.program import CollectiveTask, Program
-from scalesim.topology import Topology, build_cluster, load_node_design
-from scalesim.topology.design import NodeDesign
+from scalesim.scenario import load_scenario
+from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
+from scalesim.topology.design import NodeDesign, read_yaml
 from scalesim.units import parse_bytes
 
 
@@ -27,6 +28,7 @@ class CollectiveRow:
     gpus: int
     bytes: float
     time_s: float
+    protocol: str = "simple"
 
     @property
     def algbw_GBps(self) -> float:
@@ -39,7 +41,7 @@ class CollectiveRow:
     def to_json(self) -> dict:
         return {"op": self.op, "algo": self.algo, "gpus": self.gpus, "bytes": self.bytes,
                 "time_s": self.time_s, "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps,
-                "topology": self.topology}
+                "protocol": self.protocol, "topology": self.topology}
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -66,31 +68,40 @@ def parse_sizes(text: str) -> list[float]:
     return sizes
 
 
-def resolve_design(spec: str) -> NodeDesign:
-    """A node design from a topology name or file, or the cluster of a scenario file."""
+def resolve_design(spec: str) -> tuple[NodeDesign, Fabric | None, int]:
+    """A node design from a topology name or file, or the cluster (design, fabric, nodes) of a scenario file."""
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        from scalesim.topology.design import read_yaml
         data = read_yaml(path, what="file")
         if isinstance(data, dict) and "cluster" in data:
-            from scalesim.scenario import load_scenario
             scenario, file = load_scenario(path)
-            return load_node_design(scenario.cluster.node, key="cluster.node", file=file)
-    return load_node_design(spec, key="--topology")
+            cluster = scenario.cluster
+            fabric = None if cluster.fabric is None else Fabric(
+                cluster.fabric.link, cluster.fabric.nics_per_node, cluster.fabric.topology,
+                cluster.fabric.oversubscription)
+            return load_node_design(cluster.node, key="cluster.node", file=file), fabric, cluster.nodes
+    return load_node_design(spec, key="--topology"), None, 1
 
 
-def build_topology(spec: str, *, p2p: bool | None = None) -> Topology:
-    design = resolve_design(spec)
+def build_topology(spec: str, *, p2p: bool | None = None, nodes: int = 1,
+                   fabric: Fabric | None = None) -> Topology:
+    """The cluster to time collectives on; a scenario file brings its own nodes and fabric."""
+    design, scenario_fabric, scenario_nodes = resolve_design(spec)
     if p2p is not None:
         design = design.model_copy(update={"p2p": p2p})
-    return build_cluster(design)
+    if nodes == 1 and scenario_nodes > 1:
+        nodes, fabric = scenario_nodes, fabric or scenario_fabric
+    if nodes > 1 and fabric is None:
+        raise InputError("several nodes need a fabric: add --fabric LINK (e.g. ib-ndr)", key="--fabric")
+    return build_cluster(design, nodes=nodes, fabric=fabric)
 
 
-def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto") -> CollectiveRow:
+def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto",
+                    protocol: str = "auto") -> CollectiveRow:
     if gpus > len(topology.gpus) or gpus < 1:
         raise InputError(f"{topology.name} has {len(topology.gpus)} GPUs; allowed: 1..{len(topology.gpus)}",
                          key="--gpus")
-    plan = plan_collective(op, topology, tuple(range(gpus)), size_bytes, algo)
+    plan = plan_collective(op, topology, tuple(range(gpus)), size_bytes, algo, protocol)
     program = Program({r: (CollectiveTask(op, "bench", plan),) for r in plan.ranks},
                       topology.capacity_bytes_per_s)
-    return CollectiveRow(topology.name, op, plan.algo, gpus, size_bytes, simulate(program).end_s)
+    return CollectiveRow(topology.name, op, plan.algo, gpus, size_bytes, simulate(program).end_s, plan.protocol)

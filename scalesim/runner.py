@@ -15,7 +15,7 @@ from scalesim.models import ModelSpec, get_model
 from scalesim.parallel import DdpPlan, build_ddp_program
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
-from scalesim.topology import Topology, build_cluster, load_node_design
+from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
 
 SECONDS_PER_HOUR = 3600.0
@@ -38,13 +38,12 @@ class Setup:
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None) -> Setup:
     """Resolve catalog names and check the parallel plan; `gpus` overrides the count."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
-    if scenario.cluster.nodes != 1:
-        raise InputError("multi-node clusters are not simulated yet; allowed now: nodes: 1",
-                         file=file, key="cluster.nodes")
+    fabric = scenario.cluster.fabric
     try:
-        topology = build_cluster(design, nodes=scenario.cluster.nodes)
+        topology = build_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
+            fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription))
     except InputError as exc:
-        inline = isinstance(scenario.cluster.node, dict)
+        inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
         raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None
     available = len(topology.gpus)
     count = gpus or scenario.cluster.gpus or available

@@ -20,7 +20,7 @@ ALLOWED = {
     "scenario": {"topology"},
     "report": {"result", "engine", "hardware", "models", "topology", "units"},
 }
-LEAVES = {"units", "errors", "schema"}
+LEAVES = {"units", "errors", "schema", "fairshare"}
 
 
 def layer_of(path: Path) -> str:

@@ -1,8 +1,15 @@
-"""Collective operations expanded onto topology graphs as flows."""
+"""Collective operations expanded onto topology graphs as flows.
 
-from scalesim.collectives.busbw import OPS, algbw_bytes_per_s, bus_factor, busbw_bytes_per_s
+Algorithms: ring (ring.py), double binary tree (tree.py), NVLS in-switch
+reduction (nvls.py), hierarchical (hierarchical.py), direct point-to-point
+(p2p.py); protocols and NCCL's latency model in protocol.py; `auto` in
+select.py.
+"""
+
+from scalesim.collectives.busbw import algbw_bytes_per_s, bus_factor, busbw_bytes_per_s
+from scalesim.collectives.estimate import plan_time_s
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
-from scalesim.collectives.select import plan_collective
+from scalesim.collectives.select import ALGOS, OPS, plan_collective
 
-__all__ = ["OPS", "CollectivePlan", "Flow", "Phase", "algbw_bytes_per_s", "bus_factor",
-           "busbw_bytes_per_s", "plan_collective"]
+__all__ = ["ALGOS", "OPS", "CollectivePlan", "Flow", "Phase", "algbw_bytes_per_s", "bus_factor",
+           "busbw_bytes_per_s", "plan_collective", "plan_time_s"]

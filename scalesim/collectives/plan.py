@@ -13,12 +13,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """Bytes moved from one endpoint to another along a fixed path of link resources."""
+    """Bytes moved from one endpoint to another along a fixed path of link resources.
+
+    size_bytes are the bytes on the wire (a protocol's flag overhead included);
+    rate_cap_bytes_per_s limits this flow alone (e.g. an in-switch reduction).
+    """
 
     src: str
     dst: str
     links: tuple[int, ...]
     size_bytes: float
+    rate_cap_bytes_per_s: float = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,7 @@ class CollectivePlan:
     ranks: tuple[int, ...]      # global GPU indices taking part
     size_bytes: float           # nccl-tests' "size": the per-rank buffer
     phases: tuple[Phase, ...]
+    protocol: str = "simple"    # NCCL protocol: ll | ll128 | simple
 
     @property
     def bytes_sent(self) -> float:

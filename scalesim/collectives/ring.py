@@ -4,51 +4,91 @@ NCCL pipelines a ring collective: the buffer is cut into chunks that stream
 around the ring, so in steady state every ring edge (rank i -> rank i+1)
 carries data at once for the whole call. We model that steady state: one
 phase with one flow per ring edge carrying the bytes that edge moves in total,
-plus the per-step latency of the 2(N-1) (all-reduce) or N-1 steps. Flows that
-share a physical link (host memory, a PCIe uplink, a socket link) slow each
-other down in the engine; nothing here assumes a bandwidth.
+after the latency of the algorithm's steps. Flows that share a physical link
+(host memory, a PCIe uplink, a socket link, a NIC) slow each other down in the
+engine; nothing here assumes a bandwidth.
 
 Per edge, for a buffer of S bytes on N ranks (Patarasuk & Yuan 2009; NCCL):
 all-reduce 2(N-1)/N*S, reduce-scatter and all-gather (N-1)/N*S, broadcast
 and reduce S (a pipelined chain of N-1 edges).
+
+Channels: across nodes NCCL runs one ring per NIC ("channel"), each rotated
+so that it leaves and enters every node through a different GPU and NIC, and
+each carrying 1/C of the data; inside one node all rings cross the same links,
+so one channel stands for them.
 """
 
 from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
 from scalesim.topology import Topology
 
-# Per-step software/protocol latency of an NCCL ring step on top of the hop
-# latency of the links (Simple protocol). A placeholder until the collectives
-# issue calibrates LL/LL128/Simple against nccl-tests small-message latencies.
-STEP_OVERHEAD_S = 1.0e-6
-# Fixed cost of launching one collective kernel (order of nccl-tests' smallest
-# all-reduce times on one node, ~5-10 us).
-LAUNCH_S = 5.0e-6
 
-
-def _steps_and_bytes(op: str, n: int, size_bytes: float) -> tuple[int, float, bool]:
-    """(sequential steps, bytes per ring edge, closed ring?) for an op."""
+def steps_and_edge_fraction(op: str, n: int) -> tuple[int, float, bool]:
+    """(sequential steps, fraction of the buffer per ring edge, closed ring?)."""
     if op == "all_reduce":
-        return 2 * (n - 1), 2 * (n - 1) / n * size_bytes, True
+        return 2 * (n - 1), 2 * (n - 1) / n, True
     if op in ("reduce_scatter", "all_gather"):
-        return n - 1, (n - 1) / n * size_bytes, True
+        return n - 1, (n - 1) / n, True
     if op in ("broadcast", "reduce"):
-        return n - 1, size_bytes, False
+        return n - 1, 1.0, False
     raise ValueError(f"ring does not implement {op}")
 
 
-def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float) -> CollectivePlan:
-    """Expand a ring collective on `ranks` (in ring order) into one phase of flows."""
+def flow(topology: Topology, a: int, b: int, size_bytes: float, cap: float = float("inf")) -> Flow:
+    return Flow(topology.node_of(a), topology.node_of(b), topology.route(a, b), size_bytes, cap)
+
+
+def channel_count(topology: Topology, servers: list[list[int]]) -> int:
+    """Channels NCCL spreads a multi-server collective over: one per NIC, at most one per GPU."""
+    if len(servers) == 1:
+        return 1
+    nics = min(topology.nic_count(topology.server_of(s[0])) for s in servers)
+    return max(1, min(min(len(s) for s in servers), nics))
+
+
+def rotations(topology: Topology, servers: list[list[int]]) -> list[int]:
+    """How far each channel rotates a server's ranks, spread so channels use different NICs."""
+    channels = channel_count(topology, servers)
+    stride = max(1, min(len(s) for s in servers) // channels)
+    return [c * stride for c in range(channels)]
+
+
+def ring_orders(topology: Topology, ranks: tuple[int, ...]) -> list[list[int]]:
+    """One ring order per channel: servers in order, each server's ranks rotated by the channel."""
+    servers = topology.ranks_by_server(ranks)
+    return [[r for s in servers for r in s[c:] + s[:c]] for c in rotations(topology, servers)]
+
+
+def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str) -> float:
+    n = len(order)
+    steps, _, closed = steps_and_edge_fraction(op, n)
+    edges = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]
+    classes = [topology.link_class(a, b) for a, b in edges]
+    inter = sum(c == "net" for c in classes)
+    intra_class = next((c for c in classes if c != "net"), "nvlink")
+    # NCCL: (nsteps - nInterSteps) * intraLat + nInterSteps * interLat, with the
+    # inter-node share of steps in proportion to the inter-node edges.
+    inter_steps = steps * inter / len(edges) if edges else 0
+    return (base_latency_s("ring", protocol)
+            + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol)
+            + inter_steps * step_latency_s("net", "ring", protocol))
+
+
+def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
+              protocol: str = "simple") -> CollectivePlan:
+    """Expand a ring collective on `ranks` into one phase of flows."""
     n = len(ranks)
     if n <= 1 or size_bytes <= 0:
         return CollectivePlan(op, "ring", tuple(ranks), size_bytes, ())
-    steps, edge_bytes, closed = _steps_and_bytes(op, n, size_bytes)
-    edges = [(ranks[i], ranks[(i + 1) % n]) for i in range(n if closed else n - 1)]
-    flows = tuple(
-        Flow(topology.node_of(a), topology.node_of(b), topology.route(a, b), edge_bytes)
-        for a, b in edges
-    )
-    hop_s = max(topology.latency_s(a, b) for a, b in edges)
-    latency_s = LAUNCH_S + steps * (hop_s + STEP_OVERHEAD_S)
-    return CollectivePlan(op, "ring", tuple(ranks), size_bytes, (Phase(latency_s, flows),))
+    orders = ring_orders(topology, tuple(ranks))
+    multi_node = len(topology.ranks_by_server(tuple(ranks))) > 1
+    _, fraction, closed = steps_and_edge_fraction(op, n)
+    wire = fraction * size_bytes / len(orders) / bandwidth_fraction("ring", protocol, op, multi_node)
+    flows = []
+    for order in orders:
+        edges = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]
+        flows += [flow(topology, a, b, wire) for a, b in edges]
+    latency = ring_latency_s(topology, orders[0], op, protocol)
+    return CollectivePlan(op, "ring", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), protocol)

@@ -1,26 +1,95 @@
-"""Pick the algorithm for a collective and expand it.
+"""Pick the algorithm and protocol for a collective, as NCCL's tuner does, and expand it.
 
-Only rings exist so far; `auto` chooses ring for every op it implements.
-The collectives issue adds tree, NVLS, hierarchical and all-to-all, and a
-tuner rule that picks among them by op, size and topology.
+NCCL predicts, for every algorithm and protocol it may use, time = latency +
+size / bandwidth, and runs the fastest (ncclTopoGetAlgoTime). `auto` does the
+same with our own prediction: each candidate plan is timed alone on the
+topology with the fluid model (`estimate.plan_time_s`), so the choice sees the
+real paths (host staging, NICs, switch uplinks). Candidates:
+
+- all_reduce: ring, tree, NVLS (one server on an NVSwitch with in-network
+  reduction), NVLSTree (several such servers) -- NCCL's own set;
+  `hierarchical` (three sequential phases, Horovod-style) only when asked for;
+- reduce_scatter, all_gather, broadcast, reduce: ring;
+- all_to_all, send_recv, send: direct;
+
+each with LL, LL128 (only where every hop inside a server is NVLink, as NCCL
+enables it by default) and Simple (NVLS: Simple only). Ties go to the first
+candidate in that order, so choices are deterministic.
 """
 
 from __future__ import annotations
 
+from scalesim.collectives.estimate import plan_time_s
+from scalesim.collectives.hierarchical import hierarchical_plan
+from scalesim.collectives.nvls import nvls_plan, nvls_switch, nvls_tree_plan, nvls_tree_servers
+from scalesim.collectives.p2p import p2p_plan
 from scalesim.collectives.plan import CollectivePlan
+from scalesim.collectives.protocol import PROTOCOLS
 from scalesim.collectives.ring import ring_plan
+from scalesim.collectives.tree import tree_plan
 from scalesim.errors import InputError
 from scalesim.topology import Topology
 
-ALGOS = ("auto", "ring")
-RING_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+ALGOS = ("auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct")
+BUILDERS = {"ring": ring_plan, "tree": tree_plan, "nvls": nvls_plan, "nvls_tree": nvls_tree_plan,
+            "hierarchical": hierarchical_plan, "direct": p2p_plan}
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send_recv", "send")
+
+
+def algorithms_for(op: str, topology: Topology, ranks: tuple[int, ...]) -> list[str]:
+    """Algorithms that can run `op` on these ranks, in preference order for ties."""
+    if op in ("all_to_all", "send_recv", "send"):
+        return ["direct"]
+    if op != "all_reduce":
+        return ["ring"]
+    algos = ["ring", "tree"]
+    servers = topology.ranks_by_server(ranks)
+    if nvls_switch(topology, ranks) is not None:
+        algos.append("nvls")
+    if nvls_tree_servers(topology, ranks) is not None:
+        algos.append("nvls_tree")
+    if len(servers) > 1 and len({len(s) for s in servers}) == 1 and len(servers[0]) > 1:
+        algos.append("hierarchical")
+    return algos
+
+
+AUTO_EXCLUDED = ("hierarchical",)   # not an NCCL algorithm: used only when asked for
+
+
+def protocols_for(algo: str, topology: Topology, ranks: tuple[int, ...]) -> list[str]:
+    if algo == "nvls":
+        return ["simple"]
+    nvlink_inside = all(
+        topology.link_class(s[i], s[i + 1]) == "nvlink"
+        for s in topology.ranks_by_server(ranks) for i in range(len(s) - 1))
+    return [p for p in PROTOCOLS if p != "ll128" or nvlink_inside]
 
 
 def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
-                    algo: str = "auto") -> CollectivePlan:
+                    algo: str = "auto", protocol: str = "auto") -> CollectivePlan:
+    """The collective expanded onto the topology with the chosen (or fastest) algorithm and protocol."""
+    ranks = tuple(ranks)
+    if op not in OPS:
+        raise InputError(f"unknown operation '{op}'; allowed: {', '.join(OPS)}", key="op")
     if algo not in ALGOS:
         raise InputError(f"unknown algorithm '{algo}'; allowed: {', '.join(ALGOS)}", key="algo")
-    if op not in RING_OPS:
-        raise InputError(f"operation '{op}' is not implemented yet; allowed: {', '.join(RING_OPS)}",
-                         key="op")
-    return ring_plan(op, topology, tuple(ranks), size_bytes)
+    if protocol not in PROTOCOLS + ("auto",):
+        raise InputError(f"unknown protocol '{protocol}'; allowed: auto, {', '.join(PROTOCOLS)}", key="protocol")
+    key = ("plan", op, ranks, size_bytes, algo, protocol)
+    if key in topology.memo:
+        return topology.memo[key]
+    possible = algorithms_for(op, topology, ranks)
+    if algo != "auto" and algo not in possible:
+        raise InputError(f"algorithm '{algo}' cannot run {op} on these GPUs; allowed here: "
+                         f"auto, {', '.join(possible)}", key="algo")
+    best: tuple[float, CollectivePlan] | None = None
+    for a in [a for a in possible if a not in AUTO_EXCLUDED] if algo == "auto" else [algo]:
+        for p in protocols_for(a, topology, ranks) if protocol == "auto" else [protocol]:
+            plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
+            t = plan_time_s(plan, topology.capacity_bytes_per_s)
+            if best is None or t < best[0]:
+                best = (t, plan)
+    if best is None:
+        raise InputError(f"protocol '{protocol}' is not available for {op} here", key="protocol")
+    topology.memo[key] = best[1]
+    return best[1]

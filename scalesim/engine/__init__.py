@@ -4,7 +4,7 @@ Simulated time is in seconds. Ranks' streams are simpy processes; transfers
 are fluid flows that share link bandwidth max-min fairly.
 """
 
-from scalesim.engine.fairshare import max_min_rates
+from scalesim.fairshare import max_min_rates
 from scalesim.engine.simulator import simulate
 from scalesim.engine.timeline import Interval, Timeline
 

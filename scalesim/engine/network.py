@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from scalesim.engine.fairshare import max_min_rates
+from scalesim.fairshare import max_min_rates
 
 # A flow is done when less than this fraction of it (or a millibyte) remains:
 # floating-point residue must not schedule zero-length timers forever.
@@ -27,6 +27,7 @@ class _ActiveFlow:
     size_bytes: float
     remaining_bytes: float
     done: simpy.Event
+    cap: float = float("inf")
     rate: float = 0.0
 
 
@@ -40,19 +41,19 @@ class FluidNetwork:
     _last_update_s: float = 0.0
     _generation: int = 0
 
-    def start(self, flows: Sequence[tuple[tuple[int, ...], float]]) -> simpy.Event:
-        """Start flows (links, size_bytes) together; the event fires when all have arrived."""
+    def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
+        """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
         events = []
         self._advance()
-        for links, size in flows:
+        for links, size, cap in flows:
             done = self.env.event()
             events.append(done)
             self.bytes_sent += size
-            if size <= 0 or not links:
+            if size <= 0 or (not links and cap == float("inf")):
                 self.bytes_delivered += size
                 done.succeed()
                 continue
-            self._active.append(_ActiveFlow(tuple(links), size, size, done))
+            self._active.append(_ActiveFlow(tuple(links), size, size, done, cap))
         self._reschedule()
         return self.env.all_of(events)
 
@@ -67,7 +68,9 @@ class FluidNetwork:
         self._generation += 1
         if not self._active:
             return
-        rates = max_min_rates([f.links for f in self._active], self.capacity_bytes_per_s)
+        caps = [f.cap for f in self._active]
+        rates = max_min_rates([f.links for f in self._active], self.capacity_bytes_per_s,
+                              caps if any(c != float("inf") for c in caps) else None)
         next_s = float("inf")
         for f, rate in zip(self._active, rates):
             f.rate = rate

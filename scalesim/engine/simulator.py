@@ -81,7 +81,7 @@ class _Run:
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
             if phase.flows:
-                yield self.net.start([(f.links, f.size_bytes) for f in phase.flows])
+                yield self.net.start([(f.links, f.size_bytes, f.rate_cap_bytes_per_s) for f in phase.flows])
         call.done.succeed()
 
 

@@ -18,8 +18,12 @@ def node_gpu(design: NodeDesign) -> GpuSpec:
     return get_gpu(design.gpu, key="gpu")
 
 
-def build_node_graph(design: NodeDesign, prefix: str = "") -> nx.Graph:
-    """One server as a graph. GPU i is node f'{prefix}gpu{i}'.
+def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
+                     nic_count: int | None = None, nic_link: str | None = None) -> nx.Graph:
+    """One server as a graph. GPU i is node f'{prefix}gpu{i}'; every node carries `server`.
+
+    `nic_count` and `nic_link` override the design's NICs (a cluster's fabric
+    decides how many NICs per node are cabled and at what speed).
 
     GPUs and PCIe switches are spread evenly over the CPU sockets, GPUs evenly
     over the switches, NICs over the switches (or sockets when attached to
@@ -73,13 +77,16 @@ def build_node_graph(design: NodeDesign, prefix: str = "") -> nx.Graph:
                 g.add_edge(f"{p}gpu{i}", f"{p}gpu{i + 1}", link=port, duplex=True)
 
     nics = design.nics
-    if nics.count:
-        nic_link = get_link(nics.link, key="nics.link") if nics.link else None
-        for k in range(nics.count):
-            if nics.attach == "pcie-switch" and switches:
-                parent = f"{p}sw{k * switches // nics.count}"
-            else:
-                parent = f"{p}cpu{k * sockets // nics.count}"
-            g.add_node(f"{p}nic{k}", kind="nic", index=k, link=nic_link)
-            g.add_edge(f"{p}nic{k}", parent, link=slot, duplex=True)
+    count = nics.count if nic_count is None else nic_count
+    link_name = nic_link or nics.link
+    network = get_link(link_name, key="nics.link") if link_name else None
+    for k in range(count):
+        if nics.attach == "pcie-switch" and switches:
+            parent = f"{p}sw{k * switches // count}"
+        else:
+            parent = f"{p}cpu{k * sockets // count}"
+        g.add_node(f"{p}nic{k}", kind="nic", index=k, link=network, socket=g.nodes[parent]["socket"])
+        g.add_edge(f"{p}nic{k}", parent, link=slot, duplex=True)
+    for node in g:
+        g.nodes[node]["server"] = server
     return g

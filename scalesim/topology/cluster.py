@@ -1,15 +1,96 @@
-"""A cluster: one or more copies of a node design, optionally truncated to fewer GPUs."""
+"""A cluster: copies of a node design joined by a network fabric.
+
+Fabrics (between nodes; NIC links from the catalog):
+
+- single-switch: every NIC on one switch.
+- rail-optimized: NIC k of every node on leaf switch k ("rail" k); rails
+  joined by a spine.
+- fat-tree: NICs fill leaf switches of `LEAF_DOWNLINKS` ports in node order;
+  leaves joined by a spine.
+
+The spine layer is modelled as one switch with one aggregated uplink per leaf
+of (downlinks / oversubscription) x NIC bandwidth: with ECMP spreading flows
+over equal spines this is the capacity the leaf really has towards the rest
+of the fabric (a documented reduction; per-spine hot spots are not modelled).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
 from scalesim.errors import InputError
+from scalesim.hardware import LinkSpec, get_link
 from scalesim.topology.build import build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
 
+FABRICS = ("fat-tree", "rail-optimized", "single-switch")
+NETWORK_KINDS = ("infiniband", "roce", "ethernet")
+# Half the ports of a 64-port leaf (e.g. NVIDIA Quantum-2 QM9700, 64 x NDR 400G)
+# face the NICs, half the spines, in a non-blocking two-tier fat-tree.
+LEAF_DOWNLINKS = 32
 
-def build_cluster(design: NodeDesign, *, nodes: int = 1) -> Topology:
-    """The cluster's topology. Multi-node fabrics arrive with the multi-node issue."""
-    if nodes != 1:
-        raise InputError("multi-node clusters are not supported yet; use nodes: 1", key="cluster.nodes")
-    return Topology(build_node_graph(design), design.name)
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    link: str                     # catalog network link of each NIC port
+    nics_per_node: int = 8
+    kind: str = "fat-tree"
+    oversubscription: float = 1.0
+
+
+def _aggregate(link: LinkSpec, ports: float) -> LinkSpec:
+    return replace(link, name=f"{link.name} x{ports:g}", bw_bytes_per_s=link.bw_bytes_per_s * ports)
+
+
+def _fabric_graph(g: nx.Graph, nic_names: list[list[str]], fabric: Fabric, link: LinkSpec) -> None:
+    """Add the switches and cables of the fabric to `g` (NICs already in it)."""
+    def switch(name: str) -> str:
+        g.add_node(name, kind="fabric_switch", server=-1)
+        return name
+
+    all_nics = [nic for node in nic_names for nic in node]
+    if fabric.kind == "single-switch" or len(all_nics) <= LEAF_DOWNLINKS and fabric.kind == "fat-tree":
+        sw = switch("fabric/switch")
+        for nic in all_nics:
+            g.add_edge(nic, sw, link=link, duplex=True)
+        return
+    spine = switch("fabric/spine")
+    if fabric.kind == "rail-optimized":
+        groups = [[node[k] for node in nic_names if k < len(node)] for k in range(max(map(len, nic_names)))]
+        prefix = "fabric/rail"
+    else:
+        groups = [all_nics[i:i + LEAF_DOWNLINKS] for i in range(0, len(all_nics), LEAF_DOWNLINKS)]
+        prefix = "fabric/leaf"
+    for k, members in enumerate(groups):
+        leaf = switch(f"{prefix}{k}")
+        for nic in members:
+            g.add_edge(nic, leaf, link=link, duplex=True)
+        g.add_edge(leaf, spine, link=_aggregate(link, len(members) / fabric.oversubscription), duplex=True)
+
+
+def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None) -> Topology:
+    """The cluster's topology: one node, or `nodes` copies of the design on a fabric."""
+    if nodes == 1:
+        return Topology(build_node_graph(design), design.name)
+    if fabric is None:
+        raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
+    if fabric.kind not in FABRICS:
+        raise InputError(f"unknown fabric topology '{fabric.kind}'; allowed: {', '.join(FABRICS)}",
+                         key="cluster.fabric.topology")
+    link = get_link(fabric.link, key="cluster.fabric.link")
+    if link.kind not in NETWORK_KINDS:
+        raise InputError(f"'{fabric.link}' is a {link.kind} link; the fabric needs one of kind "
+                         f"{', '.join(NETWORK_KINDS)} (e.g. ib-ndr, roce-400g, eth-100g)",
+                         key="cluster.fabric.link")
+    g = nx.Graph(name=f"{nodes}x {design.name}")
+    nic_names = []
+    for k in range(nodes):
+        part = build_node_graph(design, prefix=f"n{k}/", server=k,
+                                nic_count=fabric.nics_per_node, nic_link=fabric.link)
+        g.update(part)
+        nic_names.append([n for n, d in part.nodes(data=True) if d["kind"] == "nic"])
+    _fabric_graph(g, nic_names, fabric, link)
+    return Topology(g, f"{nodes}x {design.name}")

@@ -42,6 +42,18 @@ class Topology:
         self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
         self._pcie = graph.subgraph(n for n, d in graph.nodes(data=True)
                                     if d["kind"] in ("gpu", "pcie_switch", "cpu", "nic"))
+        self._fabric = graph.subgraph(n for n, d in graph.nodes(data=True)
+                                      if d["kind"] in ("nic", "fabric_switch"))
+        self._memory = {(d["server"], d["socket"]): n for n, d in graph.nodes(data=True)
+                        if d["kind"] == "host_memory"}
+        self._nics: dict[int, list[str]] = {}
+        self._gpus_per_server: dict[int, int] = {}
+        for n, d in graph.nodes(data=True):
+            if d["kind"] == "nic":
+                self._nics.setdefault(d["server"], []).append(n)
+            elif d["kind"] == "gpu":
+                self._gpus_per_server[d["server"]] = self._gpus_per_server.get(d["server"], 0) + 1
+        self.memo: dict = {}          # caches of layers above (collective plans), per topology
 
     @property
     def gpu_spec(self) -> GpuSpec:
@@ -51,39 +63,89 @@ class Topology:
         return self.gpus[rank]
 
     def _p2p(self, node: str) -> bool:
-        return bool(self.graph.nodes[node]["p2p"])
+        return bool(self.graph.nodes[node].get("p2p", False))
+
+    def server_of(self, rank: int) -> int:
+        return self.graph.nodes[self.gpus[rank]]["server"]
+
+    def ranks_by_server(self, ranks: tuple[int, ...]) -> list[list[int]]:
+        """The ranks grouped by server, servers and ranks in the given order."""
+        groups: dict[int, list[int]] = {}
+        for r in ranks:
+            groups.setdefault(self.server_of(r), []).append(r)
+        return list(groups.values())
 
     def path(self, src: int, dst: int) -> tuple[str, ...]:
         """Graph nodes a GPU-to-GPU copy passes, in order.
 
-        NVLink (bridge or NVSwitch) when both GPUs are on it; else PCIe
-        peer-to-peer through the nearest common switch or root complex when
-        the node allows P2P; else staged through the sender socket's host
-        memory (device-to-host, then host-to-device), as NCCL's SHM transport
-        does on GeForce cards.
+        Within a server: NVLink (bridge or NVSwitch) when both GPUs are on
+        it; else PCIe peer-to-peer through the nearest common switch or root
+        complex when the node allows P2P; else staged through the sender
+        socket's host memory (device-to-host, then host-to-device), as NCCL's
+        SHM transport does on GeForce cards. Between servers: to the GPU's
+        nearest NIC (GPUDirect RDMA when the GPU allows P2P, else through host
+        memory), across the fabric, and from the receiving NIC to the GPU.
         """
         key = (src, dst)
         if key not in self._routes:
             self._routes[key] = self._find_path(self.gpus[src], self.gpus[dst])
         return self._routes[key]
 
+    def nic_count(self, server: int) -> int:
+        return len(self._nics.get(server, []))
+
+    def nic_of(self, gpu: str) -> str:
+        """The NIC NCCL would use for a GPU: NICs are shared out in GPU order (the nearest by construction)."""
+        data = self.graph.nodes[gpu]
+        nics = self._nics.get(data["server"], [])
+        if not nics:
+            raise ValueError(f"server {data['server']} has no NIC")
+        gpus_here = self._gpus_per_server[data["server"]]
+        return nics[data["index"] * len(nics) // gpus_here]
+
     def _find_path(self, a: str, b: str) -> tuple[str, ...]:
         g = self.graph
         if a == b:
             return (a,)
+        if g.nodes[a]["server"] != g.nodes[b]["server"]:
+            nic_a, nic_b = self.nic_of(a), self.nic_of(b)
+            across = tuple(nx.shortest_path(self._fabric, nic_a, nic_b))
+            return self._local(a, nic_a) + across[1:] + self._local(nic_b, b)[1:]
         if g.has_edge(a, b):
             return (a, b)
         for n in g.neighbors(a):
             if g.nodes[n]["kind"] == "nvswitch" and g.has_edge(n, b):
                 return (a, n, b)
-        if self._p2p(a) and self._p2p(b):
+        return self._local(a, b)
+
+    def _local(self, a: str, b: str) -> tuple[str, ...]:
+        """A PCIe path inside one server: peer-to-peer, or staged through host memory."""
+        g = self.graph
+        gpu = a if g.nodes[a]["kind"] == "gpu" else b
+        other = b if gpu == a else a
+        if self._p2p(gpu) and (g.nodes[other]["kind"] == "nic" or self._p2p(other)):
             return tuple(nx.shortest_path(self._pcie, a, b))
         socket = g.nodes[a]["socket"]
-        prefix = a[: len(a) - len(a.split("/")[-1])]
-        cpu, mem = f"{prefix}cpu{socket}", f"{prefix}mem{socket}"
+        cpu = next(n for n in g.neighbors(self._memory[(g.nodes[a]["server"], socket)])
+                   if g.nodes[n]["kind"] == "cpu")
+        mem = self._memory[(g.nodes[a]["server"], socket)]
         up = nx.shortest_path(self._pcie, a, cpu)
         down = nx.shortest_path(self._pcie, cpu, b)
         return tuple(up) + (mem,) + tuple(down)
+
+    def link_class(self, src: int, dst: int) -> str:
+        """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in."""
+        nodes = self.path(src, dst)
+        kinds = {self.graph.edges[u, v]["link"].kind for u, v in zip(nodes, nodes[1:])}
+        if kinds & {"infiniband", "roce", "ethernet"}:
+            return "net"
+        if kinds and kinds <= {"nvlink", "nvswitch"}:
+            return "nvlink"
+        return "pci"
+
+    def hop(self, u: str, v: str) -> tuple[int, ...]:
+        """The resource of one directed edge, as a route of one hop."""
+        return (self._resource[(u, v)],)
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """Link resource ids of the copy from rank src to rank dst."""

@@ -27,7 +27,7 @@ def uniform_ring(n: int, link_name: str = "nvlink4", bw_scale: float = 1.0) -> T
         link = replace(link, bw_bytes_per_s=link.bw_bytes_per_s * bw_scale)
     g = nx.Graph(name="ring")
     for i in range(n):
-        g.add_node(f"gpu{i}", kind="gpu", socket=0, index=i, p2p=True)
+        g.add_node(f"gpu{i}", kind="gpu", socket=0, index=i, p2p=True, server=0)
     for i in range(n):
         g.add_edge(f"gpu{i}", f"gpu{(i + 1) % n}", link=link, duplex=True)
     return Topology(g, "ring")
@@ -37,14 +37,14 @@ def uniform_ring(n: int, link_name: str = "nvlink4", bw_scale: float = 1.0) -> T
 def test_large_all_reduce_on_a_uniform_ring_reaches_link_bandwidth_as_busbw(n):
     t = uniform_ring(n)
     link = get_link("nvlink4")
-    plan = plan_collective("all_reduce", t, tuple(range(n)), 4 * GiB)
+    plan = plan_collective("all_reduce", t, tuple(range(n)), 4 * GiB, algo="ring")
     busbw = busbw_bytes_per_s("all_reduce", n, 4 * GiB, time_of(t, plan))
     assert busbw == pytest.approx(link.bw_bytes_per_s * link.efficiency, rel=0.01)
 
 
 def test_nvswitch_all_reduce_reaches_the_gpu_port_bandwidth():
     t = build_cluster(load_node_design("dgx-a100"))
-    plan = plan_collective("all_reduce", t, tuple(range(8)), 4 * GiB)
+    plan = plan_collective("all_reduce", t, tuple(range(8)), 4 * GiB, algo="ring")
     port = get_link("nvlink3")
     busbw = busbw_bytes_per_s("all_reduce", 8, 4 * GiB, time_of(t, plan))
     assert busbw == pytest.approx(port.bw_bytes_per_s * port.efficiency, rel=0.01)
@@ -61,7 +61,7 @@ def test_host_staged_4090_ring_is_slower_than_the_pcie_slot():
 @pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"])
 def test_each_ring_edge_moves_what_the_algorithm_says(op):
     n, size = 4, 1000.0
-    plan = plan_collective(op, uniform_ring(n), tuple(range(n)), size)
+    plan = plan_collective(op, uniform_ring(n), tuple(range(n)), size, algo="ring", protocol="simple")
     per_edge = {f.size_bytes for phase in plan.phases for f in phase.flows}
     edges = sum(len(p.flows) for p in plan.phases)
     assert len(per_edge) == 1
@@ -80,6 +80,7 @@ def test_more_bandwidth_is_never_slower(n, size, factor):
     slow, fast = uniform_ring(n), uniform_ring(n, bw_scale=factor)
     t_slow = time_of(slow, plan_collective("all_reduce", slow, tuple(range(n)), size))
     t_fast = time_of(fast, plan_collective("all_reduce", fast, tuple(range(n)), size))
+    # ("auto" may choose differently on each; the faster network is still never slower.)
     assert t_fast <= t_slow * (1 + 1e-12)
 
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalesim.engine import max_min_rates
+from scalesim.fairshare import max_min_rates
 
 
 def test_two_flows_on_one_link_each_get_half():

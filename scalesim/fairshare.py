@@ -11,6 +11,8 @@ flow that has less.
 [5.0, 5.0]
 >>> max_min_rates([(0, 1), (1,)], [2.0, 10.0])    # the first is held by link 0
 [2.0, 8.0]
+>>> max_min_rates([(0,), (0,)], [10.0], caps=[1.0, float("inf")])
+[1.0, 9.0]
 """
 
 from __future__ import annotations
@@ -18,19 +20,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def max_min_rates(flow_links: Sequence[Sequence[int]], capacity: Sequence[float]) -> list[float]:
-    """Rates (bytes/s) by progressive filling. A flow with no links gets an infinite rate.
+def max_min_rates(flow_links: Sequence[Sequence[int]], capacity: Sequence[float],
+                  caps: Sequence[float] | None = None) -> list[float]:
+    """Rates (bytes/s) by progressive filling. A flow with no links and no cap gets an infinite rate.
 
-    Ties between equally tight links are broken by link id, so the result is
-    deterministic.
+    `caps` optionally limits single flows (e.g. what one NCCL channel or an
+    in-switch reduction can drive); a cap acts as a private link of that
+    capacity. Ties between equally tight links are broken by link id, so the
+    result is deterministic.
     """
     n = len(flow_links)
     rates = [float("inf")] * n
     users: dict[int, list[int]] = {}
+    remaining: dict[int, float] = {}
+    private = -1
+    if caps is not None:
+        flow_links = [tuple(links) for links in flow_links]
+        for i, cap in enumerate(caps):
+            if cap != float("inf"):
+                flow_links[i] = flow_links[i] + (private,)
+                remaining[private] = float(cap)
+                private -= 1
     for i, links in enumerate(flow_links):
         for link in links:
             users.setdefault(link, []).append(i)
-    remaining = {link: float(capacity[link]) for link in users}
+    for link in users:
+        if link >= 0:
+            remaining[link] = float(capacity[link])
     unfrozen = {link: len(flows) for link, flows in users.items()}
     frozen = [False] * n
     while unfrozen:

@@ -1,0 +1,34 @@
+"""Time of a plan running alone on the network: the fluid model without an event queue.
+
+Used to choose algorithms (as NCCL's tuner predicts times to choose) and as
+the closed form the engine must agree with on an idle network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scalesim.collectives.plan import CollectivePlan, Flow
+from scalesim.fairshare import max_min_rates
+
+
+def flows_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
+    """Time until the last of `flows` ends, started together, sharing links max-min fairly."""
+    remaining = [f.size_bytes for f in flows if f.size_bytes > 0]
+    active = [f for f in flows if f.size_bytes > 0]
+    elapsed = 0.0
+    while active:
+        caps = [f.rate_cap_bytes_per_s for f in active]
+        rates = max_min_rates([f.links for f in active], capacity,
+                              caps if any(c != float("inf") for c in caps) else None)
+        step = min(r / rate for r, rate in zip(remaining, rates))
+        elapsed += step
+        keep = [(f, r - rate * step) for f, r, rate in zip(active, remaining, rates)
+                if r - rate * step > 1e-9 * f.size_bytes]
+        active = [f for f, _ in keep]
+        remaining = [r for _, r in keep]
+    return elapsed
+
+
+def plan_time_s(plan: CollectivePlan, capacity: Sequence[float]) -> float:
+    return sum(p.latency_s + flows_time_s(p.flows, capacity) for p in plan.phases)

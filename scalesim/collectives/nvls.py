@@ -1,0 +1,91 @@
+"""NVLS: all-reduce inside NVSwitch (NVLink SHARP, 3rd-generation NVSwitch and later).
+
+Each GPU owns 1/N of the buffer. It reads its part reduced across all GPUs
+through the switch (multimem.ld_reduce: the switch pulls S/N from every GPU
+and returns the sum), then writes the result once and the switch multicasts it
+to every GPU (multimem.st). Per GPU port, each direction carries S + S/N:
+S(N+1)/N up and down, against 2(N-1)/N*S for a ring, which is where NVLS's
+higher bus bandwidth comes from (nccl#1031; nccl-tests#212).
+
+What the switch's reduction engines achieve is the NVSwitch catalog entry's
+`efficiency` (fitted on the published 8x H100 NVLS bus bandwidth); it caps
+each flow.
+"""
+
+from __future__ import annotations
+
+from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+from scalesim.collectives.protocol import base_latency_s, step_latency_s
+from scalesim.collectives.ring import flow
+from scalesim.topology import Topology
+
+
+def nvls_switch(topology: Topology, ranks: tuple[int, ...]) -> str | None:
+    """The NVSwitch all `ranks` hang off, if it can reduce in-network (None across servers)."""
+    g = topology.graph
+    if len(topology.ranks_by_server(ranks)) != 1:
+        return None
+    switches = None
+    for r in ranks:
+        here = {n for n in g.neighbors(topology.node_of(r))
+                if g.nodes[n]["kind"] == "nvswitch" and g.nodes[n].get("in_network_reduction")}
+        switches = here if switches is None else switches & here
+    return min(switches) if switches else None
+
+
+def _switch_flows(topology: Topology, ranks: list[int], switch: str, per_port_bytes: float) -> list[Flow]:
+    g = topology.graph
+    flows = []
+    for r in ranks:
+        gpu = topology.node_of(r)
+        cap = g.edges[gpu, switch]["link"].bw_bytes_per_s * g.nodes[switch]["link"].efficiency
+        flows.append(Flow(gpu, switch, topology.hop(gpu, switch), per_port_bytes, cap))
+        flows.append(Flow(switch, gpu, topology.hop(switch, gpu), per_port_bytes, cap))
+    return flows
+
+
+def nvls_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
+              protocol: str = "simple") -> CollectivePlan:
+    switch = nvls_switch(topology, ranks)
+    if op != "all_reduce" or switch is None:
+        raise ValueError("NVLS needs an all_reduce on one NVSwitch with in-network reduction")
+    n = len(ranks)
+    if n <= 1 or size_bytes <= 0:
+        return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, ())
+    flows = _switch_flows(topology, list(ranks), switch, size_bytes * (n + 1) / n)
+    latency = base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
+    return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple")
+
+
+def nvls_tree_servers(topology: Topology, ranks: tuple[int, ...]) -> list[tuple[list[int], str]] | None:
+    """(ranks, NVSwitch) per server when a multi-server group can run NVLSTree."""
+    servers = topology.ranks_by_server(ranks)
+    if len(servers) < 2 or len({len(s) for s in servers}) != 1:
+        return None
+    switches = [nvls_switch(topology, tuple(s)) for s in servers]
+    return None if None in switches else list(zip(servers, switches))
+
+
+def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
+                   protocol: str = "simple") -> CollectivePlan:
+    """NVLSTree (NCCL 2.18+): NVLS inside each server, pipelined with an all-reduce across servers.
+
+    Each GPU's reduced 1/k shard is all-reduced with the same shard of the
+    other servers over the GPU's own NIC (a ring among the M servers, one per
+    local rank, each on S/k), while the switch reduces and multicasts; the
+    stages overlap, so the slowest sets the time.
+    """
+    groups = nvls_tree_servers(topology, ranks)
+    if op != "all_reduce" or groups is None:
+        raise ValueError("NVLSTree needs an all_reduce over servers with NVLS and equal GPU counts")
+    k, m = len(groups[0][0]), len(groups)
+    flows: list[Flow] = []
+    for local, switch in groups:
+        flows += _switch_flows(topology, local, switch, size_bytes * (k + 1) / k)
+    inter = 2 * (m - 1) / m * size_bytes / k
+    for i in range(k):
+        column = [local[i] for local, _ in groups]
+        flows += [flow(topology, column[j], column[(j + 1) % m], inter) for j in range(m)]
+    latency = (base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
+               + 2 * (m - 1) * step_latency_s("net", "ring", "simple"))
+    return CollectivePlan(op, "nvls_tree", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple")

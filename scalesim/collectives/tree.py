@@ -1,0 +1,87 @@
+"""NCCL's double binary tree all-reduce (Sanders, Speck & Träff 2009; NCCL 2.4).
+
+Across servers the ranks form two binary trees, the second mirrored so that
+a server that is a leaf in one tree is inside the other; each tree reduces
+and then broadcasts half of the buffer. Inside a server the tree is a chain
+(NCCL's intra-node tree is a chain through the GPUs), the second tree's chain
+running the other way. The up (reduce) and down (broadcast) streams are
+pipelined, so every tree edge carries S/2 in each direction at once; the
+latency counts 2 x (chain length + tree depth) steps, NCCL's
+2 * ((ppn-1) * intraLat + log2(nodes) * interLat).
+
+Across servers NCCL runs one tree pair per NIC ("channel"), each on 1/C of
+the data and with its chains rotated so that each channel leaves the server
+through a different GPU and NIC. NCCL's tuner rates the tree at 0.9 of the
+ring's bus bandwidth (busBw * .9 in ncclTopoTuneModel); that factor is part of
+the protocol's bandwidth fraction here. NCCL's tuner also caps a tree's bus
+bandwidth (maxTreeBw: 110 GB/s up to two nodes, 80 GB/s beyond, for the
+LL/Simple protocols), an empirical limit of the reduce-broadcast pipeline; we
+cap each tree flow so the call cannot exceed it.
+"""
+
+from __future__ import annotations
+
+import math
+
+# NCCL ncclTopoTuneModel maxTreeBw, GB/s of NCCL "busBw" (algbw = busBw / 2 for trees).
+MAX_TREE_BUSBW_BYTES_PER_S = {True: 80e9, False: 110e9}   # keyed by "more than two servers"
+
+from scalesim.collectives.plan import CollectivePlan, Phase
+from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
+from scalesim.collectives.ring import flow, rotations
+from scalesim.topology import Topology
+
+
+def binary_tree_edges(order: list[int]) -> list[tuple[int, int]]:
+    """(parent, child) edges of a balanced binary tree over `order` (root in the middle).
+
+    >>> binary_tree_edges([0, 1, 2])
+    [(1, 0), (1, 2)]
+    """
+    edges: list[tuple[int, int]] = []
+
+    def build(lo: int, hi: int) -> int | None:
+        if lo > hi:
+            return None
+        mid = (lo + hi) // 2
+        for child in (build(lo, mid - 1), build(mid + 1, hi)):
+            if child is not None:
+                edges.append((order[mid], order[child]))
+        return mid
+
+    build(0, len(order) - 1)
+    return edges
+
+
+def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
+              protocol: str = "simple") -> CollectivePlan:
+    if op != "all_reduce":
+        raise ValueError("tree implements all_reduce only (as in NCCL)")
+    n = len(ranks)
+    if n <= 1 or size_bytes <= 0:
+        return CollectivePlan(op, "tree", tuple(ranks), size_bytes, ())
+    servers = topology.ranks_by_server(tuple(ranks))
+    multi_node = len(servers) > 1
+    shifts = rotations(topology, servers)
+    fraction = bandwidth_fraction("tree", protocol, op, multi_node)
+    wire = size_bytes / 2 / len(shifts) / fraction
+    algbw_cap = MAX_TREE_BUSBW_BYTES_PER_S[len(servers) > 2] / 2
+    cap = algbw_cap / (2 * len(shifts) * fraction)
+    flows = []
+    for c in shifts:
+        for tree in (0, 1):
+            rotated = [s[c:] + s[:c] for s in servers]
+            chains = [s if tree == 0 else s[::-1] for s in rotated]
+            heads = [chain[0] for chain in chains]
+            edges = binary_tree_edges(heads if tree == 0 else heads[::-1])
+            for chain in chains:
+                edges += [(chain[i], chain[i + 1]) for i in range(len(chain) - 1)]
+            for parent, child in edges:
+                flows.append(flow(topology, child, parent, wire, cap))     # reduce, upwards
+                flows.append(flow(topology, parent, child, wire, cap))     # broadcast, downwards
+    ppn = max(len(s) for s in servers)
+    intra = next((topology.link_class(s[0], s[1]) for s in servers if len(s) > 1), "nvlink")
+    latency = base_latency_s("tree", protocol) + 2 * (
+        (ppn - 1) * step_latency_s(intra, "tree", protocol)
+        + math.ceil(math.log2(len(servers))) * step_latency_s("net", "tree", protocol))
+    return CollectivePlan(op, "tree", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), protocol)
