@@ -174,6 +174,49 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         click.echo(f"plot: {plot}")
 
 
+@main.command()
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the log-log parity plot (predicted vs measured, ±10%% band).")
+@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node"]), default=None,
+              help="Run one category.")
+@click.option("--fast", is_flag=True, help="Run the quick subset only (what the test suite runs).")
+@friendly_errors
+def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool) -> None:
+    """Predict every published measurement in validation/ and report the error.
+
+    Errors are (predicted - measured) / measured. Cases the simulator cannot
+    run yet are listed as skipped with the reason; the summary counts only
+    simulated cases.
+    """
+    from rich.progress import track
+
+    from scalesim.report.validation import parity_plot, validation_table
+    from scalesim.validation import evaluate, load_cases, summarise
+
+    cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
+    outcomes = [evaluate(c) for c in track(cases, description="validating", console=err_console,
+                                           disable=as_json or not err_console.is_terminal)]
+    categories = sorted({o.case.category for o in outcomes})
+    summaries = {c: summarise([o for o in outcomes if o.case.category == c]) for c in categories}
+    summaries["overall"] = summarise(outcomes)
+    if plot is not None:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        parity_plot(outcomes, plot)
+    if as_json:
+        click.echo(json.dumps({"cases": [o.to_json() for o in outcomes],
+                               "summary": summaries["overall"].to_json(),
+                               "by_category": {k: v.to_json() for k, v in summaries.items() if k != "overall"}},
+                              indent=2))
+        return
+    console = make_console()
+    for table in validation_table(outcomes, summaries):
+        console.print(table)
+    if plot is not None:
+        click.echo(f"plot: {plot}")
+
+
 def _design_nics(spec: str) -> int | None:
     from scalesim.collective_bench import resolve_design
 

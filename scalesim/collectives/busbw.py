@@ -12,13 +12,13 @@ comparable to the hardware link bandwidth whatever the rank count
 
 from __future__ import annotations
 
-OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send_recv")
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send_recv", "send")
 
 
 def bus_factor(op: str, ranks: int) -> float:
     n = ranks
     if n <= 1:
-        return 1.0 if op in ("broadcast", "reduce", "send_recv") else 0.0
+        return 1.0 if op in ("broadcast", "reduce", "send_recv", "send") else 0.0
     return {
         "all_reduce": 2 * (n - 1) / n,
         "reduce_scatter": (n - 1) / n,
@@ -27,6 +27,7 @@ def bus_factor(op: str, ranks: int) -> float:
         "broadcast": 1.0,
         "reduce": 1.0,
         "send_recv": 1.0,
+        "send": 1.0,
     }[op]
 
 

@@ -65,7 +65,7 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
     if design.nvlink is not None:
         if gpu.nvlink is None:
             raise InputError(f"{gpu.full_name} has no NVLink; remove the 'nvlink' section", key="nvlink")
-        port = get_link(gpu.nvlink, key="gpu")
+        port = get_link(design.nvlink.link or gpu.nvlink, key="nvlink.link")
         if design.nvlink.fabric == "nvswitch":
             switch = get_link(design.nvlink.switch, key="nvlink.switch") if design.nvlink.switch else None
             g.add_node(f"{p}nvswitch", kind="nvswitch", link=switch,

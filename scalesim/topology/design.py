@@ -15,6 +15,7 @@ import yaml
 
 from scalesim.errors import InputError, unknown_name
 from scalesim.hardware import get_gpu, get_link
+from scalesim.paths import data_dir
 from scalesim.schema import Strict, validate
 
 
@@ -33,6 +34,7 @@ class PcieDesign(Strict):
 class NvlinkDesign(Strict):
     fabric: Literal["nvswitch", "bridge"] = "nvswitch"
     switch: str | None = None             # catalog nvswitch generation (for fabric: nvswitch)
+    link: str | None = None               # a GPU's NVLink port [the GPU's catalog NVLink], e.g. a cut-down part
 
 
 class NicDesign(Strict):
@@ -66,11 +68,7 @@ class NodeDesign(Strict):
 
 def builtin_topology_dir() -> Path:
     """Where the shipped node designs are: the repo's topologies/ or the wheel's bundled copy."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here.parent / "topologies", here / "_bundled" / "topologies"):
-        if candidate.is_dir():
-            return candidate
-    raise RuntimeError("scalesim was installed without its topologies/ directory")
+    return data_dir("topologies")
 
 
 def builtin_topology_names() -> list[str]:
@@ -101,6 +99,7 @@ def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None
              ("pcie.uplink", design.pcie.uplink, get_link), ("nics.link", design.nics.link, get_link)]
     if design.nvlink is not None:
         names.append(("nvlink.switch", design.nvlink.switch, get_link))
+        names.append(("nvlink.link", design.nvlink.link, get_link))
     for field, name, lookup in names:
         if name is None:
             continue

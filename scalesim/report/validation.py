@@ -1,0 +1,67 @@
+"""Table and parity plot for `scalesim validate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def validation_table(outcomes, summaries: dict) -> list[Table]:
+    cases = Table(title="predicted vs measured (error = (predicted - measured) / measured)", title_justify="left")
+    for col in ("case", "category", "metric", "predicted", "measured", "error", "status"):
+        cases.add_column(col, overflow="fold")
+    for o in outcomes:
+        status = o.status if o.reason is None else f"{o.status}: {o.reason}"
+        cases.add_row(o.case.id, o.case.category, o.case.metric,
+                      "-" if o.predicted is None else f"{o.predicted:,.4g}", f"{o.case.measured:,.4g}",
+                      _pct(o.error), status)
+    summary = Table(title="summary (absolute errors over simulated cases)", title_justify="left")
+    for col in ("category", "simulated", "median |error|", "max |error|"):
+        summary.add_column(col)
+    for name, s in summaries.items():
+        summary.add_row(name, str(s.count),
+                        "-" if s.median_abs_error is None else f"{100 * s.median_abs_error:.1f}%",
+                        "-" if s.max_abs_error is None else f"{100 * s.max_abs_error:.1f}%")
+    return [cases, summary]
+
+
+def parity_plot(outcomes, path: Path) -> Path:
+    """Predicted against measured on log-log axes, each point labelled, the ±10% band shaded."""
+    points = [o for o in outcomes if o.predicted is not None]
+    fig, ax = plt.subplots(figsize=(9, 8))
+    colours = {"collective": "#4C72B0", "single_gpu": "#55A868", "multi_gpu": "#DD8452", "multi_node": "#C44E52"}
+    # Each metric has its own unit; normalise by the measured value's scale so all share one plot.
+    lo = min([min(o.predicted, o.case.measured) for o in points], default=1.0) / 2
+    hi = max([max(o.predicted, o.case.measured) for o in points], default=10.0) * 2
+    xs = [lo, hi]
+    ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="grey", alpha=0.2, label="±10%")
+    ax.plot(xs, xs, color="grey", linewidth=1)
+    for category, colour in colours.items():
+        chosen = [o for o in points if o.case.category == category]
+        ax.scatter([o.case.measured for o in chosen], [o.predicted for o in chosen], color=colour,
+                   label=category, zorder=3)
+    for o in points:
+        ax.annotate(o.case.id, (o.case.measured, o.predicted), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (case's own unit: GB/s, samples/s, tokens/s/GPU, TFLOP/s or s)")
+    ax.set_ylabel("predicted (same unit)")
+    ax.set_title("scalesim validate: predicted vs published measurements")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

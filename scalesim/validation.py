@@ -1,0 +1,171 @@
+"""Predictions against published measurements: the cases in validation/ and how each is scored.
+
+Each case names what was measured (a collective's bus bandwidth, a training
+run's throughput), the source, and either a collective to time or a scenario
+to simulate. A case the simulator cannot run yet (a plan it does not model)
+is reported as skipped with the reason, never silently dropped; a case whose
+measurement is known not to describe working hardware is excluded, with why.
+Errors are (predicted - measured) / measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from scalesim.errors import InputError
+from scalesim.paths import data_dir
+from scalesim.schema import Strict, validate
+from scalesim.topology.design import read_yaml
+
+CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node")
+METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
+           "hardware_tflops_per_gpu", "step_time_s")
+
+
+class FabricCase(Strict):
+    link: str
+    nics_per_node: pydantic.PositiveInt = 8
+    topology: Literal["fat-tree", "rail-optimized", "single-switch"] = "rail-optimized"
+
+
+class CollectiveCase(Strict):
+    topology: str | dict[str, Any]
+    nodes: pydantic.PositiveInt = 1
+    fabric: FabricCase | None = None
+    op: str = "all_reduce"
+    gpus: pydantic.PositiveInt | None = None
+    size: str | float
+    algo: str = "auto"
+
+
+class Case(Strict):
+    id: str
+    category: Literal["collective", "single_gpu", "multi_gpu", "multi_node"]
+    source: str
+    metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
+                    "hardware_tflops_per_gpu", "step_time_s"]
+    measured: pydantic.PositiveFloat
+    unit: str = ""
+    notes: str = ""
+    fast: bool = True                       # part of the quick subset the test suite runs
+    collective: CollectiveCase | None = None
+    scenario: str | None = None             # path relative to validation/
+    excluded: str | None = None             # why this measurement is not a prediction target
+
+    @pydantic.model_validator(mode="after")
+    def _one_target(self) -> "Case":
+        if self.excluded is None and (self.collective is None) == (self.scenario is None):
+            raise ValueError("give exactly one of 'collective' or 'scenario' (or 'excluded' with a reason)")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    case: Case
+    status: str                  # ok | skipped | excluded
+    predicted: float | None
+    reason: str | None = None
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.case.measured) / self.case.measured
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.case.id, "category": self.case.category, "metric": self.case.metric,
+                "predicted": self.predicted, "measured": self.case.measured, "error": self.error,
+                "status": self.status, "reason": self.reason, "source": self.case.source}
+
+
+def cases_file() -> Path:
+    return data_dir("validation") / "cases.yaml"
+
+
+def load_cases(path: Path | None = None) -> list[Case]:
+    path = path or cases_file()
+    data = read_yaml(path, what="validation cases")
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise InputError("expected a mapping with a 'cases' list", file=str(path))
+    cases = [validate(Case, c, file=str(path), key_prefix=f"cases[{i}]") for i, c in enumerate(data["cases"])]
+    ids = [c.id for c in cases]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise InputError(f"duplicate case ids: {', '.join(duplicates)}", file=str(path))
+    return cases
+
+
+def megatron_flop_per_step(model, batch: int, seq: int) -> float:
+    """FLOPs per iteration as Megatron-LM SC21 counts them, activation recomputation included.
+
+    96 B s l h^2 (1 + s/(6h) + V/(16 l h)) (Narayanan et al. 2021, eq. 3).
+    """
+    l, h, v = model.num_layers, model.hidden, model.vocab
+    return 96 * batch * seq * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h))
+
+
+def _predict_collective(case: CollectiveCase) -> dict[str, float]:
+    from scalesim.collective_bench import time_collective
+    from scalesim.topology import Fabric, build_cluster, load_node_design
+    from scalesim.units import parse_bytes
+
+    design = load_node_design(case.topology, key="collective.topology")
+    fabric = None if case.fabric is None else Fabric(case.fabric.link, case.fabric.nics_per_node, case.fabric.topology)
+    topology = build_cluster(design, nodes=case.nodes, fabric=fabric)
+    row = time_collective(topology, case.op, case.gpus or len(topology.gpus), parse_bytes(case.size), case.algo)
+    return {"busbw_GBps": row.busbw_GBps, "algbw_GBps": row.algbw_GBps}
+
+
+def _predict_training(path: Path) -> dict[str, float]:
+    from scalesim.runner import run
+    from scalesim.scenario import load_scenario
+
+    scenario, file = load_scenario(path)
+    result = run(scenario, file)
+    metrics = {"samples_per_s": result.samples_per_s, "tflops_per_gpu": result.tflops_per_gpu,
+               "step_time_s": result.step_time_s}
+    if result.tokens_per_s is not None:
+        metrics["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus
+    from scalesim.models import get_model
+    model = get_model(scenario.model, seq_len=scenario.training.seq_len)
+    if model.hidden and model.tokens_per_sample:
+        flop = megatron_flop_per_step(model, scenario.training.global_batch, model.tokens_per_sample)
+        metrics["hardware_tflops_per_gpu"] = flop / result.step_time_s / result.gpus / 1e12
+    return metrics
+
+
+def evaluate(case: Case) -> Outcome:
+    if case.excluded is not None:
+        return Outcome(case, "excluded", None, case.excluded)
+    try:
+        if case.collective is not None:
+            metrics = _predict_collective(case.collective)
+        else:
+            metrics = _predict_training(cases_file().parent / case.scenario)
+    except InputError as exc:
+        return Outcome(case, "skipped", None, str(exc.detail))
+    if case.metric not in metrics:
+        return Outcome(case, "skipped", None, f"the simulation gives no {case.metric} for this case")
+    return Outcome(case, "ok", metrics[case.metric])
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    count: int
+    median_abs_error: float | None
+    max_abs_error: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "median_abs_error": self.median_abs_error, "max_abs_error": self.max_abs_error}
+
+
+def summarise(outcomes: list[Outcome]) -> Summary:
+    errors = [abs(o.error) for o in outcomes if o.error is not None]
+    if not errors:
+        return Summary(0, None, None)
+    return Summary(len(errors), statistics.median(errors), max(errors))
