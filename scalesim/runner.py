@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalesim.costs.economics import Budget, Prices, training_economics
 from scalesim.costs.memory import MemoryBreakdown, memory_per_gpu
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
@@ -17,10 +18,6 @@ from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
 from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
-
-SECONDS_PER_HOUR = 3600.0
-JOULES_PER_KWH = 3.6e6
-
 
 @dataclass(frozen=True)
 class Setup:
@@ -130,19 +127,6 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float:
     return per_gpu_batch / timeline.end_s
 
 
-def _time_to_train(scenario: Scenario, file: str | None, samples_per_s: float,
-                   tokens_per_s: float | None) -> float | None:
-    t = scenario.training
-    if t.tokens is not None:
-        if tokens_per_s is None:
-            raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
-                             file=file, key="training.tokens")
-        return t.tokens / tokens_per_s
-    if t.epochs is not None and t.dataset_samples is not None:
-        return t.epochs * t.dataset_samples / samples_per_s
-    return None
-
-
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling."""
     setup = prepare(scenario, file)
@@ -167,14 +151,14 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
                for k, rate in ((k, per_gpu_rate(setup, k)) for k in scaling_counts or [])]
 
-    time_to_train = _time_to_train(scenario, file, samples_per_s, tokens_per_s)
-    gpu_hour = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None \
-        else gpu.cloud_usd_per_gpu_hour
-    cost = (time_to_train / SECONDS_PER_HOUR * setup.gpus * gpu_hour
-            if time_to_train is not None and gpu_hour is not None else None)
-    busy = parts.compute / step
-    power_w = gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * busy
-    energy = (power_w * setup.gpus * time_to_train / JOULES_PER_KWH) if time_to_train is not None else None
+    if training.tokens is not None and tokens_per_s is None:
+        raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
+                         file=file, key="training.tokens")
+    money = training_economics(
+        gpu=gpu, gpus=setup.gpus, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
+        busy_fraction=parts.compute / step,
+        budget=Budget(training.tokens, training.epochs, training.dataset_samples),
+        prices=Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh))
 
     return StepResult(
         scenario=scenario.name, gpus=setup.gpus, gpu_name=gpu.name, fits=reason is None, reason=reason,
@@ -182,7 +166,8 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         memory_breakdown=memory.as_dict(), step_time_s=step, breakdown=parts,
         samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / peak,
-        scaling_efficiency=efficiency, time_to_train_s=time_to_train, cost_usd=cost, energy_kwh=energy,
+        scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
+        energy_kwh=money.energy_kwh,
         plan={"dp": len(setup.plan.ranks), "tp": 1, "pp": 1, "cp": 1, "zero": 0,
               "micro_batch": setup.plan.micro_batch,
               "accumulation_steps": setup.plan.accumulation_steps,
