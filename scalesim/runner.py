@@ -15,7 +15,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel import DdpPlan, build_ddp_program
 from scalesim.result import StepResult, breakdown, critical_rank
-from scalesim.scenario import Scenario
+from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
 
@@ -83,6 +83,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         checkpointing=training.activation_checkpointing,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
+        attention=resolved_attention(training),
     )
     return Setup(scenario, file, model, topology, gpu, count, plan)
 
@@ -96,6 +97,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
     t = setup.scenario.training
     return memory_per_gpu(setup.model, micro_batch=t.micro_batch, precision=t.precision,
                           optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
+                          flash_attention=setup.plan.attention == "flash",
                           ddp_buckets=setup.gpus > 1)
 
 

@@ -43,6 +43,7 @@ class TrainingSpec(Strict):
     micro_batch: pydantic.PositiveInt = 1
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    attention: Literal["auto", "flash", "naive"] = "auto"   # auto: flash in 16-bit/fp8, naive in fp32/tf32
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None
@@ -54,6 +55,13 @@ class TrainingSpec(Strict):
         if (self.epochs is None) != (self.dataset_samples is None):
             raise ValueError("epochs and dataset_samples go together")
         return self
+
+
+def resolved_attention(training: "TrainingSpec") -> str:
+    """flash or naive: `auto` means flash wherever flash kernels run (16-bit and fp8 training)."""
+    if training.attention != "auto":
+        return training.attention
+    return "naive" if training.precision in ("fp32", "tf32") else "flash"
 
 
 class ParallelSpec(Strict):

@@ -2,12 +2,14 @@
 
 Each op takes max(FLOP / achieved peak, bytes / achieved memory bandwidth)
 (Williams, Waterman & Patterson 2009, "Roofline"), plus a fixed per-kernel
-cost. Achieved fractions are the GPU's catalog `gemm_efficiency` and
-`memory_bw_efficiency`, each with its source in the catalog.
+cost. The achieved peak is the GPU's catalog `gemm_efficiency` (large-GEMM
+measurements, cited there) scaled by how well the GEMM's shape fills the GPU
+(tile and wave quantization), and `memory_bw_efficiency` for memory traffic.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
@@ -18,6 +20,7 @@ from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
+ATTENTION = ("flash", "naive")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
 # ~2-4 us per kernel is typical of eager PyTorch on recent GPUs (NVIDIA Nsight
@@ -31,9 +34,87 @@ KERNEL_OVERHEAD_S = 3e-6
 BACKWARD_FLOP_RATIO = 2.0
 BACKWARD_BYTES_RATIO = 2.0
 
+# Thread-block tiles cuBLAS chooses from, with the fraction of the large-tile
+# rate each reaches. Larger tiles reuse more data per SM; small tiles are used
+# for small or skinny GEMMs. NVIDIA, "Matrix Multiplication Background User's
+# Guide" (tile and wave quantization; its Fig. 7 shows 64x64 tiles well below
+# 256x128). The relative rates of the smaller tiles are estimates.
+TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95), (64, 128, 0.85), (64, 64, 0.7))
 
-def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int) -> float:
+# Fraction of the dense peak flash attention (forward + backward) reaches.
+# Dao 2023, FlashAttention-2: 50-73% of peak on A100 (midpoint 0.62; Ada runs
+# the same kernels). Shah et al. 2024, FlashAttention-3: FA2 reaches 35% on
+# H100 and FA3 75%; frameworks use either (PyTorch SDPA: FA2; Transformer
+# Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
+FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5}
+
+# Naive (unfused) attention writes the scores of QK^T, scales and masks them
+# (read + write), takes the softmax (read + write), applies dropout (read +
+# write) and reads the probabilities in the AV product: 8 passes over the
+# heads x s x s scores per sample in the forward (as in HF BERT/GPT-2 eager
+# attention).
+NAIVE_SCORE_PASSES = 8
+
+
+def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
+    """Fraction of the large-GEMM rate an m x n output reaches, from tile and wave quantization.
+
+    The output is cut into tiles; tiles run in waves of one per SM; a partial
+    last wave and padded edge tiles waste SM time. The best tile wins.
+
+    >>> from scalesim.hardware import get_gpu
+    >>> round(gemm_shape_efficiency(8192, 8192, get_gpu("a100-80gb-sxm")), 3)
+    0.998
+    >>> gemm_shape_efficiency(512, 512, get_gpu("a100-80gb-sxm")) < 0.5
+    True
+    """
+    if gpu.sms <= 0:
+        return 1.0
+    best = 0.0
+    for tile_m, tile_n, rate in TILES:
+        tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+        waves = math.ceil(tiles / gpu.sms)
+        best = max(best, rate * (m * n) / (waves * gpu.sms * tile_m * tile_n))
+    return min(best, 1.0)
+
+
+# The catalog's gemm_efficiency is measured on large square GEMMs (8192^3 in
+# most of its sources), which already pay that shape's wave quantization; other
+# shapes are scaled relative to it.
+REFERENCE_GEMM = 8192
+
+
+def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
+    """Shape efficiency relative to the catalog's reference GEMM, at most 1."""
+    return min(1.0, gemm_shape_efficiency(m, n, gpu) / gemm_shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu))
+
+
+def _memory_s(bytes_moved: float, gpu: GpuSpec) -> float:
+    return bytes_moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
+
+
+def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str) -> float:
+    """Forward time of the attention core (QK^T, softmax, AV) for a micro-batch.
+
+    FP8 recipes keep attention in 16-bit (Transformer Engine), so fp8 uses the bf16 peak.
+    """
+    peak = gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision)
+    ebytes = ELEMENT_BYTES[precision]
+    flop = op.flop * batch
+    io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
+    if attention == "flash":
+        executed = flop / 2 if op.causal else flop     # flash skips fully masked blocks
+        return max(executed / (peak * FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)), io_s) + KERNEL_OVERHEAD_S
+    # Naive: two batched GEMMs at the GEMM rate, plus passes over the score matrices.
+    compute_s = flop / (peak * gpu.gemm_efficiency)
+    scores_s = _memory_s(NAIVE_SCORE_PASSES * op.score_elements * batch * ebytes, gpu)
+    return compute_s + scores_s + io_s + 5 * KERNEL_OVERHEAD_S
+
+
+def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash") -> float:
     """Forward time of one op for a micro-batch of `batch` samples."""
+    if op.kind == "attention":
+        return attention_time_s(op, gpu, precision, batch, attention)
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.gemm_mnk is not None:
@@ -43,11 +124,11 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int) -> float:
     else:
         bytes_moved = op.elements_moved * batch * ebytes
     if op.kind in MATMUL_KINDS:
-        compute_s = flop / (gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency)
+        shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else 1.0
+        compute_s = flop / (gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency * shape)
     else:
         compute_s = flop / gpu.fp32_flop_per_s
-    memory_s = bytes_moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
-    return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
+    return max(compute_s, _memory_s(bytes_moved, gpu)) + KERNEL_OVERHEAD_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +141,7 @@ class LayerTime:
 
 
 def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
-               checkpointing: str = "none") -> LayerTime:
+               checkpointing: str = "none", attention: str = "flash") -> LayerTime:
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
@@ -68,10 +149,10 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
     """
     fwd = 0.0
     bwd = 0.0
-    attention = 0.0
+    attention_s = 0.0
     matmul = 0.0
     for op in layer.ops:
-        t = op_time_s(op, gpu, precision, batch)
+        t = op_time_s(op, gpu, precision, batch, attention)
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
@@ -79,8 +160,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
         else:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
         if op.kind == "attention":
-            attention += t
-    recompute = {"none": 0.0, "selective": attention, "full": fwd}[checkpointing]
+            attention_s += t
+    recompute = {"none": 0.0, "selective": attention_s, "full": fwd}[checkpointing]
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)
 
 
@@ -97,7 +178,7 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
         per_param = 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
     else:
         per_param = 28.0
-    return params * per_param / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency) + KERNEL_OVERHEAD_S
+    return _memory_s(params * per_param, gpu) + KERNEL_OVERHEAD_S
 
 
 def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int) -> float:

@@ -79,11 +79,11 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
 
 
 def memory_per_gpu(model: ModelSpec, *, micro_batch: int, precision: str, optimizer: str,
-                   checkpointing: str, ddp_buckets: bool) -> MemoryBreakdown:
+                   checkpointing: str, ddp_buckets: bool, flash_attention: bool | None = None) -> MemoryBreakdown:
     """Peak memory of one data-parallel rank holding the whole model."""
     params = model.params
     w, g, o = state_bytes_per_param(precision, optimizer)
-    flash = precision not in ("fp32", "tf32")
+    flash = precision not in ("fp32", "tf32") if flash_attention is None else flash_attention
     acts = activation_bytes(model, micro_batch, precision, checkpointing, flash)
     # PyTorch DDP copies gradients into flat bucket buffers
     # (gradient_as_bucket_view=False by default): one more gradient-sized buffer.

@@ -41,6 +41,7 @@ class GpuSpec:
     gemm_efficiency: float         # achieved fraction of dense peak on large GEMMs
     memory_bw_efficiency: float    # achieved fraction of memory bandwidth on streaming kernels
     source: tuple[str, ...]
+    sms: int = 0                   # streaming multiprocessors (GEMM wave quantization)
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense peak for a training precision; InputError where the GPU lacks it."""

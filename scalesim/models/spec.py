@@ -24,6 +24,11 @@ class OpSpec:
     gemm_mnk: (m, n, k) of the GEMM for one sample (m = tokens of the sample,
       or output pixels for a conv lowered to GEMM); None for non-GEMM ops. The
       cost model scales m by the micro-batch and derives shape efficiency.
+    score_elements: for attention, the attention-score matrices of one sample
+      (heads x s x s), which naive attention writes and reads several times
+      and flash attention never materialises.
+    causal: for attention, whether the mask is causal (flash attention then
+      skips the masked half of the work; FLOP still count the full s^2, as MFU does).
     """
 
     name: str
@@ -31,6 +36,8 @@ class OpSpec:
     flop: float
     elements_moved: float
     gemm_mnk: tuple[int, int, int] | None = None
+    score_elements: float = 0.0
+    causal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

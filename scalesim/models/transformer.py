@@ -110,7 +110,7 @@ def attention_score_bytes(s: int, heads: int) -> float:
 
 def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f: int,
                       ffn: str = "gelu", bias: bool = True, norm: str = "layernorm",
-                      post_norm: bool = False, rotary: bool = False) -> LayerSpec:
+                      post_norm: bool = False, rotary: bool = False, causal: bool = True) -> LayerSpec:
     """One transformer block for one sample of s tokens.
 
     Pre-norm (GPT-2/3, Llama, ViT): x + attn(norm(x)), then x + mlp(norm(x)).
@@ -125,7 +125,8 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
     # Attention core with softmax inside: QK^T 2*s*s*h + AV 2*s*s*h FLOP; full s^2 also for
     # causal masks, as MFU conventions count it. Moves what flash attention reads and
     # writes: q, k, v, o (Dao et al. 2022).
-    attn.append(OpSpec("attention", "attention", 4.0 * s * s * h, float(2 * s * h + 2 * s * kv_dim)))
+    attn.append(OpSpec("attention", "attention", 4.0 * s * s * h, float(2 * s * h + 2 * s * kv_dim),
+                       score_elements=float(heads * s * s), causal=causal))
     attn.append(gemm_op("attn_out", s, h, h, bias=bias))
     attn.append(elementwise_op("residual_attn", s * h, inputs=2))
 
@@ -251,7 +252,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     emb = token_embedding(s, h, vocab, max_positions=max_positions, token_types=token_types,
                           norm=norm if post_norm else None)
     block = dict(s=s, h=h, heads=heads, kv_heads=kv_heads, f=f, ffn=ffn, bias=bias, norm=norm,
-                 post_norm=post_norm, rotary=max_positions is None)
+                 post_norm=post_norm, rotary=max_positions is None, causal=head == "lm")
     blocks = [transformer_block(f"block{i}", **block) for i in range(layers)]
     tail = [] if post_norm else [final_norm(s, h, norm)]
     tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"
@@ -287,7 +288,7 @@ def build_vit(name: str, *, layers: int, hidden: int, heads: int, ffn_hidden: in
     emb = LayerSpec("embedding", "embedding", k * h + h + h + s * h,     # conv w+b, [CLS], positions
                     (patch_conv, elementwise_op("position_add", s * h, inputs=2)),
                     activation_bytes=float(2 * channels * image_size ** 2 + s * h))
-    blocks = [transformer_block(f"block{i}", s=s, h=h, heads=heads, kv_heads=heads, f=f)
+    blocks = [transformer_block(f"block{i}", s=s, h=h, heads=heads, kv_heads=heads, f=f, causal=False)
               for i in range(layers)]
     head = LayerSpec("classifier", "classifier", h * num_classes + num_classes,
                      (gemm_op("classifier", 1, num_classes, h, bias=True), _loss_op(1, num_classes)),

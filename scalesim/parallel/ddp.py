@@ -35,6 +35,7 @@ class DdpPlan:
     checkpointing: str
     bucket_bytes: float
     overlap_grad_reduce: bool
+    attention: str = "flash"
 
 
 def ddp_buckets(grad_bytes_per_layer: list[float], bucket_bytes: float,
@@ -68,7 +69,7 @@ def ddp_buckets(grad_bytes_per_layer: list[float], bucket_bytes: float,
 
 def build_ddp_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: DdpPlan) -> Program:
     """Per-rank tasks of one optimizer step; every rank runs the same program."""
-    times = [layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing)
+    times = [layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention)
              for layer in model.layers]
     _, grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
     backward_order = list(range(len(model.layers)))[::-1]
