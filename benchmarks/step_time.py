@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scalesim.engine import simulate  # noqa: E402
-from scalesim.parallel import build_ddp_program  # noqa: E402
+from scalesim.parallel import build_program  # noqa: E402
 from scalesim.runner import prepare  # noqa: E402
 from scalesim.scenario import load_scenario  # noqa: E402
 
@@ -29,7 +29,7 @@ def time_step(setup) -> tuple[float, float, int]:
     times = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        program = build_ddp_program(setup.model, setup.gpu, setup.topology, setup.plan)
+        program = build_program(setup.model, setup.gpu, setup.topology, setup.plan)
         timeline = simulate(program)
         times.append(time.perf_counter() - start)
     return statistics.median(times), min(times), len(timeline.intervals)
@@ -41,7 +41,7 @@ def main(paths: list[str]) -> None:
     for path in paths:
         scenario, file = load_scenario(path)
         base = prepare(scenario, file)
-        per_gpu_batch = base.plan.micro_batch * base.plan.accumulation_steps
+        per_gpu_batch = base.plan.micro_batch * base.plan.micro_batches
         for gpus in (1, 2, 4, 8):
             if gpus > base.gpus:
                 break

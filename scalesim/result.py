@@ -114,6 +114,10 @@ class StepResult:
     plan: dict[str, Any] = field(default_factory=dict)
     scaling: list[dict[str, float]] = field(default_factory=list)
     timeline: Timeline | None = field(default=None, repr=False)   # not part of the JSON
+    economics: dict[str, Any] = field(default_factory=dict)       # cloud, on-prem, energy detail
+    reliability: dict[str, Any] = field(default_factory=dict)     # failures, checkpoints, goodput
+    assumptions: list[dict[str, Any]] = field(default_factory=list)  # every cost input and its source
+    inputs: Any = field(default=None, repr=False, compare=False)   # costs.economics.RunInputs; not JSON
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,4 +142,7 @@ class StepResult:
             "energy_kwh": self.energy_kwh,
             "plan": self.plan,
             "scaling": self.scaling,
+            "economics": self.economics,
+            "reliability": self.reliability,
+            "assumptions": self.assumptions,
         }

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalesim.costs.economics import Budget, Prices, training_economics
-from scalesim.costs.memory import MemoryBreakdown, memory_per_gpu
+from scalesim.costs.economics import training_economics
+from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.models import ModelSpec, get_model
-from scalesim.parallel import DdpPlan, build_ddp_program
+from scalesim.parallel.builder import ParallelPlan, build_program
+from scalesim.parallel.placement import Placement
+from scalesim.parallel.schedules import in_flight, schedule
+from scalesim.parallel.sharding import shard_layer
+from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
@@ -29,11 +33,43 @@ class Setup:
     topology: Topology
     gpu: GpuSpec
     gpus: int
-    plan: DdpPlan
+    plan: ParallelPlan
+
+
+def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: str | None) -> None:
+    """Refuse plans Megatron/DeepSpeed would refuse, naming the key and what would work."""
+    par, training = scenario.parallel, scenario.training
+
+    def bad(key: str, message: str) -> InputError:
+        return InputError(message, file=file, key=key)
+
+    if dp * par.tp * par.pp * par.cp != count:
+        raise bad("parallel.dp", f"dp x tp x pp x cp = {dp} x {par.tp} x {par.pp} x {par.cp} = "
+                  f"{dp * par.tp * par.pp * par.cp}, but the scenario has {count} GPUs; they must be equal")
+    model_parallel = par.tp > 1 or par.pp > 1 or par.cp > 1
+    if model_parallel and not model.num_layers or model_parallel and model.tokens_per_sample is None:
+        raise bad("parallel", f"tensor, pipeline and context parallelism need a token transformer; "
+                  f"{model.name} is a vision model: use dp (and zero) only")
+    if model.heads and model.heads % par.tp:
+        raise bad("parallel.tp", f"tp ({par.tp}) must divide the attention heads ({model.heads}); "
+                  f"allowed: {', '.join(str(t) for t in range(1, model.heads + 1) if model.heads % t == 0 and t <= 64)}")
+    if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
+        raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
+    if par.virtual_stages > 1 and par.pp_schedule != "interleaved":
+        raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
+    if par.pp_schedule == "interleaved" and par.pp == 1:
+        raise bad("parallel.pp_schedule", "the interleaved schedule needs pp > 1")
+    if par.cp > 1 and model.tokens_per_sample % (2 * par.cp):
+        raise bad("parallel.cp", f"seq_len ({model.tokens_per_sample}) must be a multiple of 2 x cp "
+                  f"({2 * par.cp}): context parallelism splits each sequence into 2 x cp chunks")
+    per_step = dp * training.micro_batch
+    if training.global_batch % per_step:
+        raise bad("training.global_batch", f"global_batch ({training.global_batch}) must be a multiple of "
+                  f"dp x micro_batch ({dp} x {training.micro_batch} = {per_step})")
 
 
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None) -> Setup:
-    """Resolve catalog names and check the parallel plan; `gpus` overrides the count."""
+    """Resolve catalog names and check the parallel plan; `gpus` overrides the count (dp follows)."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
     fabric = scenario.cluster.fabric
     try:
@@ -49,56 +85,64 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                          f"({scenario.cluster.nodes} x {design.name}); allowed: 1..{available}",
                          file=file, key="cluster.gpus")
     par = scenario.parallel
-    unsupported = [(k, v) for k, v, default in
-                   (("tp", par.tp, 1), ("pp", par.pp, 1), ("cp", par.cp, 1), ("zero", par.zero, 0))
-                   if v != default]
-    if unsupported:
-        k, v = unsupported[0]
-        raise InputError(f"{k}: {v} is not simulated yet (model parallelism and ZeRO arrive in a later "
-                         "release); allowed now: tp: 1, pp: 1, cp: 1, zero: 0", file=file,
-                         key=f"parallel.{k}")
-    dp = count if par.dp is None or gpus is not None else par.dp
-    if dp * par.tp * par.pp * par.cp != count:
-        raise InputError(f"dp x tp x pp x cp = {dp} x {par.tp} x {par.pp} x {par.cp} = "
-                         f"{dp * par.tp * par.pp * par.cp}, but the scenario has {count} GPUs; "
-                         "they must be equal", file=file, key="parallel.dp")
     training = scenario.training
-    per_step = dp * training.micro_batch
-    if training.global_batch % per_step:
-        raise InputError(f"global_batch ({training.global_batch}) must be a multiple of "
-                         f"dp x micro_batch ({dp} x {training.micro_batch} = {per_step})",
-                         file=file, key="training.global_batch")
     gpu = topology.gpu_spec
     try:
         gpu.peak_flop_per_s(training.precision)
     except InputError as exc:
         raise InputError(exc.detail, file=file, key="training.precision") from None
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
-    plan = DdpPlan(
-        ranks=tuple(range(count)),
+    model_parallel = par.tp * par.pp * par.cp
+    dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
+    _check_plan(scenario, model, count, dp, file)
+    plan = ParallelPlan(
+        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp),
         micro_batch=training.micro_batch,
-        accumulation_steps=training.global_batch // per_step,
+        micro_batches=training.global_batch // (dp * training.micro_batch),
         precision=training.precision,
         optimizer=training.optimizer,
         checkpointing=training.activation_checkpointing,
+        attention=resolved_attention(training),
+        zero=par.zero,
+        sequence_parallel=par.sequence_parallel,
+        schedule=par.pp_schedule,
+        virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
-        attention=resolved_attention(training),
     )
+    try:
+        model_chunks(model, plan.chunks)
+        schedule(plan.schedule, 0, par.pp, plan.micro_batches, plan.chunks_per_stage)
+    except InputError as exc:
+        raise exc.located(file=file) from None
     return Setup(scenario, file, model, topology, gpu, count, plan)
 
 
 def simulate_setup(setup: Setup) -> Timeline:
-    program = build_ddp_program(setup.model, setup.gpu, setup.topology, setup.plan)
-    return simulate(program)
+    return simulate(build_program(setup.model, setup.gpu, setup.topology, setup.plan))
 
 
 def memory_of(setup: Setup) -> MemoryBreakdown:
-    t = setup.scenario.training
-    return memory_per_gpu(setup.model, micro_batch=t.micro_batch, precision=t.precision,
-                          optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
-                          flash_attention=setup.plan.attention == "flash",
-                          ddp_buckets=setup.gpus > 1)
+    """Peak memory of the most loaded pipeline stage."""
+    t, plan = setup.scenario.training, setup.plan
+    pl = plan.placement
+    chunks = model_chunks(setup.model, plan.chunks)
+    sp = plan.sequence_parallel and pl.tp > 1
+    boundary = model_boundary_bytes(setup.model) / pl.cp / (pl.tp if sp else 1)
+    worst = None
+    for stage in range(pl.pp):
+        layers = [shard_layer(layer, pl.tp, pl.cp, sp)
+                  for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage]]
+        order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
+        # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
+        live = in_flight(order) / plan.chunks_per_stage
+        memory = training_memory(layers, micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
+                                 optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
+                                 flash_attention=plan.attention == "flash", boundary_bytes_per_sample=boundary,
+                                 zero=plan.zero, shards=pl.dp * pl.cp)
+        if worst is None or memory.total > worst.total:
+            worst = memory
+    return worst
 
 
 def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str | None:
@@ -107,30 +151,50 @@ def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str |
     parts = sorted(memory.as_dict().items(), key=lambda kv: -kv[1])
     takes = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts if v > 0)
     return (f"needs {format_bytes(memory.total)} per GPU but the {gpu.full_name} has "
-            f"{format_bytes(capacity)} ({takes}); try a smaller micro_batch or "
-            "activation_checkpointing: full")
+            f"{format_bytes(capacity)} ({takes}); try a smaller micro_batch, "
+            "activation_checkpointing: full, a higher zero stage or more tensor/pipeline parallelism")
 
 
-def per_gpu_rate(setup: Setup, gpus: int) -> float:
-    """Samples/s per GPU of the same plan on `gpus` GPUs with the same per-GPU work.
+def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
+    """Samples/s per GPU of the same plan on `gpus` GPUs with the same per-replica work.
 
-    Weak scaling, as DDP users scale: micro-batch and accumulation steps stay,
-    the global batch grows with the GPU count. Comparing per-GPU rates against
-    one GPU isolates what communication costs.
+    Weak scaling: micro-batch and micro-batches per step stay, the data-parallel
+    degree (and the global batch) follows the GPU count. On one GPU the plan
+    has no model parallelism. None when `gpus` cannot hold the plan.
     """
     plan = setup.plan
-    per_gpu_batch = plan.micro_batch * plan.accumulation_steps
+    pl = plan.placement
+    per_replica = plan.micro_batch * plan.micro_batches
     if gpus == setup.gpus:
-        timeline = simulate_setup(setup)
+        return per_replica * pl.dp / simulate_setup(setup).end_s / gpus
+    if gpus == 1:
+        changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
+                                "virtual_stages": 1, "sequence_parallel": False}}
+        dp = 1
     else:
-        scenario = setup.scenario.with_changes(training={"global_batch": per_gpu_batch * gpus},
-                                               parallel={"dp": None})
-        timeline = simulate_setup(prepare(scenario, setup.file, gpus=gpus))
-    return per_gpu_batch / timeline.end_s
+        if gpus % (pl.tp * pl.pp * pl.cp):
+            return None
+        changes = {"parallel": {"dp": None}}
+        dp = gpus // (pl.tp * pl.pp * pl.cp)
+    scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
+    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus)).end_s / gpus
 
 
-def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None) -> StepResult:
-    """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling."""
+def plan_summary(plan: ParallelPlan) -> dict:
+    pl = plan.placement
+    out = {"dp": pl.dp, "tp": pl.tp, "pp": pl.pp, "cp": pl.cp, "zero": plan.zero,
+           "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches, "precision": plan.precision}
+    if pl.pp > 1:
+        out["pp_schedule"] = plan.schedule + (f" x{plan.virtual_stages}" if plan.chunks_per_stage > 1 else "")
+    return out
+
+
+def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
+        baseline: bool = True) -> StepResult:
+    """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
+
+    `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
+    """
     setup = prepare(scenario, file)
     timeline = simulate_setup(setup)
     step = timeline.end_s
@@ -148,19 +212,18 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
 
-    single = per_gpu_rate(setup, 1)
-    efficiency = samples_per_s / setup.gpus / single
+    single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
+    efficiency = samples_per_s / setup.gpus / single if single else None
     scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
                for k, rate in ((k, per_gpu_rate(setup, k)) for k in scaling_counts or [])]
 
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=file, key="training.tokens")
-    money = training_economics(
-        gpu=gpu, gpus=setup.gpus, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
-        busy_fraction=parts.compute / step,
-        budget=Budget(training.tokens, training.epochs, training.dataset_samples),
-        prices=Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh))
+    from scalesim.procurement import run_inputs
+
+    inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s)
+    money = training_economics(inputs)
 
     return StepResult(
         scenario=scenario.name, gpus=setup.gpus, gpu_name=gpu.name, fits=reason is None, reason=reason,
@@ -170,10 +233,9 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / peak,
         scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
         energy_kwh=money.energy_kwh,
-        plan={"dp": len(setup.plan.ranks), "tp": 1, "pp": 1, "cp": 1, "zero": 0,
-              "micro_batch": setup.plan.micro_batch,
-              "accumulation_steps": setup.plan.accumulation_steps,
-              "precision": setup.plan.precision},
+        plan=plan_summary(setup.plan),
         scaling=scaling,
         timeline=timeline,
+        economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},
+        assumptions=assumptions, inputs=inputs,
     )

@@ -54,40 +54,72 @@ def state_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float,
     return w, g, opt
 
 
-def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpointing: str,
-                     flash_attention: bool) -> float:
-    """Activations held at the peak of backward for one micro-batch.
+def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpointing: str,
+                            flash_attention: bool, boundary_bytes_per_sample: float,
+                            in_flight: float = 1.0) -> float:
+    """Activations held at the peak of backward by these layers, with `in_flight` micro-batches live.
 
     none: every layer's saved tensors; selective: attention scores are
-    recomputed, not stored; full: only each layer's input (2*s*h bytes per
-    sample in 16-bit) is kept, plus one layer's full activations while it
-    is recomputed.
+    recomputed, not stored; full: only each block's input
+    (`boundary_bytes_per_sample`, 2*s*h in 16-bit) is kept per micro-batch,
+    plus one block's full activations while it is recomputed.
     """
     scale = 2.0 if precision in ("fp32", "tf32") else 1.0
     per_layer = []
-    for layer in model.layers:
+    for layer in layers:
         scores = layer.attention_score_bytes if (not flash_attention and checkpointing == "none") else 0.0
         per_layer.append((layer.activation_bytes + scores) * micro_batch * scale)
     if checkpointing != "full":
-        return sum(per_layer)
-    hidden = model.hidden or 0
-    tokens = model.tokens_per_sample or 0
-    boundary = 2.0 * tokens * hidden * micro_batch * scale
-    blocks = [a for layer, a in zip(model.layers, per_layer) if layer.kind == "transformer_block"]
-    others = sum(a for layer, a in zip(model.layers, per_layer) if layer.kind != "transformer_block")
-    return boundary * len(blocks) + max(blocks, default=0.0) + others
+        return sum(per_layer) * in_flight
+    boundary = boundary_bytes_per_sample * micro_batch * scale
+    blocks = [a for layer, a in zip(layers, per_layer) if layer.kind == "transformer_block"]
+    others = sum(a for layer, a in zip(layers, per_layer) if layer.kind != "transformer_block")
+    return (boundary * len(blocks) + others) * in_flight + max(blocks, default=0.0)
+
+
+def model_boundary_bytes(model: ModelSpec) -> float:
+    """Bytes of one block's input per sample in 16-bit: 2*s*h."""
+    return 2.0 * (model.tokens_per_sample or 0) * (model.hidden or 0)
+
+
+def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpointing: str,
+                     flash_attention: bool) -> float:
+    """Activations of the whole model for one micro-batch (one GPU, no model parallelism)."""
+    return layers_activation_bytes(model.layers, micro_batch, precision, checkpointing, flash_attention,
+                                   model_boundary_bytes(model))
+
+
+def training_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
+                    checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
+                    zero: int = 0, shards: int = 1) -> MemoryBreakdown:
+    """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
+
+    ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
+    the same parameters: stage 1 the optimizer state, stage 2 also the
+    gradients, stage 3 also the weights (plus two layers gathered at a time,
+    FSDP's default limit on in-flight all-gathers). Without ZeRO and with more
+    than one replica, PyTorch DDP copies gradients into flat bucket buffers
+    (gradient_as_bucket_view=False by default): one more gradient-sized buffer.
+    """
+    params = float(sum(layer.params for layer in layers))
+    w, g, o = state_bytes_per_param(precision, optimizer)
+    weights = params * w / (shards if zero >= 3 else 1)
+    if zero >= 3:
+        weights += 2 * max((layer.params for layer in layers), default=0) * w
+    grads = params * g / (shards if zero >= 2 else 1)
+    opt = params * o / (shards if zero >= 1 else 1)
+    buckets = params * g if (zero == 0 and shards > 1) else 0.0
+    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
+                                   boundary_bytes_per_sample, in_flight)
+    live = weights + grads + opt + buckets + acts
+    return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 
 
 def memory_per_gpu(model: ModelSpec, *, micro_batch: int, precision: str, optimizer: str,
                    checkpointing: str, ddp_buckets: bool, flash_attention: bool | None = None) -> MemoryBreakdown:
     """Peak memory of one data-parallel rank holding the whole model."""
-    params = model.params
-    w, g, o = state_bytes_per_param(precision, optimizer)
     flash = precision not in ("fp32", "tf32") if flash_attention is None else flash_attention
-    acts = activation_bytes(model, micro_batch, precision, checkpointing, flash)
-    # PyTorch DDP copies gradients into flat bucket buffers
-    # (gradient_as_bucket_view=False by default): one more gradient-sized buffer.
-    buckets = params * g if ddp_buckets else 0.0
-    live = params * (w + g + o) + buckets + acts
-    return MemoryBreakdown(params * w, params * g, params * o, buckets, acts,
-                           FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
+    return training_memory(model.layers, micro_batch=micro_batch, in_flight=1, precision=precision,
+                           optimizer=optimizer, checkpointing=checkpointing, flash_attention=flash,
+                           boundary_bytes_per_sample=model_boundary_bytes(model),
+                           zero=0, shards=2 if ddp_buckets else 1)

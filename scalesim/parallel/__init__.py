@@ -1,5 +1,7 @@
 """Parallel plans turned into per-rank programs of compute and collectives."""
 
-from scalesim.parallel.ddp import DdpPlan, build_ddp_program, ddp_buckets
+from scalesim.parallel.builder import ParallelPlan, StepBuilder, build_program
+from scalesim.parallel.ddp import ddp_buckets
+from scalesim.parallel.placement import Placement
 
-__all__ = ["DdpPlan", "build_ddp_program", "ddp_buckets"]
+__all__ = ["ParallelPlan", "Placement", "StepBuilder", "build_program", "ddp_buckets"]

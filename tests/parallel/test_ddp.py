@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalesim.models import get_model
-from scalesim.parallel import DdpPlan, build_ddp_program, ddp_buckets
+from scalesim.parallel import ParallelPlan, Placement, build_program, ddp_buckets
 from scalesim.parallel.ddp import FIRST_BUCKET_BYTES
 from scalesim.program import CollectiveTask, ComputeTask
 from scalesim.topology import build_cluster, load_node_design
@@ -20,15 +20,16 @@ def test_buckets_hold_every_gradient_byte_in_backward_order(grads, cap):
     assert all(b <= max(cap, FIRST_BUCKET_BYTES) * (1 + 1e-9) for b, _ in buckets)
 
 
-def program(accumulation, overlap=True):
+def program(micro_batches, overlap=True):
     model = get_model("gpt2-124m", seq_len=1024)
     topology = build_cluster(load_node_design("dgx-a100"))
-    plan = DdpPlan(tuple(range(8)), 4, accumulation, "bf16", "adamw", "none", 25 * 2**20, overlap)
-    return model, build_ddp_program(model, topology.gpu_spec, topology, plan)
+    plan = ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 4, micro_batches, "bf16", "adamw", "none", "flash",
+                        overlap_grad_reduce=overlap)
+    return model, build_program(model, topology.gpu_spec, topology, plan)
 
 
 def test_reductions_happen_only_after_the_last_micro_step():
-    model, prog = program(accumulation=3)
+    model, prog = program(micro_batches=3)
     tasks = prog.tasks[0]
     forwards = [i for i, t in enumerate(tasks) if isinstance(t, ComputeTask) and t.kind == "forward"]
     third_forward_start = forwards[2 * len(model.layers)]
@@ -38,16 +39,17 @@ def test_reductions_happen_only_after_the_last_micro_step():
     assert sum(tasks[i].plan.size_bytes for i in reductions) == model.params * 2
 
 
-def test_every_rank_runs_the_same_program_and_the_optimizer_waits_for_all_buckets():
-    _, prog = program(accumulation=1)
-    assert len({prog.tasks[r] for r in prog.tasks}) == 1
+def test_every_rank_runs_the_same_work_and_the_optimizer_waits_for_all_buckets():
+    _, prog = program(micro_batches=1)
+    kinds = {tuple((type(t).__name__, getattr(t, "kind", "")) for t in prog.tasks[r]) for r in prog.tasks}
+    assert len(kinds) == 1
     tasks = prog.tasks[0]
     reductions = {i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask)}
     assert tasks[-1].kind == "optimizer" and reductions <= set(tasks[-1].deps)
 
 
 def test_without_overlap_every_bucket_waits_for_the_whole_backward():
-    _, prog = program(accumulation=1, overlap=False)
+    _, prog = program(micro_batches=1, overlap=False)
     tasks = prog.tasks[0]
     last_backward = max(i for i, t in enumerate(tasks) if getattr(t, "kind", "") == "backward")
     assert all(t.deps == (last_backward,) for t in tasks if isinstance(t, CollectiveTask))

@@ -1,0 +1,266 @@
+"""A training step under any mix of data, tensor, pipeline and context parallelism and ZeRO.
+
+Every rank gets its own task list (see `scalesim.program`): compute on the
+"compute" stream; tensor-parallel collectives on "tp" (blocking, as in
+Megatron-LM without communication overlap); context-parallel key/value
+exchange on "cp" (overlapped with the attention half of the block);
+gradient reduction and ZeRO gathers on "comm"; pipeline sends and receives on
+one stream per neighbour and direction. A collective's key is shared by the
+ranks of its group, which all generate the same sequence of calls.
+
+What runs, per rank, for each (forward | backward, micro-batch, chunk) of its
+pipeline schedule:
+
+- forward: receive the activation from the previous stage; per layer
+  (ZeRO-3: all-gather its parameters first, at most two layers ahead, as FSDP
+  limits in-flight gathers), per block half (attention, MLP) the compute then
+  the TP all-reduce (with sequence parallelism: all-gather before and
+  reduce-scatter after); send the activation to the next stage.
+- backward: receive the gradient from the next stage; per layer in reverse,
+  recompute (full or selective checkpointing), then backward with its TP
+  collectives; ZeRO-3 reduce-scatters each layer's gradients; otherwise the
+  last micro-batch's backward launches DDP-style bucketed reductions
+  (all-reduce; ZeRO-1/2: reduce-scatter) over the ranks holding the same
+  parameters (data x context parallel), overlapping what backward remains;
+  send the gradient to the previous stage.
+- then the optimizer step over the rank's shard; ZeRO-1/2 all-gather the
+  updated parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalesim.collectives import plan_collective
+from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
+from scalesim.costs.memory import state_bytes_per_param
+from scalesim.hardware import GpuSpec
+from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel.ddp import ddp_buckets
+from scalesim.parallel.placement import Placement
+from scalesim.parallel.schedules import schedule
+from scalesim.parallel.sharding import shard_layer, split_attention_mlp
+from scalesim.parallel.stages import model_chunks
+from scalesim.program import CollectiveTask, ComputeTask, Program
+from scalesim.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelPlan:
+    placement: Placement
+    micro_batch: int
+    micro_batches: int              # micro-batches per optimizer step per data-parallel replica
+    precision: str
+    optimizer: str
+    checkpointing: str
+    attention: str
+    zero: int = 0
+    sequence_parallel: bool = False
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    bucket_bytes: float = 25 * 2**20
+    overlap_grad_reduce: bool = True
+
+    @property
+    def chunks_per_stage(self) -> int:
+        return self.virtual_stages if self.schedule == "interleaved" else 1
+
+    @property
+    def chunks(self) -> int:
+        return self.placement.pp * self.chunks_per_stage
+
+
+@dataclass(frozen=True, slots=True)
+class _LayerWork:
+    """One layer as one GPU runs it: its halves' times (blocks under TP) or its whole time."""
+
+    layer: LayerSpec
+    parts: tuple[LayerTime, ...]          # (attention, MLP) for split blocks, else (whole,)
+    is_block: bool
+
+
+class StepBuilder:
+    """Builds every rank's tasks for one optimizer step. Pure: no simulation here."""
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan):
+        self.model, self.gpu, self.topology, self.plan = model, gpu, topology, plan
+        pl = plan.placement
+        chunks = model_chunks(model, plan.chunks)
+        sp = plan.sequence_parallel and pl.tp > 1
+        self.chunk_work: list[list[_LayerWork]] = []
+        for chunk in chunks:
+            work = []
+            for layer in chunk:
+                local = shard_layer(layer, pl.tp, pl.cp, sp)
+                block = local.kind == "transformer_block"
+                halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
+                parts = tuple(layer_time(h, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                                         plan.attention) for h in halves)
+                work.append(_LayerWork(local, parts, block and len(halves) == 2))
+            self.chunk_work.append(work)
+        ebytes = ELEMENT_BYTES[plan.precision]
+        tokens = (model.tokens_per_sample or 1) // pl.cp
+        hidden = model.hidden or 0
+        # Megatron's TP collectives and PP transfers carry b x s x h activations.
+        self.activation_bytes = plan.micro_batch * tokens * hidden * ebytes
+        self.pp_bytes = self.activation_bytes / (pl.tp if sp else 1)
+        kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
+        self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
+        _, self.grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
+        self.weight_bytes_per_param = ebytes
+
+    # ------------------------------------------------------------------ helpers
+
+    def _collective(self, tasks: list, counters: dict, kind: str, op: str, group: tuple[int, ...],
+                    size: float, stream: str, deps: tuple[int, ...]) -> int | None:
+        if len(group) <= 1 or size <= 0:
+            return None
+        seq = counters.get((kind, group[0]), 0)
+        counters[(kind, group[0])] = seq + 1
+        plan = plan_collective(op, self.topology, group, size)
+        tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
+                                    deps=tuple(d for d in deps if d is not None), stream=stream))
+        return len(tasks) - 1
+
+    def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
+             stream: str, deps: tuple[int, ...]) -> int:
+        plan = plan_collective("send", self.topology, (src, dst), self.pp_bytes)
+        tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
+                                    plan, deps=tuple(d for d in deps if d is not None), stream=stream))
+        return len(tasks) - 1
+
+    # ------------------------------------------------------------------ one rank
+
+    def rank_tasks(self, rank: int) -> tuple:
+        plan, pl = self.plan, self.plan.placement
+        coords = pl.coords(rank)
+        stage = coords["pp"]
+        tp_group = pl.group("tp", coords)
+        cp_group = pl.group("cp", coords)
+        grad_group = pl.grad_group(coords)
+        sp = plan.sequence_parallel and pl.tp > 1
+        tasks: list = []
+        counters: dict = {}
+        last_compute: list[int | None] = [None]
+        reductions: list[int] = []
+        layer_computes: list[int] = []          # first compute task of each layer run, in order
+
+        def compute(name: str, kind: str, seconds: float, flop: float, deps=()) -> int:
+            tasks.append(ComputeTask(name, kind, seconds, deps=tuple(d for d in deps if d is not None), flop=flop))
+            last_compute[0] = len(tasks) - 1
+            return last_compute[0]
+
+        def tp_op(op: str, deps) -> int | None:
+            return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps)
+
+        def gather(work: _LayerWork) -> tuple[int, ...]:
+            """ZeRO-3/FSDP: all-gather a layer's parameters, at most two layers ahead of compute."""
+            if plan.zero < 3 or len(grad_group) <= 1:
+                return ()
+            ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
+            g = self._collective(tasks, counters, "zero3", "all_gather", grad_group,
+                                 work.layer.params * self.weight_bytes_per_param, "comm", (ahead,))
+            return () if g is None else (g,)
+
+        def run_layer(work: _LayerWork, kind: str, dep: int | None, backward: bool,
+                      deps_gather: tuple[int, ...] = ()) -> int | None:
+            """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
+            wait = dep
+            first = True
+            for i, part in enumerate(work.parts):
+                seconds = {"forward": part.forward_s, "recompute": part.recompute_s,
+                           "backward": part.backward_s}[kind]
+                flop = part.forward_flop * (2 if kind == "backward" else 1)
+                deps = (dep,) + deps_gather if first else (wait,)
+                if work.is_block and sp and kind != "backward":
+                    wait_ag = tp_op("all_gather", deps)
+                    deps = (wait_ag,) if wait_ag is not None else deps
+                cp_wait = None
+                if work.is_block and pl.cp > 1 and i == 0:
+                    cp_wait = self._collective(tasks, counters, "cp", "all_gather", cp_group, self.cp_bytes,
+                                               "cp", deps)
+                c = compute(f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else ""),
+                            kind, seconds, flop, deps)
+                if first:
+                    layer_computes.append(c)
+                    first = False
+                wait = c
+                if work.is_block and pl.tp > 1:
+                    t = tp_op("reduce_scatter" if sp and kind != "backward" else "all_reduce", (c,))
+                    wait = t if t is not None else wait
+                if cp_wait is not None:
+                    # the next step waits for both the attention half and the K/V exchange
+                    tasks.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))
+                    wait = len(tasks) - 1
+            return wait
+
+        order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
+        last_mb = plan.micro_batches - 1
+        for kind, mb, local_chunk in order:
+            g = local_chunk * pl.pp + stage
+            work = self.chunk_work[g]
+            if kind == "F":
+                dep = None
+                if g > 0:
+                    prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
+                    dep = self._p2p(tasks, prev, rank, "act", mb, g, "pp_recv_prev", ())
+                for w in work:
+                    dep = run_layer(w, "forward", dep, False, gather(w))
+                if g < plan.chunks - 1:
+                    nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
+                    self._p2p(tasks, rank, nxt, "act", mb, g + 1, "pp_send_next", (dep,))
+            else:
+                dep = None
+                if g < plan.chunks - 1:
+                    nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
+                    dep = self._p2p(tasks, nxt, rank, "grad", mb, g, "pp_recv_next", ())
+                final = mb == last_mb
+                grads = [w.layer.params * self.grad_bytes_per_param for w in reversed(work)]
+                pending = (ddp_buckets(grads, plan.bucket_bytes)
+                           if final and plan.zero < 3 and len(grad_group) > 1 else [])
+                op = "all_reduce" if plan.zero == 0 else "reduce_scatter"
+                for position, w in enumerate(reversed(work)):
+                    gathered = gather(w)
+                    if plan.checkpointing == "full":
+                        dep = run_layer(w, "recompute", dep, True, gathered)
+                        gathered = ()
+                    elif plan.checkpointing == "selective":
+                        seconds = sum(p.recompute_s for p in w.parts)
+                        if seconds > 0:
+                            dep = compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
+                                          (dep,) + gathered)
+                            gathered = ()
+                    dep = run_layer(w, "backward", dep, True, gathered)
+                    if plan.zero >= 3 and len(grad_group) > 1:
+                        r = self._collective(tasks, counters, "grad", "reduce_scatter", grad_group,
+                                             w.layer.params * self.grad_bytes_per_param, "comm", (dep,))
+                        reductions.append(r)
+                    while plan.overlap_grad_reduce and pending and pending[0][1] == position:
+                        size = pending.pop(0)[0]
+                        reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size,
+                                                           "comm", (dep,)))
+                for size, _ in pending:
+                    reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size, "comm",
+                                                       (dep,)))
+                if g > 0:
+                    prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
+                    self._p2p(tasks, rank, prev, "grad", mb, g - 1, "pp_send_prev", (dep,))
+        params_local = sum(w.layer.params for work in (self.chunk_work[c * pl.pp + stage]
+                                                       for c in range(plan.chunks_per_stage)) for w in work)
+        shard = len(grad_group) if plan.zero >= 1 else 1
+        opt = compute("optimizer step", "optimizer",
+                      optimizer_time_s(params_local / shard, self.gpu, plan.precision, plan.optimizer), 0.0,
+                      deps=tuple(r for r in reductions if r is not None))
+        if 1 <= plan.zero <= 2:
+            self._collective(tasks, counters, "zero", "all_gather", grad_group,
+                             params_local * self.weight_bytes_per_param, "comm", (opt,))
+        return tuple(tasks)
+
+    def program(self) -> Program:
+        ranks = range(self.plan.placement.size)
+        return Program({r: self.rank_tasks(r) for r in ranks}, self.topology.capacity_bytes_per_s,
+                       self.topology.resource_names)
+
+
+def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan) -> Program:
+    return StepBuilder(model, gpu, topology, plan).program()

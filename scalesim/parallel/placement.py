@@ -1,0 +1,61 @@
+"""Which GPU holds which part of the plan: ranks laid out TP-innermost, as Megatron does.
+
+A rank has coordinates (tp, cp, dp, pp). With the default order
+"tp-cp-dp-pp", rank = tp + TP*(cp + CP*(dp + DP*pp)): tensor-parallel peers are
+consecutive GPUs (inside one node when TP <= GPUs per node), then context-,
+data- and pipeline-parallel peers further apart (Megatron-LM
+initialize_model_parallel). A scenario can give another order.
+
+>>> p = Placement(tp=2, cp=1, dp=2, pp=2)
+>>> p.rank(tp=1, cp=0, dp=0, pp=1)
+5
+>>> p.group("dp", p.coords(5))
+(5, 7)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DIMS = ("tp", "cp", "dp", "pp")
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+    order: tuple[str, ...] = DIMS     # innermost first
+
+    @property
+    def size(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    def _sizes(self) -> dict[str, int]:
+        return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
+
+    def rank(self, **coords: int) -> int:
+        sizes = self._sizes()
+        rank, stride = 0, 1
+        for dim in self.order:
+            rank += coords[dim] * stride
+            stride *= sizes[dim]
+        return rank
+
+    def coords(self, rank: int) -> dict[str, int]:
+        sizes = self._sizes()
+        out = {}
+        for dim in self.order:
+            out[dim] = rank % sizes[dim]
+            rank //= sizes[dim]
+        return out
+
+    def group(self, dim: str, coords: dict[str, int]) -> tuple[int, ...]:
+        """Ranks that differ from `coords` only along `dim`, in order."""
+        return tuple(self.rank(**{**coords, dim: i}) for i in range(self._sizes()[dim]))
+
+    def grad_group(self, coords: dict[str, int]) -> tuple[int, ...]:
+        """Ranks that hold the same parameters and reduce gradients together: DP x CP (Megatron)."""
+        return tuple(sorted({self.rank(**{**coords, "dp": d, "cp": c})
+                             for d in range(self.dp) for c in range(self.cp)}))

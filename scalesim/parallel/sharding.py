@@ -1,0 +1,75 @@
+"""What one GPU computes of a layer under tensor, sequence and context parallelism.
+
+Megatron-LM tensor parallelism (Shoeybi et al. 2019) splits each block's QKV
+and MLP-up/gate GEMMs by columns and the attention-output and MLP-down GEMMs
+by rows, and the attention heads, across TP GPUs; the embedding and output
+head are split along the vocabulary. Norms, residual adds and dropout are
+replicated unless sequence parallelism (Korthikanti et al. 2022) splits them
+along the sequence. Context parallelism splits the sequence itself: each GPU
+runs its 1/CP of the tokens through every GEMM and attends to all keys.
+
+Activation memory per GPU follows Korthikanti et al. 2022 eq. 2-4: with TP
+and no SP, 10 of a block's 34 sbh bytes stay whole and 24 are split; with SP
+all 34 are split; attention scores are split across heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scalesim.models.spec import LayerSpec, OpSpec
+
+COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate")
+ROW_PARALLEL = ("attn_out", "mlp_down")
+HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu")       # work on split heads / ffn columns
+VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder")
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "residual_attn")
+# Korthikanti et al. 2022: of 34 sbh bytes per block, 10 are not split by TP
+# without sequence parallelism (layer-norm inputs, dropout masks, residuals).
+UNSPLIT_ACTIVATION_SHARE = 10 / 34
+
+
+def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
+    m = n = k = None
+    if op.gemm_mnk is not None:
+        m, n, k = op.gemm_mnk
+        m = max(1, m // cp)
+    flop = op.flop / cp
+    moved = op.elements_moved / cp
+    scores = op.score_elements / cp
+    if op.name in COLUMN_PARALLEL or op.name in VOCAB_SPLIT and op.gemm_mnk is not None:
+        n = max(1, n // tp)
+        flop, moved = flop / tp, moved / tp
+    elif op.name in ROW_PARALLEL:
+        k = max(1, k // tp)
+        flop, moved = flop / tp, moved / tp
+    elif op.name in HEAD_SPLIT or op.name in VOCAB_SPLIT:
+        flop, moved, scores = flop / tp, moved / tp, scores / tp
+    elif sp:
+        flop, moved = flop / tp, moved / tp
+    return replace(op, flop=flop, elements_moved=moved, score_elements=scores,
+                   gemm_mnk=None if op.gemm_mnk is None else (m, n, k))
+
+
+def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool) -> LayerSpec:
+    """The part of `layer` one GPU runs and holds."""
+    if tp == 1 and cp == 1:
+        return layer
+    ops = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
+    if layer.kind == "transformer_block":
+        share = 1 / tp if sp else UNSPLIT_ACTIVATION_SHARE + (1 - UNSPLIT_ACTIVATION_SHARE) / tp
+        acts = layer.activation_bytes * share / cp
+        params = layer.params // tp
+    else:
+        acts = layer.activation_bytes / (tp if sp or layer.kind in ("head", "embedding") else 1) / cp
+        params = layer.params // tp if layer.kind in ("head", "embedding") else layer.params
+    return replace(layer, ops=ops, params=params, activation_bytes=acts,
+                   attention_score_bytes=layer.attention_score_bytes / tp / cp)
+
+
+def split_attention_mlp(layer: LayerSpec) -> tuple[LayerSpec, LayerSpec]:
+    """A block as its attention half and MLP half (Megatron's two TP all-reduces sit after each)."""
+    first = tuple(op for op in layer.ops if op.name in ATTENTION_HALF)
+    second = tuple(op for op in layer.ops if op.name not in ATTENTION_HALF)
+    return (replace(layer, name=f"{layer.name}.attn", ops=first),
+            replace(layer, name=f"{layer.name}.mlp", ops=second))

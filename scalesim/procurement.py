@@ -1,0 +1,143 @@
+"""From a simulated step to the numbers procurement asks for: wiring only.
+
+Resolves the scenario's pricing, ownership and reliability keys (or their
+documented defaults) into the pure cost models' inputs, measures each GPU's
+busy time on the simulated timeline, and lists every assumption with its
+source for reports.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from scalesim.costs import economics as econ
+from scalesim.costs import reliability as rel
+from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
+from scalesim.engine import Timeline
+from scalesim.hardware import get_link
+from scalesim.result import breakdown
+from scalesim.scenario import Scenario
+from scalesim.topology import load_node_design
+
+
+def busy_fractions(timeline: Timeline) -> dict[int, float]:
+    """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run."""
+    by_rank = defaultdict(list)
+    for iv in timeline.intervals:
+        by_rank[iv.rank].append(iv)
+    step = timeline.end_s
+    if step <= 0:
+        return {rank: 0.0 for rank in by_rank}
+    out = {}
+    for rank, intervals in sorted(by_rank.items()):
+        parts = breakdown(intervals, step)
+        out[rank] = min((parts.compute + parts.other) / step, 1.0)
+    return out
+
+
+def _design(scenario: Scenario, file: str | None):
+    return load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+
+
+def nodes_used(scenario: Scenario, gpus: int, file: str | None = None) -> int:
+    """Nodes the run occupies: the GPUs it uses over the design's GPUs per node."""
+    return max(1, math.ceil(gpus / _design(scenario, file).gpus))
+
+
+def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None
+              ) -> tuple[Ownership, dict[str, str]]:
+    """The scenario's ownership costs with defaults filled in, and where each number comes from."""
+    spec = scenario.pricing.ownership
+    design = _design(scenario, file)
+    nvswitch = design.nvlink is not None and design.nvlink.fabric == "nvswitch"
+    sources: dict[str, str] = {}
+
+    def pick(name: str, given, default, source: str):
+        sources[name] = "scenario" if given is not None else source
+        return given if given is not None else default
+
+    gpu_usd = pick("gpu_usd", spec.gpu_usd, gpu_list_price, econ.SOURCES["gpu_usd"])
+    server = pick("server_usd", spec.server_usd,
+                  econ.SERVER_USD_NVSWITCH if nvswitch else econ.SERVER_USD_PCIE,
+                  econ.SOURCES["server_usd_nvswitch" if nvswitch else "server_usd_pcie"])
+    network_default = 0.0
+    fabric = scenario.cluster.fabric
+    if nodes > 1 and fabric is not None:
+        link = get_link(fabric.link, key="cluster.fabric.link")
+        per_port = (econ.NETWORK_USD_PER_PORT_FAST if link.bw_bytes_per_s >= econ.FAST_PORT_BYTES_PER_S
+                    else econ.NETWORK_USD_PER_PORT_SLOW)
+        network_default = per_port * fabric.nics_per_node
+    network = pick("network_usd_per_node", spec.network_usd_per_node, network_default, econ.SOURCES["network_usd"])
+    host = pick("host_power_w", spec.host_power_w,
+                econ.HOST_POWER_W_NVSWITCH if nvswitch else econ.HOST_POWER_W_PCIE,
+                econ.SOURCES["host_power_w_nvswitch" if nvswitch else "host_power_w_pcie"])
+    sources["amortisation_years"] = (econ.SOURCES["amortisation_years"]
+                                     if spec.amortisation_years == econ.AMORTISATION_YEARS else "scenario")
+    sources["pue"] = econ.SOURCES["pue"] if spec.pue == econ.PUE else "scenario"
+    return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue), sources
+
+
+def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes: int
+                  ) -> tuple[FailureModel, dict[str, str], float]:
+    """Failure rate, checkpoint write and restart time; sources; checkpoint bytes."""
+    spec = scenario.reliability
+    training = scenario.training
+    sources = {}
+    if spec.failure_rate_per_gpu_hour is not None:
+        rate, sources["failure_rate_per_gpu_hour"] = spec.failure_rate_per_gpu_hour, "scenario"
+    else:
+        rate, sources["failure_rate_per_gpu_hour"] = rel.default_failure_rate_per_gpu_hour(ecc)
+    if spec.checkpoint_GB is not None:
+        size, sources["checkpoint_bytes"] = spec.checkpoint_GB * 1e9, "scenario"
+    else:
+        size = rel.checkpoint_bytes(params, training.precision, training.optimizer)
+        sources["checkpoint_bytes"] = "weights + optimizer state per parameter (scalesim/costs/reliability.py)"
+    bandwidth = spec.storage_write_GBps_per_node * 1e9 * nodes
+    sources["storage_write_GBps_per_node"] = (rel.SOURCE_STORAGE if spec.storage_write_GBps_per_node == 1.0
+                                              else "scenario")
+    sources["restart_s"] = rel.SOURCE_RESTART if spec.restart_s == rel.RESTART_S else "scenario"
+    sources["checkpoint_interval_s"] = ("scenario" if spec.checkpoint_interval_s is not None
+                                        else "Young 1974: sqrt(2 x checkpoint write x job MTBF)")
+    model = FailureModel(rate, rel.checkpoint_write_s(size, bandwidth), spec.restart_s, spec.checkpoint_interval_s)
+    return model, sources, size
+
+
+def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s: float | None
+               ) -> tuple[RunInputs, list[dict]]:
+    """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them."""
+    scenario, file, gpu = setup.scenario, setup.file, setup.gpu
+    training = scenario.training
+    nodes = nodes_used(scenario, setup.gpus, file)
+    fractions = busy_fractions(timeline)
+    busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
+    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file)
+    failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
+    prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
+    inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,
+                       tokens_per_s=tokens_per_s, busy_fraction=busy,
+                       budget=Budget(training.tokens, training.epochs, training.dataset_samples),
+                       prices=prices, ownership=own, failures=failures)
+    gpu_hour = prices.gpu_hour_usd if prices.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
+    rows = [
+        ("GPU-hour price (USD)", gpu_hour,
+         "scenario" if prices.gpu_hour_usd is not None else econ.SOURCES["gpu_hour_usd"]),
+        ("electricity (USD/kWh)", prices.electricity_usd_per_kwh, econ.SOURCES["electricity_usd_per_kwh"]),
+        ("GPU purchase (USD)", own.gpu_usd, own_sources["gpu_usd"]),
+        ("server without GPUs (USD/node)", own.server_usd, own_sources["server_usd"]),
+        ("network (USD/node)", own.network_usd, own_sources["network_usd_per_node"]),
+        ("host draw (W/node)", own.host_power_w, own_sources["host_power_w"]),
+        ("amortisation (years)", own.amortisation_years, own_sources["amortisation_years"]),
+        ("PUE", own.pue, own_sources["pue"]),
+        ("GPU power busy / idle (W)", f"{gpu.tdp_w:g} / {gpu.idle_w:g}",
+         "catalog tdp and idle (gpus.yaml); busy = kernels running on the simulated timeline"),
+        ("failure rate (per GPU-hour)", failures.failure_rate_per_gpu_hour,
+         fail_sources["failure_rate_per_gpu_hour"]),
+        ("checkpoint size (GB)", size / 1e9, fail_sources["checkpoint_bytes"]),
+        ("checkpoint storage (GB/s per node)", scenario.reliability.storage_write_GBps_per_node,
+         fail_sources["storage_write_GBps_per_node"]),
+        ("restart (s)", failures.restart_s, fail_sources["restart_s"]),
+        ("checkpoint interval", "Young/Daly optimum" if failures.interval_s is None else failures.interval_s,
+         fail_sources["checkpoint_interval_s"]),
+    ]
+    return inputs, [{"input": name, "value": value, "source": source} for name, value, source in rows]

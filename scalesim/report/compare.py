@@ -1,0 +1,248 @@
+"""Side-by-side comparison of designs: terminal table and plots.
+
+Reads the comparison rows `scalesim.compare` assembles (plain dicts, the
+same as `scalesim compare --json`); never simulates. Plots (PNG, matplotlib
+Agg): scaling efficiency against GPU count, time and cost to train as bars,
+cost against time with the Pareto front marked, and the step breakdown as
+stacked bars.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from scalesim.units import format_bytes, format_time  # noqa: E402
+
+PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
+           "#CCB974", "#64B5CD")
+PARTS = (("compute", "compute", "#4C72B0"), ("exposed_comm", "exposed communication", "#DD8452"),
+         ("bubble", "idle / pipeline bubble", "#8C8C8C"), ("other", "optimizer and other", "#C44E52"))
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both coordinates (both minimised).
+
+    >>> pareto_front([(1, 5), (2, 2), (3, 3), (4, 1)])
+    [0, 1, 3]
+    """
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any((ox <= x and oy <= y) and (ox < x or oy < y) for j, (ox, oy) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return front
+
+
+def _money(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"${x:,.0f}" if abs(x) >= 100 else f"${x:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _time(x: float | None) -> str:
+    return "n/a" if x is None else format_time(x)
+
+
+def _range(p: dict | None, fmt) -> str:
+    if not p:
+        return "n/a"
+    return f"{fmt(p['p10'])} – {fmt(p['p90'])}"
+
+
+def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
+    """One row per design: step, throughput, MFU, scaling, memory fit, time, cost, energy."""
+    t = Table(title="comparison (cloud cost = GPU-hours x price incl. failure overhead; "
+                    "on-prem = amortised purchase + electricity)", title_justify="left")
+    columns = ["design", "GPUs", "memory / GPU (fits)", "step time", "tokens/s", "MFU", "scaling eff.",
+               "time to train", "cloud cost", "on-prem cost", "energy (kWh)", "goodput"]
+    if uncertainty:
+        columns += ["time P10–P90", "cloud P10–P90", "wins time / cloud / on-prem"]
+    for c in columns:
+        t.add_column(c, justify="left" if c == "design" else "right", overflow="fold")
+    for k, r in enumerate(rows):
+        fits = "yes" if r["fits"] else "[red]NO[/red]"
+        throughput = f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else f"{r['samples_per_s']:,.1f} sa/s"
+        cells = [r["scenario"], f"{r['gpus']} x {r['gpu']}",
+                 f"{format_bytes(r['memory_per_gpu_bytes'])} / {format_bytes(r['memory_capacity_bytes'])} ({fits})",
+                 _time(r["step_time_s"]), throughput, _pct(r["mfu"]), _pct(r["scaling_efficiency"]),
+                 _time(r["time_to_train_s"]), _money(r["cost_usd"]), _money(r["on_prem_cost_usd"]),
+                 "n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}", _pct(r["goodput"])]
+        if uncertainty:
+            d = uncertainty["designs"][k]
+            w = uncertainty["wins"]
+            cells += [_range(d["time_to_train_s"], _time), _range(d["cost_usd"], _money),
+                      " / ".join(_pct(w[m][k]) for m in ("time_to_train_s", "cost_usd", "on_prem_cost_usd"))]
+        t.add_row(*cells)
+    return t
+
+
+def _labels(rows: list[dict], width: int = 22) -> list[str]:
+    return [textwrap.fill(r["scenario"], width) for r in rows]
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def scaling_plot(rows: list[dict], path: Path) -> Path:
+    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count, one line per design."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    ticks: set[int] = set()
+    for k, r in enumerate(rows):
+        points = r.get("scaling") or []
+        if not points:
+            continue
+        xs = [p["gpus"] for p in points]
+        ticks.update(xs)
+        ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="o", color=PALETTE[k % len(PALETTE)],
+                label=r["scenario"])
+    ax.axhline(100, color="grey", linestyle=":", linewidth=1, label="perfect scaling")
+    if ticks and max(ticks) > 16:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(x) for x in sorted(ticks)])
+    ax.set_xlabel("GPUs (same per-GPU batch)")
+    ax.set_ylabel("scaling efficiency (% of 1-GPU throughput per GPU)")
+    low = min([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
+    ax.set_ylim(max(0, math.floor(low / 10) * 10 - 10), 105)
+    ax.set_title("Scaling efficiency against GPU count")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    return _save(fig, path)
+
+
+def _errorbars(values, percentiles, scale):
+    if not percentiles:
+        return None
+    low, high = [], []
+    for v, p in zip(values, percentiles):
+        if p is None or v is None or p.get("p10") is None or p.get("p90") is None:
+            low.append(0.0)
+            high.append(0.0)
+        else:
+            low.append(max(v - p["p10"] / scale, 0.0))
+            high.append(max(p["p90"] / scale - v, 0.0))
+    return [low, high]
+
+
+def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertainty: dict | None = None) -> Path:
+    """Time to train (hours) and cost to train (USD, cloud and on-premises) as bars."""
+    labels = _labels(rows)
+    x = list(range(len(rows)))
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(12, 4.8))
+    hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
+    designs = (uncertainty or {}).get("designs")
+    err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
+    bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4)
+    ax_t.bar_label(bars, labels=["n/a" if h is None else f"{h:,.1f} h" for h in hours], padding=3, fontsize=8)
+    ax_t.set_xticks(x, labels, fontsize=8)
+    ax_t.set_ylabel("time to train (hours, failures included)")
+    ax_t.set_title("Time to train" + (f" ({budget})" if budget else ""))
+    ax_t.grid(axis="y", alpha=0.3)
+    ax_t.margins(y=0.15)
+
+    width = 0.38
+    cloud = [r["cost_usd"] for r in rows]
+    own = [r["on_prem_cost_usd"] for r in rows]
+    err_c = _errorbars(cloud, [d["cost_usd"] for d in designs] if designs else None, 1)
+    err_o = _errorbars(own, [d["on_prem_cost_usd"] for d in designs] if designs else None, 1)
+    b1 = ax_c.bar([i - width / 2 for i in x], [c or 0 for c in cloud], width, color="#4C72B0", yerr=err_c,
+                  capsize=3, label="cloud (GPU-hours x price)")
+    b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color="#55A868", yerr=err_o,
+                  capsize=3, label="on-premises (amortised purchase + power)")
+    ax_c.bar_label(b1, labels=[_money(c) for c in cloud], padding=3, fontsize=7)
+    ax_c.bar_label(b2, labels=[_money(c) for c in own], padding=3, fontsize=7)
+    ax_c.set_xticks(x, labels, fontsize=8)
+    ax_c.set_ylabel("cost to train (USD)")
+    ax_c.set_title("Cost to train" + (f" ({budget})" if budget else ""))
+    ax_c.legend(fontsize=8, loc="upper left")
+    ax_c.grid(axis="y", alpha=0.3)
+    ax_c.margins(y=0.2)
+    if designs:
+        fig.suptitle(f"error bars: P10–P90 of {uncertainty['samples']} Monte-Carlo samples", fontsize=9, y=0.02)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def pareto_plot(rows: list[dict], path: Path) -> Path:
+    """Cost against time to train for each design bought or rented; the Pareto front marked."""
+    options = []
+    for k, r in enumerate(rows):
+        if r["time_to_train_s"] is None:
+            continue
+        for kind, key, marker in (("cloud", "cost_usd", "o"), ("on-prem", "on_prem_cost_usd", "s")):
+            if r[key] is not None:
+                options.append((r["time_to_train_s"] / 3600, r[key], k, kind, marker))
+    fig, ax = plt.subplots(figsize=(8, 5.2))
+    front = set(pareto_front([(o[0], o[1]) for o in options]))
+    for i, (hours, cost, k, kind, marker) in enumerate(options):
+        ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)],
+                   edgecolors="black" if i in front else "none", linewidths=1.8, zorder=3)
+        ax.annotate(f"{textwrap.shorten(rows[k]['scenario'], 28, placeholder='…')} ({kind})", (hours, cost),
+                    textcoords="offset points", xytext=(7, 5), fontsize=7)
+    if front:
+        pts = sorted((options[i][0], options[i][1]) for i in front)
+        xs, ys = zip(*pts)
+        ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
+               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)"),
+               plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
+                          markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
+    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
+                           label=textwrap.shorten(r["scenario"], 40, placeholder="…")) for k, r in enumerate(rows)]
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    ax.set_xlabel("time to train (hours, failures included)")
+    ax.set_ylabel("cost to train (USD)")
+    ax.set_title("Cost against time to train (lower left is better)")
+    ax.grid(alpha=0.3)
+    ax.margins(x=0.25, y=0.2)
+    return _save(fig, path)
+
+
+def breakdown_plot(rows: list[dict], path: Path) -> Path:
+    """One stacked bar per design: where one optimizer step's time goes."""
+    labels = _labels(rows)
+    x = list(range(len(rows)))
+    steps = [r["step_time_s"] for r in rows]
+    scale, unit = (1e3, "ms") if max(steps) < 1 else (1.0, "s")
+    fig, ax = plt.subplots(figsize=(max(6.5, 2.2 * len(rows) + 2), 4.8))
+    bottom = [0.0] * len(rows)
+    for key, name, colour in PARTS:
+        values = [r["breakdown_s"][key] * scale for r in rows]
+        ax.bar(x, values, bottom=bottom, color=colour, label=name, width=0.55)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:,.1f} {unit}", (i, total), textcoords="offset points", xytext=(0, 3),
+                    ha="center", fontsize=8)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel(f"time per optimizer step ({unit})")
+    ax.set_title("Where one step's time goes (slowest GPU)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    ax.margins(y=0.12)
+    return _save(fig, path)
+
+
+def compare_plots(rows: list[dict], directory: Path, *, budget: str = "", uncertainty: dict | None = None
+                  ) -> dict[str, Path]:
+    """All four comparison plots in `directory`; returns name -> path."""
+    return {
+        "scaling": scaling_plot(rows, directory / "scaling.png"),
+        "time_cost": time_cost_plot(rows, directory / "time_cost.png", budget=budget, uncertainty=uncertainty),
+        "pareto": pareto_plot(rows, directory / "pareto.png"),
+        "breakdown": breakdown_plot(rows, directory / "breakdown.png"),
+    }

@@ -1,0 +1,53 @@
+"""The simulated step as a Chrome trace-event file, for Perfetto or chrome://tracing.
+
+Format: Google's "Trace Event Format" (JSON object with a `traceEvents`
+list). Each task is a complete event (`"ph": "X"`) with `ts` and `dur` in
+microseconds; each GPU is a process (`pid` = rank) and each of its streams a
+thread (`tid`), named by `process_name` / `thread_name` metadata events
+(`"ph": "M"`), so Perfetto shows one track per GPU and stream.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalesim.engine.timeline import Timeline
+
+US_PER_S = 1e6
+STREAM_ORDER = ("compute", "comm")
+
+
+def _stream_ids(streams: set[str]) -> dict[str, int]:
+    ordered = [s for s in STREAM_ORDER if s in streams] + sorted(streams - set(STREAM_ORDER))
+    return {s: k for k, s in enumerate(ordered)}
+
+
+def chrome_trace(timeline: Timeline, *, title: str = "scalesim step") -> dict:
+    """The timeline as a trace-event object: metadata first, then tasks in start order."""
+    tids = _stream_ids({iv.stream for iv in timeline.intervals})
+    ranks = sorted({iv.rank for iv in timeline.intervals})
+    events: list[dict] = []
+    for rank in ranks:
+        events.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": f"GPU {rank}"}})
+        events.append({"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0,
+                       "args": {"sort_index": rank}})
+        for stream, tid in tids.items():
+            events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": stream}})
+            events.append({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": tid,
+                           "args": {"sort_index": tid}})
+    for iv in sorted(timeline.intervals, key=lambda iv: (iv.start_s, iv.rank, tids[iv.stream], iv.name)):
+        event = {"name": iv.name, "cat": iv.kind, "ph": "X", "pid": iv.rank, "tid": tids[iv.stream],
+                 "ts": iv.start_s * US_PER_S, "dur": max(iv.end_s - iv.start_s, 0.0) * US_PER_S}
+        if iv.ready_s < iv.start_s:
+            event["args"] = {"waited_for_peers_us": (iv.start_s - iv.ready_s) * US_PER_S}
+        events.append(event)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"title": title, "step_time_s": timeline.end_s, "time_unit": "us"}}
+
+
+def write_trace(timeline: Timeline, path: Path, *, title: str = "scalesim step") -> Path:
+    """Write the trace as JSON to `path` (parents created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(chrome_trace(timeline, title=title)))
+    return path

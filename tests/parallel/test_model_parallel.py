@@ -1,0 +1,115 @@
+"""Tensor, pipeline and context parallelism and ZeRO: the published formulas, played out."""
+
+import pytest
+
+from scalesim.collectives import bus_factor
+from scalesim.engine import simulate
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.parallel.schedules import gpipe, in_flight, interleaved, one_f_one_b
+from scalesim.parallel.stages import model_chunks, split_blocks
+from scalesim.program import CollectiveTask
+from scalesim.result import breakdown, critical_rank
+from scalesim.topology import build_cluster, load_node_design
+
+DGX = build_cluster(load_node_design("dgx-h100"))
+# Many equal blocks and a tiny vocabulary: the pipeline is uniform up to ~1%.
+UNIFORM = {"kind": "transformer", "layers": 32, "hidden": 2048, "heads": 16, "vocab": 128}
+
+
+def plan(tp=1, cp=1, dp=1, pp=1, m=8, zero=0, schedule="1f1b", v=1, sp=False, mb=1):
+    return ParallelPlan(Placement(tp=tp, cp=cp, dp=dp, pp=pp), mb, m, "bf16", "adamw", "none", "flash",
+                        zero=zero, sequence_parallel=sp, schedule=schedule, virtual_stages=v)
+
+
+def step(model, p):
+    timeline = simulate(build_program(model, DGX.gpu_spec, DGX, p))
+    return timeline, breakdown(timeline.for_rank(critical_rank(timeline)), timeline.end_s)
+
+
+@pytest.mark.parametrize("pp,m", [(4, 8), (2, 16), (8, 8)])
+def test_1f1b_bubble_fraction_is_p_minus_1_over_m_plus_p_minus_1(pp, m):
+    model = get_model(UNIFORM, seq_len=2048)
+    timeline, parts = step(model, plan(pp=pp, m=m))
+    assert parts.bubble / timeline.end_s == pytest.approx((pp - 1) / (m + pp - 1), rel=0.05)
+
+
+def test_gpipe_has_the_same_bubble_but_holds_every_micro_batch():
+    model = get_model(UNIFORM, seq_len=2048)
+    one, _ = step(model, plan(pp=4, m=8))
+    g, _ = step(model, plan(pp=4, m=8, schedule="gpipe"))
+    assert g.end_s == pytest.approx(one.end_s, rel=0.02)
+    assert in_flight(gpipe(0, 4, 8)) == 8 and in_flight(one_f_one_b(0, 4, 8)) == 4
+
+
+def test_interleaving_shrinks_the_bubble_by_about_the_virtual_stage_count():
+    model = get_model(UNIFORM, seq_len=2048)
+    _, plain = step(model, plan(pp=4, m=8))
+    t, inter = step(model, plan(pp=4, m=8, schedule="interleaved", v=2))
+    assert inter.bubble == pytest.approx(plain.bubble / 2, rel=0.15)
+
+
+def test_every_micro_batch_goes_forward_and_back_through_every_chunk_once():
+    for stage in range(4):
+        order = interleaved(stage, 4, 8, 2)
+        assert sorted(order) == sorted([(k, m, c) for k in "FB" for m in range(8) for c in range(2)])
+
+
+def test_uneven_layers_leave_the_embedding_and_head_stages_lighter():
+    assert split_blocks(126, 16) == [7] + [8] * 14 + [7]
+    assert sum(split_blocks(30, 4)) == 30 and max(split_blocks(30, 4)) - min(split_blocks(30, 4)) <= 1
+    chunks = model_chunks(get_model("gpt2-124m", seq_len=1024), 4)
+    assert chunks[0][0].kind == "embedding" and chunks[-1][-1].kind == "head"
+
+
+def bus_bytes(program, rank, prefix):
+    total = 0.0
+    for t in program.tasks[rank]:
+        if isinstance(t, CollectiveTask) and t.key.startswith(prefix):
+            total += t.plan.size_bytes * bus_factor(t.plan.op, len(t.plan.ranks))
+    return total
+
+
+def test_zero3_moves_one_and_a_half_times_the_data_of_ddp():
+    model = get_model("gpt2-124m", seq_len=1024)
+    ddp = build_program(model, DGX.gpu_spec, DGX, plan(dp=8, m=1))
+    fsdp = build_program(model, DGX.gpu_spec, DGX, plan(dp=8, m=1, zero=3))
+    assert bus_bytes(fsdp, 0, "") == pytest.approx(1.5 * bus_bytes(ddp, 0, ""), rel=1e-6)
+
+
+def test_zero1_moves_the_same_data_as_ddp():
+    model = get_model("gpt2-124m", seq_len=1024)
+    ddp = build_program(model, DGX.gpu_spec, DGX, plan(dp=8, m=1))
+    zero1 = build_program(model, DGX.gpu_spec, DGX, plan(dp=8, m=1, zero=1))
+    assert bus_bytes(zero1, 0, "") == pytest.approx(bus_bytes(ddp, 0, ""), rel=1e-6)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_tensor_parallel_traffic_per_block_matches_megatron(sp):
+    # Megatron (Shoeybi et al. 2019): 2 all-reduces of b*s*h in forward and 2 in backward per block;
+    # with sequence parallelism each all-reduce becomes an all-gather plus a reduce-scatter.
+    model = get_model("gpt2-350m", seq_len=1024)
+    tp, m, mb = 4, 2, 2
+    p = build_program(model, DGX.gpu_spec, DGX, plan(tp=tp, dp=2, m=m, mb=mb, sp=sp))
+    layer_bytes = mb * 1024 * model.hidden * 2
+    per_block = 4 * 2 * (tp - 1) / tp * layer_bytes          # 4 all-reduces' bus bytes
+    assert bus_bytes(p, 0, "tp/") == pytest.approx(per_block * model.num_layers * m, rel=1e-6)
+
+
+def test_tensor_parallel_splits_compute():
+    model = get_model("gpt2-774m", seq_len=1024)
+    one, _ = step(model, plan(dp=1, m=2, mb=4))
+    four, parts = step(model, plan(tp=4, m=2, mb=4))
+    # Faster than one GPU, never by more than 4x, and the blocking all-reduces show as exposed comm.
+    assert one.end_s / 4 < four.end_s < one.end_s
+    assert parts.exposed_comm > 0
+
+
+def test_context_parallel_splits_the_sequence_and_exchanges_keys_and_values():
+    model = get_model("llama3-8b", seq_len=8192)
+    p = build_program(model, DGX.gpu_spec, DGX, plan(cp=2, dp=1, m=1))
+    assert bus_bytes(p, 0, "cp/") > 0
+    long = get_model({**UNIFORM, "layers": 8}, seq_len=16384)
+    one, _ = step(long, plan(m=1))
+    two, _ = step(long, plan(cp=2, m=1))
+    assert two.end_s < one.end_s
