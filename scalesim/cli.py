@@ -64,8 +64,14 @@ def main() -> None:
 @click.option("--plots/--no-plots", default=True, help="Write the timeline and scaling plots.")
 @click.option("--scaling/--no-scaling", default=True,
               help="Simulate 1..N GPUs for the scaling curve (the 1-GPU point is always simulated).")
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the step as a Chrome trace-event JSON file (open it in ui.perfetto.dev).")
+@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
+@click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
 @friendly_errors
-def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool) -> None:
+def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
+        samples: int, seed: int | None) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
@@ -90,14 +96,36 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         if result.scaling:
             written.append(scaling_plot(result.scaling, directory / "scaling.png",
                                         f"{scenario.name}: scaling efficiency"))
+    uncertainty = _run_uncertainty(result, scenario, samples, seed) if samples else None
+    if trace is not None:
+        from scalesim.report.trace import write_trace
+
+        write_trace(result.timeline, trace, title=scenario.name)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        data = result.to_json()
+        if uncertainty is not None:
+            data["uncertainty"] = uncertainty
+        click.echo(json.dumps(data, indent=2))
     else:
         print_table(result_table(result))
+        if uncertainty is not None:
+            from scalesim.report.tables import uncertainty_table
+
+            print_table(uncertainty_table(uncertainty))
         if plots:
             click.echo("plots: " + ", ".join(str(p) for p in written))
+        if trace is not None:
+            click.echo(f"trace: {trace} (open in ui.perfetto.dev)")
     if not result.fits:
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _run_uncertainty(result, scenario, samples: int, seed: int | None) -> dict:
+    from scalesim.uncertainty import Spread, monte_carlo
+
+    mc = monte_carlo([result.inputs], [Spread.from_spec(scenario.uncertainty)], samples=samples,
+                     seed=scenario.uncertainty.seed if seed is None else seed)
+    return {"samples": mc["samples"], "seed": mc["seed"], "spreads": mc["spreads"][0], **mc["designs"][0]}
 
 
 def _scaling_counts(gpus: int) -> list[int]:
@@ -294,6 +322,116 @@ def models(as_json: bool) -> None:
         click.echo(json.dumps(model_info(), indent=2))
         return
     make_console().print(models_table())
+
+
+def _progress(disabled: bool):
+    """A rich progress wrapper on stderr (off when piped or printing JSON)."""
+    from rich.progress import track
+
+    def wrap(items, description: str, total: int):
+        return track(items, description=description, total=total, console=err_console,
+                     disable=disabled or not err_console.is_terminal or total == 0)
+    return wrap
+
+
+@main.command()
+@click.argument("scenario_files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"table", "pareto_front", "uncertainty", "plots", "designs": [run --json of each]}.')
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the plots [plots/compare/].")
+@click.option("--plots/--no-plots", default=True, help="Write the comparison plots.")
+@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Monte-Carlo samples: P10/P90 of time and cost, and how often each design wins.")
+@click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@friendly_errors
+def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
+    """Simulate several designs and compare them side by side.
+
+    Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
+    train, cloud and on-premises cost, energy. Plots: scaling efficiency
+    against GPU count, time and cost bars, cost against time with the Pareto
+    front, step breakdown. Exit 3 when a design does not fit in memory.
+    """
+    from scalesim.compare import budget_text, compare as run_compare
+    from scalesim.report.compare import compare_plots, compare_table
+
+    if report is not None and report.suffix.lower() not in (".html", ".htm"):
+        raise InputError("the report must be an .html file", key="--report")
+    comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
+                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)))
+    rows = comparison.rows()
+    written = {}
+    if plots or report is not None:
+        directory = out or Path("plots") / "compare"
+        budgets = {budget_text(s) for s in comparison.scenarios}
+        written = compare_plots(rows, directory, budget=budgets.pop() if len(budgets) == 1 else "",
+                                uncertainty=comparison.uncertainty)
+        comparison.plots = {k: str(v) for k, v in written.items()}
+    data = comparison.to_json()
+    if report is not None:
+        from scalesim.report.html import write_compare_html
+
+        write_compare_html(data, written, report)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        make_console().print(compare_table(rows, comparison.uncertainty))
+        front = data["pareto_front"]
+        if front:
+            click.echo("Pareto front (nothing else is both faster and cheaper): "
+                       + "; ".join(f"{p['scenario']} ({p['kind'].replace('_', '-')})" for p in front))
+        if written:
+            click.echo("plots: " + ", ".join(str(p) for p in written.values()))
+        if report is not None:
+            click.echo(f"report: {report}")
+    if not all(r.fits for r in comparison.results):
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
+@main.command()
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gpus", "gpu_counts", required=True, help="GPU counts, e.g. 8,16,32,64.")
+@click.option("--search", is_flag=True,
+              help="Search dp/tp/pp, ZeRO stage, micro-batch and recompute for each count [the scenario's plan].")
+@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+              help="Rank plans by time to train or by cloud cost.")
+@click.option("--exhaustive", is_flag=True,
+              help="Simulate every fitting plan (default: skip plans a lower ZeRO stage and lighter recompute beat).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for sweep.csv, sweep.json and best.png [plots/sweep/<scenario file name>/].")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole sweep as JSON on stdout.")
+@click.option("--plots/--no-plots", default=True, help="Draw the best plan per GPU count.")
+@friendly_errors
+def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots) -> None:
+    """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
+
+    The cluster grows by whole nodes of the scenario's node design; without
+    cluster.fabric the nodes are joined by the design's own NICs (said in
+    the output). The global batch stays the scenario's. Plans the simulator
+    cannot run are listed as not available with the reason, never as best.
+    """
+    from scalesim.report.sweep import best_plan_plot, sweep_table
+    from scalesim.scenario import load_scenario
+    from scalesim.sweep import parse_counts, run_sweep, write_outputs
+
+    counts = parse_counts(gpu_counts)
+    scenario, file = load_scenario(scenario_file)
+    result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
+                       progress=_progress(as_json))
+    directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
+    files = write_outputs(result, directory)
+    if plots:
+        files["plot"] = best_plan_plot(result, directory / "best.png")
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    make_console().print(sweep_table(result))
+    for note in result["notes"]:
+        click.echo(f"note: {note}")
+    click.echo("results: " + ", ".join(str(p) for p in files.values()))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,12 @@ class ComputeTask:
 
 @dataclass(frozen=True, slots=True)
 class CollectiveTask:
-    """One rank's part in a collective; `key` is shared by all ranks of the call."""
+    """One rank's part in a collective; `key` is shared by all ranks of the call.
+
+    participants: how many simulated ranks take part (0: all of plan.ranks).
+    When symmetric ranks are simulated once, only their representatives
+    arrive, while the plan still carries every rank's flows.
+    """
 
     name: str
     key: str
@@ -39,6 +44,7 @@ class CollectiveTask:
     deps: tuple[int, ...] = ()
     stream: str = COMM_STREAM
     kind: str = "comm"
+    participants: int = 0
 
 
 Task = ComputeTask | CollectiveTask

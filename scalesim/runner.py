@@ -118,8 +118,15 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     return Setup(scenario, file, model, topology, gpu, count, plan)
 
 
-def simulate_setup(setup: Setup) -> Timeline:
-    return simulate(build_program(setup.model, setup.gpu, setup.topology, setup.plan))
+# Up to this many GPUs every rank is simulated (so timelines show each GPU);
+# beyond, one rank per pipeline stage stands for its identical peers.
+FULL_SIMULATION_MAX_GPUS = 16
+
+
+def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
+    if symmetric is None:
+        symmetric = setup.gpus > FULL_SIMULATION_MAX_GPUS
+    return simulate(build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric))
 
 
 def memory_of(setup: Setup) -> MemoryBreakdown:

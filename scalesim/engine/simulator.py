@@ -68,7 +68,7 @@ class _Run:
     def arrive(self, task: CollectiveTask) -> _Call:
         call = self.calls.get(task.key)
         if call is None:
-            call = _Call(waiting=len(task.plan.ranks), done=self.env.event())
+            call = _Call(waiting=task.participants or len(task.plan.ranks), done=self.env.event())
             self.calls[task.key] = call
         call.waiting -= 1
         if call.waiting == 0:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalesim.collectives import plan_collective
+from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
@@ -80,11 +80,29 @@ class _LayerWork:
 
 
 class StepBuilder:
-    """Builds every rank's tasks for one optimizer step. Pure: no simulation here."""
+    """Builds the ranks' tasks for one optimizer step. Pure: no simulation here.
 
-    def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan):
+    Symmetry (`symmetric=True`): ranks that differ only in their tensor-,
+    context- or data-parallel index run identical work on identically wired
+    GPUs, so only one rank per pipeline stage (tp = cp = dp = 0) is simulated.
+    Its collectives still carry the flows of every rank of the group, plus
+    those of the symmetric copies of the group that cross the same links
+    (e.g. the data-parallel rings of the other tensor-parallel ranks sharing
+    a NIC), so contention is simulated, not assumed away; only the copies'
+    own compute and waiting are taken as identical. Tests check it against
+    the full simulation.
+    """
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
+                 symmetric: bool = True):
         self.model, self.gpu, self.topology, self.plan = model, gpu, topology, plan
         pl = plan.placement
+        if symmetric:
+            self.simulated = tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp))
+        else:
+            self.simulated = tuple(range(pl.size))
+        self._simulated_set = set(self.simulated)
+        self.symmetric = symmetric
         chunks = model_chunks(model, plan.chunks)
         sp = plan.sequence_parallel and pl.tp > 1
         self.chunk_work: list[list[_LayerWork]] = []
@@ -111,22 +129,66 @@ class StepBuilder:
 
     # ------------------------------------------------------------------ helpers
 
+    def _with_copies(self, op: str, group: tuple[int, ...], size: float, span: tuple[str, ...]) -> CollectivePlan:
+        """The group's plan, merged with the symmetric copies of the group that share its links.
+
+        `span` are the placement dimensions the group spans; copies differ in
+        the other dimensions except pp.
+        """
+        plan = plan_collective(op, self.topology, group, size)
+        if not self.symmetric:
+            return plan
+        key = ("with-copies", op, group, size, span)
+        memo = self.topology.memo
+        if key in memo:
+            return memo[key]
+        pl = self.plan.placement
+        base = pl.coords(group[0])
+        vary = [d for d in ("tp", "cp", "dp") if d not in span]
+        sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
+        combos = [{}]
+        for d in vary:
+            combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
+        used = {link for phase in plan.phases for f in phase.flows for link in f.links}
+        extra = []
+        for combo in combos:
+            if all(combo[d] == base[d] for d in vary):
+                continue
+            copy = tuple(pl.rank(**{**pl.coords(r), **combo}) for r in group)
+            other = plan_collective(op, self.topology, copy, size)
+            if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
+                extra.append(other)
+        if extra:
+            phases = []
+            for i, phase in enumerate(plan.phases):
+                flows = phase.flows + tuple(f for o in extra if i < len(o.phases) for f in o.phases[i].flows)
+                latency = max([phase.latency_s] + [o.phases[i].latency_s for o in extra if i < len(o.phases)])
+                phases.append(Phase(latency, flows))
+            plan = CollectivePlan(plan.op, plan.algo, plan.ranks, plan.size_bytes, tuple(phases), plan.protocol)
+        memo[key] = plan
+        return plan
+
+    def _participants(self, group: tuple[int, ...]) -> int:
+        return sum(1 for r in group if r in self._simulated_set)
+
     def _collective(self, tasks: list, counters: dict, kind: str, op: str, group: tuple[int, ...],
-                    size: float, stream: str, deps: tuple[int, ...]) -> int | None:
+                    size: float, stream: str, deps: tuple[int, ...], span: tuple[str, ...] = ()) -> int | None:
         if len(group) <= 1 or size <= 0:
             return None
         seq = counters.get((kind, group[0]), 0)
         counters[(kind, group[0])] = seq + 1
-        plan = plan_collective(op, self.topology, group, size)
+        plan = self._with_copies(op, group, size, span)
         tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
-                                    deps=tuple(d for d in deps if d is not None), stream=stream))
+                                    deps=tuple(d for d in deps if d is not None), stream=stream,
+                                    participants=self._participants(group)))
         return len(tasks) - 1
 
     def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
              stream: str, deps: tuple[int, ...]) -> int:
-        plan = plan_collective("send", self.topology, (src, dst), self.pp_bytes)
+        plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
         tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
-                                    plan, deps=tuple(d for d in deps if d is not None), stream=stream))
+                                    plan, deps=tuple(d for d in deps if d is not None), stream=stream,
+                                    participants=self._participants((src, dst))))
         return len(tasks) - 1
 
     # ------------------------------------------------------------------ one rank
@@ -151,7 +213,8 @@ class StepBuilder:
             return last_compute[0]
 
         def tp_op(op: str, deps) -> int | None:
-            return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps)
+            return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps,
+                                    ("tp",))
 
         def gather(work: _LayerWork) -> tuple[int, ...]:
             """ZeRO-3/FSDP: all-gather a layer's parameters, at most two layers ahead of compute."""
@@ -159,7 +222,7 @@ class StepBuilder:
                 return ()
             ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
             g = self._collective(tasks, counters, "zero3", "all_gather", grad_group,
-                                 work.layer.params * self.weight_bytes_per_param, "comm", (ahead,))
+                                 work.layer.params * self.weight_bytes_per_param, "comm", (ahead,), ("dp", "cp"))
             return () if g is None else (g,)
 
         def run_layer(work: _LayerWork, kind: str, dep: int | None, backward: bool,
@@ -178,7 +241,7 @@ class StepBuilder:
                 cp_wait = None
                 if work.is_block and pl.cp > 1 and i == 0:
                     cp_wait = self._collective(tasks, counters, "cp", "all_gather", cp_group, self.cp_bytes,
-                                               "cp", deps)
+                                               "cp", deps, ("cp",))
                 c = compute(f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else ""),
                             kind, seconds, flop, deps)
                 if first:
@@ -233,15 +296,16 @@ class StepBuilder:
                     dep = run_layer(w, "backward", dep, True, gathered)
                     if plan.zero >= 3 and len(grad_group) > 1:
                         r = self._collective(tasks, counters, "grad", "reduce_scatter", grad_group,
-                                             w.layer.params * self.grad_bytes_per_param, "comm", (dep,))
+                                             w.layer.params * self.grad_bytes_per_param, "comm", (dep,),
+                                             ("dp", "cp"))
                         reductions.append(r)
                     while plan.overlap_grad_reduce and pending and pending[0][1] == position:
                         size = pending.pop(0)[0]
                         reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size,
-                                                           "comm", (dep,)))
+                                                           "comm", (dep,), ("dp", "cp")))
                 for size, _ in pending:
                     reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size, "comm",
-                                                       (dep,)))
+                                                       (dep,), ("dp", "cp")))
                 if g > 0:
                     prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
                     self._p2p(tasks, rank, prev, "grad", mb, g - 1, "pp_send_prev", (dep,))
@@ -253,14 +317,14 @@ class StepBuilder:
                       deps=tuple(r for r in reductions if r is not None))
         if 1 <= plan.zero <= 2:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
-                             params_local * self.weight_bytes_per_param, "comm", (opt,))
+                             params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
         return tuple(tasks)
 
     def program(self) -> Program:
-        ranks = range(self.plan.placement.size)
-        return Program({r: self.rank_tasks(r) for r in ranks}, self.topology.capacity_bytes_per_s,
+        return Program({r: self.rank_tasks(r) for r in self.simulated}, self.topology.capacity_bytes_per_s,
                        self.topology.resource_names)
 
 
-def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan) -> Program:
-    return StepBuilder(model, gpu, topology, plan).program()
+def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
+                  symmetric: bool = True) -> Program:
+    return StepBuilder(model, gpu, topology, plan, symmetric).program()

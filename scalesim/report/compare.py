@@ -62,29 +62,49 @@ def _range(p: dict | None, fmt) -> str:
 
 
 def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
-    """One row per design: step, throughput, MFU, scaling, memory fit, time, cost, energy."""
-    t = Table(title="comparison (cloud cost = GPU-hours x price incl. failure overhead; "
-                    "on-prem = amortised purchase + electricity)", title_justify="left")
-    columns = ["design", "GPUs", "memory / GPU (fits)", "step time", "tokens/s", "MFU", "scaling eff.",
-               "time to train", "cloud cost", "on-prem cost", "energy (kWh)", "goodput"]
+    """Designs side by side (one column each): step, throughput, MFU, scaling, memory fit, time, cost, energy.
+
+    The best value of each time, cost and energy row is bold.
+    """
+    t = Table(title="comparison", title_justify="left", caption_justify="left",
+              caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
+                      "failures, restarts and checkpoint writes. Bold: best of the row.")
+    t.add_column("metric", style="bold", no_wrap=True)
+    for r in rows:
+        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+
+    def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
+        if best is not None and any(v is not None for v in best):
+            pick = (min if lowest else max)(v for v in best if v is not None)
+            values = [f"[bold]{v}[/bold]" if b == pick else v for v, b in zip(values, best)]
+        t.add_row(name, *values)
+
+    add("GPUs", [f"{r['gpus']} x {r['gpu']}" for r in rows])
+    add("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
+                           + (" (fits)" if r["fits"] else " [red](does NOT fit)[/red]") for r in rows])
+    add("step time", [_time(r["step_time_s"]) for r in rows], [r["step_time_s"] for r in rows])
+    add("throughput", [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
+                       else f"{r['samples_per_s']:,.1f} samples/s" for r in rows])
+    add("MFU", [_pct(r["mfu"]) for r in rows], [r["mfu"] for r in rows], lowest=False)
+    add("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows],
+        [r["scaling_efficiency"] for r in rows], lowest=False)
+    add("time to train", [_time(r["time_to_train_s"]) for r in rows], [r["time_to_train_s"] for r in rows])
+    add("cost (cloud)", [_money(r["cost_usd"]) for r in rows], [r["cost_usd"] for r in rows])
+    add("cost (owned)", [_money(r["on_prem_cost_usd"]) for r in rows], [r["on_prem_cost_usd"] for r in rows])
+    add("cloud $ per M tokens", ["n/a" if r.get("usd_per_million_tokens") is None
+                                 else f"${r['usd_per_million_tokens']:.4f}" for r in rows])
+    add("energy (GPUs + hosts)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh" for r in rows],
+        [r["energy_kwh"] for r in rows])
+    add("goodput (failures)", [_pct(r["goodput"]) for r in rows])
     if uncertainty:
-        columns += ["time P10–P90", "cloud P10–P90", "wins time / cloud / on-prem"]
-    for c in columns:
-        t.add_column(c, justify="left" if c == "design" else "right", overflow="fold")
-    for k, r in enumerate(rows):
-        fits = "yes" if r["fits"] else "[red]NO[/red]"
-        throughput = f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else f"{r['samples_per_s']:,.1f} sa/s"
-        cells = [r["scenario"], f"{r['gpus']} x {r['gpu']}",
-                 f"{format_bytes(r['memory_per_gpu_bytes'])} / {format_bytes(r['memory_capacity_bytes'])} ({fits})",
-                 _time(r["step_time_s"]), throughput, _pct(r["mfu"]), _pct(r["scaling_efficiency"]),
-                 _time(r["time_to_train_s"]), _money(r["cost_usd"]), _money(r["on_prem_cost_usd"]),
-                 "n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}", _pct(r["goodput"])]
-        if uncertainty:
-            d = uncertainty["designs"][k]
-            w = uncertainty["wins"]
-            cells += [_range(d["time_to_train_s"], _time), _range(d["cost_usd"], _money),
-                      " / ".join(_pct(w[m][k]) for m in ("time_to_train_s", "cost_usd", "on_prem_cost_usd"))]
-        t.add_row(*cells)
+        d, w = uncertainty["designs"], uncertainty["wins"]
+        n = uncertainty["samples"]
+        add(f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d])
+        add("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d])
+        add("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d])
+        add("fastest in", [_pct(x) for x in w["time_to_train_s"]], w["time_to_train_s"], lowest=False)
+        add("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]], w["cost_usd"], lowest=False)
+        add("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]], w["on_prem_cost_usd"], lowest=False)
     return t
 
 

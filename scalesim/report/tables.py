@@ -31,14 +31,55 @@ def result_table(r: StepResult) -> Table:
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")
     t.add_row("scaling efficiency", _pct(r.scaling_efficiency))
+    rel = r.reliability or {}
     if r.time_to_train_s is not None:
-        t.add_row("time to train", format_time(r.time_to_train_s))
+        t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
+                  f"{format_time(rel.get('ideal_time_s') or r.time_to_train_s)} without)")
+    if rel:
+        mtbf = rel.get("mtbf_s")
+        t.add_row("  failures", f"goodput {_pct(rel.get('goodput'))}, job MTBF "
+                  f"{'none' if mtbf is None else format_time(mtbf)}, "
+                  f"{rel.get('expected_interruptions') or 0:,.2f} expected interruptions, checkpoint every "
+                  f"{format_time(rel['checkpoint_interval_s'])} ({format_time(rel['checkpoint_write_s'])} to write)")
+    cloud = (r.economics or {}).get("cloud") or {}
     if r.cost_usd is not None:
-        t.add_row("cost to train (cloud)", f"${r.cost_usd:,.0f}")
+        per_m = cloud.get("usd_per_million_tokens")
+        t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at ${cloud.get('gpu_hour_usd', 0):.3g}/GPU-hour"
+                  + (f" ({_usd(per_m)} per million tokens)" if per_m is not None else ""))
+    own = (r.economics or {}).get("on_prem") or {}
+    if own.get("cost_usd") is not None:
+        per_m = own.get("usd_per_million_tokens")
+        t.add_row("cost to train (owned)", f"{_usd(own['cost_usd'])}: {_usd(own['amortised_usd'])} of a "
+                  f"{_usd(own['capex_total_usd'])} purchase over {own['amortisation_years']:g} years + "
+                  f"{_usd(own['power_usd'])} power" + (f" ({_usd(per_m)} per million tokens)" if per_m else ""))
     if r.energy_kwh is not None:
-        t.add_row("GPU energy", f"{r.energy_kwh:,.0f} kWh")
+        energy = (r.economics or {}).get("energy_kwh") or {}
+        t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "
+                  f"{energy.get('host', 0):,.1f}; {energy.get('facility', 0):,.1f} with PUE)")
     if r.reason:
         t.add_row("[red]does not fit[/red]", r.reason)
+    return t
+
+
+def _usd(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"${x:,.0f}" if abs(x) >= 100 else f"${x:,.2f}" if abs(x) >= 0.01 else f"${x:.2g}"
+
+
+def uncertainty_table(u: dict) -> Table:
+    """P10/P50/P90 of time and cost from `scalesim run --samples N`."""
+    t = Table(title=f"uncertainty ({u['samples']} samples, seed {u['seed']})", title_justify="left",
+              caption="step time scaled by sampled efficiency; failure rate and prices perturbed",
+              caption_justify="left")
+    for col in ("", "P10", "P50", "P90"):
+        t.add_column(col, justify="left" if not col else "right")
+    for key, name, fmt in (("time_to_train_s", "time to train", format_time), ("cost_usd", "cost (cloud)", _usd),
+                           ("on_prem_cost_usd", "cost (owned)", _usd),
+                           ("energy_kwh", "energy (kWh)", lambda v: f"{v:,.1f}")):
+        p = u.get(key)
+        if p:
+            t.add_row(name, *("n/a" if p[k] is None else fmt(p[k]) for k in ("p10", "p50", "p90")))
     return t
 
 

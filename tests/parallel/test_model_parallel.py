@@ -113,3 +113,17 @@ def test_context_parallel_splits_the_sequence_and_exchanges_keys_and_values():
     one, _ = step(long, plan(m=1))
     two, _ = step(long, plan(cp=2, m=1))
     assert two.end_s < one.end_s
+
+
+@pytest.mark.parametrize("layout", [dict(dp=16), dict(tp=2, dp=4, pp=2), dict(cp=2, dp=4, pp=2), dict(tp=4, dp=2, pp=2)])
+@pytest.mark.parametrize("zero", [0, 3])
+def test_simulating_one_rank_per_stage_agrees_with_simulating_every_rank(layout, zero):
+    from scalesim.topology import Fabric
+    # Two nodes with half as many NICs as GPUs: symmetric copies of a group share NICs.
+    cluster = build_cluster(load_node_design("dgx-a100"), nodes=2, fabric=Fabric("ib-hdr", 4, "rail-optimized"))
+    model = get_model("gpt2-124m", seq_len=1024)
+    p = plan(m=4, mb=2, zero=zero, **layout)
+    full = simulate(build_program(model, cluster.gpu_spec, cluster, p, symmetric=False))
+    reduced = simulate(build_program(model, cluster.gpu_spec, cluster, p, symmetric=True))
+    assert len({iv.rank for iv in reduced.intervals}) == p.placement.pp
+    assert reduced.end_s == pytest.approx(full.end_s, rel=0.01)

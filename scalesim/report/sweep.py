@@ -1,0 +1,85 @@
+"""Sweep results: the best plan per GPU count as a table and a plot.
+
+Reads the JSON-able sweep object of `scalesim.sweep.run_sweep`; never simulates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from scalesim.report.compare import _money, _pct, _time  # noqa: E402
+from scalesim.units import format_bytes  # noqa: E402
+
+
+def sweep_table(sweep: dict) -> Table:
+    """Best plan per GPU count, with how many plans were simulated, pruned, too big or unavailable."""
+    t = Table(title=f"{sweep['scenario']}: best plan per GPU count (ranked by {sweep['rank_by']})",
+              title_justify="left")
+    for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",
+                "time to train", "cloud cost", "on-prem cost", "plans: simulated / dominated / too big / n.a."):
+        t.add_column(col, justify="left" if col in ("best plan",) else "right", overflow="fold")
+    for best in sweep["best"]:
+        g = best["gpus"]
+        s = sweep["summary"][g] if g in sweep["summary"] else sweep["summary"][str(g)]
+        counts = f"{s['ok']} / {s['dominated']} / {s['does_not_fit']} / {s['not_available']}"
+        if best.get("status") != "ok":
+            t.add_row(str(g), "", f"[red]none[/red]: {best.get('reason') or ''}", "", "", "", "", "", "", "", counts)
+            continue
+        per_gpu = best.get("tokens_per_s_per_gpu")
+        t.add_row(str(g), str(best["nodes"]), best["plan"], format_bytes(best["memory_per_gpu_bytes"]),
+                  _time(best["step_time_s"]), "n/a" if per_gpu is None else f"{per_gpu:,.0f}", _pct(best["mfu"]),
+                  _time(best["time_to_train_s"]), _money(best["cost_usd"]), _money(best["on_prem_cost_usd"]),
+                  counts)
+    return t
+
+
+def best_plan_plot(sweep: dict, path: Path) -> Path:
+    """Per-GPU throughput, time to train and cost of the best plan at each GPU count, plans annotated."""
+    best = [b for b in sweep["best"] if b.get("status") == "ok"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    missing = [str(b["gpus"]) for b in sweep["best"] if b.get("status") != "ok"]
+    xs = [b["gpus"] for b in best]
+    per_gpu = [b["tokens_per_s_per_gpu"] if b["tokens_per_s_per_gpu"] is not None else b["samples_per_s"] / b["gpus"]
+               for b in best]
+    unit = "tokens/s" if best and best[0]["tokens_per_s_per_gpu"] is not None else "samples/s"
+    panels = [
+        (axes[0], per_gpu, f"{unit} per GPU", "Throughput per GPU"),
+        (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / 3600 for b in best],
+         "time to train (hours, failures included)", "Time to train"),
+        (axes[2], [b["cost_usd"] for b in best], "cost to train (USD)", "Cost to train"),
+    ]
+    for ax, ys, ylabel, title in panels:
+        pts = [(x, y, b) for x, y, b in zip(xs, ys, best) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color="#4C72B0",
+                    label="cloud" if ax is axes[2] else None)
+            for x, y, b in pts:
+                ax.annotate(b["plan"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=7, rotation=20)
+        if ax is axes[2]:
+            own = [(x, b["on_prem_cost_usd"]) for x, b in zip(xs, best) if b["on_prem_cost_usd"] is not None]
+            if own:
+                ax.plot(*zip(*own), marker="s", linestyle="--", color="#55A868", label="on-premises")
+            ax.legend(fontsize=8)
+        if xs:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.margins(x=0.15, y=0.2)
+    subtitle = f"{sweep['scenario']}: best plan per GPU count, ranked by {sweep['rank_by']}"
+    if missing:
+        subtitle += f" (no plan runs and fits at {', '.join(missing)} GPUs)"
+    fig.suptitle(subtitle, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,331 @@
+"""Sweeps over GPU counts and parallel plans: enumerate, evaluate, rank.
+
+For each GPU count the scenario's cluster grows to ceil(gpus / GPUs per
+node) nodes of its node design. A multi-node cluster needs `cluster.fabric`;
+when the scenario has none, the sweep joins the nodes with the design's own
+NICs (`nics.count` x `nics.link`; rail-optimized when there is a NIC per GPU,
+else a fat-tree) and says so in its notes, or refuses when the design has no
+NICs.
+
+The global batch stays the scenario's (strong scaling: the batch is a
+hyperparameter of the training recipe); each plan splits it.
+
+Without `search` a GPU count gets one point: the scenario's own plan with
+dp = gpus / (tp x pp x cp), its micro-batch lowered when dp x micro-batch
+exceeds the global batch. With `search` every plan that could work is
+enumerated: tp (powers of two within a node, dividing the heads), pp (powers
+of two up to the layer count), dp the rest, ZeRO 0-3 (only 0 with dp = 1),
+micro-batches (powers of two dividing the per-replica batch, up to 64) and
+recompute none | selective | full. Context parallelism stays the scenario's.
+
+Evaluation is two point -> row functions, run in order (deterministic), so
+an executor can map them later:
+
+1. `check_point`: build the plan and its memory (no simulation). A plan the
+   simulator cannot run yet raises InputError ("... is not simulated yet"):
+   recorded as `not_available` with the reason, never best. A plan whose
+   memory exceeds the GPU is `does_not_fit`.
+2. `evaluate_point`: simulate one step and cost the run.
+
+Between the two, a fitting plan is `dominated` (not simulated) when another
+fitting plan of the same GPU count, tp, pp and micro-batch has both a lower
+or equal ZeRO stage and a lighter or equal recompute: it does the same work
+with no more communication and no more recomputation. `exhaustive` turns
+that pruning off.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pydantic
+
+from scalesim.errors import InputError
+from scalesim.models import get_model
+from scalesim.runner import memory_of, prepare, run
+from scalesim.scenario import Scenario
+from scalesim.topology import load_node_design
+
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+MAX_MICRO_BATCH = 64
+STATUSES = ("ok", "dominated", "does_not_fit", "not_available")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPoint:
+    """One parallel plan at one GPU count."""
+
+    gpus: int
+    dp: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    zero: int = 0
+    micro_batch: int = 1
+    recompute: str = "none"
+
+    @property
+    def label(self) -> str:
+        parts = [f"dp{self.dp}"] + [f"{k}{v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("cp", self.cp))
+                                    if v > 1]
+        parts += [f"zero{self.zero}"] if self.zero else []
+        parts += [f"mb{self.micro_batch}"] + ([f"rc-{self.recompute}"] if self.recompute != "none" else [])
+        return " ".join(parts)
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, k = [], 1
+    while k <= limit:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def cluster_for(base: Scenario, gpus: int, file: str | None = None) -> tuple[Scenario, list[str]]:
+    """The scenario's cluster grown (or shrunk) to `gpus` GPUs, and notes on defaults used."""
+    design = load_node_design(base.cluster.node, key="cluster.node", file=file)
+    nodes = math.ceil(gpus / design.gpus)
+    changes: dict = {"nodes": nodes, "gpus": gpus}
+    notes = []
+    if nodes > 1 and base.cluster.fabric is None:
+        if not design.nics.count or not design.nics.link:
+            raise InputError(f"{gpus} GPUs need {nodes} nodes of {design.name}, which has no NICs to join them; "
+                             "add cluster.fabric (e.g. {link: ib-ndr, nics_per_node: 8})", file=file,
+                             key="cluster.fabric")
+        kind = "rail-optimized" if design.nics.count >= design.gpus else "fat-tree"
+        changes["fabric"] = {"link": design.nics.link, "nics_per_node": design.nics.count, "topology": kind}
+        notes.append(f"the scenario has no cluster.fabric: from {nodes} nodes on, the nodes are joined by the "
+                     f"design's own NICs ({design.nics.count} x {design.nics.link} per node, {kind}); "
+                     "set cluster.fabric to choose")
+    return base.with_changes(cluster=changes), notes
+
+
+def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None) -> Scenario:
+    """The scenario of one plan point."""
+    grown, _ = cluster_for(base, point.gpus, file)
+    return grown.with_changes(
+        parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero},
+        training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute})
+
+
+def own_plan_point(base: Scenario, gpus: int) -> PlanPoint | str:
+    """The scenario's plan at `gpus` GPUs, or why it cannot be formed."""
+    par, training = base.parallel, base.training
+    split = par.tp * par.pp * par.cp
+    if gpus % split:
+        return f"{gpus} GPUs do not divide into tp x pp x cp = {split}"
+    dp = gpus // split
+    if training.global_batch % dp:
+        return f"global_batch ({training.global_batch}) is not a multiple of dp ({dp})"
+    per_replica = training.global_batch // dp
+    mb = min(training.micro_batch, per_replica)
+    while per_replica % mb:
+        mb -= 1
+    return PlanPoint(gpus, dp, par.tp, par.pp, par.cp, par.zero, mb, training.activation_checkpointing)
+
+
+def search_points(base: Scenario, gpus: int, file: str | None = None) -> tuple[list[PlanPoint], list[dict]]:
+    """Every plan worth trying at `gpus` GPUs; and rows for splits the batch rules out."""
+    design = load_node_design(base.cluster.node, key="cluster.node", file=file)
+    model = get_model(base.model, seq_len=base.training.seq_len, key="model", file=file)
+    heads = model.heads
+    layers = model.num_layers or len(model.layers)
+    batch = base.training.global_batch
+    cp = base.parallel.cp
+    points, skipped = [], []
+    for tp in _powers_of_two(min(design.gpus, gpus)):
+        if heads and heads % tp:
+            continue
+        for pp in _powers_of_two(min(layers, gpus // tp)):
+            if gpus % (tp * pp * cp):
+                continue
+            dp = gpus // (tp * pp * cp)
+            if batch % dp:
+                skipped.append(_row(PlanPoint(gpus, dp, tp, pp, cp), "not_available",
+                                    f"global_batch ({batch}) is not a multiple of dp ({dp})"))
+                continue
+            per_replica = batch // dp
+            micro = [m for m in _powers_of_two(min(per_replica, MAX_MICRO_BATCH)) if per_replica % m == 0]
+            for zero in ZERO_STAGES if dp > 1 else (0,):
+                for mb in micro:
+                    for recompute in RECOMPUTE:
+                        points.append(PlanPoint(gpus, dp, tp, pp, cp, zero, mb, recompute))
+    return points, skipped
+
+
+def _row(point: PlanPoint, status: str, reason: str | None = None, **values) -> dict:
+    row = {**asdict(point), "plan": point.label, "status": status, "reason": reason}
+    for key in ("nodes", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
+                "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s",
+                "time_to_train_s", "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput"):
+        row[key] = values.get(key)
+    return row
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, InputError):
+        return exc.detail if not exc.key else f"{exc.key}: {exc.detail}"
+    err = exc.errors()[0]       # pydantic.ValidationError
+    return f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+
+
+def check_point(point: PlanPoint, base: Scenario, file: str | None = None) -> dict:
+    """Can the plan run, and does it fit? No simulation."""
+    try:
+        setup = prepare(scenario_for(base, point, file), file)
+        memory = memory_of(setup)
+    except (InputError, pydantic.ValidationError) as exc:
+        return _row(point, "not_available", _why(exc))
+    capacity = setup.gpu.memory_bytes
+    nodes = setup.scenario.cluster.nodes
+    if memory.total > capacity:
+        return _row(point, "does_not_fit", f"needs {memory.total / 2**30:.1f} GiB per GPU of "
+                    f"{capacity / 2**30:.1f} GiB", nodes=nodes, memory_per_gpu_bytes=memory.total,
+                    memory_capacity_bytes=capacity)
+    return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
+
+
+def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None) -> dict:
+    """Simulate one step of the plan and cost the whole run: one result row."""
+    try:
+        scenario = scenario_for(base, point, file)
+        result = run(scenario, file, baseline=False)
+    except (InputError, pydantic.ValidationError) as exc:
+        return _row(point, "not_available", _why(exc))
+    on_prem = (result.economics.get("on_prem") or {}).get("cost_usd") if result.economics else None
+    return _row(point, "ok" if result.fits else "does_not_fit", result.reason,
+                nodes=scenario.cluster.nodes, memory_per_gpu_bytes=result.memory_per_gpu_bytes,
+                memory_capacity_bytes=result.memory_capacity_bytes, step_time_s=result.step_time_s,
+                samples_per_s=result.samples_per_s, tokens_per_s=result.tokens_per_s,
+                tokens_per_s_per_gpu=None if result.tokens_per_s is None else result.tokens_per_s / point.gpus,
+                mfu=result.mfu, exposed_comm_s=result.breakdown.exposed_comm, bubble_s=result.breakdown.bubble,
+                time_to_train_s=result.time_to_train_s, cost_usd=result.cost_usd, on_prem_cost_usd=on_prem,
+                energy_kwh=result.energy_kwh, goodput=(result.reliability or {}).get("goodput"))
+
+
+def mark_dominated(rows: list[dict]) -> None:
+    """Mark fitting plans that another fitting plan beats on ZeRO stage and recompute (in place)."""
+    fitting = [r for r in rows if r["status"] == "ok"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in fitting:
+        groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"]), []).append(r)
+    for members in groups.values():
+        for r in members:
+            for other in members:
+                better = (other["zero"] <= r["zero"] and RECOMPUTE.index(other["recompute"])
+                          <= RECOMPUTE.index(r["recompute"]))
+                if other is not r and better and other["status"] == "ok":
+                    r["status"] = "dominated"
+                    r["reason"] = f"{other['plan']} also fits with no more communication or recompute"
+                    break
+
+
+def rank_key(rank_by: str) -> Callable[[dict], tuple]:
+    """Sort key for simulated rows: time to train (or step throughput) or cloud cost."""
+    def time_value(r):
+        if r["time_to_train_s"] is not None:
+            return r["time_to_train_s"]
+        return 1.0 / r["samples_per_s"] if r["samples_per_s"] else math.inf
+
+    def key(r):
+        if rank_by == "cost" and r["cost_usd"] is not None:
+            return (r["cost_usd"], time_value(r))
+        return (time_value(r), r["cost_usd"] if r["cost_usd"] is not None else math.inf)
+    return key
+
+
+def best_rows(rows: list[dict], rank_by: str) -> dict[int, dict | None]:
+    """The best simulated plan that fits, per GPU count (None where nothing fits or runs)."""
+    out: dict[int, dict | None] = {}
+    for gpus in sorted({r["gpus"] for r in rows}):
+        simulated = [r for r in rows if r["gpus"] == gpus and r["status"] == "ok" and r["step_time_s"] is not None]
+        out[gpus] = min(simulated, key=rank_key(rank_by)) if simulated else None
+    return out
+
+
+Progress = Callable[[Iterable, str, int], Iterable]
+
+
+def _plain(items: Iterable, _description: str, _total: int) -> Iterable:
+    return items
+
+
+def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search: bool = False,
+              rank_by: str = "time", exhaustive: bool = False, progress: Progress = _plain) -> dict:
+    """Evaluate the sweep; returns {"rows", "best", "notes", "rank_by", ...} (all JSON-able)."""
+    if rank_by not in ("time", "cost"):
+        raise InputError(f"unknown ranking '{rank_by}'; allowed: time, cost", key="--rank")
+    notes: list[str] = []
+    points: list[PlanPoint] = []
+    rows: list[dict] = []
+    for gpus in gpu_counts:
+        _, extra = cluster_for(base, gpus, file)
+        notes += [n for n in extra if n not in notes]
+        if search:
+            found, skipped = search_points(base, gpus, file)
+            points += found
+            rows += skipped
+        else:
+            own = own_plan_point(base, gpus)
+            if isinstance(own, str):
+                rows.append(_row(PlanPoint(gpus, 0), "not_available", own))
+            else:
+                points.append(own)
+    checked = [check_point(p, base, file) for p in progress(points, "checking plans", len(points))]
+    if search and not exhaustive:
+        mark_dominated(checked)
+    by_point = dict(zip(points, checked))
+    to_simulate = [p for p in points if by_point[p]["status"] == "ok"]
+    for p in progress(to_simulate, "simulating", len(to_simulate)):
+        by_point[p] = evaluate_point(p, base, file)
+    rows += [by_point[p] for p in points]
+    rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
+    best = best_rows(rows, rank_by)
+    return {"scenario": base.name, "file": file, "rank_by": rank_by, "search": search,
+            "gpu_counts": gpu_counts, "notes": notes,
+            "best": [{"gpus": g, **(b or {"status": "none", "reason": _none_reason(rows, g)})} for g, b in best.items()],
+            "summary": {g: {s: sum(1 for r in rows if r["gpus"] == g and r["status"] == s) for s in STATUSES}
+                        for g in gpu_counts},
+            "rows": rows}
+
+
+def _none_reason(rows: list[dict], gpus: int) -> str:
+    reasons = [r["reason"] for r in rows if r["gpus"] == gpus and r["reason"]]
+    return f"no plan runs and fits; e.g. {reasons[0]}" if reasons else "no plan runs and fits"
+
+
+def parse_counts(text: str) -> list[int]:
+    """'8,16,32' -> [8, 16, 32]; positive integers, duplicates dropped, order kept."""
+    counts: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise InputError(f"'{part}' is not a GPU count; give positive integers like 8,16,32", key="--gpus")
+        if int(part) not in counts:
+            counts.append(int(part))
+    return counts
+
+
+CSV_COLUMNS = ("gpus", "nodes", "plan", "dp", "tp", "pp", "cp", "zero", "micro_batch", "recompute", "status",
+               "reason", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
+               "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s", "time_to_train_s",
+               "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput")
+
+
+def write_outputs(sweep: dict, directory: Path) -> dict[str, Path]:
+    """sweep.csv (every row) and sweep.json (everything) in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = directory / "sweep.csv", directory / "sweep.json"
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in sweep["rows"]:
+            writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_COLUMNS})
+    json_path.write_text(json.dumps(sweep, indent=2))
+    return {"csv": csv_path, "json": json_path}
