@@ -100,7 +100,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     if trace is not None:
         from scalesim.report.trace import write_trace
 
-        write_trace(result.timeline, trace, title=scenario.name)
+        write_trace(result.timeline, trace, title=scenario.name, gpus=result.gpus)
     if as_json:
         data = result.to_json()
         if uncertainty is not None:

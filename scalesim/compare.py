@@ -61,7 +61,10 @@ class Comparison:
 def budget_text(scenario: Scenario) -> str:
     t = scenario.training
     if t.tokens is not None:
-        return f"{t.tokens:.3g} tokens"
+        for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+            if t.tokens >= scale:
+                return f"{t.tokens / scale:.3g} {word} tokens"
+        return f"{t.tokens:,.0f} tokens"
     if t.epochs is not None:
         return f"{t.epochs:g} epochs of {t.dataset_samples:,} samples"
     return ""

@@ -75,7 +75,9 @@ def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file
     sources["amortisation_years"] = (econ.SOURCES["amortisation_years"]
                                      if spec.amortisation_years == econ.AMORTISATION_YEARS else "scenario")
     sources["pue"] = econ.SOURCES["pue"] if spec.pue == econ.PUE else "scenario"
-    return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue), sources
+    sources["utilisation"] = ("assumption: the cluster is busy all its life" if spec.utilisation == 1.0
+                              else "scenario")
+    return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue, spec.utilisation), sources
 
 
 def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes: int
@@ -128,6 +130,7 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
         ("network (USD/node)", own.network_usd, own_sources["network_usd_per_node"]),
         ("host draw (W/node)", own.host_power_w, own_sources["host_power_w"]),
         ("amortisation (years)", own.amortisation_years, own_sources["amortisation_years"]),
+        ("utilisation of the owned cluster", own.utilisation, own_sources["utilisation"]),
         ("PUE", own.pue, own_sources["pue"]),
         ("GPU power busy / idle (W)", f"{gpu.tdp_w:g} / {gpu.idle_w:g}",
          "catalog tdp and idle (gpus.yaml); busy = kernels running on the simulated timeline"),

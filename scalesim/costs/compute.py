@@ -123,12 +123,17 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = (m * k + k * n + m * n) * ebytes
     else:
         bytes_moved = op.elements_moved * batch * ebytes
+    cast_s = 0.0
     if op.kind in MATMUL_KINDS:
         shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else 1.0
-        compute_s = flop / (gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency * shape)
+        compute_s = flop / (gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency_for(precision) * shape)
+        if precision == "fp8" and op.gemm_mnk is not None:
+            # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
+            # read 2 bytes, write 1 per input element (TE FP8 primer).
+            cast_s = _memory_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
     else:
         compute_s = flop / gpu.fp32_flop_per_s
-    return max(compute_s, _memory_s(bytes_moved, gpu)) + KERNEL_OVERHEAD_S
+    return max(compute_s, _memory_s(bytes_moved, gpu)) + cast_s + KERNEL_OVERHEAD_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,8 @@ Ownership defaults (all USD, per node unless said; overridable under
   (Microsoft and Alphabet moved to 6 years in 2022-2023 filings).
 - PUE: 1.58, the Uptime Institute 2023 global average (Global Data Center
   Survey 2023); new AI halls reach 1.1-1.3, a desk-side box ~1.0.
+- Utilisation: 1.0, i.e. the cluster trains all its life and each run pays
+  for its own hours only; lower it when the cluster sits idle between runs.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ class Ownership:
     host_power_w: float                       # per node, everything but the GPUs
     amortisation_years: float = AMORTISATION_YEARS
     pue: float = PUE
+    utilisation: float = 1.0                  # share of the amortisation period spent on runs like this
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,13 +190,18 @@ def capex_usd(ownership: Ownership, gpus: int, nodes: int) -> dict[str, float] |
             "network": ownership.network_usd * nodes}
 
 
-def amortised_usd(capex: float, years: float, wall_s: float) -> float:
+def amortised_usd(capex: float, years: float, wall_s: float, utilisation: float = 1.0) -> float:
     """The share of the purchase a run of `wall_s` uses up, straight-line over `years`.
+
+    Only `utilisation` of the period does useful runs; the idle rest is
+    charged to them too.
 
     >>> amortised_usd(8760.0, 1.0, 3600.0)
     1.0
+    >>> amortised_usd(8760.0, 1.0, 3600.0, utilisation=0.5)
+    2.0
     """
-    return capex / (years * HOURS_PER_YEAR) * wall_s / SECONDS_PER_HOUR
+    return capex / (years * HOURS_PER_YEAR * utilisation) * wall_s / SECONDS_PER_HOUR
 
 
 def energy_kwh(*, gpu: GpuSpec, gpus: int, nodes: int, host_power_w: float, busy_fraction: float,
@@ -234,7 +242,7 @@ def training_economics(run: RunInputs) -> Economics:
     capex = capex_usd(own, run.gpus, run.nodes)
     power_usd = facility_kwh * run.prices.electricity_usd_per_kwh if finite else None
     if capex is not None and finite:
-        amortised = amortised_usd(sum(capex.values()), own.amortisation_years, wall)
+        amortised = amortised_usd(sum(capex.values()), own.amortisation_years, wall, own.utilisation)
         on_prem = {"capex_usd": capex, "capex_total_usd": sum(capex.values()),
                    "amortised_usd": amortised, "power_usd": power_usd, "cost_usd": amortised + power_usd,
                    "usd_per_million_tokens": _per_million(amortised + power_usd, tokens)}
@@ -242,7 +250,7 @@ def training_economics(run: RunInputs) -> Economics:
         on_prem = {"capex_usd": capex, "capex_total_usd": None if capex is None else sum(capex.values()),
                    "amortised_usd": None, "power_usd": power_usd, "cost_usd": None,
                    "usd_per_million_tokens": None}
-    on_prem.update({"amortisation_years": own.amortisation_years, "pue": own.pue,
+    on_prem.update({"amortisation_years": own.amortisation_years, "utilisation": own.utilisation, "pue": own.pue,
                     "host_power_w_per_node": own.host_power_w,
                     "electricity_usd_per_kwh": run.prices.electricity_usd_per_kwh})
     details = {

@@ -42,6 +42,12 @@ class GpuSpec:
     memory_bw_efficiency: float    # achieved fraction of memory bandwidth on streaming kernels
     source: tuple[str, ...]
     sms: int = 0                   # streaming multiprocessors (GEMM wave quantization)
+    fp8_gemm_efficiency: float | None = None   # achieved fraction of the FP8 peak [gemm_efficiency]
+
+    def gemm_efficiency_for(self, precision: str) -> float:
+        if precision == "fp8" and self.fp8_gemm_efficiency is not None:
+            return self.fp8_gemm_efficiency
+        return self.gemm_efficiency
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense peak for a training precision; InputError where the GPU lacks it."""

@@ -108,6 +108,15 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     return t
 
 
+def short_name(name: str) -> str:
+    """The hardware part of a scenario name: '8x RTX 4090 (PCIe ...), DDP' -> '8x RTX 4090'.
+
+    >>> short_name("8x RTX 4090 (PCIe 4.0, no P2P), DDP, GPT-2 350M")
+    '8x RTX 4090'
+    """
+    return name.split(" (")[0].split(",")[0].strip() or name
+
+
 def _labels(rows: list[dict], width: int = 22) -> list[str]:
     return [textwrap.fill(r["scenario"], width) for r in rows]
 
@@ -159,6 +168,14 @@ def _errorbars(values, percentiles, scale):
     return [low, high]
 
 
+def _label_above(ax, bars, labels: list[str], err, fontsize: int = 7) -> None:
+    """Write each bar's value above the bar or above its P90 whisker, whichever is higher."""
+    for i, (bar, label) in enumerate(zip(bars, labels)):
+        top = bar.get_height() + (err[1][i] if err else 0.0)
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, top), textcoords="offset points", xytext=(0, 3),
+                    ha="center", va="bottom", fontsize=fontsize)
+
+
 def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertainty: dict | None = None) -> Path:
     """Time to train (hours) and cost to train (USD, cloud and on-premises) as bars."""
     labels = _labels(rows)
@@ -168,7 +185,7 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
     bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4)
-    ax_t.bar_label(bars, labels=["n/a" if h is None else f"{h:,.1f} h" for h in hours], padding=3, fontsize=8)
+    _label_above(ax_t, bars, ["n/a" if h is None else f"{h:,.1f} h" for h in hours], err, fontsize=8)
     ax_t.set_xticks(x, labels, fontsize=8)
     ax_t.set_ylabel("time to train (hours, failures included)")
     ax_t.set_title("Time to train" + (f" ({budget})" if budget else ""))
@@ -184,8 +201,8 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
                   capsize=3, label="cloud (GPU-hours x price)")
     b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color="#55A868", yerr=err_o,
                   capsize=3, label="on-premises (amortised purchase + power)")
-    ax_c.bar_label(b1, labels=[_money(c) for c in cloud], padding=3, fontsize=7)
-    ax_c.bar_label(b2, labels=[_money(c) for c in own], padding=3, fontsize=7)
+    _label_above(ax_c, b1, [_money(c) for c in cloud], err_c)
+    _label_above(ax_c, b2, [_money(c) for c in own], err_o)
     ax_c.set_xticks(x, labels, fontsize=8)
     ax_c.set_ylabel("cost to train (USD)")
     ax_c.set_title("Cost to train" + (f" ({budget})" if budget else ""))
@@ -207,13 +224,13 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
         for kind, key, marker in (("cloud", "cost_usd", "o"), ("on-prem", "on_prem_cost_usd", "s")):
             if r[key] is not None:
                 options.append((r["time_to_train_s"] / 3600, r[key], k, kind, marker))
-    fig, ax = plt.subplots(figsize=(8, 5.2))
+    fig, ax = plt.subplots(figsize=(10, 5.2))
     front = set(pareto_front([(o[0], o[1]) for o in options]))
     for i, (hours, cost, k, kind, marker) in enumerate(options):
         ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)],
                    edgecolors="black" if i in front else "none", linewidths=1.8, zorder=3)
-        ax.annotate(f"{textwrap.shorten(rows[k]['scenario'], 28, placeholder='…')} ({kind})", (hours, cost),
-                    textcoords="offset points", xytext=(7, 5), fontsize=7)
+        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}",
+                    (hours, cost), textcoords="offset points", xytext=(8, 5), fontsize=8)
     if front:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
@@ -223,8 +240,8 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
                plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
                           markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(r["scenario"], 40, placeholder="…")) for k, r in enumerate(rows)]
-    ax.legend(handles=handles, fontsize=7, loc="best")
+                           label=textwrap.shorten(r["scenario"], 70, placeholder="…")) for k, r in enumerate(rows)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel("time to train (hours, failures included)")
     ax.set_ylabel("cost to train (USD)")
     ax.set_title("Cost against time to train (lower left is better)")

@@ -49,34 +49,52 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 
 def _value(v) -> str:
+    """
+    >>> _value(15000.0), _value(1.58), _value(1.97e-05)
+    ('15,000', '1.58', '1.97e-05')
+    """
     if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:,.4g}"
+        if v == 0 or abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.4g}" if abs(v) >= 0.01 else f"{v:.3g}"
     return escape(str(v))
+
+
+def _summary(rows: list[dict], unc: dict | None) -> str:
+    """Designs side by side, one column each, one metric per row."""
+    metrics: list[tuple[str, list[str]]] = [
+        ("GPUs", [f"{r['gpus']} x {escape(r['gpu'])}" for r in rows]),
+        ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
+                            + (" (fits)" if r["fits"] else ' <span class="no">does NOT fit</span>') for r in rows]),
+        ("step time", [_time(r["step_time_s"]) for r in rows]),
+        ("throughput (tokens/s)", [f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else "n/a" for r in rows]),
+        ("MFU", [_pct(r["mfu"]) for r in rows]),
+        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows]),
+        ("time to train", [_time(r["time_to_train_s"]) for r in rows]),
+        ("cost, cloud", [_money(r["cost_usd"]) for r in rows]),
+        ("cost, owned", [_money(r["on_prem_cost_usd"]) for r in rows]),
+        ("cloud USD per million tokens", ["n/a" if r.get("usd_per_million_tokens") is None
+                                          else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),
+        ("energy, GPUs + hosts (kWh)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}" for r in rows]),
+        ("goodput (failures)", [_pct(r["goodput"]) for r in rows]),
+    ]
+    if unc:
+        d, w = unc["designs"], unc["wins"]
+        metrics += [
+            ("time to train, P10–P90", [_range(x["time_to_train_s"], _time) for x in d]),
+            ("cost, cloud, P10–P90", [_range(x["cost_usd"], _money) for x in d]),
+            ("cost, owned, P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d]),
+            ("fastest in (share of samples)", [_pct(x) for x in w["time_to_train_s"]]),
+            ("cheapest rented in", [_pct(x) for x in w["cost_usd"]]),
+            ("cheapest owned in", [_pct(x) for x in w["on_prem_cost_usd"]]),
+        ]
+    return _table(["metric"] + [r["scenario"] for r in rows], [[escape(name)] + values for name, values in metrics])
 
 
 def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim comparison") -> str:
     """The page for a comparison (`data` = `scalesim compare --json`)."""
     rows = data["table"]
     unc = data.get("uncertainty")
-    headers = ["design", "GPUs", "memory / GPU", "fits", "step time", "tokens/s", "MFU", "scaling eff.",
-               "time to train", "cloud cost", "on-prem cost", "cloud $/M tokens", "energy (kWh)", "goodput"]
-    if unc:
-        headers += ["time P10–P90", "cloud cost P10–P90", "wins: time / cloud / on-prem"]
-    cells = []
-    for k, r in enumerate(rows):
-        per_m = r.get("usd_per_million_tokens")
-        row = [escape(r["scenario"]), f"{r['gpus']} x {escape(r['gpu'])}",
-               f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}",
-               "yes" if r["fits"] else '<span class="no">NO</span>', _time(r["step_time_s"]),
-               f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else "n/a", _pct(r["mfu"]),
-               _pct(r["scaling_efficiency"]), _time(r["time_to_train_s"]), _money(r["cost_usd"]),
-               _money(r["on_prem_cost_usd"]), "n/a" if per_m is None else f"${per_m:,.4f}",
-               "n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}", _pct(r["goodput"])]
-        if unc:
-            d, w = unc["designs"][k], unc["wins"]
-            row += [_range(d["time_to_train_s"], _time), _range(d["cost_usd"], _money),
-                    " / ".join(_pct(w[m][k]) for m in ("time_to_train_s", "cost_usd", "on_prem_cost_usd"))]
-        cells.append(row)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>",
@@ -84,7 +102,7 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
              f"{', '.join(escape(r['file']) for r in rows)}. Every number below is a simulation of one "
              "training step scaled to the scenario's budget; the assumptions and their sources are listed "
              "at the end.</p>",
-             "<h2>Summary</h2>", _table(headers, cells)]
+             "<h2>Summary</h2>", _summary(rows, unc)]
     front = data.get("pareto_front") or []
     if front:
         parts.append("<p>On the cost–time Pareto front (nothing else is both faster and cheaper): "

@@ -5,6 +5,9 @@ list). Each task is a complete event (`"ph": "X"`) with `ts` and `dur` in
 microseconds; each GPU is a process (`pid` = rank) and each of its streams a
 thread (`tid`), named by `process_name` / `thread_name` metadata events
 (`"ph": "M"`), so Perfetto shows one track per GPU and stream.
+
+Large runs simulate one rank per pipeline stage for its identical peers
+(`gpus` > the simulated ranks); their tracks say how many GPUs each stands for.
 """
 
 from __future__ import annotations
@@ -23,13 +26,18 @@ def _stream_ids(streams: set[str]) -> dict[str, int]:
     return {s: k for k, s in enumerate(ordered)}
 
 
-def chrome_trace(timeline: Timeline, *, title: str = "scalesim step") -> dict:
-    """The timeline as a trace-event object: metadata first, then tasks in start order."""
+def chrome_trace(timeline: Timeline, *, title: str = "scalesim step", gpus: int | None = None) -> dict:
+    """The timeline as a trace-event object: metadata first, then tasks in start order.
+
+    `gpus`: the run's GPU count, when the timeline holds fewer (representative) ranks.
+    """
     tids = _stream_ids({iv.stream for iv in timeline.intervals})
     ranks = sorted({iv.rank for iv in timeline.intervals})
+    stands_for = gpus // len(ranks) if gpus and ranks and gpus > len(ranks) else 1
     events: list[dict] = []
     for rank in ranks:
-        events.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": f"GPU {rank}"}})
+        name = f"GPU {rank}" + (f" (stands for {stands_for} identical GPUs)" if stands_for > 1 else "")
+        events.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": name}})
         events.append({"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0,
                        "args": {"sort_index": rank}})
         for stream, tid in tids.items():
@@ -43,11 +51,12 @@ def chrome_trace(timeline: Timeline, *, title: str = "scalesim step") -> dict:
             event["args"] = {"waited_for_peers_us": (iv.start_s - iv.ready_s) * US_PER_S}
         events.append(event)
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"title": title, "step_time_s": timeline.end_s, "time_unit": "us"}}
+            "otherData": {"title": title, "step_time_s": timeline.end_s, "time_unit": "us",
+                          "gpus": gpus or len(ranks), "simulated_gpus": len(ranks)}}
 
 
-def write_trace(timeline: Timeline, path: Path, *, title: str = "scalesim step") -> Path:
+def write_trace(timeline: Timeline, path: Path, *, title: str = "scalesim step", gpus: int | None = None) -> Path:
     """Write the trace as JSON to `path` (parents created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(chrome_trace(timeline, title=title)))
+    path.write_text(json.dumps(chrome_trace(timeline, title=title, gpus=gpus)))
     return path

@@ -49,9 +49,10 @@ def test_causal_flash_attention_skips_the_masked_half():
     assert causal == pytest.approx(full / 2)
 
 
-def test_fp8_gemms_are_faster_than_bf16_on_h100():
+def test_fp8_gemms_are_faster_than_bf16_on_h100_but_not_by_more_than_the_peak_ratio():
     op = gemm(8192, 8192, 8192)
-    assert op_time_s(op, H100, "fp8", 1) < 0.6 * op_time_s(op, H100, "bf16", 1)
+    fp8, bf16 = op_time_s(op, H100, "fp8", 1), op_time_s(op, H100, "bf16", 1)
+    assert bf16 / 2 < fp8 < bf16
 
 
 def test_geforce_bf16_training_runs_at_half_the_fp16_accumulate_rate():
