@@ -158,8 +158,7 @@ def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str |
     parts = sorted(memory.as_dict().items(), key=lambda kv: -kv[1])
     takes = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts if v > 0)
     return (f"needs {format_bytes(memory.total)} per GPU but the {gpu.full_name} has "
-            f"{format_bytes(capacity)} ({takes}); try a smaller micro_batch, "
-            "activation_checkpointing: full, a higher zero stage or more tensor/pipeline parallelism")
+            f"{format_bytes(capacity)} ({takes})")
 
 
 def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
@@ -218,11 +217,15 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
+    if reason is not None:
+        from scalesim.fitting import describe, fit_options
+
+        reason += "; " + describe(fit_options(setup, prepare, memory_of, simulate_setup), setup.gpus, capacity)
 
     single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
     efficiency = samples_per_s / setup.gpus / single if single else None
     scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
-               for k, rate in ((k, per_gpu_rate(setup, k)) for k in scaling_counts or [])]
+               for k, rate in ((k, per_gpu_rate(setup, k)) for k in scaling_counts or []) if rate is not None]
 
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",

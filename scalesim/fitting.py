@@ -1,0 +1,79 @@
+"""When a plan does not fit: what takes the memory, and which changes would make it fit.
+
+Each candidate change is a modified scenario whose memory is computed by the
+same model (and whose step is simulated, to rank the candidates by what they
+cost in time), so every suggestion is checked, not guessed. Wiring level,
+like `runner`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scalesim.errors import InputError
+from scalesim.units import format_bytes, format_time
+
+
+@dataclass(frozen=True, slots=True)
+class FitOption:
+    change: str                      # what to write in the scenario
+    memory_bytes: float
+    step_time_s: float | None
+
+
+def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    t, par = setup.scenario.training, setup.scenario.parallel
+    pl = setup.plan.placement
+    out: list[tuple[str, dict[str, dict[str, Any]]]] = []
+    replicas = pl.dp * pl.cp
+    for zero in (1, 2, 3):
+        if zero > setup.plan.zero and replicas > 1:
+            out.append((f"parallel.zero: {zero}", {"parallel": {"zero": zero}}))
+    if t.activation_checkpointing != "full":
+        out.append(("training.activation_checkpointing: full", {"training": {"activation_checkpointing": "full"}}))
+    if t.activation_checkpointing == "none":
+        out.append(("training.activation_checkpointing: selective",
+                    {"training": {"activation_checkpointing": "selective"}}))
+    mb = t.micro_batch
+    while mb > 1:
+        mb //= 2
+        out.append((f"training.micro_batch: {mb}", {"training": {"micro_batch": mb}}))
+    heads = setup.model.heads or 0
+    per_node = len(setup.topology.gpus) // max(1, setup.scenario.cluster.nodes)
+    for tp in (2, 4, 8):
+        if tp > pl.tp and heads and heads % tp == 0 and tp <= per_node and pl.dp % (tp // pl.tp) == 0:
+            out.append((f"parallel.tp: {tp}", {"parallel": {"tp": tp, "dp": pl.dp * pl.tp // tp}}))
+    return out
+
+
+def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4) -> list[FitOption]:
+    """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first."""
+    capacity = setup.gpu.memory_bytes
+    candidates = _candidates(setup)
+    if setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.scenario.training.activation_checkpointing != "full":
+        candidates.append(("parallel.zero: 3 and training.activation_checkpointing: full",
+                           {"parallel": {"zero": 3}, "training": {"activation_checkpointing": "full"}}))
+    found: list[FitOption] = []
+    for change, sections in candidates:
+        try:
+            changed = prepare(setup.scenario.with_changes(**sections), setup.file)
+        except (InputError, ValueError):
+            continue
+        memory = memory_of(changed).total
+        if memory <= capacity:
+            found.append(FitOption(change, memory, None))
+    timed = []
+    for option in found[: 2 * limit]:
+        change = next(s for c, s in candidates if c == option.change)
+        changed = prepare(setup.scenario.with_changes(**change), setup.file)
+        timed.append(FitOption(option.change, option.memory_bytes, simulate_setup(changed).end_s))
+    return sorted(timed, key=lambda o: o.step_time_s)[:limit]
+
+
+def describe(options: list[FitOption], gpus: int, capacity: float) -> str:
+    if not options:
+        return (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, recompute, smaller micro-batch, "
+                f"more tensor parallelism); more GPUs with ZeRO-3 or a GPU with more memory is needed")
+    return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
+                                     for o in options)

@@ -1,0 +1,44 @@
+"""Does it fit? The memory verdict and the model-checked suggestions."""
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+from scalesim.fitting import fit_options
+from scalesim.runner import memory_of, prepare, run, simulate_setup
+from scalesim.scenario import Scenario
+
+
+def scenario(**kw) -> Scenario:
+    data = {"name": "t", "cluster": {"node": kw.pop("node", "rtx4090-pcie-8"), "gpus": kw.pop("gpus", 8)},
+            "model": kw.pop("model", "gpt2-1.5b"),
+            "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64, "micro_batch": kw.pop("mb", 8)},
+            "parallel": {"zero": kw.pop("zero", 0)}}
+    return Scenario.model_validate(data)
+
+
+def test_full_fine_tune_of_7b_on_one_4090_does_not_fit_and_says_why(tmp_path):
+    path = tmp_path / "7b.yaml"
+    path.write_text(yaml.safe_dump({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
+                                    "model": "llama2-7b",
+                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4}}))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 3
+    assert "needs" in result.output and "24.0 GiB" in result.output and "optimizer" in result.output
+
+
+def test_1_5b_on_eight_4090s_fits_with_zero3():
+    assert not run(scenario(mb=8)).fits
+    assert run(scenario(mb=2, zero=3)).fits
+
+
+def test_every_suggestion_fits_when_applied():
+    setup = prepare(scenario(mb=8))
+    options = fit_options(setup, prepare, memory_of, simulate_setup)
+    assert options
+    for option in options:
+        assert option.memory_bytes <= setup.gpu.memory_bytes
+    times = [o.step_time_s for o in options]
+    assert times == sorted(times)
