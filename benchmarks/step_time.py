@@ -25,11 +25,11 @@ from scalesim.scenario import load_scenario  # noqa: E402
 REPEATS = 7
 
 
-def time_step(setup) -> tuple[float, float, int]:
+def time_step(setup, symmetric: bool) -> tuple[float, float, int]:
     times = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        program = build_program(setup.model, setup.gpu, setup.topology, setup.plan)
+        program = build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric)
         timeline = simulate(program)
         times.append(time.perf_counter() - start)
     return statistics.median(times), min(times), len(timeline.intervals)
@@ -37,7 +37,8 @@ def time_step(setup) -> tuple[float, float, int]:
 
 def main(paths: list[str]) -> None:
     paths = paths or [str(ROOT / "scenarios" / n) for n in ("8x4090-ddp.yaml", "8xa100-ddp.yaml", "8xh100-ddp.yaml")]
-    print(f"{'scenario':<18} {'GPUs':>5} {'tasks':>7} {'median s':>10} {'best s':>10}")
+    print("every rank simulated (full) and one rank per stage (symmetric, what runs beyond 16 GPUs)")
+    print(f"{'scenario':<18} {'GPUs':>5} {'mode':>9} {'tasks':>7} {'median s':>10} {'best s':>10}")
     for path in paths:
         scenario, file = load_scenario(path)
         base = prepare(scenario, file)
@@ -47,8 +48,10 @@ def main(paths: list[str]) -> None:
                 break
             changed = scenario.with_changes(training={"global_batch": per_gpu_batch * gpus}, parallel={"dp": None})
             setup = prepare(changed, file, gpus=gpus)
-            median, best, tasks = time_step(setup)
-            print(f"{Path(path).stem:<18} {gpus:>5} {tasks:>7} {median:>10.4f} {best:>10.4f}")
+            for symmetric in (False, True):
+                median, best, tasks = time_step(setup, symmetric)
+                mode = "symmetric" if symmetric else "full"
+                print(f"{Path(path).stem:<18} {gpus:>5} {mode:>9} {tasks:>7} {median:>10.4f} {best:>10.4f}")
 
 
 if __name__ == "__main__":

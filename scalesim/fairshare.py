@@ -17,6 +17,7 @@ flow that has less.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 
@@ -49,18 +50,28 @@ def max_min_rates(flow_links: Sequence[Sequence[int]], capacity: Sequence[float]
             remaining[link] = float(capacity[link])
     unfrozen = {link: len(flows) for link, flows in users.items()}
     frozen = [False] * n
-    while unfrozen:
-        tight = min(unfrozen, key=lambda link: (remaining[link] / unfrozen[link], link))
-        share = max(remaining[tight] / unfrozen[tight], 0.0)
+    # Progressive filling with a lazy heap: a link's fair share never falls as
+    # flows freeze elsewhere at lower rates, so stale heap entries can simply
+    # be skipped when their share no longer matches.
+    heap = [(remaining[link] / count, link) for link, count in unfrozen.items()]
+    heapq.heapify(heap)
+    while heap:
+        share, tight = heapq.heappop(heap)
+        count = unfrozen.get(tight)
+        if not count or share != remaining[tight] / count:
+            continue
+        share = max(share, 0.0)
+        touched = set()
         for i in users[tight]:
             if frozen[i]:
                 continue
             frozen[i] = True
             rates[i] = share
             for link in flow_links[i]:
-                if link in unfrozen:
-                    remaining[link] -= share
-                    unfrozen[link] -= 1
-                    if unfrozen[link] == 0:
-                        del unfrozen[link]
+                remaining[link] -= share
+                unfrozen[link] -= 1
+                touched.add(link)
+        for link in touched:
+            if unfrozen[link] > 0:
+                heapq.heappush(heap, (remaining[link] / unfrozen[link], link))
     return rates

@@ -27,11 +27,17 @@ an executor can map them later:
    memory exceeds the GPU is `does_not_fit`.
 2. `evaluate_point`: simulate one step and cost the run.
 
-Between the two, a fitting plan is `dominated` (not simulated) when another
-fitting plan of the same GPU count, tp, pp and micro-batch has both a lower
-or equal ZeRO stage and a lighter or equal recompute: it does the same work
-with no more communication and no more recomputation. `exhaustive` turns
-that pruning off.
+Between the two, a fitting plan is `dominated` (not simulated) when
+
+- another fitting plan of the same GPU count, tp, pp, cp and micro-batch has
+  both a lower or equal ZeRO stage and a lighter or equal recompute: it does
+  the same work with no more communication and no more recomputation; or
+- without pipeline parallelism, a fitting plan with the same tp, cp, ZeRO
+  stage and recompute has a larger micro-batch: the same communication per
+  step with fewer, larger kernels. (With pp > 1 smaller micro-batches shrink
+  the pipeline bubble, so every micro-batch is simulated.)
+
+Heuristics, documented as such; `exhaustive` turns the pruning off.
 """
 
 from __future__ import annotations
@@ -210,8 +216,20 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None) ->
 
 
 def mark_dominated(rows: list[dict]) -> None:
-    """Mark fitting plans that another fitting plan beats on ZeRO stage and recompute (in place)."""
+    """Mark fitting plans that another fitting plan beats (see the module docstring), in place."""
     fitting = [r for r in rows if r["status"] == "ok"]
+    largest: dict[tuple, dict] = {}
+    for r in fitting:
+        if r["pp"] == 1:
+            key = (r["gpus"], r["tp"], r["cp"], r["zero"], r["recompute"])
+            if key not in largest or r["micro_batch"] > largest[key]["micro_batch"]:
+                largest[key] = r
+    for r in fitting:
+        top = largest.get((r["gpus"], r["tp"], r["cp"], r["zero"], r["recompute"])) if r["pp"] == 1 else None
+        if top is not None and top is not r:
+            r["status"] = "dominated"
+            r["reason"] = f"{top['plan']} also fits: a larger micro-batch, same communication"
+    fitting = [r for r in fitting if r["status"] == "ok"]
     groups: dict[tuple, list[dict]] = {}
     for r in fitting:
         groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"]), []).append(r)

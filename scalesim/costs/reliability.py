@@ -134,12 +134,21 @@ def young_daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
 def goodput(interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float) -> float:
     """Useful fraction of wall time, T_s / T_w, from Daly's expected wall time.
 
-    Without failures (M = inf) only the checkpoint writes are lost.
+    Without failures (M = inf) only the checkpoint writes are lost; free
+    checkpoints taken continuously (interval and write both 0) lose only the
+    restarts: exp(-R / M).
+
+    >>> goodput(3600.0, 0.0, 0.0, math.inf)
+    1.0
     """
-    if interval_s <= 0:
-        raise ValueError("the checkpoint interval must be positive")
+    if interval_s < 0 or checkpoint_s < 0:
+        raise ValueError("the checkpoint interval and write time cannot be negative")
     if math.isinf(mtbf_s):
-        return interval_s / (interval_s + checkpoint_s)
+        return 1.0 if math.isinf(interval_s) else interval_s / (interval_s + checkpoint_s)
+    if interval_s == 0:
+        return math.exp(-restart_s / mtbf_s) if checkpoint_s == 0 else 0.0
+    if math.isinf(interval_s):
+        return 0.0
     try:
         stretch = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1((interval_s + checkpoint_s) / mtbf_s)
     except OverflowError:
@@ -160,7 +169,7 @@ class Reliability:
     useful_s: float | None          # T_s (None without a budget)
     wall_s: float | None            # T_w
     interruptions: float | None     # expected failures during the run
-    checkpoints: float | None       # checkpoints written
+    checkpoints: float | None       # checkpoints written (None: free, continuous checkpoints)
     lost_s: dict[str, float] | None  # wall time that is not useful work, by cause
 
     def as_json(self) -> dict:
@@ -169,7 +178,7 @@ class Reliability:
             "mtbf_s": None if math.isinf(self.mtbf_s) else self.mtbf_s,
             "checkpoint_write_s": self.checkpoint_s,
             "restart_s": self.restart_s,
-            "checkpoint_interval_s": self.interval_s,
+            "checkpoint_interval_s": None if math.isinf(self.interval_s) else self.interval_s,
             "goodput": self.goodput,
             "ideal_time_s": self.useful_s,
             "expected_interruptions": self.interruptions,
@@ -186,19 +195,22 @@ def run_reliability(*, useful_s: float | None, gpus: int, failure_rate_per_gpu_h
     shorter than the interval writes one checkpoint, at its end).
     """
     mtbf = job_mtbf_s(failure_rate_per_gpu_hour, gpus)
-    tau = interval_s if interval_s is not None else young_daly_interval_s(checkpoint_s, mtbf)
+    if interval_s is not None:
+        tau = interval_s
+    elif math.isinf(mtbf):
+        tau = math.inf                      # nothing to protect against: one checkpoint at the end
+    else:
+        tau = young_daly_interval_s(checkpoint_s, mtbf)
     if useful_s is not None and useful_s > 0:
         tau = min(tau, useful_s)
-    if math.isinf(tau) or tau <= 0:
-        tau = max(checkpoint_s, 1.0) if useful_s is None else useful_s
     fraction = goodput(tau, checkpoint_s, restart_s, mtbf)
     if useful_s is None:
         return Reliability(failure_rate_per_gpu_hour, mtbf, checkpoint_s, restart_s, tau, fraction,
                            None, None, None, None, None)
     wall = math.inf if fraction <= 0 else useful_s / fraction
     interruptions = 0.0 if math.isinf(mtbf) else wall / mtbf
-    checkpoints = useful_s / tau
-    writing = checkpoints * checkpoint_s
+    checkpoints = useful_s / tau if tau > 0 else None
+    writing = (checkpoints or 0.0) * checkpoint_s
     restarting = min(interruptions * restart_s, max(wall - useful_s - writing, 0.0))
     redoing = max(wall - useful_s - writing - restarting, 0.0)
     return Reliability(failure_rate_per_gpu_hour, mtbf, checkpoint_s, restart_s, tau, fraction,

@@ -1,14 +1,16 @@
 """Fluid flows over shared links, played out in simpy time.
 
-Whenever a flow starts or ends, every active flow's rate is recomputed by
-max-min fair sharing, and the next completion is scheduled. A timer that was
-overtaken by a newer change is ignored (generation counter), so the event
-queue never needs cancelling.
+Whenever flows start or end, the rates of the flows that share links with
+them (directly or through other flows: their connected component) are
+recomputed by max-min fair sharing; flows elsewhere keep their rates, which
+are unchanged by construction. Then the next completion is scheduled. A timer
+that was overtaken by a newer change is ignored (generation counter), so the
+event queue never needs cancelling.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import simpy
@@ -19,15 +21,16 @@ from scalesim.fairshare import max_min_rates
 # floating-point residue must not schedule zero-length timers forever.
 _DONE_FRACTION = 1e-9
 _DONE_BYTES = 1e-3
+INF = float("inf")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _ActiveFlow:
     links: tuple[int, ...]
     size_bytes: float
     remaining_bytes: float
     done: simpy.Event
-    cap: float = float("inf")
+    cap: float = INF
     rate: float = 0.0
 
 
@@ -38,23 +41,29 @@ class FluidNetwork:
     bytes_sent: float = 0.0
     bytes_delivered: float = 0.0
     _active: list[_ActiveFlow] = field(default_factory=list)
+    _by_link: dict[int, set] = field(default_factory=dict)
     _last_update_s: float = 0.0
     _generation: int = 0
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
         """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
         events = []
+        added = []
         self._advance()
         for links, size, cap in flows:
             done = self.env.event()
             events.append(done)
             self.bytes_sent += size
-            if size <= 0 or (not links and cap == float("inf")):
+            if size <= 0 or (not links and cap == INF):
                 self.bytes_delivered += size
                 done.succeed()
                 continue
-            self._active.append(_ActiveFlow(tuple(links), size, size, done, cap))
-        self._reschedule()
+            flow = _ActiveFlow(tuple(links), size, size, done, cap)
+            self._active.append(flow)
+            for link in flow.links:
+                self._by_link.setdefault(link, set()).add(flow)
+            added.append(flow)
+        self._reschedule(added, ())
         return self.env.all_of(events)
 
     def _advance(self) -> None:
@@ -64,19 +73,38 @@ class FluidNetwork:
                 f.remaining_bytes -= f.rate * dt
         self._last_update_s = self.env.now
 
-    def _reschedule(self) -> None:
+    def _component(self, seeds: Iterable[_ActiveFlow], links: Iterable[int]) -> list[_ActiveFlow]:
+        """Active flows connected to the seed flows or links through shared links, in start order."""
+        found = set(seeds)
+        frontier = [link for f in found for link in f.links] + list(links)
+        seen = set()
+        while frontier:
+            link = frontier.pop()
+            if link in seen:
+                continue
+            seen.add(link)
+            for other in self._by_link.get(link, ()):
+                if other not in found:
+                    found.add(other)
+                    frontier.extend(other.links)
+        return [f for f in self._active if f in found]
+
+    def _reschedule(self, changed: Sequence[_ActiveFlow], freed_links: Iterable[int]) -> None:
         self._generation += 1
         if not self._active:
             return
-        caps = [f.cap for f in self._active]
-        rates = max_min_rates([f.links for f in self._active], self.capacity_bytes_per_s,
-                              caps if any(c != float("inf") for c in caps) else None)
-        next_s = float("inf")
-        for f, rate in zip(self._active, rates):
-            f.rate = rate
-            if rate > 0:
-                next_s = min(next_s, max(f.remaining_bytes, 0.0) / rate)
-        if next_s == float("inf"):
+        group = self._component(changed, freed_links)
+        if group:
+            caps = [f.cap for f in group]
+            rates = max_min_rates([f.links for f in group], self.capacity_bytes_per_s,
+                                  caps if any(c != INF for c in caps) else None)
+            for f, rate in zip(group, rates):
+                f.rate = rate
+        next_s = INF
+        for f in self._active:
+            if f.rate > 0:
+                next_s = min(next_s, max(f.remaining_bytes, 0.0) / f.rate)
+        if next_s == INF:
             raise RuntimeError("flows are stalled on zero-capacity links")
         generation = self._generation
         timer = self.env.timeout(next_s)
@@ -87,11 +115,18 @@ class FluidNetwork:
             return
         self._advance()
         still = []
+        freed: set[int] = set()
         for f in self._active:
             if f.remaining_bytes <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES):
                 self.bytes_delivered += f.size_bytes
                 f.done.succeed()
+                for link in set(f.links):
+                    users = self._by_link[link]
+                    users.discard(f)
+                    if not users:
+                        del self._by_link[link]
+                    freed.add(link)
             else:
                 still.append(f)
         self._active = still
-        self._reschedule()
+        self._reschedule((), freed)
