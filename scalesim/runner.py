@@ -96,7 +96,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
     _check_plan(scenario, model, count, dp, file)
     plan = ParallelPlan(
-        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp),
+        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-"))),
         micro_batch=training.micro_batch,
         micro_batches=training.global_batch // (dp * training.micro_batch),
         precision=training.precision,

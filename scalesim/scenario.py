@@ -75,6 +75,16 @@ class ParallelSpec(Strict):
     sequence_parallel: bool = False
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
+    order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
+
+    @pydantic.field_validator("order")
+    @classmethod
+    def _order_is_a_permutation(cls, value: str) -> str:
+        parts = value.split("-")
+        if sorted(parts) != ["cp", "dp", "pp", "tp"]:
+            raise ValueError(f"order must list tp, cp, dp and pp once each, innermost first, "
+                             f"e.g. tp-cp-dp-pp or tp-pp-dp-cp (got {value!r})")
+        return value
 
 
 class OwnershipSpec(Strict):

@@ -127,3 +127,12 @@ def test_simulating_one_rank_per_stage_agrees_with_simulating_every_rank(layout,
     reduced = simulate(build_program(model, cluster.gpu_spec, cluster, p, symmetric=True))
     assert len({iv.rank for iv in reduced.intervals}) == p.placement.pp
     assert reduced.end_s == pytest.approx(full.end_s, rel=0.01)
+
+
+def test_placement_order_decides_which_ranks_share_a_node():
+    from scalesim.parallel.placement import Placement
+    megatron = Placement(tp=2, cp=1, dp=2, pp=2)
+    assert megatron.group("tp", megatron.coords(0)) == (0, 1)          # TP peers adjacent
+    pp_inner = Placement(tp=2, cp=1, dp=2, pp=2, order=("pp", "tp", "cp", "dp"))
+    assert pp_inner.group("pp", pp_inner.coords(0)) == (0, 1)          # now pipeline peers are
+    assert sorted(r for c in range(1) for r in range(8)) == sorted(pp_inner.rank(**pp_inner.coords(r)) for r in range(8))

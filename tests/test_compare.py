@@ -1,0 +1,91 @@
+"""scalesim compare: table, plots, Pareto front, Monte-Carlo wins, HTML report."""
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+from scalesim.report.compare import pareto_front
+
+
+def scenario(tmp_path, name, node, **training):
+    data = {"name": name, "cluster": {"node": node, "gpus": 2}, "model": "gpt2-124m",
+            "training": {"precision": "bf16", "seq_len": 256, "global_batch": 8, "micro_batch": 2, "tokens": 1e8,
+                         **training}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def designs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("compare")
+    return [scenario(tmp, "two-4090", "rtx4090-pcie-8"), scenario(tmp, "two-h100", "dgx-h100")]
+
+
+@pytest.fixture(scope="module")
+def compared(designs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("plots")
+    report = out / "report.html"
+    result = CliRunner().invoke(main, ["compare", *designs, "--json", "--out", str(out), "--samples", "50",
+                                       "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output), out, report
+
+
+def test_json_holds_a_row_and_a_full_run_object_per_design(compared, designs):
+    data, _, _ = compared
+    assert [r["file"] for r in data["table"]] == designs
+    for row, design in zip(data["table"], data["designs"]):
+        for key in ("step_time_s", "tokens_per_s", "mfu", "scaling_efficiency", "fits", "time_to_train_s",
+                    "cost_usd", "on_prem_cost_usd", "energy_kwh"):
+            assert key in row
+        assert design["cost_usd"] == row["cost_usd"]
+        assert design["economics"]["cloud"]["cost_usd"] == pytest.approx(
+            design["economics"]["cloud"]["gpu_hours"] * design["economics"]["cloud"]["gpu_hour_usd"])
+
+
+def test_the_pareto_front_holds_exactly_the_undominated_options(compared):
+    data, _, _ = compared
+    options = [(r["time_to_train_s"], r[k], r["scenario"], kind) for r in data["table"]
+               for kind, k in (("cloud", "cost_usd"), ("on_prem", "on_prem_cost_usd"))]
+    front = {(p["scenario"], p["kind"]) for p in data["pareto_front"]}
+    for t, c, name, kind in options:
+        dominated = any(t2 <= t and c2 <= c and (t2 < t or c2 < c) for t2, c2, _, _ in options)
+        assert ((name, kind) in front) == (not dominated)
+
+
+def test_pareto_front_function():
+    assert pareto_front([(1, 1), (2, 2)]) == [0]
+    assert pareto_front([(1, 3), (3, 1), (2, 2), (3, 3)]) == [0, 1, 2]
+
+
+def test_plots_are_written_as_pngs(compared):
+    data, out, _ = compared
+    for name in ("scaling", "time_cost", "pareto", "breakdown"):
+        path = out / f"{name}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+        assert data["plots"][name] == str(path)
+
+
+def test_monte_carlo_wins_add_up_and_repeat_with_the_seed(compared, designs, tmp_path):
+    data, _, _ = compared
+    for shares in data["uncertainty"]["wins"].values():
+        assert sum(shares) == pytest.approx(1.0)
+    again = CliRunner().invoke(main, ["compare", *designs, "--json", "--no-plots", "--samples", "50"])
+    assert json.loads(again.output)["uncertainty"] == data["uncertainty"]
+
+
+def test_report_is_one_self_contained_page(compared):
+    _, _, report = compared
+    html = report.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("data:image/png;base64,") == 4
+    assert "src=\"http" not in html and "<script" not in html
+    assert "Llama 3" in html and "Young" in html          # assumptions carry their sources
+
+
+def test_a_bad_file_exits_2_without_a_traceback(designs):
+    result = CliRunner().invoke(main, ["compare", designs[0], "no/such.yaml"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
