@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scalesim.report.compare import pareto_front
 from scalesim.result import StepResult
-from scalesim.runner import run
+from scalesim.runner import prepare, run
 from scalesim.scenario import Scenario, load_scenario
 
 
@@ -92,6 +92,4 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
 def _run(scenario: Scenario, file: str, scaling_counts) -> StepResult:
     if scaling_counts is None:
         return run(scenario, file)
-    from scalesim.runner import prepare
-
     return run(scenario, file, scaling_counts=scaling_counts(prepare(scenario, file).gpus))

@@ -22,9 +22,11 @@ Evaluation is two point -> row functions, run in order (deterministic), so
 an executor can map them later:
 
 1. `check_point`: build the plan and its memory (no simulation). A plan the
-   simulator cannot run yet raises InputError ("... is not simulated yet"):
-   recorded as `not_available` with the reason, never best. A plan whose
-   memory exceeds the GPU is `does_not_fit`.
+   simulator refuses raises InputError: recorded as `not_available` with the
+   reason, never best. A plan whose memory exceeds the GPU is `does_not_fit`;
+   so is, without a check, any plan of the same split that needs at least as
+   much memory (a micro-batch no smaller, recompute no heavier, ZeRO stage no
+   higher).
 2. `evaluate_point`: simulate one step and cost the run.
 
 Between the two, a fitting plan is `dominated` (not simulated) when
@@ -58,6 +60,7 @@ from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
 
 RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE_MEMORY = ("full", "selective", "none")       # least activation memory first
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_MICRO_BATCH = 64
 STATUSES = ("ok", "dominated", "does_not_fit", "not_available")
@@ -83,6 +86,13 @@ class PlanPoint:
         parts += [f"zero{self.zero}"] if self.zero else []
         parts += [f"mb{self.micro_batch}"] + ([f"rc-{self.recompute}"] if self.recompute != "none" else [])
         return " ".join(parts)
+
+
+Progress = Callable[[Iterable, str, int], Iterable]
+
+
+def _plain(items: Iterable, _description: str, _total: int) -> Iterable:
+    return items
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -112,9 +122,11 @@ def cluster_for(base: Scenario, gpus: int, file: str | None = None) -> tuple[Sce
     return base.with_changes(cluster=changes), notes
 
 
-def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None) -> Scenario:
-    """The scenario of one plan point."""
-    grown, _ = cluster_for(base, point.gpus, file)
+def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grown: Scenario | None = None
+                 ) -> Scenario:
+    """The scenario of one plan point (`grown`: the base already grown to the point's GPU count)."""
+    if grown is None:
+        grown, _ = cluster_for(base, point.gpus, file)
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute})
@@ -181,10 +193,10 @@ def _why(exc: Exception) -> str:
     return f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
 
 
-def check_point(point: PlanPoint, base: Scenario, file: str | None = None) -> dict:
+def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None) -> dict:
     """Can the plan run, and does it fit? No simulation."""
     try:
-        setup = prepare(scenario_for(base, point, file), file)
+        setup = prepare(scenario_for(base, point, file, grown), file)
         memory = memory_of(setup)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
@@ -197,10 +209,11 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None) -> di
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
 
 
-def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None) -> dict:
+def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None
+                   ) -> dict:
     """Simulate one step of the plan and cost the whole run: one result row."""
     try:
-        scenario = scenario_for(base, point, file)
+        scenario = scenario_for(base, point, file, grown)
         result = run(scenario, file, baseline=False)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
@@ -213,6 +226,37 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None) ->
                 mfu=result.mfu, exposed_comm_s=result.breakdown.exposed_comm, bubble_s=result.breakdown.bubble,
                 time_to_train_s=result.time_to_train_s, cost_usd=result.cost_usd, on_prem_cost_usd=on_prem,
                 energy_kwh=result.energy_kwh, goodput=(result.reliability or {}).get("goodput"))
+
+
+def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
+    """Whether plan q needs at most p's memory: same split, micro-batch no larger, recompute no
+    lighter, ZeRO stage no lower (activations grow with the micro-batch, also with a pipeline's
+    in-flight micro-batches; recompute and ZeRO only ever remove memory)."""
+    return ((q.gpus, q.dp, q.tp, q.pp, q.cp) == (p.gpus, p.dp, p.tp, p.pp, p.cp) and q.micro_batch <= p.micro_batch
+            and RECOMPUTE_MEMORY.index(q.recompute) <= RECOMPUTE_MEMORY.index(p.recompute) and q.zero >= p.zero)
+
+
+def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
+                 progress: Progress | None = None) -> list[dict]:
+    """`check_point` for every point (rows in the points' order), skipping the check of any plan
+    that needs at least the memory of one that already does not fit."""
+    order = sorted(range(len(points)), key=lambda i: (points[i].gpus, points[i].tp, points[i].pp,
+                                                        points[i].micro_batch,
+                                                        RECOMPUTE_MEMORY.index(points[i].recompute),
+                                                        -points[i].zero))
+    rows: dict[int, dict] = {}
+    too_big: dict[tuple, list[PlanPoint]] = {}
+    for i in (progress or _plain)(order, "checking plans", len(order)):
+        p = points[i]
+        split = (p.gpus, p.dp, p.tp, p.pp, p.cp)
+        smaller = next((q for q in too_big.get(split, []) if _needs_no_more_memory(q, p)), None)
+        if smaller is not None:
+            rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
+            continue
+        rows[i] = check_point(p, base, file, grown.get(p.gpus))
+        if rows[i]["status"] == "does_not_fit":
+            too_big.setdefault(split, []).append(p)
+    return [rows[i] for i in range(len(points))]
 
 
 def mark_dominated(rows: list[dict]) -> None:
@@ -267,13 +311,6 @@ def best_rows(rows: list[dict], rank_by: str) -> dict[int, dict | None]:
     return out
 
 
-Progress = Callable[[Iterable, str, int], Iterable]
-
-
-def _plain(items: Iterable, _description: str, _total: int) -> Iterable:
-    return items
-
-
 def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search: bool = False,
               rank_by: str = "time", exhaustive: bool = False, progress: Progress = _plain) -> dict:
     """Evaluate the sweep; returns {"rows", "best", "notes", "rank_by", ...} (all JSON-able)."""
@@ -282,8 +319,9 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
     notes: list[str] = []
     points: list[PlanPoint] = []
     rows: list[dict] = []
+    grown: dict[int, Scenario] = {}
     for gpus in gpu_counts:
-        _, extra = cluster_for(base, gpus, file)
+        grown[gpus], extra = cluster_for(base, gpus, file)
         notes += [n for n in extra if n not in notes]
         if search:
             found, skipped = search_points(base, gpus, file)
@@ -295,13 +333,13 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                 rows.append(_row(PlanPoint(gpus, 0), "not_available", own))
             else:
                 points.append(own)
-    checked = [check_point(p, base, file) for p in progress(points, "checking plans", len(points))]
+    checked = check_points(points, base, file, grown, progress)
     if search and not exhaustive:
         mark_dominated(checked)
     by_point = dict(zip(points, checked))
     to_simulate = [p for p in points if by_point[p]["status"] == "ok"]
     for p in progress(to_simulate, "simulating", len(to_simulate)):
-        by_point[p] = evaluate_point(p, base, file)
+        by_point[p] = evaluate_point(p, base, file, grown[p.gpus])
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     best = best_rows(rows, rank_by)

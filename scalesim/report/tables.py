@@ -36,11 +36,13 @@ def result_table(r: StepResult) -> Table:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
                   f"{format_time(rel.get('ideal_time_s') or r.time_to_train_s)} without)")
     if rel:
-        mtbf = rel.get("mtbf_s")
+        mtbf, interval = rel.get("mtbf_s"), rel.get("checkpoint_interval_s")
+        interruptions = rel.get("expected_interruptions")
         t.add_row("  failures", f"goodput {_pct(rel.get('goodput'))}, job MTBF "
-                  f"{'none' if mtbf is None else format_time(mtbf)}, "
-                  f"{rel.get('expected_interruptions') or 0:,.2f} expected interruptions, checkpoint every "
-                  f"{format_time(rel['checkpoint_interval_s'])} ({format_time(rel['checkpoint_write_s'])} to write)")
+                  f"{'none (no failures)' if mtbf is None else format_time(mtbf)}"
+                  + ("" if interruptions is None else f", {interruptions:,.2f} expected interruptions")
+                  + (", one checkpoint at the end" if interval is None else f", checkpoint every {format_time(interval)}")
+                  + f" ({format_time(rel['checkpoint_write_s'])} to write)")
     cloud = (r.economics or {}).get("cloud") or {}
     if r.cost_usd is not None:
         per_m = cloud.get("usd_per_million_tokens")
@@ -80,6 +82,8 @@ def uncertainty_table(u: dict) -> Table:
         p = u.get(key)
         if p:
             t.add_row(name, *("n/a" if p[k] is None else fmt(p[k]) for k in ("p10", "p50", "p90")))
+    if not t.row_count:
+        t.add_row("no training budget (tokens, or epochs + dataset_samples): nothing to sample", "", "", "")
     return t
 
 

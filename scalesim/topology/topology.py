@@ -40,8 +40,12 @@ class Topology:
         self.capacity_bytes_per_s: tuple[float, ...] = tuple(capacity)
         self.resource_names: tuple[str, ...] = tuple(names)
         self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
+        first = min((d["server"] for _, d in graph.nodes(data=True) if d["kind"] == "gpu"), default=0)
+        self._template = next((self._split(n)[0] for n, d in graph.nodes(data=True)
+                               if d["kind"] == "gpu" and d["server"] == first), "")
         self._pcie = graph.subgraph(n for n, d in graph.nodes(data=True)
-                                    if d["kind"] in ("gpu", "pcie_switch", "cpu", "nic"))
+                                    if d["kind"] in ("gpu", "pcie_switch", "cpu", "nic") and d["server"] == first)
+        self._local_paths: dict[tuple[str, str], tuple[str, ...]] = {}
         self._fabric = graph.subgraph(n for n, d in graph.nodes(data=True)
                                       if d["kind"] in ("nic", "fabric_switch"))
         self._memory = {(d["server"], d["socket"]): n for n, d in graph.nodes(data=True)
@@ -109,8 +113,7 @@ class Topology:
             return (a,)
         if g.nodes[a]["server"] != g.nodes[b]["server"]:
             nic_a, nic_b = self.nic_of(a), self.nic_of(b)
-            across = tuple(nx.shortest_path(self._fabric, nic_a, nic_b))
-            return self._local(a, nic_a) + across[1:] + self._local(nic_b, b)[1:]
+            return self._local(a, nic_a) + self._fabric_path(nic_a, nic_b)[1:] + self._local(nic_b, b)[1:]
         if g.has_edge(a, b):
             return (a, b)
         for n in g.neighbors(a):
@@ -118,20 +121,48 @@ class Topology:
                 return (a, n, b)
         return self._local(a, b)
 
+    @staticmethod
+    def _split(node: str) -> tuple[str, str]:
+        """(server prefix, name inside the server): 'n3/gpu1' -> ('n3/', 'gpu1')."""
+        cut = node.find("/") + 1
+        return node[:cut], node[cut:]
+
     def _local(self, a: str, b: str) -> tuple[str, ...]:
-        """A PCIe path inside one server: peer-to-peer, or staged through host memory."""
+        """A PCIe path inside one server, found once on the first server (all servers are copies)."""
+        prefix, name_a = self._split(a)
+        _, name_b = self._split(b)
+        key = (name_a, name_b)
+        if key not in self._local_paths:
+            self._local_paths[key] = tuple(self._split(n)[1] for n in
+                                           self._template_path(self._template + name_a, self._template + name_b))
+        return tuple(prefix + n for n in self._local_paths[key])
+
+    def _template_path(self, a: str, b: str) -> tuple[str, ...]:
+        """Peer-to-peer through the PCIe tree, or staged through the sending socket's host memory."""
         g = self.graph
         gpu = a if g.nodes[a]["kind"] == "gpu" else b
         other = b if gpu == a else a
         if self._p2p(gpu) and (g.nodes[other]["kind"] == "nic" or self._p2p(other)):
             return tuple(nx.shortest_path(self._pcie, a, b))
-        socket = g.nodes[a]["socket"]
-        cpu = next(n for n in g.neighbors(self._memory[(g.nodes[a]["server"], socket)])
-                   if g.nodes[n]["kind"] == "cpu")
-        mem = self._memory[(g.nodes[a]["server"], socket)]
+        mem = self._memory[(g.nodes[a]["server"], g.nodes[a]["socket"])]
+        cpu = next(n for n in g.neighbors(mem) if g.nodes[n]["kind"] == "cpu")
         up = nx.shortest_path(self._pcie, a, cpu)
         down = nx.shortest_path(self._pcie, cpu, b)
         return tuple(up) + (mem,) + tuple(down)
+
+    def _fabric_path(self, nic_a: str, nic_b: str) -> tuple[str, ...]:
+        """NIC to NIC through the fabric: one switch, or leaf - spine - leaf (shortest by construction)."""
+        g = self.graph
+        up_a = [n for n in g.neighbors(nic_a) if g.nodes[n]["kind"] == "fabric_switch"]
+        up_b = [n for n in g.neighbors(nic_b) if g.nodes[n]["kind"] == "fabric_switch"]
+        if len(up_a) == 1 and len(up_b) == 1:
+            la, lb = up_a[0], up_b[0]
+            if la == lb:
+                return (nic_a, la, nic_b)
+            spines = sorted(n for n in g.neighbors(la) if g.nodes[n]["kind"] == "fabric_switch" and g.has_edge(n, lb))
+            if spines:
+                return (nic_a, la, spines[0], lb, nic_b)
+        return tuple(nx.shortest_path(self._fabric, nic_a, nic_b))
 
     def link_class(self, src: int, dst: int) -> str:
         """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in."""
