@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from scalesim.collectives.estimate import plan_time_s
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
@@ -36,6 +37,7 @@ class _Run:
     done: dict[tuple[int, int], simpy.Event] = field(default_factory=dict)
     calls: dict[str, _Call] = field(default_factory=dict)
     intervals: list[Interval] = field(default_factory=list)
+    isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
 
     def task_done(self, rank: int, index: int) -> simpy.Event:
         key = (rank, index)
@@ -77,6 +79,14 @@ class _Run:
 
     def play(self, plan: CollectivePlan, call: _Call):
         call.start_s = self.env.now
+        alone = self.isolated.get(id(plan))
+        if alone is not None:
+            # No other call can touch these links while this one runs: its time is the closed form.
+            yield self.env.timeout(alone)
+            self.net.bytes_sent += plan.bytes_sent
+            self.net.bytes_delivered += plan.bytes_sent
+            call.done.succeed()
+            return
         for phase in plan.phases:
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
@@ -85,10 +95,43 @@ class _Run:
         call.done.succeed()
 
 
+def isolated_plans(program: Program) -> dict[int, float]:
+    """Plans that can never share a link with another call, and their closed-form times.
+
+    Calls of one family (the same ranks on the same stream) run one after
+    another on every rank, so they never overlap each other. If no other family
+    uses any of a family's links, each of its calls runs alone on them, and the
+    fluid model's answer is the closed form `plan_time_s` -- no need to play it
+    out against the rest of the network. (Typically: tensor-parallel
+    all-reduces on a node's NVSwitch ports.)
+    """
+    owners: dict[int, set] = {}
+    plans: dict[int, CollectivePlan] = {}
+    family_of: dict[int, tuple] = {}
+    for tasks in program.tasks.values():
+        for task in tasks:
+            if not isinstance(task, CollectiveTask) or id(task.plan) in family_of:
+                continue
+            family = (task.plan.ranks, task.stream)
+            family_of[id(task.plan)] = family
+            plans[id(task.plan)] = task.plan
+            for phase in task.plan.phases:
+                for flow in phase.flows:
+                    for link in flow.links:
+                        owners.setdefault(link, set()).add(family)
+    out = {}
+    for key, plan in plans.items():
+        links = {link for phase in plan.phases for flow in phase.flows for link in flow.links}
+        if all(len(owners[link]) == 1 for link in links):
+            out[key] = plan_time_s(plan, program.link_capacity_bytes_per_s)
+    return out
+
+
 def simulate(program: Program) -> Timeline:
     """Run one step; deterministic for a given program."""
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
+    run.isolated = isolated_plans(program)
     for rank in sorted(program.tasks):
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(program.tasks[rank]):
