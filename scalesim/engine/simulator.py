@@ -127,11 +127,16 @@ def isolated_plans(program: Program) -> dict[int, float]:
     return out
 
 
-def simulate(program: Program) -> Timeline:
-    """Run one step; deterministic for a given program."""
+def simulate(program: Program, closed_form: bool = True) -> Timeline:
+    """Run one step; deterministic for a given program.
+
+    closed_form: time calls that run alone on their links by formula
+    (`isolated_plans`); False plays every call through the fluid network.
+    """
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
-    run.isolated = isolated_plans(program)
+    if closed_form:
+        run.isolated = isolated_plans(program)
     for rank in sorted(program.tasks):
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(program.tasks[rank]):

@@ -75,3 +75,17 @@ def test_a_collective_missing_a_rank_is_reported():
     plan = transfer((0, 1), [((0,), 1.0)])
     with pytest.raises(RuntimeError, match="never completed"):
         simulate(Program({0: (CollectiveTask("c", "k", plan),)}, (1.0,)))
+
+
+def test_calls_alone_on_their_links_take_the_closed_form_time_and_others_are_played_out():
+    from scalesim.engine.simulator import isolated_plans
+    alone = transfer((0,), [((0,), 100.0)])
+    shared_a = transfer((1,), [((1,), 100.0)])
+    shared_b = transfer((2,), [((1,), 50.0)])
+    program = Program({0: (CollectiveTask("a", "ka", alone), CollectiveTask("a2", "ka2", alone)),
+                       1: (CollectiveTask("b", "kb", shared_a),), 2: (CollectiveTask("c", "kc", shared_b),)},
+                      (10.0, 10.0))
+    assert set(isolated_plans(program)) == {id(alone)}
+    fast, played = simulate(program), simulate(program, closed_form=False)
+    assert fast == played
+    assert fast.end_s == pytest.approx(20.0)     # two 10 s calls in a row; the shared pair ends at 15 s
