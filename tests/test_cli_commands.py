@@ -1,0 +1,62 @@
+"""The catalog and collective commands as a user calls them."""
+
+import json
+
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_collective_json_rows_follow_the_contract_and_nccl_tests_definitions():
+    result = invoke("collective", "--topology", "dgx-a100", "--op", "all_gather", "--sizes", "1M:4M", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["bytes"] for r in rows] == [2**20, 2**21, 2**22]
+    for r in rows:
+        assert {"op", "algo", "gpus", "bytes", "time_s", "algbw_GBps", "busbw_GBps"} <= set(r)
+        assert abs(r["algbw_GBps"] - r["bytes"] / r["time_s"] / 1e9) < 1e-9
+        assert abs(r["busbw_GBps"] - r["algbw_GBps"] * 7 / 8) < 1e-9
+
+
+def test_collective_compares_topologies_on_one_plot(tmp_path):
+    out = tmp_path / "bw.png"
+    result = invoke("collective", "--topology", "rtx4090-pcie-8", "--topology", "dgx-h100", "--sizes", "1M,1G",
+                    "--plot", str(out))
+    assert result.exit_code == 0 and out.stat().st_size > 10_000
+    assert "rtx4090-pcie-8" in result.output and "dgx-h100" in result.output
+
+
+def test_collective_across_nodes_needs_a_fabric():
+    result = invoke("collective", "--topology", "dgx-h100", "--nodes", "2", "--sizes", "1M")
+    assert result.exit_code == 2 and "--fabric" in result.output
+    ok = invoke("collective", "--topology", "dgx-h100", "--nodes", "2", "--fabric", "ib-ndr", "--sizes", "1G", "--json")
+    assert json.loads(ok.output)[0]["gpus"] == 16
+
+
+def test_bad_sizes_and_algorithms_exit_2():
+    assert invoke("collective", "--topology", "dgx-a100", "--sizes", "8X").exit_code == 2
+    result = invoke("collective", "--topology", "dgx-a100", "--algo", "nvls", "--sizes", "1M")
+    assert result.exit_code == 2 and "ring" in result.output    # A100's NVSwitch cannot reduce
+
+
+def test_catalog_listings():
+    for command in (["hardware"], ["topologies"], ["models"], ["hardware", "h100-sxm"]):
+        result = invoke(*command)
+        assert result.exit_code == 0 and result.output.strip()
+    data = json.loads(invoke("hardware", "--json").output)
+    assert {g["name"] for g in data["gpus"]} >= {"rtx4090", "a100-80gb-sxm", "h100-sxm", "b200"}
+    assert all(g["source"] for g in data["gpus"] + data["links"])
+    assert invoke("hardware", "h100-sxn").exit_code == 2
+
+
+def test_topology_show_draws_the_design(tmp_path):
+    out = tmp_path / "dgx.svg"
+    result = invoke("topology", "show", "dgx-h100", "--out", str(out))
+    assert result.exit_code == 0 and out.read_text().startswith("<?xml")
+    assert invoke("topology", "show", "dgx-h100", "--out", str(tmp_path / "x.jpg")).exit_code == 2
