@@ -44,6 +44,7 @@ class FluidNetwork:
     _by_link: dict[int, set] = field(default_factory=dict)
     _last_update_s: float = 0.0
     _generation: int = 0
+    _rates_memo: dict = field(default_factory=dict)
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
         """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
@@ -95,9 +96,15 @@ class FluidNetwork:
             return
         group = self._component(changed, freed_links)
         if group:
-            caps = [f.cap for f in group]
-            rates = max_min_rates([f.links for f in group], self.capacity_bytes_per_s,
-                                  caps if any(c != INF for c in caps) else None)
+            # Rates depend only on the flows' paths and caps: the same set of
+            # paths (the next bucket of the same collective) reuses them.
+            key = tuple((f.links, f.cap) for f in group)
+            rates = self._rates_memo.get(key)
+            if rates is None:
+                caps = [f.cap for f in group]
+                rates = max_min_rates([f.links for f in group], self.capacity_bytes_per_s,
+                                      caps if any(c != INF for c in caps) else None)
+                self._rates_memo[key] = rates
             for f, rate in zip(group, rates):
                 f.rate = rate
         next_s = INF

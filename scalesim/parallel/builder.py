@@ -150,12 +150,20 @@ class StepBuilder:
         for d in vary:
             combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
         used = {link for phase in plan.phases for f in phase.flows for link in f.links}
+        topo = self.topology
+        servers = {topo.server_of(r) for r in group}
+        # Without a NIC on its paths, a plan only uses links inside its own servers.
+        networked = any(topo.graph.nodes[n]["kind"] == "nic" for r in group[:1] for o in group
+                        for n in topo.path(r, o)) if len(servers) > 1 else False
         extra = []
         for combo in combos:
             if all(combo[d] == base[d] for d in vary):
                 continue
             copy = tuple(pl.rank(**{**pl.coords(r), **combo}) for r in group)
-            other = plan_collective(op, self.topology, copy, size)
+            if not networked and not servers & {topo.server_of(r) for r in copy}:
+                continue
+            # A copy of a symmetric group runs the same algorithm as the group itself.
+            other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol)
             if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
                 extra.append(other)
         if extra:
