@@ -49,9 +49,11 @@ def parity_plot(outcomes, path: Path) -> Path:
         chosen = [o for o in points if o.case.category == category]
         ax.scatter([o.case.measured for o in chosen], [o.predicted for o in chosen], color=colour,
                    label=category, zorder=3)
-    for o in points:
-        ax.annotate(o.case.id, (o.case.measured, o.predicted), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")
+    # Alternate label sides along the diagonal so neighbouring cases stay legible.
+    for i, o in enumerate(sorted(points, key=lambda o: o.case.measured)):
+        offset = [(4, 4), (4, -9), (-4, 4), (-4, -9)][i % 4]
+        ax.annotate(o.case.id, (o.case.measured, o.predicted), fontsize=5.5, xytext=offset,
+                    textcoords="offset points", ha="left" if offset[0] > 0 else "right")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
