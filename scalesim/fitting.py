@@ -30,6 +30,8 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     for zero in (1, 2, 3):
         if zero > setup.plan.zero and replicas > 1:
             out.append((f"parallel.zero: {zero}", {"parallel": {"zero": zero}}))
+    if not par.offload_optimizer:
+        out.append(("parallel.offload_optimizer: true", {"parallel": {"offload_optimizer": True}}))
     if t.activation_checkpointing != "full":
         out.append(("training.activation_checkpointing: full", {"training": {"activation_checkpointing": "full"}}))
     if t.activation_checkpointing == "none":
@@ -73,7 +75,7 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4) -> li
 
 def describe(options: list[FitOption], gpus: int, capacity: float) -> str:
     if not options:
-        return (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, recompute, smaller micro-batch, "
+        return (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, smaller micro-batch, "
                 f"more tensor parallelism); more GPUs with ZeRO-3 or a GPU with more memory is needed")
     return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
                                      for o in options)

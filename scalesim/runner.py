@@ -109,6 +109,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
+        offload_optimizer=par.offload_optimizer,
     )
     try:
         model_chunks(model, plan.chunks)
@@ -146,7 +147,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
         memory = training_memory(layers, micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
                                  optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
                                  flash_attention=plan.attention == "flash", boundary_bytes_per_sample=boundary,
-                                 zero=plan.zero, shards=pl.dp * pl.cp)
+                                 zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer)
         if worst is None or memory.total > worst.total:
             worst = memory
     return worst

@@ -70,6 +70,7 @@ class ParallelSpec(Strict):
     pp: pydantic.PositiveInt = 1
     cp: pydantic.PositiveInt = 1
     zero: Literal[0, 1, 2, 3] = 0
+    offload_optimizer: bool = False     # ZeRO-Offload: optimizer state and update on the CPU
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: pydantic.PositiveInt = 1
     sequence_parallel: bool = False

@@ -36,8 +36,12 @@ Between the two, a fitting plan is `dominated` (not simulated) when
   the same work with no more communication and no more recomputation; or
 - without pipeline parallelism, a fitting plan with the same tp, cp, ZeRO
   stage and recompute has a larger micro-batch: the same communication per
-  step with fewer, larger kernels. (With pp > 1 smaller micro-batches shrink
-  the pipeline bubble, so every micro-batch is simulated.)
+  step with fewer, larger kernels;
+- with pipeline parallelism (where smaller micro-batches shrink the bubble),
+  a larger fitting micro-batch already gives at least 8 x pp micro-batches
+  per step (1F1B bubble (pp-1)/(m+pp-1) <= 1/9, so a smaller one gains at
+  most that), or the plan has fewer micro-batches than stages (bubble >= 50%)
+  while a smaller micro-batch with enough of them fits.
 
 Heuristics, documented as such; `exhaustive` turns the pruning off.
 """
@@ -63,6 +67,7 @@ RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_MEMORY = ("full", "selective", "none")       # least activation memory first
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_MICRO_BATCH = 64
+PIPELINE_MICRO_BATCHES = 8     # per stage: beyond this many micro-batches the 1F1B bubble is <= 1/9
 STATUSES = ("ok", "dominated", "does_not_fit", "not_available")
 
 
@@ -259,20 +264,29 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
     return [rows[i] for i in range(len(points))]
 
 
-def mark_dominated(rows: list[dict]) -> None:
+def mark_dominated(rows: list[dict], global_batch: int) -> None:
     """Mark fitting plans that another fitting plan beats (see the module docstring), in place."""
     fitting = [r for r in rows if r["status"] == "ok"]
-    largest: dict[tuple, dict] = {}
+    by_split: dict[tuple, list[dict]] = {}
     for r in fitting:
-        if r["pp"] == 1:
-            key = (r["gpus"], r["tp"], r["cp"], r["zero"], r["recompute"])
-            if key not in largest or r["micro_batch"] > largest[key]["micro_batch"]:
-                largest[key] = r
-    for r in fitting:
-        top = largest.get((r["gpus"], r["tp"], r["cp"], r["zero"], r["recompute"])) if r["pp"] == 1 else None
-        if top is not None and top is not r:
-            r["status"] = "dominated"
-            r["reason"] = f"{top['plan']} also fits: a larger micro-batch, same communication"
+        by_split.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["zero"], r["recompute"]), []).append(r)
+    for members in by_split.values():
+        members.sort(key=lambda r: -r["micro_batch"])            # largest micro-batch first
+        pp = members[0]["pp"]
+        if pp == 1:
+            for r in members[1:]:
+                _dominate(r, members[0], "a larger micro-batch, same communication")
+            continue
+        enough = next((r for r in members if _micro_batches(r, global_batch) >= PIPELINE_MICRO_BATCHES * pp), None)
+        deep = next((r for r in members if _micro_batches(r, global_batch) >= pp), None)
+        for r in members:
+            m = _micro_batches(r, global_batch)
+            if enough is not None and r["micro_batch"] < enough["micro_batch"]:
+                _dominate(r, enough, f"already {PIPELINE_MICRO_BATCHES} x pp micro-batches or more "
+                                     "(1F1B bubble <= 1/9); smaller ones gain at most that")
+            elif m < pp and deep is not None and deep is not r:
+                _dominate(r, deep, f"enough micro-batches to fill the pipeline (here {m} < pp = {pp}: "
+                                   "bubble >= 50%)")
     fitting = [r for r in fitting if r["status"] == "ok"]
     groups: dict[tuple, list[dict]] = {}
     for r in fitting:
@@ -283,9 +297,17 @@ def mark_dominated(rows: list[dict]) -> None:
                 better = (other["zero"] <= r["zero"] and RECOMPUTE.index(other["recompute"])
                           <= RECOMPUTE.index(r["recompute"]))
                 if other is not r and better and other["status"] == "ok":
-                    r["status"] = "dominated"
-                    r["reason"] = f"{other['plan']} also fits with no more communication or recompute"
+                    _dominate(r, other, "no more communication or recompute")
                     break
+
+
+def _micro_batches(row: dict, global_batch: int) -> int:
+    return global_batch // (row["dp"] * row["micro_batch"])
+
+
+def _dominate(row: dict, by: dict, why: str) -> None:
+    row["status"] = "dominated"
+    row["reason"] = f"{by['plan']} also fits: {why}"
 
 
 def rank_key(rank_by: str) -> Callable[[dict], tuple]:
@@ -335,7 +357,7 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                 points.append(own)
     checked = check_points(points, base, file, grown, progress)
     if search and not exhaustive:
-        mark_dominated(checked)
+        mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
     to_simulate = [p for p in points if by_point[p]["status"] == "ok"]
     for p in progress(to_simulate, "simulating", len(to_simulate)):

@@ -42,3 +42,13 @@ def test_every_suggestion_fits_when_applied():
         assert option.memory_bytes <= setup.gpu.memory_bytes
     times = [o.step_time_s for o in options]
     assert times == sorted(times)
+
+
+def test_zero_offload_frees_the_optimizer_state_and_pays_in_pcie_and_cpu_time():
+    base = scenario(node="rtx4090-pcie-8", gpus=8, model="gpt2-350m", mb=4, zero=2)
+    offloaded = base.with_changes(parallel={"offload_optimizer": True})
+    on_gpu, on_cpu = run(base), run(offloaded)
+    assert on_cpu.memory_breakdown["optimizer"] == 0 < on_gpu.memory_breakdown["optimizer"]
+    assert on_cpu.step_time_s > on_gpu.step_time_s
+    timeline = on_cpu.timeline
+    assert {iv.name for iv in timeline.intervals} >= {"grads to host", "CPU optimizer step", "weights to GPU"}

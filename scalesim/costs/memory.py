@@ -91,7 +91,7 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
 
 def training_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
-                    zero: int = 0, shards: int = 1) -> MemoryBreakdown:
+                    zero: int = 0, shards: int = 1, offload_optimizer: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -107,7 +107,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
     grads = params * g / (shards if zero >= 2 else 1)
-    opt = params * o / (shards if zero >= 1 else 1)
+    # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
+    opt = 0.0 if offload_optimizer else params * o / (shards if zero >= 1 else 1)
     buckets = params * g if (zero == 0 and shards > 1) else 0.0
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight)

@@ -208,6 +208,9 @@ def run_reliability(*, useful_s: float | None, gpus: int, failure_rate_per_gpu_h
         return Reliability(failure_rate_per_gpu_hour, mtbf, checkpoint_s, restart_s, tau, fraction,
                            None, None, None, None, None)
     wall = math.inf if fraction <= 0 else useful_s / fraction
+    if math.isinf(wall):                    # failures outpace checkpoints: the run never finishes
+        return Reliability(failure_rate_per_gpu_hour, mtbf, checkpoint_s, restart_s, tau, 0.0,
+                           useful_s, None, None, None, None)
     interruptions = 0.0 if math.isinf(mtbf) else wall / mtbf
     checkpoints = useful_s / tau if tau > 0 else None
     writing = (checkpoints or 0.0) * checkpoint_s

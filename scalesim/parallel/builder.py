@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalesim.collectives import CollectivePlan, Phase, plan_collective
+from scalesim.collectives import CollectivePlan, Flow, Phase, plan_collective
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
@@ -60,6 +60,7 @@ class ParallelPlan:
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
     overlap_grad_reduce: bool = True
+    offload_optimizer: bool = False
 
     @property
     def chunks_per_stage(self) -> int:
@@ -320,13 +321,47 @@ class StepBuilder:
         params_local = sum(w.layer.params for work in (self.chunk_work[c * pl.pp + stage]
                                                        for c in range(plan.chunks_per_stage)) for w in work)
         shard = len(grad_group) if plan.zero >= 1 else 1
-        opt = compute("optimizer step", "optimizer",
-                      optimizer_time_s(params_local / shard, self.gpu, plan.precision, plan.optimizer), 0.0,
-                      deps=tuple(r for r in reductions if r is not None))
+        done = tuple(r for r in reductions if r is not None)
+        if plan.offload_optimizer:
+            opt = self._offloaded_step(tasks, rank, params_local / shard, done)
+        else:
+            opt = compute("optimizer step", "optimizer",
+                          optimizer_time_s(params_local / shard, self.gpu, plan.precision, plan.optimizer), 0.0,
+                          deps=done)
         if 1 <= plan.zero <= 2:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
         return tuple(tasks)
+
+    def _offloaded_step(self, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:
+        """ZeRO-Offload (Ren et al. 2021): gradients to host memory, the update on the CPU, weights back.
+
+        The copies are flows from the GPU to its socket's memory and back, so
+        they share PCIe and host memory with everything else. The CPU Adam
+        update streams the same 28 bytes per parameter as on the GPU
+        (`optimizer_time_s`), from the socket's memory, shared by the GPUs of
+        the socket (memory-bound, as DeepSpeed's vectorised CPU Adam is).
+        """
+        topo = self.topology
+        # Simulated once per stage, a rank's copies stand for the whole server's
+        # (they share PCIe switches and host memory), so all of them are on the links.
+        server = topo.server_of(rank)
+        movers = [r for r in range(self.plan.placement.size) if topo.server_of(r) == server] \
+            if self.symmetric else [rank]
+        down = CollectivePlan("offload", "direct", (rank,), params * self.grad_bytes_per_param,
+                              (Phase(0.0, tuple(Flow("gpu", "host", topo.host_route(r, True),
+                                                     params * self.grad_bytes_per_param) for r in movers)),))
+        tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
+        d2h = len(tasks) - 1
+        share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
+        tasks.append(ComputeTask("CPU optimizer step", "optimizer", params * 28.0 / share, deps=(d2h,),
+                                 stream="cpu"))
+        cpu = len(tasks) - 1
+        up = CollectivePlan("offload", "direct", (rank,), params * self.weight_bytes_per_param,
+                            (Phase(0.0, tuple(Flow("host", "gpu", topo.host_route(r, False),
+                                                   params * self.weight_bytes_per_param) for r in movers)),))
+        tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
+        return len(tasks) - 1
 
     def program(self) -> Program:
         return Program({r: self.rank_tasks(r) for r in self.simulated}, self.topology.capacity_bytes_per_s,

@@ -174,6 +174,30 @@ class Topology:
             return "nvlink"
         return "pci"
 
+    def host_route(self, rank: int, to_host: bool) -> tuple[int, ...]:
+        """Link resources of a copy between a GPU and its own socket's host memory (ZeRO-Offload)."""
+        gpu = self.gpus[rank]
+        g = self.graph
+        mem = self._memory[(g.nodes[gpu]["server"], g.nodes[gpu]["socket"])]
+        cpu = next(n for n in g.neighbors(mem) if g.nodes[n]["kind"] == "cpu")
+        prefix, _ = self._split(gpu)
+        up = tuple(prefix + self._split(n)[1] for n in
+                   nx.shortest_path(self._pcie, self._template + self._split(gpu)[1], self._template + self._split(cpu)[1]))
+        nodes = up + (mem,) if to_host else (mem,) + up[::-1]
+        return tuple(self._resource[(u, v)] for u, v in zip(nodes, nodes[1:]))
+
+    def gpus_per_socket(self) -> int:
+        sockets = max(1, len(self._memory) // max(1, len(self._gpus_per_server)))
+        return max(1, len(self.gpus) // max(1, len(self._gpus_per_server)) // sockets)
+
+    def host_memory_bw_bytes_per_s(self, rank: int) -> float:
+        """Achieved bandwidth of the GPU's socket memory."""
+        g = self.graph
+        gpu = self.gpus[rank]
+        mem = self._memory[(g.nodes[gpu]["server"], g.nodes[gpu]["socket"])]
+        link = next(d["link"] for _, _, d in g.edges(mem, data=True))
+        return link.bw_bytes_per_s * link.efficiency
+
     def hop(self, u: str, v: str) -> tuple[int, ...]:
         """The resource of one directed edge, as a route of one hop."""
         return (self._resource[(u, v)],)
