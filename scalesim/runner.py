@@ -23,6 +23,7 @@ from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
 
+
 @dataclass(frozen=True)
 class Setup:
     """A scenario with every name resolved and its plan checked."""
@@ -225,8 +226,10 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
 
     single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
     efficiency = samples_per_s / setup.gpus / single if single else None
+    own_rate = samples_per_s / setup.gpus          # the step just simulated; no need to run it again
     scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
-               for k, rate in ((k, per_gpu_rate(setup, k)) for k in scaling_counts or []) if rate is not None]
+               for k, rate in ((k, own_rate if k == setup.gpus else per_gpu_rate(setup, k))
+                               for k in scaling_counts or []) if rate is not None]
 
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
