@@ -90,3 +90,14 @@ def test_no_budget_means_no_time_cost_or_energy():
     money = training_economics(inputs(budget=Budget()))
     assert money.time_to_train_s is None and money.cost_usd is None and money.energy_kwh is None
     assert 0 < money.reliability.goodput <= 1
+
+
+def test_a_run_failures_never_let_finish_has_no_time_or_cost_and_valid_json():
+    import json
+    awful = training_economics(inputs(failures=FailureModel(1.0, 3600.0, 3600.0)))
+    assert awful.reliability.goodput < 1e-9 and awful.time_to_train_s > 1e9 * awful.details["ideal_time_s"]
+    hopeless = training_economics(inputs(failures=FailureModel(100.0, 3600.0, 3600.0)))   # exp() overflows
+    assert hopeless.reliability.goodput == 0.0
+    assert hopeless.time_to_train_s is None and hopeless.cost_usd is None
+    json.dumps(hopeless.as_json(), allow_nan=False)
+    json.dumps(hopeless.reliability.as_json(), allow_nan=False)

@@ -1,0 +1,52 @@
+"""From a simulated step to procurement inputs: defaults by design, sources, busy time."""
+
+import pytest
+
+from scalesim.costs import economics as econ
+from scalesim.runner import run
+from scalesim.scenario import Scenario
+
+
+def scenario(node, gpus=2, **extra):
+    return Scenario.model_validate({
+        "name": f"{node} x{gpus}", "cluster": {"node": node, "gpus": gpus}, "model": "gpt2-124m",
+        "training": {"precision": "bf16", "seq_len": 256, "global_batch": 8, "micro_batch": 2, "tokens": 1e8},
+        **extra})
+
+
+def test_defaults_follow_the_node_design_and_every_input_has_a_source():
+    nvswitch = run(scenario("dgx-a100"), baseline=False)
+    pcie = run(scenario("rtx4090-pcie-8"), baseline=False)
+    assert nvswitch.inputs.ownership.server_usd == econ.SERVER_USD_NVSWITCH
+    assert pcie.inputs.ownership.server_usd == econ.SERVER_USD_PCIE
+    assert nvswitch.inputs.ownership.network_usd == 0           # one node: no fabric to buy
+    for result in (nvswitch, pcie):
+        assert all(a["source"] for a in result.assumptions)
+    # ECC A100 vs GeForce: the non-ECC default is higher.
+    assert pcie.inputs.failures.failure_rate_per_gpu_hour > nvswitch.inputs.failures.failure_rate_per_gpu_hour
+
+
+def test_scenario_values_override_defaults_and_are_marked_as_such():
+    r = run(scenario("dgx-a100", pricing={"gpu_hour_usd": 1.0, "ownership": {"server_usd": 1000.0}},
+                     reliability={"failure_rate_per_gpu_hour": 0.0}), baseline=False)
+    assert r.inputs.ownership.server_usd == 1000.0 and r.inputs.prices.gpu_hour_usd == 1.0
+    sources = {a["input"]: a["source"] for a in r.assumptions}
+    assert sources["server without GPUs (USD/node)"] == "scenario"
+    assert r.reliability["expected_interruptions"] == 0
+    assert r.cost_usd == pytest.approx(r.gpus * r.time_to_train_s / 3600 * 1.0)
+
+
+def test_multi_node_clusters_buy_a_network():
+    r = run(scenario("dgx-h100", gpus=16, cluster={"node": "dgx-h100", "nodes": 2, "gpus": 16,
+                                                    "fabric": {"link": "ib-ndr", "nics_per_node": 8}},
+                     training={"precision": "bf16", "seq_len": 256, "global_batch": 32, "micro_batch": 2,
+                               "tokens": 1e8}), baseline=False)
+    assert r.inputs.nodes == 2
+    assert r.inputs.ownership.network_usd == 8 * econ.NETWORK_USD_PER_PORT_FAST
+
+
+def test_busy_fraction_is_measured_per_gpu_and_lies_in_zero_one():
+    r = run(scenario("rtx4090-pcie-8", gpus=4), baseline=False)
+    assert 0 < r.inputs.busy_fraction <= 1
+    # The kernels run at most the step minus exposed communication on the slowest GPU.
+    assert r.inputs.busy_fraction <= 1 - r.breakdown.exposed_comm / r.step_time_s + 1e-9
