@@ -38,20 +38,30 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     Beyond 16 GPUs only the first 16 are drawn, and the title says so.
     """
     ranks = sorted({iv.rank for iv in timeline.intervals})
+    if ranks and ranks[-1] + 1 > len(ranks):
+        title = f"{title}\n(one GPU per pipeline stage; the other GPUs of each stage do the same work)"
     if len(ranks) > MAX_TIMELINE_GPUS:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
-    streams = sorted({iv.stream for iv in timeline.intervals})
     factor, unit = _scale(timeline.end_s)
-    rows = [(r, s) for r in ranks for s in streams]
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
-    for y, (rank, stream) in enumerate(rows):
-        for iv in timeline.intervals:
-            if iv.rank != rank or iv.stream != stream or iv.end_s <= iv.start_s:
-                continue
+    shown = set(ranks)
+
+    def row_name(stream: str) -> str:
+        return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
+
+    rows = sorted({(iv.rank, row_name(iv.stream)) for iv in timeline.intervals if iv.rank in shown})
+    row_of = {row: y for y, row in enumerate(rows)}
+    # One bar collection per row and colour: tens of thousands of tasks draw quickly.
+    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for iv in timeline.intervals:
+        if iv.rank in shown and iv.end_s > iv.start_s:
             colour = COLOURS.get(iv.kind, COLOURS["comm"])
-            ax.broken_barh([(iv.start_s * factor, iv.duration_s * factor)], (y - 0.4, 0.8),
-                           facecolors=colour, edgecolor="white", linewidth=0.3)
+            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
+                (iv.start_s * factor, iv.duration_s * factor))
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
+    for (y, colour), bars in spans.items():
+        ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour, edgecolor="white",
+                       linewidth=0.3 if len(bars) < 2000 else 0.0)
     ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
