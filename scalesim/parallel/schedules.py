@@ -44,32 +44,19 @@ def interleaved(stage: int, stages: int, micro_batches: int, chunks: int) -> lis
                          f"multiple of pp ({stages})", key="training.global_batch")
     total = micro_batches * chunks
 
-    def unit(k: int, forward: bool) -> tuple[int, int]:
+    def step(kind: str, k: int) -> Step:
+        """The k-th forward or backward unit: micro-batches in groups of `stages` per chunk."""
         group, within = divmod(k, stages * chunks)
         chunk = within // stages
-        if not forward:
+        if kind == "B":
             chunk = chunks - 1 - chunk
-        return group * stages + within % stages, chunk
+        return kind, group * stages + within % stages, chunk
 
     warmup = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
-    order: list[Step] = []
-    f = b = 0
-    for _ in range(warmup):
-        m, c = unit(f, True)
-        order.append(("F", m, c))
-        f += 1
-    while f < total:
-        m, c = unit(f, True)
-        order.append(("F", m, c))
-        f += 1
-        m, c = unit(b, False)
-        order.append(("B", m, c))
-        b += 1
-    while b < total:
-        m, c = unit(b, False)
-        order.append(("B", m, c))
-        b += 1
-    return order
+    forwards = [step("F", k) for k in range(total)]
+    backwards = [step("B", k) for k in range(total)]
+    steady = [s for pair in zip(forwards[warmup:], backwards) for s in pair]
+    return forwards[:warmup] + steady + backwards[total - warmup:]
 
 
 def schedule(name: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Step]:
