@@ -124,7 +124,11 @@ class FluidNetwork:
         still = []
         freed: set[int] = set()
         for f in self._active:
-            if f.remaining_bytes <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES):
+            # Done when (almost) nothing is left, or when what is left would take less
+            # than the clock can represent at this time (else time would never advance).
+            left_s = f.remaining_bytes / f.rate if f.rate > 0 else INF
+            if (f.remaining_bytes <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES)
+                    or self.env.now + left_s == self.env.now):
                 self.bytes_delivered += f.size_bytes
                 f.done.succeed()
                 for link in set(f.links):

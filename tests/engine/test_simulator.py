@@ -89,3 +89,11 @@ def test_calls_alone_on_their_links_take_the_closed_form_time_and_others_are_pla
     fast, played = simulate(program), simulate(program, closed_form=False)
     assert fast == played
     assert fast.end_s == pytest.approx(20.0)     # two 10 s calls in a row; the shared pair ends at 15 s
+
+
+def test_a_residue_too_small_for_the_clock_still_finishes():
+    # At t = 1e6 s a few bytes at 1 TB/s take less than the clock's resolution.
+    plan = transfer((0,), [((0,), 1e12 * 1e-12 + 5.0)])
+    program = Program({0: (ComputeTask("wait", "forward", 1e6), CollectiveTask("x", "k", plan, deps=(0,)))},
+                      (1e12,))
+    assert simulate(program, closed_form=False).end_s == pytest.approx(1e6)
