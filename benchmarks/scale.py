@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = (8, 64, 512, 4096, 16384)
+SIZES = (8, 64, 512, 1024, 4096, 16384)
 
 
 def scenario(gpus: int) -> dict:

@@ -16,6 +16,12 @@ def flows_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
     """Time until the last of `flows` ends, started together, sharing links max-min fairly."""
     remaining = [f.size_bytes for f in flows if f.size_bytes > 0]
     active = [f for f in flows if f.size_bytes > 0]
+    if len(active) == 1:
+        # One flow alone: held by its tightest link (a link it crosses twice gives it half).
+        (f,) = active
+        links = f.links
+        rate = min([f.rate_cap_bytes_per_s] + [capacity[link] / links.count(link) for link in set(links)])
+        return f.size_bytes / rate if rate > 0 else float("inf")
     elapsed = 0.0
     while active:
         caps = [f.rate_cap_bytes_per_s for f in active]

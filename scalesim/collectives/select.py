@@ -82,14 +82,18 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
     if algo != "auto" and algo not in possible:
         raise InputError(f"algorithm '{algo}' cannot run {op} on these GPUs; allowed here: "
                          f"auto, {', '.join(possible)}", key="algo")
-    best: tuple[float, CollectivePlan] | None = None
-    for a in [a for a in possible if a not in AUTO_EXCLUDED] if algo == "auto" else [algo]:
-        for p in protocols_for(a, topology, ranks) if protocol == "auto" else [protocol]:
-            plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
-            t = plan_time_s(plan, topology.capacity_bytes_per_s)
-            if best is None or t < best[0]:
-                best = (t, plan)
-    if best is None:
+    candidates = [(a, p) for a in ([a for a in possible if a not in AUTO_EXCLUDED] if algo == "auto" else [algo])
+                  for p in (protocols_for(a, topology, ranks) if protocol == "auto" else [protocol])]
+    if not candidates:
         raise InputError(f"protocol '{protocol}' is not available for {op} here", key="protocol")
-    topology.memo[key] = best[1]
-    return best[1]
+    if len(candidates) == 1:
+        (a, p), = candidates
+        best = BUILDERS[a](op, topology, ranks, size_bytes, p)
+    else:
+        timed = []
+        for a, p in candidates:
+            plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
+            timed.append((plan_time_s(plan, topology.capacity_bytes_per_s), len(timed), plan))
+        best = min(timed)[2]
+    topology.memo[key] = best
+    return best

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from scalesim.collectives.estimate import plan_time_s
-from scalesim.collectives.plan import CollectivePlan
+from scalesim.collectives.estimate import flows_time_s, plan_time_s
+from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
 from scalesim.program import CollectiveTask, ComputeTask, Program
@@ -38,6 +38,7 @@ class _Run:
     calls: dict[str, _Call] = field(default_factory=dict)
     intervals: list[Interval] = field(default_factory=list)
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
+    private: dict[int, list] = field(default_factory=dict)     # id(plan) -> per phase (exposed, s, bytes)
 
     def task_done(self, rank: int, index: int) -> simpy.Event:
         key = (rank, index)
@@ -87,38 +88,58 @@ class _Run:
             self.net.bytes_delivered += plan.bytes_sent
             call.done.succeed()
             return
-        for phase in plan.phases:
+        split = self.private.get(id(plan))
+        for index, phase in enumerate(plan.phases):
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
-            if phase.flows:
+            if not phase.flows:
+                continue
+            if split is None:
                 yield self.net.start([(f.links, f.size_bytes, f.rate_cap_bytes_per_s) for f in phase.flows])
+                continue
+            exposed, private_s, private_bytes = split[index]
+            waits = []
+            if exposed:
+                waits.append(self.net.start([(f.links, f.size_bytes, f.rate_cap_bytes_per_s) for f in exposed]))
+            if private_s > 0:
+                waits.append(self.env.timeout(private_s))
+            self.net.bytes_sent += private_bytes
+            self.net.bytes_delivered += private_bytes
+            if waits:
+                yield self.env.all_of(waits)
         call.done.succeed()
 
 
-def isolated_plans(program: Program) -> dict[int, float]:
-    """Plans that can never share a link with another call, and their closed-form times.
+def _families(program: Program) -> tuple[dict[int, CollectivePlan], dict[int, set]]:
+    """Distinct plans by id, and for each link the call families that use it.
 
     Calls of one family (the same ranks on the same stream) run one after
-    another on every rank, so they never overlap each other. If no other family
-    uses any of a family's links, each of its calls runs alone on them, and the
-    fluid model's answer is the closed form `plan_time_s` -- no need to play it
-    out against the rest of the network. (Typically: tensor-parallel
-    all-reduces on a node's NVSwitch ports.)
+    another on every rank, so they never overlap each other.
     """
     owners: dict[int, set] = {}
     plans: dict[int, CollectivePlan] = {}
-    family_of: dict[int, tuple] = {}
     for tasks in program.tasks.values():
         for task in tasks:
-            if not isinstance(task, CollectiveTask) or id(task.plan) in family_of:
+            if not isinstance(task, CollectiveTask) or id(task.plan) in plans:
                 continue
             family = (task.plan.ranks, task.stream)
-            family_of[id(task.plan)] = family
             plans[id(task.plan)] = task.plan
             for phase in task.plan.phases:
                 for flow in phase.flows:
                     for link in flow.links:
                         owners.setdefault(link, set()).add(family)
+    return plans, owners
+
+
+def isolated_plans(program: Program) -> dict[int, float]:
+    """Plans that can never share a link with another call, and their closed-form times.
+
+    If no other family uses any of a family's links, each of its calls runs
+    alone on them, and the fluid model's answer is the closed form
+    `plan_time_s` -- no need to play it out against the rest of the network.
+    (Typically: tensor-parallel all-reduces on a node's NVSwitch ports.)
+    """
+    plans, owners = _families(program)
     out = {}
     for key, plan in plans.items():
         links = {link for phase in plan.phases for flow in phase.flows for link in flow.links}
@@ -127,16 +148,76 @@ def isolated_plans(program: Program) -> dict[int, float]:
     return out
 
 
+def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
+    """Flows grouped by shared links (transitively), in the order of their first flow."""
+    parent = list(range(len(flows)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_user: dict[int, int] = {}
+    for i, flow in enumerate(flows):
+        for link in flow.links:
+            j = first_user.setdefault(link, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[Flow]] = {}
+    for i, flow in enumerate(flows):
+        groups.setdefault(root(i), []).append(flow)
+    return list(groups.values())
+
+
+def private_splits(program: Program, isolated: dict[int, float]) -> dict[int, list]:
+    """Per phase of each shared plan: its exposed flows, and the closed-form time of the rest.
+
+    A group of a phase's flows that shares links only among itself, on links
+    no other call family uses, runs at rates nothing else can change: the
+    fluid model's answer for it is `flows_time_s` of the group alone. Only the
+    groups that touch shared links go through the network. This is what keeps
+    a data-parallel ring over hundreds of nodes cheap: of its edges, only the
+    few that cross links other traffic uses (the simulated ranks' NICs, a
+    shared spine) are played out; the result is the same.
+    """
+    plans, owners = _families(program)
+    capacity = program.link_capacity_bytes_per_s
+    out: dict[int, list] = {}
+    for key, plan in plans.items():
+        if key in isolated:
+            continue
+        phases = []
+        reduced = False
+        for phase in plan.phases:
+            exposed: list[Flow] = []
+            private_s = private_bytes = 0.0
+            for group in flow_components(phase.flows):
+                if any(len(owners[link]) > 1 for f in group for link in f.links):
+                    exposed.extend(group)
+                else:
+                    reduced = True
+                    private_s = max(private_s, flows_time_s(group, capacity))
+                    private_bytes += sum(f.size_bytes for f in group)
+            phases.append((tuple(exposed), private_s, private_bytes))
+        if reduced:
+            out[key] = phases
+    return out
+
+
 def simulate(program: Program, closed_form: bool = True) -> Timeline:
     """Run one step; deterministic for a given program.
 
-    closed_form: time calls that run alone on their links by formula
-    (`isolated_plans`); False plays every call through the fluid network.
+    closed_form: time calls that run alone on their links, and groups of flows
+    that run alone on theirs, by formula (`isolated_plans`, `private_splits`);
+    False plays every flow through the fluid network.
     """
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
     if closed_form:
         run.isolated = isolated_plans(program)
+        run.private = private_splits(program, run.isolated)
     for rank in sorted(program.tasks):
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(program.tasks[rank]):

@@ -152,16 +152,17 @@ class StepBuilder:
             combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
         used = {link for phase in plan.phases for f in phase.flows for link in f.links}
         topo = self.topology
-        servers = {topo.server_of(r) for r in group}
-        # Without a NIC on its paths, a plan only uses links inside its own servers.
-        networked = any(topo.graph.nodes[n]["kind"] == "nic" for r in group[:1] for o in group
-                        for n in topo.path(r, o)) if len(servers) > 1 else False
+        # A copy can only share a link with the plan inside the plan's servers, or on
+        # the fabric next to a switch the plan crosses (routes run NIC, leaf, [spine,
+        # leaf], NIC): copies that touch none of those servers are not planned at all.
+        near = {topo.server_of(r) for r in group} | topo.servers_reaching(used)
+        coords = [pl.coords(r) for r in group]
         extra = []
         for combo in combos:
             if all(combo[d] == base[d] for d in vary):
                 continue
-            copy = tuple(pl.rank(**{**pl.coords(r), **combo}) for r in group)
-            if not networked and not servers & {topo.server_of(r) for r in copy}:
+            copy = tuple(pl.rank(**{**c, **combo}) for c in coords)
+            if not any(topo.server_of(r) in near for r in copy):
                 continue
             # A copy of a symmetric group runs the same algorithm as the group itself.
             other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol)

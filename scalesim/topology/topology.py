@@ -24,6 +24,8 @@ class Topology:
         self._resource: dict[tuple[str, str], int] = {}
         capacity: list[float] = []
         names: list[str] = []
+        kinds: list[str] = []
+        ends: list[tuple[str, str]] = []
         for u, v, data in graph.edges(data=True):
             link = data["link"]
             cap = link.bw_bytes_per_s * link.efficiency
@@ -32,13 +34,20 @@ class Topology:
                     self._resource[(a, b)] = len(capacity)
                     capacity.append(cap)
                     names.append(f"{a}->{b} ({link.name})")
+                    kinds.append(link.kind)
+                    ends.append((a, b))
             else:
                 rid = len(capacity)
                 self._resource[(u, v)] = self._resource[(v, u)] = rid
                 capacity.append(cap)
                 names.append(f"{u}<->{v} ({link.name})")
+                kinds.append(link.kind)
+                ends.append((u, v))
         self.capacity_bytes_per_s: tuple[float, ...] = tuple(capacity)
         self.resource_names: tuple[str, ...] = tuple(names)
+        self._resource_kind: tuple[str, ...] = tuple(kinds)
+        self._resource_ends: tuple[tuple[str, str], ...] = tuple(ends)
+        self._servers_on_switch: dict[str, frozenset[int]] | None = None
         self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
         first = min((d["server"] for _, d in graph.nodes(data=True) if d["kind"] == "gpu"), default=0)
         self._template = next((self._split(n)[0] for n, d in graph.nodes(data=True)
@@ -57,6 +66,11 @@ class Topology:
                 self._nics.setdefault(d["server"], []).append(n)
             elif d["kind"] == "gpu":
                 self._gpus_per_server[d["server"]] = self._gpus_per_server.get(d["server"], 0) + 1
+        self._server_of_rank = tuple(graph.nodes[g]["server"] for g in self.gpus)
+        self._to_nic: dict[str, tuple[str, ...]] = {}       # GPU -> its NIC, nodes in order
+        self._from_nic: dict[str, tuple[str, ...]] = {}     # its NIC -> GPU
+        self._fabric_paths: dict[tuple[str, str], tuple[str, ...]] = {}   # leaf to leaf
+        self._nic_uplinks: dict[str, tuple[str, ...]] = {}
         self.memo: dict = {}          # caches of layers above (collective plans), per topology
 
     @property
@@ -70,7 +84,7 @@ class Topology:
         return bool(self.graph.nodes[node].get("p2p", False))
 
     def server_of(self, rank: int) -> int:
-        return self.graph.nodes[self.gpus[rank]]["server"]
+        return self._server_of_rank[rank]
 
     def ranks_by_server(self, ranks: tuple[int, ...]) -> list[list[int]]:
         """The ranks grouped by server, servers and ranks in the given order."""
@@ -112,8 +126,12 @@ class Topology:
         if a == b:
             return (a,)
         if g.nodes[a]["server"] != g.nodes[b]["server"]:
-            nic_a, nic_b = self.nic_of(a), self.nic_of(b)
-            return self._local(a, nic_a) + self._fabric_path(nic_a, nic_b)[1:] + self._local(nic_b, b)[1:]
+            if a not in self._to_nic:
+                self._to_nic[a] = self._local(a, self.nic_of(a))
+            if b not in self._from_nic:
+                self._from_nic[b] = self._local(self.nic_of(b), b)
+            up, down = self._to_nic[a], self._from_nic[b]
+            return up + self._fabric_path(up[-1], down[0])[1:] + down[1:]
         if g.has_edge(a, b):
             return (a, b)
         for n in g.neighbors(a):
@@ -152,27 +170,62 @@ class Topology:
 
     def _fabric_path(self, nic_a: str, nic_b: str) -> tuple[str, ...]:
         """NIC to NIC through the fabric: one switch, or leaf - spine - leaf (shortest by construction)."""
-        g = self.graph
-        up_a = [n for n in g.neighbors(nic_a) if g.nodes[n]["kind"] == "fabric_switch"]
-        up_b = [n for n in g.neighbors(nic_b) if g.nodes[n]["kind"] == "fabric_switch"]
+        up_a, up_b = self._uplinks(nic_a), self._uplinks(nic_b)
         if len(up_a) == 1 and len(up_b) == 1:
-            la, lb = up_a[0], up_b[0]
-            if la == lb:
-                return (nic_a, la, nic_b)
-            spines = sorted(n for n in g.neighbors(la) if g.nodes[n]["kind"] == "fabric_switch" and g.has_edge(n, lb))
-            if spines:
-                return (nic_a, la, spines[0], lb, nic_b)
+            key = (up_a[0], up_b[0])
+            if key not in self._fabric_paths:
+                self._fabric_paths[key] = self._switch_path(*key)
+            if self._fabric_paths[key]:
+                return (nic_a,) + self._fabric_paths[key] + (nic_b,)
         return tuple(nx.shortest_path(self._fabric, nic_a, nic_b))
+
+    def _uplinks(self, nic: str) -> tuple[str, ...]:
+        """The fabric switches a NIC plugs into."""
+        if nic not in self._nic_uplinks:
+            g = self.graph
+            self._nic_uplinks[nic] = tuple(n for n in g.neighbors(nic) if g.nodes[n]["kind"] == "fabric_switch")
+        return self._nic_uplinks[nic]
+
+    def _switch_path(self, la: str, lb: str) -> tuple[str, ...]:
+        """Leaf to leaf: the leaf itself, or through the first spine both reach; () when neither."""
+        g = self.graph
+        if la == lb:
+            return (la,)
+        spines = sorted(n for n in g.neighbors(la) if g.nodes[n]["kind"] == "fabric_switch" and g.has_edge(n, lb))
+        return (la, spines[0], lb) if spines else ()
+
+    def servers_reaching(self, links) -> frozenset[int]:
+        """Servers whose NICs plug into a fabric switch at either end of these link resources.
+
+        Fabric routes run NIC, leaf, [spine, leaf], NIC, so a route between
+        servers outside this set crosses none of these links unless it shares
+        a server with them.
+        """
+        if self._servers_on_switch is None:
+            on: dict[str, set[int]] = {}
+            for server, nics in self._nics.items():
+                for nic in nics:
+                    for switch in self._uplinks(nic):
+                        on.setdefault(switch, set()).add(server)
+            self._servers_on_switch = {k: frozenset(v) for k, v in on.items()}
+        out: set[int] = set()
+        for link in links:
+            for node in self._resource_ends[link]:
+                out |= self._servers_on_switch.get(node, frozenset())
+        return frozenset(out)
 
     def link_class(self, src: int, dst: int) -> str:
         """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in."""
-        nodes = self.path(src, dst)
-        kinds = {self.graph.edges[u, v]["link"].kind for u, v in zip(nodes, nodes[1:])}
-        if kinds & {"infiniband", "roce", "ethernet"}:
-            return "net"
-        if kinds and kinds <= {"nvlink", "nvswitch"}:
-            return "nvlink"
-        return "pci"
+        key = ("link-class", src, dst)
+        if key not in self.memo:
+            kinds = {self._resource_kind[r] for r in self.route(src, dst)}
+            if kinds & {"infiniband", "roce", "ethernet"}:
+                self.memo[key] = "net"
+            elif kinds and kinds <= {"nvlink", "nvswitch"}:
+                self.memo[key] = "nvlink"
+            else:
+                self.memo[key] = "pci"
+        return self.memo[key]
 
     def host_route(self, rank: int, to_host: bool) -> tuple[int, ...]:
         """Link resources of a copy between a GPU and its own socket's host memory (ZeRO-Offload)."""
@@ -204,8 +257,11 @@ class Topology:
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """Link resource ids of the copy from rank src to rank dst."""
-        nodes = self.path(src, dst)
-        return tuple(self._resource[(u, v)] for u, v in zip(nodes, nodes[1:]))
+        key = ("route", src, dst)
+        if key not in self.memo:
+            nodes = self.path(src, dst)
+            self.memo[key] = tuple(self._resource[(u, v)] for u, v in zip(nodes, nodes[1:]))
+        return self.memo[key]
 
     def latency_s(self, src: int, dst: int) -> float:
         nodes = self.path(src, dst)

@@ -97,3 +97,24 @@ def test_a_residue_too_small_for_the_clock_still_finishes():
     program = Program({0: (ComputeTask("wait", "forward", 1e6), CollectiveTask("x", "k", plan, deps=(0,)))},
                       (1e12,))
     assert simulate(program, closed_form=False).end_s == pytest.approx(1e6)
+
+
+def test_flows_on_links_no_other_call_uses_are_timed_alone_and_the_step_is_unchanged():
+    from scalesim.engine.simulator import private_splits
+    # A ring-like call: edges on links 0,1 (private; 0 is used twice) and one edge on link 2,
+    # which a second call also crosses. Only the edge on link 2 must be played out.
+    ring = transfer((0, 1), [((0,), 40.0), ((0, 1), 40.0), ((2,), 60.0)])
+    other = transfer((2,), [((2,), 30.0)])
+    program = Program({0: (CollectiveTask("r", "kr", ring),), 1: (CollectiveTask("r", "kr", ring),),
+                       2: (ComputeTask("f", "forward", 1.0), CollectiveTask("o", "ko", other, deps=(0,)))},
+                      (10.0, 100.0, 20.0))
+    split = private_splits(program, {})
+    ((exposed, private_s, private_bytes),) = split[id(ring)]
+    assert [f.links for f in exposed] == [(2,)]
+    assert private_s == pytest.approx(8.0)          # 80 B through link 0 at 10 B/s
+    assert private_bytes == 80.0
+    fast, played = simulate(program), simulate(program, closed_form=False)
+    assert fast.end_s == pytest.approx(played.end_s)
+    assert fast.bytes_sent == fast.bytes_delivered == played.bytes_sent
+    # link 2: the edge alone for 1 s (20 B), then shared 10/10 B/s until the other call's 30 B are done
+    assert played.end_s == pytest.approx(8.0)

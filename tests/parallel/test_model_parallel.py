@@ -136,3 +136,18 @@ def test_placement_order_decides_which_ranks_share_a_node():
     pp_inner = Placement(tp=2, cp=1, dp=2, pp=2, order=("pp", "tp", "cp", "dp"))
     assert pp_inner.group("pp", pp_inner.coords(0)) == (0, 1)          # now pipeline peers are
     assert sorted(r for c in range(1) for r in range(8)) == sorted(pp_inner.rank(**pp_inner.coords(r)) for r in range(8))
+
+
+def test_one_rank_per_stage_agrees_with_every_rank_when_copies_share_an_oversubscribed_spine(monkeypatch):
+    from scalesim.topology import Fabric
+    import scalesim.topology.cluster as cluster_module
+    # Leaves of 4 NICs: nodes 0-1 on one leaf, 2-3 on the other; pipeline sends between
+    # them share each leaf's uplink (half the NICs' bandwidth) with their symmetric copies.
+    monkeypatch.setattr(cluster_module, "LEAF_DOWNLINKS", 4)
+    cluster = build_cluster(load_node_design("dgx-a100"), nodes=4,
+                            fabric=Fabric("ib-hdr", 2, "fat-tree", oversubscription=2.0))
+    model = get_model("gpt2-124m", seq_len=1024)
+    p = plan(tp=2, pp=2, dp=8, m=4, mb=2)
+    full = simulate(build_program(model, cluster.gpu_spec, cluster, p, symmetric=False))
+    reduced = simulate(build_program(model, cluster.gpu_spec, cluster, p, symmetric=True))
+    assert reduced.end_s == pytest.approx(full.end_s, rel=0.01)
