@@ -195,11 +195,12 @@ class Topology:
         return (la, spines[0], lb) if spines else ()
 
     def servers_reaching(self, links) -> frozenset[int]:
-        """Servers whose NICs plug into a fabric switch at either end of these link resources.
+        """Servers whose routes can cross a switch-to-switch link among these link resources.
 
-        Fabric routes run NIC, leaf, [spine, leaf], NIC, so a route between
-        servers outside this set crosses none of these links unless it shares
-        a server with them.
+        Fabric routes run NIC, leaf, [spine, leaf], NIC. A NIC's own cable is
+        used only by its server; a leaf-spine trunk only by servers with a NIC
+        on that leaf. So a route between servers outside this set (and outside
+        the servers that own the other links) crosses none of these links.
         """
         if self._servers_on_switch is None:
             on: dict[str, set[int]] = {}
@@ -208,10 +209,12 @@ class Topology:
                     for switch in self._uplinks(nic):
                         on.setdefault(switch, set()).add(server)
             self._servers_on_switch = {k: frozenset(v) for k, v in on.items()}
+        kind = self.graph.nodes
         out: set[int] = set()
         for link in links:
-            for node in self._resource_ends[link]:
-                out |= self._servers_on_switch.get(node, frozenset())
+            u, v = self._resource_ends[link]
+            if kind[u]["kind"] == "fabric_switch" and kind[v]["kind"] == "fabric_switch":
+                out |= self._servers_on_switch.get(u, frozenset()) | self._servers_on_switch.get(v, frozenset())
         return frozenset(out)
 
     def link_class(self, src: int, dst: int) -> str:
