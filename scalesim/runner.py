@@ -20,7 +20,7 @@ from scalesim.parallel.sharding import shard_layer
 from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario, resolved_attention
-from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
+from scalesim.topology import Fabric, Topology, cached_cluster, load_node_design
 from scalesim.units import format_bytes
 
 
@@ -74,7 +74,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
     fabric = scenario.cluster.fabric
     try:
-        topology = build_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
+        topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
             fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription))
     except InputError as exc:
         inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
