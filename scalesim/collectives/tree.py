@@ -14,9 +14,12 @@ the data and with its chains rotated so that each channel leaves the server
 through a different GPU and NIC. NCCL's tuner rates the tree at 0.9 of the
 ring's bus bandwidth (busBw * .9 in ncclTopoTuneModel); that factor is part of
 the protocol's bandwidth fraction here. NCCL's tuner also caps a tree's bus
-bandwidth (maxTreeBw: 110 GB/s up to two nodes, 80 GB/s beyond, for the
-LL/Simple protocols), an empirical limit of the reduce-broadcast pipeline; we
-cap each tree flow so the call cannot exceed it.
+bandwidth, an empirical limit of the reduce-broadcast pipeline: maxTreeBw
+(110 GB/s up to two nodes, 80 GB/s beyond) and, across servers, per channel
+by GPU generation and node count (perChMaxTreeBws in src/graph/tuning.cc;
+Ada runs on the Ampere row, as NCCL indexes by compute capability). We take
+the tighter of the two, with our channels (one per NIC), and cap each tree
+flow so the call cannot exceed it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,23 @@ import math
 
 # NCCL ncclTopoTuneModel maxTreeBw, GB/s of NCCL "busBw" (algbw = busBw / 2 for trees).
 MAX_TREE_BUSBW_BYTES_PER_S = {True: 80e9, False: 110e9}   # keyed by "more than two servers"
+# NCCL perChMaxTreeBws (Simple) and perChMaxTreeLL128Bws, GB/s of busBw per channel, for
+# (one node, two nodes, more); Blackwell is twice Hopper in NCCL 2.23+.
+PER_CHANNEL_MAX_TREE_BUSBW_BYTES_PER_S = {
+    ("ampere", "simple"): (24.0e9, 23.6e9, 17.8e9), ("hopper", "simple"): (38.7e9, 41.4e9, 36.0e9),
+    ("blackwell", "simple"): (77.4e9, 82.8e9, 72.0e9),
+    ("ampere", "ll128"): (20.0e9, 20.0e9, 20.0e9), ("hopper", "ll128"): (36.7e9, 36.7e9, 29.0e9),
+    ("blackwell", "ll128"): (73.4e9, 73.4e9, 58.0e9),
+}
+
+
+def max_tree_busbw_bytes_per_s(arch: str, protocol: str, servers: int, channels: int) -> float:
+    """The tighter of NCCL's tree caps for this call (busBw, GB/s as NCCL counts it)."""
+    cap = MAX_TREE_BUSBW_BYTES_PER_S[servers > 2]
+    per_channel = PER_CHANNEL_MAX_TREE_BUSBW_BYTES_PER_S.get(("ampere" if arch == "ada" else arch, protocol))
+    if servers > 1 and per_channel is not None:
+        cap = min(cap, channels * per_channel[min(servers, 3) - 1])
+    return cap
 
 from scalesim.collectives.plan import CollectivePlan, Phase
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
@@ -65,7 +85,8 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     shifts = rotations(topology, servers)
     fraction = bandwidth_fraction("tree", protocol, op, multi_node)
     wire = size_bytes / 2 / len(shifts) / fraction
-    algbw_cap = MAX_TREE_BUSBW_BYTES_PER_S[len(servers) > 2] / 2
+    arch = getattr(topology.graph.nodes[topology.node_of(ranks[0])].get("spec"), "arch", "")
+    algbw_cap = max_tree_busbw_bytes_per_s(arch, protocol, len(servers), len(shifts)) / 2
     cap = algbw_cap / (2 * len(shifts) * fraction)
     flows = []
     for c in shifts:

@@ -60,6 +60,15 @@ def test_tree_is_held_to_ncccl_tuner_cap_on_fast_links():
     assert algbw == pytest.approx(MAX_TREE_BUSBW_BYTES_PER_S[False] / 2, rel=0.01)
 
 
+def test_across_two_nodes_a_tree_is_held_to_ncccl_per_channel_cap_with_one_channel_per_nic():
+    # 2 DGX A100 with 4 HDR NICs: 4 channels x 23.6 GB/s of NCCL busBw (Ampere, two nodes),
+    # i.e. algbw 47.2 GB/s; without the cap the tree would run at the NICs' rate.
+    t = cluster("dgx-a100", 2, "ib-hdr", nics=4)
+    plan = plan_collective("all_reduce", t, tuple(range(16)), 1 * GiB, algo="tree", protocol="simple")
+    algbw = GiB / (engine_time(t, plan) - plan.phases[0].latency_s)
+    assert algbw == pytest.approx(4 * 23.6e9 / 2, rel=0.01)
+
+
 def test_ring_beats_tree_at_large_sizes_and_tree_beats_ring_at_small_ones_on_many_gpus():
     t = cluster("dgx-a100", 8, "ib-hdr")
     ranks = tuple(range(64))
