@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.report.compare import _money, _pct, _time  # noqa: E402
@@ -50,8 +51,8 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
     unit = "tokens/s" if best and best[0]["tokens_per_s_per_gpu"] is not None else "samples/s"
     panels = [
         (axes[0], per_gpu, f"{unit} per GPU", "Throughput per GPU"),
-        (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / 3600 for b in best],
-         "time to train (hours, failures included)", "Time to train"),
+        (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / 86400 for b in best],
+         "time to train (days, failures included; log scale)", "Time to train"),
         (axes[2], [b["cost_usd"] for b in best], "cost to train (USD)", "Cost to train"),
     ]
     for ax, ys, ylabel, title in panels:
@@ -59,13 +60,19 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color="#4C72B0",
                     label="cloud" if ax is axes[2] else None)
-            for x, y, b in pts:
-                ax.annotate(b["plan"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=7, rotation=20)
+            if ax is axes[0]:      # the same plans in every panel: name them once
+                for x, y, b in pts:
+                    ax.annotate(b["plan"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=7,
+                                rotation=20)
         if ax is axes[2]:
             own = [(x, b["on_prem_cost_usd"]) for x, b in zip(xs, best) if b["on_prem_cost_usd"] is not None]
             if own:
                 ax.plot(*zip(*own), marker="s", linestyle="--", color="#55A868", label="on-premises")
             ax.legend(fontsize=8)
+        if ax is axes[1] and any(b["time_to_train_s"] for b in best):
+            ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
+        if ax is axes[2]:
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: _money(v)))
         if xs:
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs, [str(x) for x in xs])
