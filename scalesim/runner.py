@@ -111,6 +111,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
         offload_optimizer=par.offload_optimizer,
+        memory_format=training.memory_format,
     )
     try:
         model_chunks(model, plan.chunks)

@@ -43,7 +43,14 @@ class TrainingSpec(Strict):
     micro_batch: pydantic.PositiveInt = 1
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
-    attention: Literal["auto", "flash", "naive"] = "auto"   # auto: flash in 16-bit/fp8, naive in fp32/tf32
+    # auto: flash in 16-bit/fp8, naive in fp32/tf32. naive: scores materialised by separate eager
+    # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
+    # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES).
+    attention: Literal["auto", "flash", "naive", "fused"] = "auto"
+    # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
+    # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
+    # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.
+    memory_format: Literal["nhwc", "nchw"] = "nhwc"
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None

@@ -8,6 +8,8 @@ unnoticed.
 
 import json
 
+import yaml
+
 from click.testing import CliRunner
 
 from scalesim.cli import main
@@ -38,3 +40,24 @@ def test_only_one_category():
     result = CliRunner().invoke(main, ["validate", "--only", "collective", "--json"])
     report = json.loads(result.output)
     assert {c["category"] for c in report["cases"]} == {"collective"}
+
+
+def test_conv_model_cases_state_the_memory_format_they_ran():
+    # NCHW vs NHWC changes a 16-bit ResNet step by ~1.4-1.6x (cuDNN layout conversions), so a
+    # validation scenario of a conv model must say which one its source used rather than rely on
+    # the default.
+    from scalesim.scenario import load_scenario
+    from scalesim.validation import cases_file
+
+    checked = 0
+    for case in load_cases():
+        if case.scenario is None:
+            continue
+        path = cases_file().parent / case.scenario
+        raw = yaml.safe_load(path.read_text())
+        if str(raw.get("model", "")).startswith("resnet"):
+            assert "memory_format" in raw["training"], case.id
+            scenario, _ = load_scenario(path)
+            assert scenario.training.memory_format in ("nhwc", "nchw")
+            checked += 1
+    assert checked >= 8

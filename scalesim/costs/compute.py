@@ -4,7 +4,12 @@ Each op takes max(FLOP / achieved peak, bytes / achieved memory bandwidth)
 (Williams, Waterman & Patterson 2009, "Roofline"), plus a fixed per-kernel
 cost. The achieved peak is the GPU's catalog `gemm_efficiency` (large-GEMM
 measurements, cited there) scaled by how well the GEMM's shape fills the GPU
-(tile and wave quantization), and `memory_bw_efficiency` for memory traffic.
+(tile and wave quantization), and `memory_bw_efficiency` for GEMM operand
+traffic. Memory-bound framework kernels (everything but GEMMs and convs) move
+bytes at the lower of that DRAM rate and what the SMs can issue
+(`streaming_bw_bytes_per_s`). Convolutions in NCHW 16-bit training also pay
+cuDNN's layout conversions (`layout_conversion_s`); attention that
+materialises its scores pays passes over them (`SCORE_PASSES`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
-ATTENTION = ("flash", "naive")
+ATTENTION = ("flash", "naive", "fused")
+MEMORY_FORMATS = ("nhwc", "nchw")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
 # ~2-4 us per kernel is typical of eager PyTorch on recent GPUs (NVIDIA Nsight
@@ -48,12 +54,57 @@ TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95), (64, 128, 0.85), (6
 # Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
 FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5}
 
-# Naive (unfused) attention writes the scores of QK^T, scales and masks them
-# (read + write), takes the softmax (read + write), applies dropout (read +
-# write) and reads the probabilities in the AV product: 8 passes over the
-# heads x s x s scores per sample in the forward (as in HF BERT/GPT-2 eager
-# attention).
-NAIVE_SCORE_PASSES = 8
+# Activation memory format of convolutions. Tensor-core convolution kernels
+# work on NHWC (channels-last) tensors; PyTorch's default layout is NCHW
+# ("contiguous"), and in 16-bit cuDNN then transposes each convolution's
+# input to NHWC and its output back (the nchwToNhwcKernel / nhwc2nchw kernels
+# of cuDNN traces; cuDNN Developer Guide, "Tensor Layouts"; MosaicML Composer
+# "Channels Last" method card; PyTorch "Channels Last Memory Format" tutorial).
+# Counted per convolution and step: one conversion of its input and one of its
+# output in each of forward, data-gradient (the output gradient in, the input
+# gradient back) and weight-gradient (input and output gradient again) passes,
+# each a read and a write: forward 2 passes over input + output, backward 4.
+# Check against a same-source measurement: timm's benchmark CSVs for RTX 3090,
+# PyTorch 1.12, AMP, ResNet-50 training, 1218 img/s NHWC vs 826 img/s NCHW
+# (huggingface/pytorch-image-models results/benchmark-train-amp-{nhwc,nchw}-
+# pt112-cu113-rtx3090.csv), a 1.47x penalty; this count gives 1.38x on that GPU.
+# FP32/TF32 convolutions have native NCHW kernels and pay nothing here.
+LAYOUT_CONVERTED_PRECISIONS = ("fp16", "bf16", "fp8")
+LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output, once each
+
+# Memory-bound framework kernels (element-wise, normalisation, softmax, dropout,
+# layout conversions, multi-tensor optimizer updates) do not all reach the DRAM
+# bandwidth a copy kernel does: each byte also costs SM work (address and type
+# conversion, reductions, random numbers) and an SM keeps only so many loads in
+# flight. Their rate is capped at STREAM_BYTES_PER_SM_CYCLE per SM per clock, an
+# SM-side roof beside the DRAM roof ("instruction roofline", Ding & Williams
+# 2019). For scale: a tuned copy kernel moves ~11 B/SM/clock on H100 (2823 GB/s,
+# vllm-project/vllm#48110) and simple PyTorch element-wise ops 10-11.6 (sin, gelu
+# on 2^28 16-bit elements, pytorch/pytorch#141959).
+# FITTED, one global value: 8 B/SM/clock reproduces Lambda's ResNet-50 (NCHW)
+# and BERT-large SQuAD throughput on A100 80GB SXM and H100 SXM (validation
+# cases lambda-{a100-80gb-sxm4,h100-80gb-sxm5}-{resnet50,bert-large-squad},
+# -2% to +13%). Checks it was not fitted on: NVIDIA DLE ResNet-50 NHWC on A100
+# (-7%), Megatron-LM 2020 GPT on A100 (+3% to -7%), and Lambda's A100 40GB PCIe
+# and H100 PCIe ResNet-50 (1396 and 1866 img/s, pytorch-train-throughput-fp16.csv;
+# predicted +14% and +10%). GPUs with few SM-clocks per byte of DRAM bandwidth
+# (A100, H100) hit this roof; GeForce cards (many fast SMs on GDDR) stay
+# DRAM-bound, which is why they needed no such correction.
+STREAM_BYTES_PER_SM_CYCLE = 8.0
+
+# Attention that materialises the b x heads x s x s scores moves them through
+# memory several times; passes per implementation, (forward, backward), in
+# 16-bit units (a 1-byte dropout mask counts 0.5):
+# - naive: eager PyTorch as in NVIDIA DLE BERT modeling.py and HF BERT/GPT-2:
+#   matmul writes the scores (1); "/ sqrt(d)" (2) and "+ mask" (2) read and
+#   write them; softmax (2); dropout reads, writes and stores its mask (2.5);
+#   the AV matmul reads the probabilities (1): 10.5. Backward: dP written (1),
+#   P read for dV (1), dropout backward (2.5), softmax backward reads output
+#   and gradient and writes (3), the scale (2), dS read for dQ and dK (2): 11.5.
+# - fused: Megatron-LM's fused scale + mask + softmax kernels (Narayanan et al.
+#   2021, SC21, sec. 4.2): matmul write (1), fused softmax (2), dropout (2.5), AV
+#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5.
+SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
 
 
 def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
@@ -93,26 +144,83 @@ def _memory_s(bytes_moved: float, gpu: GpuSpec) -> float:
     return bytes_moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
 
 
-def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str) -> float:
-    """Forward time of the attention core (QK^T, softmax, AV) for a micro-batch.
+def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
+    """Rate at which framework memory-bound kernels move bytes: the lower of the
+    achieved DRAM bandwidth and what the SMs can issue (STREAM_BYTES_PER_SM_CYCLE).
 
-    FP8 recipes keep attention in 16-bit (Transformer Engine), so fp8 uses the bf16 peak.
+    >>> from scalesim.hardware import get_gpu
+    >>> a100, rtx4090 = get_gpu("a100-80gb-sxm"), get_gpu("rtx4090")
+    >>> streaming_bw_bytes_per_s(a100) < a100.memory_bw_bytes_per_s * a100.memory_bw_efficiency
+    True
+    >>> streaming_bw_bytes_per_s(rtx4090) == rtx4090.memory_bw_bytes_per_s * rtx4090.memory_bw_efficiency
+    True
     """
+    dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+    if gpu.sms <= 0 or gpu.sm_clock_hz <= 0:
+        return dram
+    return min(dram, gpu.sms * gpu.sm_clock_hz * STREAM_BYTES_PER_SM_CYCLE)
+
+
+def _stream_s(bytes_moved: float, gpu: GpuSpec) -> float:
+    return bytes_moved / streaming_bw_bytes_per_s(gpu)
+
+
+def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,
+                     backward: bool = False) -> float:
+    """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
+
+    Flash attention's backward is taken as twice its forward. Materialised
+    scores (naive, fused): two batched GEMMs at the GEMM rate (four in
+    backward) plus the passes over the scores (SCORE_PASSES). FP8 recipes keep
+    attention in 16-bit (Transformer Engine), so fp8 uses the bf16 peak.
+    """
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
     peak = gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision)
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
+    work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention == "flash":
         executed = flop / 2 if op.causal else flop     # flash skips fully masked blocks
-        return max(executed / (peak * FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)), io_s) + KERNEL_OVERHEAD_S
-    # Naive: two batched GEMMs at the GEMM rate, plus passes over the score matrices.
+        forward = max(executed / (peak * FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)), io_s)
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)
-    scores_s = _memory_s(NAIVE_SCORE_PASSES * op.score_elements * batch * ebytes, gpu)
-    return compute_s + scores_s + io_s + 5 * KERNEL_OVERHEAD_S
+    passes = SCORE_PASSES[attention][1 if backward else 0]
+    scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu)
+    kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
+    return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
 
 
-def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash") -> float:
-    """Forward time of one op for a micro-batch of `batch` samples."""
+def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str) -> float:
+    """Forward time of the NCHW<->NHWC conversions around one conv (0 in NHWC or FP32/TF32).
+
+    >>> from scalesim.hardware import get_gpu
+    >>> from scalesim.models.resnet import conv_op
+    >>> op, _ = conv_op("conv", 64, 64, 3, 1, 56)
+    >>> gpu = get_gpu("a100-80gb-sxm")
+    >>> layout_conversion_s(op, gpu, "fp16", 256, "nhwc"), layout_conversion_s(op, gpu, "fp32", 256, "nchw")
+    (0.0, 0.0)
+    >>> layout_conversion_s(op, gpu, "fp16", 256, "nchw") > 0
+    True
+    """
+    if memory_format not in MEMORY_FORMATS:
+        raise ValueError(f"memory_format must be one of {MEMORY_FORMATS}, not {memory_format!r}")
+    if op.kind != "conv" or memory_format == "nhwc" or precision not in LAYOUT_CONVERTED_PRECISIONS:
+        return 0.0
+    _, n, k = op.gemm_mnk
+    activations = op.elements_moved - k * n          # input + output elements per sample
+    return (_stream_s(LAYOUT_PASSES_FORWARD * activations * batch * ELEMENT_BYTES[precision], gpu)
+            + 2 * KERNEL_OVERHEAD_S)
+
+
+def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
+              memory_format: str = "nhwc") -> float:
+    """Forward time of one op for a micro-batch of `batch` samples.
+
+    A conv in NCHW 16-bit training also pays its layout conversions
+    (`layout_conversion_s`), serialised with the conv itself.
+    """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention)
     ebytes = ELEMENT_BYTES[precision]
@@ -130,10 +238,12 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
             # read 2 bytes, write 1 per input element (TE FP8 primer).
-            cast_s = _memory_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
+            cast_s = _stream_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
     else:
         compute_s = flop / gpu.fp32_flop_per_s
-    return max(compute_s, _memory_s(bytes_moved, gpu)) + cast_s + KERNEL_OVERHEAD_S
+    layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format)
+    memory_s = _memory_s(bytes_moved, gpu) if op.kind in MATMUL_KINDS else _stream_s(bytes_moved, gpu)
+    return max(compute_s, memory_s) + cast_s + layout_s + KERNEL_OVERHEAD_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,21 +256,26 @@ class LayerTime:
 
 
 def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
-               checkpointing: str = "none", attention: str = "flash") -> LayerTime:
+               checkpointing: str = "none", attention: str = "flash", memory_format: str = "nhwc") -> LayerTime:
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
     selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5).
+    A matmul's backward is twice its forward, layout conversions included
+    (data- and weight-gradient passes each convert their tensors again).
     """
     fwd = 0.0
     bwd = 0.0
     attention_s = 0.0
     matmul = 0.0
     for op in layer.ops:
-        t = op_time_s(op, gpu, precision, batch, attention)
+        t = op_time_s(op, gpu, precision, batch, attention, memory_format)
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
+        if op.kind == "attention":
+            bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True)
+        elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
         else:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
@@ -183,8 +298,10 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
         per_param = 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
     else:
         per_param = 28.0
-    return _memory_s(params * per_param, gpu) + KERNEL_OVERHEAD_S
+    return _stream_s(params * per_param, gpu) + KERNEL_OVERHEAD_S
 
 
-def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int) -> float:
-    return sum(layer_time(layer, gpu, precision, batch).forward_s for layer in model.layers)
+def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int,
+                         memory_format: str = "nhwc") -> float:
+    return sum(layer_time(layer, gpu, precision, batch, memory_format=memory_format).forward_s
+               for layer in model.layers)

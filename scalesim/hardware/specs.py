@@ -43,6 +43,7 @@ class GpuSpec:
     source: tuple[str, ...]
     sms: int = 0                   # streaming multiprocessors (GEMM wave quantization)
     fp8_gemm_efficiency: float | None = None   # achieved fraction of the FP8 peak [gemm_efficiency]
+    sm_clock_hz: float = 0.0       # SM boost clock (datasheet); 0 where unknown
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

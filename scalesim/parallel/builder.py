@@ -61,6 +61,7 @@ class ParallelPlan:
     bucket_bytes: float = 25 * 2**20
     overlap_grad_reduce: bool = True
     offload_optimizer: bool = False
+    memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
 
     @property
     def chunks_per_stage(self) -> int:
@@ -114,7 +115,7 @@ class StepBuilder:
                 block = local.kind == "transformer_block"
                 halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
                 parts = tuple(layer_time(h, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                                         plan.attention) for h in halves)
+                                         plan.attention, plan.memory_format) for h in halves)
                 work.append(_LayerWork(local, parts, block and len(halves) == 2))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]

@@ -5,8 +5,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scalesim.costs.compute import (KERNEL_OVERHEAD_S, attention_time_s, gemm_shape_efficiency, layer_time,
-                                     op_time_s, optimizer_time_s)
+from dataclasses import replace
+
+from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, STREAM_BYTES_PER_SM_CYCLE, attention_time_s,
+                                     gemm_shape_efficiency, layer_time, layout_conversion_s, op_time_s,
+                                     optimizer_time_s, streaming_bw_bytes_per_s)
 from scalesim.hardware import get_gpu
 from scalesim.models.spec import LayerSpec, OpSpec
 
@@ -60,10 +63,53 @@ def test_geforce_bf16_training_runs_at_half_the_fp16_accumulate_rate():
     assert get_gpu("rtx4090").bf16_flop_per_s == pytest.approx(330.3e12 / 2, rel=0.001)
 
 
-def test_an_elementwise_op_runs_at_achieved_memory_bandwidth():
+def test_an_elementwise_op_runs_at_the_streaming_rate():
     op = OpSpec("add", "elementwise", 1e6, 3e8, None)
     t = op_time_s(op, H100, "bf16", 2) - KERNEL_OVERHEAD_S
-    assert t == pytest.approx(2 * 3e8 * 2 / (H100.memory_bw_bytes_per_s * H100.memory_bw_efficiency))
+    assert t == pytest.approx(2 * 3e8 * 2 / streaming_bw_bytes_per_s(H100))
+
+
+@pytest.mark.parametrize("name", ["rtx3090", "rtx4090", "l40s", "a100-40gb-pcie", "a100-80gb-sxm", "h100-pcie",
+                                  "h100-sxm", "h200-sxm", "b200", "rtx5090"])
+def test_streaming_is_capped_by_dram_and_by_what_the_sms_issue(name):
+    gpu = get_gpu(name)
+    dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+    sm_side = gpu.sms * gpu.sm_clock_hz * STREAM_BYTES_PER_SM_CYCLE
+    assert gpu.sms > 0 and gpu.sm_clock_hz > 0
+    assert streaming_bw_bytes_per_s(gpu) == pytest.approx(min(dram, sm_side))
+
+
+def test_the_sm_clock_in_the_catalog_matches_the_fp32_peak():
+    # FP32 peak = 2 FLOP x FP32 lanes per SM x SMs x clock; lanes are 64 on GA100, 128 on the others.
+    for name in ("rtx3090", "rtx4090", "l40s", "a100-80gb-sxm", "h100-pcie", "h100-sxm"):
+        gpu = get_gpu(name)
+        lanes = gpu.fp32_flop_per_s / (2 * gpu.sms * gpu.sm_clock_hz)
+        assert lanes == pytest.approx(64 if name.startswith("a100") else 128, rel=0.01)
+
+
+def test_more_sm_clocks_never_slow_streaming_and_without_a_clock_dram_rules():
+    faster = replace(H100, sm_clock_hz=2 * H100.sm_clock_hz)
+    assert streaming_bw_bytes_per_s(faster) >= streaming_bw_bytes_per_s(H100)
+    unknown = replace(H100, sm_clock_hz=0.0)
+    assert streaming_bw_bytes_per_s(unknown) == H100.memory_bw_bytes_per_s * H100.memory_bw_efficiency
+
+
+def test_geforce_cards_stream_at_dram_speed_and_hbm_parts_at_the_sm_roof():
+    # GeForce parts have many fast SMs per byte of GDDR bandwidth; A100/H100 have few per byte of HBM.
+    for name in ("rtx3090", "rtx4090"):
+        gpu = get_gpu(name)
+        assert streaming_bw_bytes_per_s(gpu) == gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+    for name in ("a100-80gb-sxm", "h100-sxm"):
+        gpu = get_gpu(name)
+        assert streaming_bw_bytes_per_s(gpu) < gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+
+
+def test_gemm_operands_are_not_capped_by_the_streaming_roof():
+    # A skinny GEMM is memory-bound at the DRAM rate (TMA/cp.async tiles), unlike element-wise kernels.
+    op = gemm(1, 16384, 16384)
+    A100 = get_gpu("a100-80gb-sxm")
+    t = op_time_s(op, A100, "bf16", 1) - KERNEL_OVERHEAD_S
+    assert t == pytest.approx((16384 * 16384 + 2 * 16384) * 2 / (A100.memory_bw_bytes_per_s * A100.memory_bw_efficiency))
 
 
 def test_a_skinny_gemm_is_memory_bound():
@@ -93,4 +139,76 @@ def test_recompute_adds_the_forward_under_full_checkpointing():
 def test_optimizer_step_is_memory_bound_streaming():
     params = 1e9
     t = optimizer_time_s(params, H100, "bf16") - KERNEL_OVERHEAD_S
-    assert t == pytest.approx(params * 28 / (H100.memory_bw_bytes_per_s * H100.memory_bw_efficiency))
+    assert t == pytest.approx(params * 28 / streaming_bw_bytes_per_s(H100))
+
+
+# --------------------------------------------------------------- attention with materialised scores
+
+def test_fused_softmax_attention_sits_between_flash_and_naive():
+    op = attention_op(s=2048, heads=16, d=128)
+    for backward in (False, True):
+        flash, fused, naive = (attention_time_s(op, H100, "bf16", 2, a, backward=backward)
+                               for a in ("flash", "fused", "naive"))
+        assert flash < fused < naive
+
+
+def test_materialised_attention_time_grows_with_the_score_passes():
+    op = attention_op(s=2048, heads=16, d=128)
+    fwd, bwd = SCORE_PASSES["naive"]
+    extra_fwd = attention_time_s(op, H100, "bf16", 1, "naive") - attention_time_s(op, H100, "bf16", 1, "fused")
+    extra_bwd = (attention_time_s(op, H100, "bf16", 1, "naive", backward=True)
+                 - attention_time_s(op, H100, "bf16", 1, "fused", backward=True))
+    per_pass = op.score_elements * 2 / streaming_bw_bytes_per_s(H100)
+    assert extra_fwd == pytest.approx((fwd - SCORE_PASSES["fused"][0]) * per_pass + 2 * KERNEL_OVERHEAD_S)
+    assert extra_bwd == pytest.approx((bwd - SCORE_PASSES["fused"][1]) * per_pass + KERNEL_OVERHEAD_S)
+
+
+def test_attention_backward_counts_twice_the_matmul_work():
+    op = attention_op(s=256, heads=8, d=128)      # tiny scores: the GEMMs dominate
+    fwd = attention_time_s(op, H100, "bf16", 64, "flash") - KERNEL_OVERHEAD_S
+    bwd = attention_time_s(op, H100, "bf16", 64, "flash", backward=True) - 2 * KERNEL_OVERHEAD_S
+    assert bwd == pytest.approx(2 * fwd)
+
+
+def test_unknown_attention_is_refused():
+    with pytest.raises(ValueError):
+        attention_time_s(attention_op(), H100, "bf16", 1, "sparse")
+
+
+# --------------------------------------------------------------- conv memory format
+
+def conv(cin, cout, kernel, size, stride=1):
+    from scalesim.models.resnet import conv_op
+    return conv_op("c", cin, cout, kernel, stride, size)[0]
+
+
+def test_nchw_convs_in_16_bit_pay_three_layout_conversions_of_input_and_output():
+    op = conv(256, 64, 1, 56)
+    layer = LayerSpec("block", "conv_block", 0, (op,), 0.0)
+    A100 = get_gpu("a100-80gb-sxm")
+    nhwc = layer_time(layer, A100, "fp16", 64, memory_format="nhwc")
+    nchw = layer_time(layer, A100, "fp16", 64, memory_format="nchw")
+    _, n, k = op.gemm_mnk
+    activations = (op.elements_moved - k * n) * 64 * 2        # input + output bytes of the micro-batch
+    conversion = 2 * activations / streaming_bw_bytes_per_s(A100) + 2 * KERNEL_OVERHEAD_S   # read + write each
+    assert nchw.forward_s - nhwc.forward_s == pytest.approx(conversion)
+    # data- and weight-gradient passes convert their tensors again: twice the forward's conversions
+    assert nchw.backward_s - nhwc.backward_s == pytest.approx(2 * conversion)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_fp32_and_tf32_convs_do_not_convert_layouts(precision):
+    op = conv(64, 64, 3, 56)
+    A100 = get_gpu("a100-80gb-sxm")
+    assert layout_conversion_s(op, A100, precision, 32, "nchw") == 0
+    assert op_time_s(op, A100, precision, 32, memory_format="nchw") == op_time_s(op, A100, precision, 32)
+
+
+def test_memory_format_leaves_transformers_alone():
+    layer = LayerSpec("l", "transformer_block", 0, (gemm(4096, 4096, 4096), attention_op(s=1024)), 0.0)
+    assert layer_time(layer, H100, "bf16", 2, memory_format="nchw") == layer_time(layer, H100, "bf16", 2)
+
+
+def test_unknown_memory_format_is_refused():
+    with pytest.raises(ValueError):
+        layout_conversion_s(conv(64, 64, 3, 56), H100, "bf16", 1, "chwn")
