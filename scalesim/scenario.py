@@ -147,10 +147,14 @@ class Scenario(Strict):
     source: list[str] = []
 
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
-        """A copy with some keys of some sections replaced (for scaling and sweeps)."""
+        """A copy with some keys of some sections replaced (for scaling and sweeps).
+
+        `model` is replaced whole: a zoo name or another inline definition never
+        inherits keys of the model it replaces.
+        """
         data = self.model_dump()
         for section, changes in sections.items():
-            if isinstance(data.get(section), dict):
+            if section != "model" and isinstance(data.get(section), dict) and isinstance(changes, dict):
                 data[section] = {**data[section], **changes}
             else:
                 data[section] = changes
