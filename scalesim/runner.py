@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalesim.costs.compute import ELEMENT_BYTES
 from scalesim.costs.economics import training_economics
 from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
 from scalesim.engine import Timeline, simulate
@@ -69,6 +70,20 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
                   f"dp x micro_batch ({dp} x {training.micro_batch} = {per_step})")
 
 
+def autocast_style(precision: str, par) -> bool:
+    """Plain data parallelism in 16-bit or fp8 is taken to be PyTorch autocast: fp32 weights and gradients."""
+    return precision in ("fp16", "bf16", "fp8") and par.zero == 0 and par.tp == par.pp == par.cp == 1
+
+
+def grad_reduce_dtype(precision: str, par) -> str:
+    """The scenario's gradient reduction precision, `auto` resolved (see ParallelSpec)."""
+    if par.grad_reduce_dtype != "auto":
+        return par.grad_reduce_dtype
+    if precision in ("fp32", "tf32") or autocast_style(precision, par):
+        return "fp32"
+    return "bf16" if precision == "fp8" else precision
+
+
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None) -> Setup:
     """Resolve catalog names and check the parallel plan; `gpus` overrides the count (dp follows)."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
@@ -112,6 +127,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         overlap_grad_reduce=par.overlap_grad_reduce,
         offload_optimizer=par.offload_optimizer,
         memory_format=training.memory_format,
+        grad_reduce_dtype=grad_reduce_dtype(training.precision, par),
+        fp32_weights=autocast_style(training.precision, par),
     )
     try:
         model_chunks(model, plan.chunks)
@@ -149,7 +166,9 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
         memory = training_memory(layers, micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
                                  optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
                                  flash_attention=plan.attention == "flash", boundary_bytes_per_sample=boundary,
-                                 zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer)
+                                 zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
+                                 fp32_weights=plan.fp32_weights,
+                                 grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype])
         if worst is None or memory.total > worst.total:
             worst = memory
     return worst

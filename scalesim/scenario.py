@@ -83,6 +83,10 @@ class ParallelSpec(Strict):
     sequence_parallel: bool = False
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
+    # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
+    # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
+    # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("order")

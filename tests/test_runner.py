@@ -111,3 +111,34 @@ def test_run_writes_labelled_plots(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "timeline.png").stat().st_size > 10_000
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
+
+
+def _grad_bytes_and_memory(scenario):
+    from scalesim.parallel.builder import build_program
+    from scalesim.program import CollectiveTask
+    from scalesim.runner import memory_of, prepare
+    setup = prepare(scenario)
+    program = build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric=True)
+    sent = sum(t.plan.size_bytes for t in program.tasks[0]
+               if isinstance(t, CollectiveTask) and t.key.startswith("grad/"))
+    return sent, memory_of(setup)
+
+
+def test_plain_ddp_in_bf16_reduces_fp32_gradients_as_pytorch_autocast_does():
+    scenario, _ = load("8x4090-ddp")
+    auto, memory = _grad_bytes_and_memory(scenario)
+    sixteen, _ = _grad_bytes_and_memory(scenario.with_changes(parallel={"grad_reduce_dtype": "bf16"}))
+    assert auto == pytest.approx(2 * sixteen)
+    # fp32 weights and gradients updated in place, Adam's two fp32 moments, fp32 DDP buckets
+    params = memory.weights / 4
+    assert (memory.gradients, memory.optimizer, memory.grad_buckets) == pytest.approx((4 * params, 8 * params, 4 * params))
+
+
+def test_megatron_style_plans_keep_16_bit_gradients():
+    scenario, _ = load("8xa100-ddp")
+    tensor_parallel = scenario.with_changes(parallel={"tp": 2, "dp": 4})
+    auto, memory = _grad_bytes_and_memory(tensor_parallel)
+    fp32, _ = _grad_bytes_and_memory(tensor_parallel.with_changes(parallel={"grad_reduce_dtype": "fp32"}))
+    assert fp32 == pytest.approx(2 * auto)
+    params = memory.weights / 2
+    assert memory.optimizer == pytest.approx(12 * params)      # fp32 master + two moments

@@ -91,7 +91,8 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
 
 def training_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
-                    zero: int = 0, shards: int = 1, offload_optimizer: bool = False) -> MemoryBreakdown:
+                    zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
+                    fp32_weights: bool = False, grad_reduce_bytes: float | None = None) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -99,17 +100,23 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     gradients, stage 3 also the weights (plus two layers gathered at a time,
     FSDP's default limit on in-flight all-gathers). Without ZeRO and with more
     than one replica, PyTorch DDP copies gradients into flat bucket buffers
-    (gradient_as_bucket_view=False by default): one more gradient-sized buffer.
+    (gradient_as_bucket_view=False by default): one more gradient-sized buffer,
+    of the reduction's precision (`grad_reduce_bytes` per parameter).
+    fp32_weights: mixed precision as PyTorch autocast does it -- fp32 weights
+    and gradients updated in place, no separate master copy -- instead of
+    16-bit weights and gradients with fp32 masters (Megatron, DeepSpeed).
     """
     params = float(sum(layer.params for layer in layers))
     w, g, o = state_bytes_per_param(precision, optimizer)
+    if fp32_weights and w < 4:
+        w, g, o = 4.0, 4.0, o - 4.0
     weights = params * w / (shards if zero >= 3 else 1)
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
     grads = params * g / (shards if zero >= 2 else 1)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else params * o / (shards if zero >= 1 else 1)
-    buckets = params * g if (zero == 0 and shards > 1) else 0.0
+    buckets = params * (grad_reduce_bytes or g) if (zero == 0 and shards > 1) else 0.0
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight)
     live = weights + grads + opt + buckets + acts

@@ -62,6 +62,8 @@ class ParallelPlan:
     overlap_grad_reduce: bool = True
     offload_optimizer: bool = False
     memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
+    grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
+    fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
 
     @property
     def chunks_per_stage(self) -> int:
@@ -127,6 +129,8 @@ class StepBuilder:
         kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
         _, self.grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
+        if plan.grad_reduce_dtype is not None:
+            self.grad_bytes_per_param = ELEMENT_BYTES[plan.grad_reduce_dtype]
         self.weight_bytes_per_param = ebytes
 
     # ------------------------------------------------------------------ helpers
