@@ -409,28 +409,59 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every fitting plan (default: skip plans a lower ZeRO stage and lighter recompute beat).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for sweep.csv, sweep.json and best.png [plots/sweep/<scenario file name>/].")
+              help="Directory for sweep.csv, sweep.json, points.jsonl and best.png "
+                   "[plots/sweep/<scenario file name>/].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole sweep as JSON on stdout.")
 @click.option("--plots/--no-plots", default=True, help="Draw the best plan per GPU count.")
+@click.option("--executor", "executor_name", default="local", show_default=True, metavar="local|dask-local|dask://HOST:PORT",
+              help="Where the simulations run: local (a process pool on this machine), dask-local (a Dask "
+                   "LocalCluster started for this run) or dask://HOST:PORT (a running Dask scheduler, whose "
+                   "workers need scalesim installed and the files the scenario names). "
+                   "Dask needs: pip install 'scalesim[dask]'. Results are the same on every executor.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes for local and dask-local [the CPU count]; 1 runs in this process "
+                   "(for debuggers). A dask:// cluster has its own.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted sweep: plans already simulated in <out>/points.jsonl (same scenario "
+                   "and plan) are reused, not simulated again; failed ones are retried.")
+@click.option("--force", is_flag=True, help="Start over: discard an existing <out>/points.jsonl.")
 @friendly_errors
-def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots) -> None:
+def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots, executor_name, workers,
+          resume, force) -> None:
     """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
 
     The cluster grows by whole nodes of the scenario's node design; without
     cluster.fabric the nodes are joined by the design's own NICs (said in
     the output). The global batch stays the scenario's. Plans the simulator
-    cannot run are listed as not available with the reason, never as best.
+    cannot run are listed as not available with the reason, never as best;
+    a plan that raises an unexpected error is listed as failed with it.
+
+    Each simulated plan is appended to <out>/points.jsonl as it finishes. An
+    existing points file is never overwritten silently: give --resume to
+    continue that sweep (Ctrl-C is safe) or --force to start over.
     """
+    from scalesim.executors import parse_executor
+    from scalesim.points_file import NAME, PointsFile
     from scalesim.report.sweep import best_plan_plot, sweep_table
     from scalesim.scenario import load_scenario
     from scalesim.sweep import parse_counts, run_sweep, write_outputs
 
     counts = parse_counts(gpu_counts)
+    executor = parse_executor(executor_name, workers)
     scenario, file = load_scenario(scenario_file)
-    result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
-                       progress=_progress(as_json))
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
+    with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, _stop_on_sigterm():
+        try:
+            result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
+                               progress=_sweep_progress(as_json), executor=executor, points_file=points)
+        except KeyboardInterrupt:
+            click.echo(f"interrupted: the plans simulated so far are in {points.path}; "
+                       "run the same command with --resume to continue", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+    if points.reused and not as_json:
+        click.echo(f"resumed: {points.reused} plans reused from {points.path}", err=True)
     files = write_outputs(result, directory)
+    files["points"] = points.path
     if plots:
         files["plot"] = best_plan_plot(result, directory / "best.png")
     if as_json:
@@ -440,6 +471,53 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     for note in result["notes"]:
         click.echo(f"note: {note}")
     click.echo("results: " + ", ".join(str(p) for p in files.values()))
+
+
+EXIT_INTERRUPTED = 130          # 128 + SIGINT, as shells report Ctrl-C
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """A job scheduler's SIGTERM stops the sweep like Ctrl-C: workers stopped, points file kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _sweep_progress(disabled: bool):
+    """A rich progress bar on stderr: plans done of all, plans per second, time left (off when piped
+    or printing JSON)."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("- plans/s" if speed is None else f"{speed:.2f} plans/s", style="progress.data.speed")
+
+    def wrap(items, description: str, total: int):
+        if disabled or not err_console.is_terminal or total == 0:
+            yield from items
+            return
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      RateColumn(), TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(),
+                      TextColumn("left"),
+                      console=err_console) as bar:
+            yield from bar.track(items, total=total, description=description)
+    return wrap
 
 
 if __name__ == "__main__":

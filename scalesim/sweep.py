@@ -18,8 +18,9 @@ of two up to the layer count), dp the rest, ZeRO 0-3 (only 0 with dp = 1),
 micro-batches (powers of two dividing the per-replica batch, up to 64) and
 recompute none | selective | full. Context parallelism stays the scenario's.
 
-Evaluation is two point -> row functions, run in order (deterministic), so
-an executor can map them later:
+Evaluation is two point -> row functions; neither ever raises (an
+unexpected exception becomes a `failed` row with its type, message and where
+it was raised), so one bad plan never loses the others:
 
 1. `check_point`: build the plan and its memory (no simulation). A plan the
    simulator refuses raises InputError: recorded as `not_available` with the
@@ -27,7 +28,12 @@ an executor can map them later:
    so is, without a check, any plan of the same split that needs at least as
    much memory (a micro-batch no smaller, recompute no heavier, ZeRO stage no
    higher).
-2. `evaluate_point`: simulate one step and cost the run.
+2. `evaluate_point`: simulate one step and cost the run. This is the
+   expensive part: it runs on an executor (scalesim/executors.py: this
+   process, a process pool or a Dask cluster) and each row is written to the
+   points file as it finishes (scalesim/points_file.py), so `--resume` skips
+   the plans already simulated. Rows are ordered by point, never by
+   completion: every executor gives the same output, byte for byte.
 
 Between the two, a fitting plan is `dominated` (not simulated) when
 
@@ -44,6 +50,9 @@ Between the two, a fitting plan is `dominated` (not simulated) when
   while a smaller micro-batch with enough of them fits.
 
 Heuristics, documented as such; `exhaustive` turns the pruning off.
+
+Statuses: ok, dominated, does_not_fit, not_available, and failed (an
+unexpected exception: a bug to report, never a property of the plan).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,7 +68,9 @@ from pathlib import Path
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
+from scalesim.points_file import PointsFile
 from scalesim.runner import memory_of, prepare, run
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
@@ -68,7 +80,8 @@ RECOMPUTE_MEMORY = ("full", "selective", "none")       # least activation memory
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_MICRO_BATCH = 64
 PIPELINE_MICRO_BATCHES = 8     # per stage: beyond this many micro-batches the 1F1B bubble is <= 1/9
-STATUSES = ("ok", "dominated", "does_not_fit", "not_available")
+STATUSES = ("ok", "dominated", "does_not_fit", "not_available", "failed")
+IN_PROCESS = ExecutorSpec("local", 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +211,13 @@ def _why(exc: Exception) -> str:
     return f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
 
 
+def _failure(exc: BaseException) -> str:
+    """'Type: message (at file.py:line)' of an unexpected exception: the same on every executor."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
 def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None) -> dict:
     """Can the plan run, and does it fit? No simulation."""
     try:
@@ -205,6 +225,8 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
         memory = memory_of(setup)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
+    except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
+        return _row(point, "failed", _failure(exc))
     capacity = setup.gpu.memory_bytes
     nodes = setup.scenario.cluster.nodes
     if memory.total > capacity:
@@ -222,6 +244,8 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, gr
         result = run(scenario, file, baseline=False)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
+    except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
+        return _row(point, "failed", _failure(exc))
     on_prem = (result.economics.get("on_prem") or {}).get("cost_usd") if result.economics else None
     return _row(point, "ok" if result.fits else "does_not_fit", result.reason,
                 nodes=scenario.cluster.nodes, memory_per_gpu_bytes=result.memory_per_gpu_bytes,
@@ -334,8 +358,13 @@ def best_rows(rows: list[dict], rank_by: str) -> dict[int, dict | None]:
 
 
 def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search: bool = False,
-              rank_by: str = "time", exhaustive: bool = False, progress: Progress = _plain) -> dict:
-    """Evaluate the sweep; returns {"rows", "best", "notes", "rank_by", ...} (all JSON-able)."""
+              rank_by: str = "time", exhaustive: bool = False, progress: Progress = _plain,
+              executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None) -> dict:
+    """Evaluate the sweep; returns {"rows", "best", "notes", "rank_by", ...} (all JSON-able).
+
+    Simulations run on `executor` (opened only when there is something to simulate); each
+    finished row goes to `points_file`, and plans it already holds are not simulated again.
+    """
     if rank_by not in ("time", "cost"):
         raise InputError(f"unknown ranking '{rank_by}'; allowed: time, cost", key="--rank")
     notes: list[str] = []
@@ -359,9 +388,8 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
     if search and not exhaustive:
         mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
-    to_simulate = [p for p in points if by_point[p]["status"] == "ok"]
-    for p in progress(to_simulate, "simulating", len(to_simulate)):
-        by_point[p] = evaluate_point(p, base, file, grown[p.gpus])
+    by_point.update(simulate_points([p for p in points if by_point[p]["status"] == "ok"], base, file, grown,
+                                    executor, points_file, progress))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     best = best_rows(rows, rank_by)
@@ -371,6 +399,35 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
             "summary": {g: {s: sum(1 for r in rows if r["gpus"] == g and r["status"] == s) for s in STATUSES}
                         for g in gpu_counts},
             "rows": rows}
+
+
+def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
+                    executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
+                    progress: Progress = _plain) -> dict[PlanPoint, dict]:
+    """`evaluate_point` of each point on the executor (rows of the points file reused), by point."""
+    rows: dict[PlanPoint, dict] = {}
+    for p in points:
+        earlier = points_file.finished(asdict(p)) if points_file is not None else None
+        if earlier is not None:
+            rows[p] = earlier
+    pending = sorted((p for p in points if p not in rows), key=lambda p: -_work_estimate(p, base))
+    if not pending:
+        return rows
+    payloads = [(p, base, file, grown.get(p.gpus)) for p in pending]     # ~3 kB each
+    with open_pool(executor) as pool:
+        for i, row in progress(completed(pool, evaluate_point, payloads), "simulating", len(pending)):
+            if isinstance(row, Exception):            # the task itself was lost (a worker died, ...)
+                row = _row(pending[i], "failed", _failure(row))
+            rows[pending[i]] = row
+            if points_file is not None:
+                points_file.write(row)
+    return rows
+
+
+def _work_estimate(point: PlanPoint, base: Scenario) -> int:
+    """Micro-batches x pipeline stages: a proxy of simulation time, so the longest go first and the
+    workers finish together."""
+    return max(1, base.training.global_batch // (point.dp * point.micro_batch)) * point.pp
 
 
 def _none_reason(rows: list[dict], gpus: int) -> str:
