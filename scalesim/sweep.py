@@ -70,10 +70,13 @@ import pydantic
 from scalesim.errors import InputError
 from scalesim.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
+from scalesim.parallel.schedules import schedule
+from scalesim.parallel.stages import model_chunks
 from scalesim.points_file import PointsFile
 from scalesim.runner import memory_of, prepare, run
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
+from scalesim.units import format_bytes
 
 RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_MEMORY = ("full", "selective", "none")       # least activation memory first
@@ -146,8 +149,44 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     if grown is None:
         grown, _ = cluster_for(base, point.gpus, file)
     return grown.with_changes(
-        parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero},
+        parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
+                  **_schedule_for(base, point)},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute})
+
+
+INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "
+                             "pp x virtual_stages, micro-batches not a multiple of pp) run 1F1B instead")
+
+
+def _schedule_for(base: Scenario, point: PlanPoint) -> dict:
+    """The scenario's pipeline schedule, or 1F1B where its interleaved schedule cannot run this plan.
+
+    The schedule is part of the recipe, not of the split being searched: a split
+    the interleaved schedule cannot fill is still worth trying the way Megatron
+    would run it without virtual stages.
+    """
+    par = base.parallel
+    if par.pp_schedule != "interleaved":
+        return {}
+    micro_batches = base.training.global_batch // max(1, point.dp * point.micro_batch)
+    try:
+        if point.pp == 1:
+            raise InputError("no pipeline")
+        model_chunks(_model_of(base), point.pp * par.virtual_stages)
+        schedule("interleaved", 0, point.pp, micro_batches, par.virtual_stages)
+    except InputError:
+        return {"pp_schedule": "1f1b", "virtual_stages": 1}
+    return {}
+
+
+_MODELS: dict[str, object] = {}
+
+
+def _model_of(base: Scenario):
+    key = json.dumps([base.model, base.training.seq_len], sort_keys=True, default=str)
+    if key not in _MODELS:
+        _MODELS[key] = get_model(base.model, seq_len=base.training.seq_len)
+    return _MODELS[key]
 
 
 def own_plan_point(base: Scenario, gpus: int) -> PlanPoint | str:
@@ -371,6 +410,8 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
     points: list[PlanPoint] = []
     rows: list[dict] = []
     grown: dict[int, Scenario] = {}
+    if base.parallel.pp_schedule == "interleaved":
+        notes.append(INTERLEAVED_FALLBACK_NOTE)
     for gpus in gpu_counts:
         grown[gpus], extra = cluster_for(base, gpus, file)
         notes += [n for n in extra if n not in notes]
@@ -431,7 +472,14 @@ def _work_estimate(point: PlanPoint, base: Scenario) -> int:
 
 
 def _none_reason(rows: list[dict], gpus: int) -> str:
-    reasons = [r["reason"] for r in rows if r["gpus"] == gpus and r["reason"]]
+    """Why no plan is best: the smallest memory any plan needs when plans ran out of memory."""
+    here = [r for r in rows if r["gpus"] == gpus]
+    big = [r for r in here if r["status"] == "does_not_fit" and r.get("memory_per_gpu_bytes")]
+    if big:
+        least = min(big, key=lambda r: r["memory_per_gpu_bytes"])
+        return (f"no plan fits; the smallest needs {format_bytes(least['memory_per_gpu_bytes'])} per GPU "
+                f"of {format_bytes(least['memory_capacity_bytes'])} ({least['plan']})")
+    reasons = [r["reason"] for r in here if r["reason"]]
     return f"no plan runs and fits; e.g. {reasons[0]}" if reasons else "no plan runs and fits"
 
 

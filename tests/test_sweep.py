@@ -113,3 +113,20 @@ def test_cli_writes_csv_json_and_plot(tmp_path):
     data = json.loads((out / "sweep.json").read_text())
     assert len(rows) == len(data["rows"]) == 2 and data["rank_by"] == "cost"
     assert (out / "best.png").stat().st_size > 10_000
+
+
+def test_splits_an_interleaved_schedule_cannot_fill_run_1f1b_instead_of_being_dropped(tmp_path):
+    interleaved = {**BASE, "parallel": {"tp": 2, "pp": 2, "pp_schedule": "interleaved", "virtual_stages": 2}}
+    scenario, file = write(tmp_path, interleaved)
+    sweep = run_sweep(scenario, file, [2], search=True)
+    assert not [r for r in sweep["rows"] if "interleaved" in (r["reason"] or "")]
+    assert any(r["pp"] == 1 and r["status"] == "ok" for r in sweep["rows"])
+    assert any("1F1B" in note for note in sweep["notes"])
+
+
+def test_when_nothing_fits_the_sweep_says_how_much_memory_the_smallest_plan_needs(tmp_path):
+    big = {**BASE, "model": "gpt2-1.5b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}
+    scenario, file = write(tmp_path, big)
+    (best,) = run_sweep(scenario, file, [1], search=True)["best"]
+    assert best["status"] == "none"
+    assert "smallest needs" in best["reason"] and "24.0 GiB" in best["reason"]

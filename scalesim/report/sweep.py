@@ -29,6 +29,8 @@ def sweep_table(sweep: dict) -> Table:
         g = best["gpus"]
         s = sweep["summary"][g] if g in sweep["summary"] else sweep["summary"][str(g)]
         counts = f"{s['ok']} / {s['dominated']} / {s['does_not_fit']} / {s['not_available']}"
+        if s.get("failed"):
+            counts += f" ([red]{s['failed']} failed[/red])"
         if best.get("status") != "ok":
             t.add_row(str(g), "", f"[red]none[/red]: {best.get('reason') or ''}", "", "", "", "", "", "", "", counts)
             continue
