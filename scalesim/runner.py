@@ -71,8 +71,12 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
 
 
 def autocast_style(precision: str, par) -> bool:
-    """Plain data parallelism in 16-bit or fp8 is taken to be PyTorch autocast: fp32 weights and gradients."""
-    return precision in ("fp16", "bf16", "fp8") and par.zero == 0 and par.tp == par.pp == par.cp == 1
+    """Plain data parallelism in 16-bit or fp8 is taken to be PyTorch autocast: fp32 weights and gradients.
+
+    Not with ZeRO-Offload: DeepSpeed keeps 16-bit weights on the GPU and fp32 masters on the host.
+    """
+    return (precision in ("fp16", "bf16", "fp8") and par.zero == 0 and par.tp == par.pp == par.cp == 1
+            and not par.offload_optimizer)
 
 
 def grad_reduce_dtype(precision: str, par) -> str:

@@ -142,3 +142,10 @@ def test_megatron_style_plans_keep_16_bit_gradients():
     assert fp32 == pytest.approx(2 * auto)
     params = memory.weights / 2
     assert memory.optimizer == pytest.approx(12 * params)      # fp32 master + two moments
+
+
+def test_zero_offload_keeps_16_bit_weights_on_the_gpu():
+    scenario, _ = load("8x4090-ddp")
+    _, memory = _grad_bytes_and_memory(scenario.with_changes(parallel={"offload_optimizer": True}))
+    params = memory.gradients / 2
+    assert memory.weights == pytest.approx(2 * params) and memory.optimizer == 0
