@@ -12,8 +12,41 @@ from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.fairshare import max_min_rates
 
 
+def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
+    """Flows grouped by shared links (transitively), in the order of their first flow."""
+    parent = list(range(len(flows)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_user: dict[int, int] = {}
+    for i, flow in enumerate(flows):
+        for link in flow.links:
+            j = first_user.setdefault(link, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[Flow]] = {}
+    for i, flow in enumerate(flows):
+        groups.setdefault(root(i), []).append(flow)
+    return list(groups.values())
+
+
 def flows_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
-    """Time until the last of `flows` ends, started together, sharing links max-min fairly."""
+    """Time until the last of `flows` ends, started together, sharing links max-min fairly.
+
+    Groups of flows that share no link cannot slow each other: each is timed alone.
+    """
+    groups = flow_components(tuple(flows))
+    if len(groups) > 1:
+        return max(_group_time_s(g, capacity) for g in groups)
+    return _group_time_s(flows, capacity)
+
+
+def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
     remaining = [f.size_bytes for f in flows if f.size_bytes > 0]
     active = [f for f in flows if f.size_bytes > 0]
     if len(active) == 1:

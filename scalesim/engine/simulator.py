@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from scalesim.collectives.estimate import flows_time_s, plan_time_s
+from scalesim.collectives.estimate import flow_components, flows_time_s, plan_time_s
 from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
@@ -146,29 +146,6 @@ def isolated_plans(program: Program) -> dict[int, float]:
         if all(len(owners[link]) == 1 for link in links):
             out[key] = plan_time_s(plan, program.link_capacity_bytes_per_s)
     return out
-
-
-def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
-    """Flows grouped by shared links (transitively), in the order of their first flow."""
-    parent = list(range(len(flows)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first_user: dict[int, int] = {}
-    for i, flow in enumerate(flows):
-        for link in flow.links:
-            j = first_user.setdefault(link, i)
-            a, b = root(i), root(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[Flow]] = {}
-    for i, flow in enumerate(flows):
-        groups.setdefault(root(i), []).append(flow)
-    return list(groups.values())
 
 
 def private_splits(program: Program, isolated: dict[int, float]) -> dict[int, list]:
