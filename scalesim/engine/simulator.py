@@ -118,11 +118,17 @@ def _families(program: Program) -> tuple[dict[int, CollectivePlan], dict[int, se
     """
     owners: dict[int, set] = {}
     plans: dict[int, CollectivePlan] = {}
+    seen: set[tuple] = set()
     for tasks in program.tasks.values():
         for task in tasks:
-            if not isinstance(task, CollectiveTask) or id(task.plan) in plans:
+            if not isinstance(task, CollectiveTask):
                 continue
             family = (task.plan.ranks, task.stream)
+            if (id(task.plan), family) in seen:
+                continue
+            # One plan object may serve calls of several families (plans are memoised):
+            # each family counts as a user of its links.
+            seen.add((id(task.plan), family))
             plans[id(task.plan)] = task.plan
             for phase in task.plan.phases:
                 for flow in phase.flows:

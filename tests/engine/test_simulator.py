@@ -118,3 +118,11 @@ def test_flows_on_links_no_other_call_uses_are_timed_alone_and_the_step_is_uncha
     assert fast.bytes_sent == fast.bytes_delivered == played.bytes_sent
     # link 2: the edge alone for 1 s (20 B), then shared 10/10 B/s until the other call's 30 B are done
     assert played.end_s == pytest.approx(8.0)
+
+
+def test_one_plan_object_used_on_two_streams_at_once_shares_its_links():
+    # Plans are memoised, so two concurrent calls can carry the same plan object.
+    plan = transfer((0,), [((0,), 100.0)])
+    program = Program({0: (CollectiveTask("a", "ka", plan, stream="x"), CollectiveTask("b", "kb", plan, stream="y"))},
+                      (100.0,))
+    assert simulate(program).end_s == pytest.approx(2.0) == simulate(program, closed_form=False).end_s
