@@ -174,7 +174,7 @@ def _schedule_for(base: Scenario, point: PlanPoint) -> dict:
             raise InputError("no pipeline")
         model_chunks(_model_of(base), point.pp * par.virtual_stages)
         schedule("interleaved", 0, point.pp, micro_batches, par.virtual_stages)
-    except InputError:
+    except (InputError, ValueError):
         return {"pp_schedule": "1f1b", "virtual_stages": 1}
     return {}
 
