@@ -143,4 +143,18 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
         ("checkpoint interval", "Young/Daly optimum" if failures.interval_s is None else failures.interval_s,
          fail_sources["checkpoint_interval_s"]),
     ]
+    rows += model_assumptions(setup)
     return inputs, [{"input": name, "value": value, "source": source} for name, value, source in rows]
+
+
+def model_assumptions(setup) -> list[tuple[str, object, str]]:
+    """Modelling choices a reader of the figures should see, with where each comes from."""
+    par, training, gpu = setup.scenario.parallel, setup.scenario.training, setup.gpu
+    rows = [("GEMM efficiency (large GEMMs)", gpu.gemm_efficiency_for(training.precision),
+             "catalog measurement (gpus.yaml)" if training.precision != "fp8" or gpu.fp8_gemm_efficiency is not None
+             else "no FP8 measurement for this GPU: its 16-bit efficiency, an upper bound")]
+    if setup.plan.placement.dp * setup.plan.placement.cp > 1:
+        rows.append(("gradient reduction precision", setup.plan.grad_reduce_dtype,
+                     "scenario" if par.grad_reduce_dtype != "auto"
+                     else "auto: fp32 for plain DDP (PyTorch autocast), else the training precision"))
+    return rows

@@ -50,3 +50,16 @@ def test_busy_fraction_is_measured_per_gpu_and_lies_in_zero_one():
     assert 0 < r.inputs.busy_fraction <= 1
     # The kernels run at most the step minus exposed communication on the slowest GPU.
     assert r.inputs.busy_fraction <= 1 - r.breakdown.exposed_comm / r.step_time_s + 1e-9
+
+
+def test_a_gpu_without_an_fp8_measurement_says_its_fp8_figure_is_an_upper_bound():
+    from pathlib import Path
+
+    from scalesim.procurement import model_assumptions
+    from scalesim.runner import prepare
+    from scalesim.scenario import load_scenario
+    claims = Path(__file__).resolve().parents[1] / "scenarios" / "claims" / "fp8"
+    rtx = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml"))))
+    h100 = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml"))))
+    assert "upper bound" in rtx["GEMM efficiency (large GEMMs)"]
+    assert "upper bound" not in h100["GEMM efficiency (large GEMMs)"]
