@@ -5,7 +5,7 @@ This is the only place that wires the layers together (the CLI calls it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.costs.compute import ELEMENT_BYTES
 from scalesim.costs.economics import training_economics
@@ -36,6 +36,7 @@ class Setup:
     gpu: GpuSpec
     gpus: int
     plan: ParallelPlan
+    host_memory_bytes: float | None = None      # per node, from the design's host.memory_gb
 
 
 def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: str | None) -> None:
@@ -139,7 +140,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         schedule(plan.schedule, 0, par.pp, plan.micro_batches, plan.chunks_per_stage)
     except InputError as exc:
         raise exc.located(file=file) from None
-    return Setup(scenario, file, model, topology, gpu, count, plan)
+    host = design.host.memory_gb
+    return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9)
 
 
 # Up to this many GPUs every rank is simulated (so timelines show each GPU);
@@ -176,6 +178,24 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
         if worst is None or memory.total > worst.total:
             worst = memory
     return worst
+
+
+def host_offload_bytes_per_node(setup: Setup) -> float:
+    """Optimizer state ZeRO-Offload keeps in one node's host memory (fp32 masters and moments)."""
+    if not setup.plan.offload_optimizer:
+        return 0.0
+    kept = replace(setup, plan=replace(setup.plan, offload_optimizer=False, fp32_weights=False))
+    per_node = len(setup.topology.ranks_by_server(tuple(range(setup.gpus)))[0])
+    return memory_of(kept).optimizer * per_node
+
+
+def _host_fit_reason(setup: Setup) -> str | None:
+    need = host_offload_bytes_per_node(setup)
+    if setup.host_memory_bytes is None or need <= setup.host_memory_bytes:
+        return None
+    return (f"the offloaded optimizer state needs {format_bytes(need)} of host memory per node but the node "
+            f"has {format_bytes(setup.host_memory_bytes)} (cluster.node host.memory_gb); ZeRO over more "
+            f"nodes divides it, or keep the optimizer on the GPUs")
 
 
 def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str | None:
@@ -243,7 +263,9 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    if reason is not None:
+    if reason is None:
+        reason = _host_fit_reason(setup)
+    else:
         from scalesim.fitting import describe, fit_options
 
         reason += "; " + describe(fit_options(setup, prepare, memory_of, simulate_setup), setup.gpus, capacity)

@@ -149,3 +149,26 @@ def test_zero_offload_keeps_16_bit_weights_on_the_gpu():
     _, memory = _grad_bytes_and_memory(scenario.with_changes(parallel={"offload_optimizer": True}))
     params = memory.gradients / 2
     assert memory.weights == pytest.approx(2 * params) and memory.optimizer == 0
+
+
+def test_offloaded_optimizer_state_must_fit_in_the_nodes_host_memory():
+    import yaml
+
+    from scalesim.runner import host_offload_bytes_per_node, prepare
+    from scalesim.scenario import Scenario
+    design = yaml.safe_load((ROOT / "topologies" / "dgx-h100.yaml").read_text())
+    assert design["host"]["memory_gb"] == 2000          # DGX H100: 2 TB (MLPerf system description)
+
+    def scenario(host_gb):
+        node = {**design, "host": {**design["host"], "memory_gb": host_gb}}
+        return Scenario.model_validate({
+            "name": "offload", "cluster": {"node": node}, "model": "llama2-7b",
+            "training": {"precision": "bf16", "seq_len": 4096, "global_batch": 8, "micro_batch": 1},
+            "parallel": {"dp": 8, "zero": 1, "offload_optimizer": True}})
+
+    setup = prepare(scenario(2000))
+    # fp32 masters and two moments: 12 bytes per parameter, 1/8 on each of the node's 8 GPUs
+    assert host_offload_bytes_per_node(setup) == pytest.approx(12 * setup.model.params, rel=0.02)
+    assert run(scenario(2000), baseline=False).fits
+    small = run(scenario(50), baseline=False)
+    assert small.fits is False and "host memory" in small.reason

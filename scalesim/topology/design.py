@@ -23,6 +23,8 @@ class HostDesign(Strict):
     sockets: Literal[1, 2] = 1
     socket_link: str = "upi"              # catalog link between CPU sockets
     memory: str = "ddr5-4800-8ch"         # catalog memory per socket (host-staged copies pass here)
+    memory_gb: pydantic.PositiveFloat | None = None   # host RAM per node (GB); holds ZeRO-Offload's
+                                                      # optimizer state [unknown: not checked]
 
 
 class PcieDesign(Strict):
