@@ -189,7 +189,7 @@ def host_offload_bytes_per_node(setup: Setup) -> float:
     return memory_of(kept).optimizer * per_node
 
 
-def _host_fit_reason(setup: Setup) -> str | None:
+def host_fit_reason(setup: Setup) -> str | None:
     need = host_offload_bytes_per_node(setup)
     if setup.host_memory_bytes is None or need <= setup.host_memory_bytes:
         return None
@@ -264,7 +264,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
     if reason is None:
-        reason = _host_fit_reason(setup)
+        reason = host_fit_reason(setup)
     else:
         from scalesim.fitting import describe, fit_options
 

@@ -73,7 +73,7 @@ from scalesim.models import get_model
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.stages import model_chunks
 from scalesim.points_file import PointsFile
-from scalesim.runner import memory_of, prepare, run
+from scalesim.runner import host_fit_reason, memory_of, prepare, run
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
 from scalesim.units import format_bytes
@@ -271,6 +271,10 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
     if memory.total > capacity:
         return _row(point, "does_not_fit", f"needs {memory.total / 2**30:.1f} GiB per GPU of "
                     f"{capacity / 2**30:.1f} GiB", nodes=nodes, memory_per_gpu_bytes=memory.total,
+                    memory_capacity_bytes=capacity)
+    host = host_fit_reason(setup)
+    if host is not None:
+        return _row(point, "does_not_fit", host, nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
 
@@ -474,7 +478,8 @@ def _work_estimate(point: PlanPoint, base: Scenario) -> int:
 def _none_reason(rows: list[dict], gpus: int) -> str:
     """Why no plan is best: the smallest memory any plan needs when plans ran out of memory."""
     here = [r for r in rows if r["gpus"] == gpus]
-    big = [r for r in here if r["status"] == "does_not_fit" and r.get("memory_per_gpu_bytes")]
+    big = [r for r in here if r["status"] == "does_not_fit" and r.get("memory_per_gpu_bytes")
+           and r["memory_per_gpu_bytes"] > r["memory_capacity_bytes"]]
     if big:
         least = min(big, key=lambda r: r["memory_per_gpu_bytes"])
         return (f"no plan fits; the smallest needs {format_bytes(least['memory_per_gpu_bytes'])} per GPU "
