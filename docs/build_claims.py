@@ -718,7 +718,11 @@ def claim_memory_techniques(ctx: Ctx) -> Section:
         "micro-batch 1) and compared with the step plain data parallelism would take if memory were unlimited "
         "(simulated regardless of fit). Memory and step times are scalesim's; *no* marks plans that do not "
         "fit the GPU. With micro-batch 1, ZeRO-3 gathers every layer's weights again for each of the 8 "
-        "micro-batches of a step; larger micro-batches amortise that (section 4's plan search uses them).",
+        "micro-batches of a step; larger micro-batches amortise that (section 4's plan search uses them). "
+        "Plain data parallelism is PyTorch DDP under autocast, which all-reduces fp32 gradients; the ZeRO "
+        "stages reduce 16-bit gradients as DeepSpeed does (`parallel.grad_reduce_dtype`), so where gradient "
+        "traffic is the bottleneck (host-staged PCIe) a ZeRO stage can come out faster than the baseline: "
+        "that gain is the gradient precision, not the sharding.",
         "",
         md_table(["model", "technique"] + [f"{d} {c}" for _, d in designs for c in ("GiB", "step s", "cost")],
                  rows, "ll" + "r" * 3 * len(designs)),
