@@ -37,8 +37,10 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
 def parity_plot(outcomes, path: Path) -> Path:
     """Predicted against measured on log-log axes, each point labelled, the ±10% band shaded."""
     points = [o for o in outcomes if o.predicted is not None]
-    fig, ax = plt.subplots(figsize=(9, 8))
+    fig, (ax, bars) = plt.subplots(1, 2, figsize=(18, max(8, 0.2 * len(points) + 2)),
+                                   gridspec_kw={"width_ratios": [1.1, 1]})
     colours = {"collective": "#4C72B0", "single_gpu": "#55A868", "multi_gpu": "#DD8452", "multi_node": "#C44E52"}
+    _error_bars(bars, points, colours)
     # Each metric has its own unit; normalise by the measured value's scale so all share one plot.
     lo = min([min(o.predicted, o.case.measured) for o in points], default=1.0) / 2
     hi = max([max(o.predicted, o.case.measured) for o in points], default=10.0) * 2
@@ -67,3 +69,19 @@ def parity_plot(outcomes, path: Path) -> Path:
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
+
+
+def _error_bars(ax, points, colours: dict) -> None:
+    """Each case's error as a bar, sorted, so every label stays legible where the parity plot crowds."""
+    ordered = sorted(points, key=lambda o: o.error)
+    ys = range(len(ordered))
+    ax.barh(list(ys), [100 * o.error for o in ordered], color=[colours.get(o.case.category, "grey") for o in ordered])
+    ax.set_yticks(list(ys), [o.case.id for o in ordered], fontsize=6.5)
+    for limit, style in ((10, ":"), (25, "--")):
+        for sign in (-1, 1):
+            ax.axvline(sign * limit, color="grey", linestyle=style, linewidth=0.8)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("error (%): (predicted - measured) / measured; dotted ±10%, dashed ±25%")
+    ax.set_title("error per case")
+    ax.grid(alpha=0.3, axis="x")
+    ax.set_ylim(-0.8, len(ordered) - 0.2)
