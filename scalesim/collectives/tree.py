@@ -26,6 +26,11 @@ from __future__ import annotations
 
 import math
 
+from scalesim.collectives.plan import CollectivePlan, Phase
+from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
+from scalesim.collectives.ring import flow, rotations
+from scalesim.topology import Topology
+
 # NCCL ncclTopoTuneModel maxTreeBw, GB/s of NCCL "busBw" (algbw = busBw / 2 for trees).
 MAX_TREE_BUSBW_BYTES_PER_S = {True: 80e9, False: 110e9}   # keyed by "more than two servers"
 # NCCL perChMaxTreeBws (Simple) and perChMaxTreeLL128Bws, GB/s of busBw per channel, for
@@ -45,11 +50,6 @@ def max_tree_busbw_bytes_per_s(arch: str, protocol: str, servers: int, channels:
     if servers > 1 and per_channel is not None:
         cap = min(cap, channels * per_channel[min(servers, 3) - 1])
     return cap
-
-from scalesim.collectives.plan import CollectivePlan, Phase
-from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
-from scalesim.collectives.ring import flow, rotations
-from scalesim.topology import Topology
 
 
 def binary_tree_edges(order: list[int]) -> list[tuple[int, int]]:

@@ -137,15 +137,16 @@ def _families(program: Program) -> tuple[dict[int, CollectivePlan], dict[int, se
     return plans, owners
 
 
-def isolated_plans(program: Program) -> dict[int, float]:
+def isolated_plans(program: Program, families: tuple | None = None) -> dict[int, float]:
     """Plans that can never share a link with another call, and their closed-form times.
 
     If no other family uses any of a family's links, each of its calls runs
     alone on them, and the fluid model's answer is the closed form
     `plan_time_s` -- no need to play it out against the rest of the network.
     (Typically: tensor-parallel all-reduces on a node's NVSwitch ports.)
+    `families`: `_families(program)` when the caller already has it.
     """
-    plans, owners = _families(program)
+    plans, owners = families or _families(program)
     out = {}
     for key, plan in plans.items():
         links = {link for phase in plan.phases for flow in phase.flows for link in flow.links}
@@ -154,7 +155,8 @@ def isolated_plans(program: Program) -> dict[int, float]:
     return out
 
 
-def private_splits(program: Program, isolated: dict[int, float]) -> dict[int, list]:
+def private_splits(program: Program, isolated: dict[int, float], families: tuple | None = None
+                   ) -> dict[int, list]:
     """Per phase of each shared plan: its exposed flows, and the closed-form time of the rest.
 
     A group of a phase's flows that shares links only among itself, on links
@@ -165,7 +167,7 @@ def private_splits(program: Program, isolated: dict[int, float]) -> dict[int, li
     few that cross links other traffic uses (the simulated ranks' NICs, a
     shared spine) are played out; the result is the same.
     """
-    plans, owners = _families(program)
+    plans, owners = families or _families(program)
     capacity = program.link_capacity_bytes_per_s
     out: dict[int, list] = {}
     for key, plan in plans.items():
@@ -199,8 +201,9 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
     if closed_form:
-        run.isolated = isolated_plans(program)
-        run.private = private_splits(program, run.isolated)
+        families = _families(program)
+        run.isolated = isolated_plans(program, families)
+        run.private = private_splits(program, run.isolated, families)
     for rank in sorted(program.tasks):
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(program.tasks[rank]):
