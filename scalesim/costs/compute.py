@@ -225,7 +225,16 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         return attention_time_s(op, gpu, precision, batch, attention)
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
-    if op.gemm_mnk is not None:
+    if op.kind == "conv":
+        # Implicit-GEMM convolution reads each input element from DRAM once (the
+        # kernel window's overlapping reads hit on-chip caches), not the k = C*R*S
+        # im2col copies its GEMM view suggests (cuDNN Developer Guide, "Convolution
+        # Algorithms": IMPLICIT_GEMM forms no im2col matrix in memory).
+        m, n, k = op.gemm_mnk
+        input_elements = op.elements_moved - k * n - m * n
+        m *= batch
+        bytes_moved = (input_elements * batch + k * n + m * n) * ebytes
+    elif op.gemm_mnk is not None:
         m, n, k = op.gemm_mnk
         m *= batch
         bytes_moved = (m * k + k * n + m * n) * ebytes

@@ -212,3 +212,15 @@ def test_memory_format_leaves_transformers_alone():
 def test_unknown_memory_format_is_refused():
     with pytest.raises(ValueError):
         layout_conversion_s(conv(64, 64, 3, 56), H100, "bf16", 1, "chwn")
+
+
+def test_a_3x3_conv_reads_its_input_once_not_once_per_kernel_tap():
+    # Same GEMM (m, n, k) and FLOPs: a 3x3 conv over 16 channels and a 1x1 conv over
+    # 144 channels. Only the 1x1 really has 9x the input in memory; implicit GEMM
+    # reads the 3x3's input once, so it is the faster of the two (the 1x1 is memory-bound).
+    three = conv(16, 16, 3, 112)
+    one = conv(144, 16, 1, 112)
+    assert three.gemm_mnk == one.gemm_mnk and three.flop == one.flop
+    A100 = get_gpu("a100-80gb-sxm")
+    t3, t1 = op_time_s(three, A100, "fp16", 256), op_time_s(one, A100, "fp16", 256)
+    assert t3 < t1
