@@ -30,7 +30,7 @@ def result_table(r: StepResult) -> Table:
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")
-    t.add_row("scaling efficiency", _pct(r.scaling_efficiency))
+    t.add_row("scaling efficiency", _pct(r.scaling_efficiency) + _above_linear_note(r))
     rel = r.reliability or {}
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
@@ -97,3 +97,12 @@ def make_console(stderr: bool = False) -> Console:
 
 def print_table(table: Table, console: Console | None = None) -> None:
     (console or make_console()).print(table)
+
+
+def _above_linear_note(r) -> str:
+    """Why a plan can beat N x one GPU: say it where the number is, not in the docs."""
+    if r.scaling_efficiency is None or r.scaling_efficiency <= 1.0:
+        return ""
+    if (r.plan.get("zero") or 0) > 0:
+        return " (above 100%: ZeRO gives each GPU 1/N of the optimizer update; one GPU does all of it)"
+    return " (above 100%: each GPU does less per sample than one GPU alone)"
