@@ -32,6 +32,8 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
             out.append((f"parallel.zero: {zero}", {"parallel": {"zero": zero}}))
     if not par.offload_optimizer:
         out.append(("parallel.offload_optimizer: true", {"parallel": {"offload_optimizer": True}}))
+    else:
+        out.append(("parallel.offload_optimizer: false", {"parallel": {"offload_optimizer": False}}))
     if t.activation_checkpointing != "full":
         out.append(("training.activation_checkpointing: full", {"training": {"activation_checkpointing": "full"}}))
     if t.activation_checkpointing == "none":
@@ -49,8 +51,12 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     return out
 
 
-def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4) -> list[FitOption]:
-    """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first."""
+def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_fit=None) -> list[FitOption]:
+    """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first.
+
+    `host_fit(setup)` returns why a plan's offloaded state overflows host memory
+    (None when it fits); a change that fits the GPU but not the host is no answer.
+    """
     capacity = setup.gpu.memory_bytes
     candidates = _candidates(setup)
     if setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.scenario.training.activation_checkpointing != "full":
@@ -63,7 +69,7 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4) -> li
         except (InputError, ValueError):
             continue
         memory = memory_of(changed).total
-        if memory <= capacity:
+        if memory <= capacity and (host_fit is None or host_fit(changed) is None):
             found.append(FitOption(change, memory, None))
     timed = []
     for option in found[: 2 * limit]:

@@ -263,12 +263,17 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
+    from scalesim.fitting import describe, fit_options
+
     if reason is None:
         reason = host_fit_reason(setup)
+        if reason is not None:
+            options = fit_options(setup, prepare, memory_of, simulate_setup, host_fit=host_fit_reason)
+            if options:
+                reason += "; " + describe(options, setup.gpus, capacity)
     else:
-        from scalesim.fitting import describe, fit_options
-
-        reason += "; " + describe(fit_options(setup, prepare, memory_of, simulate_setup), setup.gpus, capacity)
+        options = fit_options(setup, prepare, memory_of, simulate_setup, host_fit=host_fit_reason)
+        reason += "; " + describe(options, setup.gpus, capacity)
 
     single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
     efficiency = samples_per_s / setup.gpus / single if single else None

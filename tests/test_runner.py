@@ -172,3 +172,30 @@ def test_offloaded_optimizer_state_must_fit_in_the_nodes_host_memory():
     assert run(scenario(2000), baseline=False).fits
     small = run(scenario(50), baseline=False)
     assert small.fits is False and "host memory" in small.reason
+
+
+def test_suggestions_are_checked_against_host_memory_too():
+    import yaml
+
+    from scalesim.scenario import Scenario
+    design = yaml.safe_load((ROOT / "topologies" / "dgx-h100.yaml").read_text())
+    node = {**design, "host": {**design["host"], "memory_gb": 50}}
+
+    def scenario(**parallel):
+        return Scenario.model_validate({
+            "name": "offload", "cluster": {"node": node}, "model": "llama2-7b",
+            "training": {"precision": "bf16", "seq_len": 4096, "global_batch": 8, "micro_batch": 1},
+            "parallel": {"dp": 8, **parallel}})
+
+    # Offloading overflows the 50 GB host; keeping the optimizer on the GPUs fits, and is said.
+    offloaded = run(scenario(zero=1, offload_optimizer=True), baseline=False)
+    assert offloaded.fits is False and "parallel.offload_optimizer: false" in offloaded.reason
+    # Out of GPU memory: offload would fit the GPUs but not the host, so it is not offered.
+    from scalesim.fitting import fit_options
+    from scalesim.runner import host_fit_reason, memory_of, prepare, simulate_setup
+    setup = prepare(scenario(zero=0))
+    gpu_only = [o.change for o in fit_options(setup, prepare, memory_of, simulate_setup, limit=20)]
+    checked = [o.change for o in fit_options(setup, prepare, memory_of, simulate_setup, limit=20,
+                                             host_fit=host_fit_reason)]
+    assert "parallel.offload_optimizer: true" in gpu_only
+    assert "parallel.offload_optimizer: true" not in checked and "parallel.zero: 1" in checked
