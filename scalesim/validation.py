@@ -56,6 +56,7 @@ class Case(Strict):
     collective: CollectiveCase | None = None
     scenario: str | None = None             # path relative to validation/
     excluded: str | None = None             # why this measurement is not a prediction target
+    known_miss: str | None = None           # what is known about a large error (counted all the same)
 
     @pydantic.model_validator(mode="after")
     def _one_target(self) -> "Case":
@@ -80,7 +81,8 @@ class Outcome:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.case.id, "category": self.case.category, "metric": self.case.metric,
                 "predicted": self.predicted, "measured": self.case.measured, "error": self.error,
-                "status": self.status, "reason": self.reason, "source": self.case.source}
+                "status": self.status, "reason": self.reason, "source": self.case.source,
+                "known_miss": self.case.known_miss}
 
 
 def cases_file() -> Path:

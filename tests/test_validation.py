@@ -61,3 +61,22 @@ def test_conv_model_cases_state_the_memory_format_they_ran():
             assert scenario.training.memory_format in ("nhwc", "nchw")
             checked += 1
     assert checked >= 8
+
+
+def test_cases_far_off_print_what_is_known_and_still_count():
+    from scalesim.report.validation import FAR_OFF, validation_table
+    from scalesim.validation import Outcome, summarise
+
+    by_id = {c.id: c for c in load_cases()}
+    known = by_id["nccl-h100pcie-x2-nvlink-bridge"]
+    assert known.known_miss
+    other = by_id["nccl-a100x8-allreduce-single-node"]
+    outcomes = [Outcome(known, "ok", known.measured * 2.0), Outcome(other, "ok", other.measured * (1 + FAR_OFF + 0.1)),
+                Outcome(by_id["lambda-rtx-3090-resnet50"], "ok", 900.0)]
+    tables = validation_table(outcomes, {"overall": summarise(outcomes)})
+    assert len(tables) == 3                                  # cases, summary, and the far-off explanations
+    far = tables[2]
+    assert list(far.columns[0].cells) == [known.id, other.id]      # largest error first; the near case is absent
+    assert list(far.columns[2].cells) == [known.known_miss, "not investigated yet"]
+    assert summarise(outcomes).max_abs_error == 1.0         # explained or not, they count
+    assert Outcome(known, "ok", 1.0).to_json()["known_miss"] == known.known_miss

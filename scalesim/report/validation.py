@@ -11,6 +11,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 
+# Errors beyond the validation goal's maximum get their explanation printed.
+FAR_OFF = 0.25
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
@@ -31,7 +35,17 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
         summary.add_row(name, str(s.count),
                         "-" if s.median_abs_error is None else f"{100 * s.median_abs_error:.1f}%",
                         "-" if s.max_abs_error is None else f"{100 * s.max_abs_error:.1f}%")
-    return [cases, summary]
+    tables = [cases, summary]
+    far = [o for o in outcomes if o.error is not None and abs(o.error) > FAR_OFF]
+    if far:
+        why = Table(title=f"cases off by more than {FAR_OFF:.0%}, and what is known (they count in the summary)",
+                    title_justify="left")
+        for col in ("case", "error", "known"):
+            why.add_column(col, overflow="fold")
+        for o in sorted(far, key=lambda o: -abs(o.error)):
+            why.add_row(o.case.id, _pct(o.error), o.case.known_miss or "not investigated yet")
+        tables.append(why)
+    return tables
 
 
 def parity_plot(outcomes, path: Path) -> Path:
