@@ -153,6 +153,9 @@ def model_assumptions(setup) -> list[tuple[str, object, str]]:
     rows = [("GEMM efficiency (large GEMMs)", gpu.gemm_efficiency_for(training.precision),
              "catalog measurement (gpus.yaml)" if training.precision != "fp8" or gpu.fp8_gemm_efficiency is not None
              else "no FP8 measurement for this GPU: its 16-bit efficiency, an upper bound")]
+    if gpu.training_clock_fraction != 1.0:
+        rows.append(("sustained clock in training (fraction of benchmark clock)", gpu.training_clock_fraction,
+                     "catalog (gpus.yaml notes: fitted on same-software H100:A100 ratios; power-limited clocks)"))
     if setup.plan.placement.dp * setup.plan.placement.cp > 1:
         rows.append(("gradient reduction precision", setup.plan.grad_reduce_dtype,
                      "scenario" if par.grad_reduce_dtype != "auto"

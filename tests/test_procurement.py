@@ -63,3 +63,16 @@ def test_a_gpu_without_an_fp8_measurement_says_its_fp8_figure_is_an_upper_bound(
     h100 = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml"))))
     assert "upper bound" in rtx["GEMM efficiency (large GEMMs)"]
     assert "upper bound" not in h100["GEMM efficiency (large GEMMs)"]
+
+
+def test_a_power_limited_clock_is_listed_where_the_catalog_sets_one():
+    from pathlib import Path
+
+    from scalesim.procurement import model_assumptions
+    from scalesim.runner import prepare
+    from scalesim.scenario import load_scenario
+    claims = Path(__file__).resolve().parents[1] / "scenarios" / "claims" / "fp8"
+    h100 = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml")))}
+    rtx = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml")))}
+    key = "sustained clock in training (fraction of benchmark clock)"
+    assert 0 < h100[key] < 1 and key not in rtx

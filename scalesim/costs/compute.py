@@ -141,6 +141,15 @@ def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
     return min(1.0, gemm_shape_efficiency(m, n, gpu) / gemm_shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu))
 
 
+def achieved_peak_flop_per_s(gpu: GpuSpec, precision: str) -> float:
+    """Large-GEMM rate in a training step: datasheet peak x measured GEMM efficiency
+    x the clock the part sustains under training load (`training_clock_fraction`).
+
+    MFU keeps the datasheet peak as its denominator; only predicted times use this.
+    """
+    return gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency_for(precision) * gpu.training_clock_fraction
+
+
 def _memory_s(bytes_moved: float, gpu: GpuSpec) -> float:
     return bytes_moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
 
@@ -159,7 +168,7 @@ def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
     dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
     if gpu.sms <= 0 or gpu.sm_clock_hz <= 0:
         return dram
-    return min(dram, gpu.sms * gpu.sm_clock_hz * STREAM_BYTES_PER_SM_CYCLE)
+    return min(dram, gpu.sms * gpu.sm_clock_hz * gpu.training_clock_fraction * STREAM_BYTES_PER_SM_CYCLE)
 
 
 def _stream_s(bytes_moved: float, gpu: GpuSpec) -> float:
@@ -177,7 +186,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
-    peak = gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision)
+    peak = gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision) * gpu.training_clock_fraction
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
@@ -244,13 +253,13 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
         shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else 1.0
-        compute_s = flop / (gpu.peak_flop_per_s(precision) * gpu.gemm_efficiency_for(precision) * shape)
+        compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
             # read 2 bytes, write 1 per input element (TE FP8 primer).
             cast_s = _stream_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
     else:
-        compute_s = flop / gpu.fp32_flop_per_s
+        compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction)
     layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format)
     memory_s = _memory_s(bytes_moved, gpu) if op.kind in MATMUL_KINDS else _stream_s(bytes_moved, gpu)
     return max(compute_s, memory_s) + cast_s + layout_s + KERNEL_OVERHEAD_S

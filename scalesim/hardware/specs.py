@@ -44,6 +44,9 @@ class GpuSpec:
     sms: int = 0                   # streaming multiprocessors (GEMM wave quantization)
     fp8_gemm_efficiency: float | None = None   # achieved fraction of the FP8 peak [gemm_efficiency]
     sm_clock_hz: float = 0.0       # SM boost clock (datasheet); 0 where unknown
+    # SM clock a power-limited part sustains under a training step (tensor cores, HBM
+    # and links busy at once) as a fraction of the clock its GEMM benchmarks ran at.
+    training_clock_fraction: float = 1.0
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

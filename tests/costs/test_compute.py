@@ -23,7 +23,8 @@ def gemm(m, n, k):
 def test_a_large_gemm_runs_at_achieved_peak():
     op = gemm(8192, 8192, 8192)
     t = op_time_s(op, H100, "bf16", 1) - KERNEL_OVERHEAD_S
-    assert t == pytest.approx(op.flop / (H100.bf16_flop_per_s * H100.gemm_efficiency), rel=0.01)
+    achieved = H100.bf16_flop_per_s * H100.gemm_efficiency * H100.training_clock_fraction
+    assert t == pytest.approx(op.flop / achieved, rel=0.01)
 
 
 @given(st.integers(1, 20000), st.integers(1, 20000))
@@ -74,7 +75,7 @@ def test_an_elementwise_op_runs_at_the_streaming_rate():
 def test_streaming_is_capped_by_dram_and_by_what_the_sms_issue(name):
     gpu = get_gpu(name)
     dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
-    sm_side = gpu.sms * gpu.sm_clock_hz * STREAM_BYTES_PER_SM_CYCLE
+    sm_side = gpu.sms * gpu.sm_clock_hz * gpu.training_clock_fraction * STREAM_BYTES_PER_SM_CYCLE
     assert gpu.sms > 0 and gpu.sm_clock_hz > 0
     assert streaming_bw_bytes_per_s(gpu) == pytest.approx(min(dram, sm_side))
 
@@ -224,3 +225,21 @@ def test_a_3x3_conv_reads_its_input_once_not_once_per_kernel_tap():
     A100 = get_gpu("a100-80gb-sxm")
     t3, t1 = op_time_s(three, A100, "fp16", 256), op_time_s(one, A100, "fp16", 256)
     assert t3 < t1
+
+
+# --------------------------------------------------------------- power-limited clock
+
+def test_a_lower_training_clock_slows_compute_and_sm_issue_but_not_dram_or_the_mfu_peak():
+    A100 = get_gpu("a100-80gb-sxm")
+    slow = replace(A100, training_clock_fraction=0.5)
+    big = gemm(8192, 8192, 8192)
+    fast_t = op_time_s(big, A100, "bf16", 1) - KERNEL_OVERHEAD_S
+    slow_t = op_time_s(big, slow, "bf16", 1) - KERNEL_OVERHEAD_S
+    assert slow_t == pytest.approx(2 * fast_t)                        # compute-bound: half the clock, twice the time
+    # A100's memory-bound kernels sit on the SM-issue roof, below DRAM: it scales with the clock.
+    assert streaming_bw_bytes_per_s(slow) == pytest.approx(streaming_bw_bytes_per_s(A100) / 2)
+    assert slow.peak_flop_per_s("bf16") == A100.peak_flop_per_s("bf16")   # MFU's denominator stays the datasheet
+    # A 4090's element-wise kernels are DRAM-bound even at half the clock: unchanged.
+    rtx = get_gpu("rtx4090")
+    add = OpSpec("add", "elementwise", 0.0, 3.0 * 2**24)
+    assert op_time_s(add, replace(rtx, training_clock_fraction=0.5), "bf16", 8) == op_time_s(add, rtx, "bf16", 8)
