@@ -79,9 +79,49 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
     return sorted(timed, key=lambda o: o.step_time_s)[:limit]
 
 
-def describe(options: list[FitOption], gpus: int, capacity: float) -> str:
+def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -> FitOption | None:
+    """The fewest of the cluster's GPUs (doubling) that hold the model with ZeRO-3, full
+    recompute and micro-batch 1 (then also with the optimizer offloaded); None if none do.
+
+    The global batch grows to one sample per data-parallel rank where it was smaller.
+    """
+    t, par = setup.scenario.training, setup.scenario.parallel
+    model_parallel = par.tp * par.pp * par.cp
+    available = len(setup.topology.gpus)
+    gpus = setup.gpus * 2
+    while gpus <= available:
+        dp = gpus // model_parallel
+        if gpus % model_parallel == 0 and dp > 1:
+            batch = -(-max(t.global_batch, dp) // dp) * dp
+            for offload in (False, True):
+                sections = {"cluster": {"gpus": gpus},
+                            "parallel": {"zero": 3, "offload_optimizer": offload or par.offload_optimizer,
+                                         **({"dp": dp} if par.dp is not None else {})},
+                            "training": {"micro_batch": 1, "global_batch": batch, "activation_checkpointing": "full"}}
+                try:
+                    changed = prepare(setup.scenario.with_changes(**sections), setup.file)
+                except (InputError, ValueError):
+                    continue
+                memory = memory_of(changed).total
+                if memory <= setup.gpu.memory_bytes and (host_fit is None or host_fit(changed) is None):
+                    change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
+                              + (", parallel.offload_optimizer: true" if offload else "")
+                              + ", training.activation_checkpointing: full, training.micro_batch: 1"
+                              + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
+                    return FitOption(change, memory, simulate_setup(changed).end_s)
+        gpus *= 2
+    return None
+
+
+def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOption | None = None,
+             available: int | None = None) -> str:
     if not options:
-        return (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, smaller micro-batch, "
-                f"more tensor parallelism); more GPUs with ZeRO-3 or a GPU with more memory is needed")
+        tried = (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, "
+                 f"smaller micro-batch, more tensor parallelism)")
+        if more is not None:
+            return (f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, "
+                    f"step {format_time(more.step_time_s)})")
+        within = "" if available is None or available <= gpus else f", not even all {available} GPUs of the cluster with ZeRO-3"
+        return f"{tried}{within}; more nodes or a GPU with more memory is needed"
     return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
                                      for o in options)

@@ -263,7 +263,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    from scalesim.fitting import describe, fit_options
+    from scalesim.fitting import describe, fit_options, more_gpus_option
 
     if reason is None:
         reason = host_fit_reason(setup)
@@ -273,7 +273,8 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
                 reason += "; " + describe(options, setup.gpus, capacity)
     else:
         options = fit_options(setup, prepare, memory_of, simulate_setup, host_fit=host_fit_reason)
-        reason += "; " + describe(options, setup.gpus, capacity)
+        more = None if options else more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit_reason)
+        reason += "; " + describe(options, setup.gpus, capacity, more, len(setup.topology.gpus))
 
     single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
     efficiency = samples_per_s / setup.gpus / single if single else None

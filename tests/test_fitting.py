@@ -52,3 +52,33 @@ def test_zero_offload_frees_the_optimizer_state_and_pays_in_pcie_and_cpu_time():
     assert on_cpu.step_time_s > on_gpu.step_time_s
     timeline = on_cpu.timeline
     assert {iv.name for iv in timeline.intervals} >= {"grads to host", "CPU optimizer step", "weights to GPU"}
+
+
+def test_when_no_single_change_fits_the_fewest_more_gpus_that_do_are_named_and_checked():
+    from scalesim.fitting import more_gpus_option
+    from scalesim.runner import host_fit_reason
+
+    one = Scenario.model_validate({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
+                                   "model": "llama2-7b",
+                                   "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4}})
+    setup = prepare(one)
+    assert fit_options(setup, prepare, memory_of, simulate_setup) == []
+    more = more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit_reason)
+    assert more is not None and more.memory_bytes <= setup.gpu.memory_bytes
+    gpus = int(more.change.split("cluster.gpus: ")[1].split()[0])
+    assert 1 < gpus <= 4
+    # Half as many GPUs with the same recipe would not fit: it is the fewest.
+    fewer = one.with_changes(cluster={"gpus": max(1, gpus // 2)},
+                             parallel={"zero": 3 if gpus // 2 > 1 else 0,
+                                       "offload_optimizer": "offload_optimizer: true" in more.change},
+                             training={"micro_batch": 1, "activation_checkpointing": "full"})
+    assert memory_of(prepare(fewer)).total > setup.gpu.memory_bytes
+    assert "more GPUs would" in run(one, baseline=False).reason
+
+
+def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
+    huge = Scenario.model_validate({"name": "405b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
+                                    "model": "llama3-405b",
+                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 1}})
+    reason = run(huge, baseline=False).reason
+    assert "not even all 4 GPUs of the cluster" in reason and "more nodes or a GPU with more memory" in reason
