@@ -130,6 +130,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
+        overlap_param_gather=par.overlap_param_gather,
         offload_optimizer=par.offload_optimizer,
         memory_format=training.memory_format,
         grad_reduce_dtype=grad_reduce_dtype(training.precision, par),

@@ -83,6 +83,11 @@ class ParallelSpec(Strict):
     sequence_parallel: bool = False
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
+    # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
+    # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step
+    # (DeepSpeed's default, and scalesim's). No effect at zero 0 (nothing to gather) or 3
+    # (which gathers before every use anyway), so sweeps over ZeRO stages may leave it set.
+    overlap_param_gather: bool = False
     # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
     # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).

@@ -60,6 +60,9 @@ class ParallelPlan:
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
     overlap_grad_reduce: bool = True
+    # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
+    # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
+    overlap_param_gather: bool = False
     offload_optimizer: bool = False
     memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
     grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
@@ -231,12 +234,21 @@ class StepBuilder:
             return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps,
                                     ("tp",))
 
+        gathered_once: set[str] = set()
+
         def gather(work: _LayerWork) -> tuple[int, ...]:
-            """ZeRO-3/FSDP: all-gather a layer's parameters, at most two layers ahead of compute."""
-            if plan.zero < 3 or len(grad_group) <= 1:
+            """All-gather a layer's parameters, at most two layers ahead of compute: before every
+            forward and backward under ZeRO-3/FSDP; before its first forward of the step under
+            ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
+            if len(grad_group) <= 1:
                 return ()
+            if plan.zero < 3:
+                if not (plan.overlap_param_gather and plan.zero >= 1) or work.layer.name in gathered_once:
+                    return ()
+                gathered_once.add(work.layer.name)
             ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
-            g = self._collective(tasks, counters, "zero3", "all_gather", grad_group,
+            family = "zero3" if plan.zero >= 3 else "zero"
+            g = self._collective(tasks, counters, family, "all_gather", grad_group,
                                  work.layer.params * self.weight_bytes_per_param, "comm", (ahead,), ("dp", "cp"))
             return () if g is None else (g,)
 
@@ -334,7 +346,7 @@ class StepBuilder:
             opt = compute("optimizer step", "optimizer",
                           optimizer_time_s(params_local / shard, self.gpu, plan.precision, plan.optimizer), 0.0,
                           deps=done)
-        if 1 <= plan.zero <= 2:
+        if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
         return tuple(tasks)

@@ -84,6 +84,22 @@ def test_zero1_moves_the_same_data_as_ddp():
     assert bus_bytes(zero1, 0, "") == pytest.approx(bus_bytes(ddp, 0, ""), rel=1e-6)
 
 
+@pytest.mark.parametrize("m", [1, 4])
+def test_overlapped_param_gather_moves_the_same_bytes_once_per_step_and_hides_behind_forward(m):
+    from dataclasses import replace
+
+    model = get_model("gpt2-350m", seq_len=1024)
+    after_step = plan(dp=8, m=m, zero=1)
+    overlapped = replace(after_step, overlap_param_gather=True)
+    a = build_program(model, DGX.gpu_spec, DGX, after_step)
+    b = build_program(model, DGX.gpu_spec, DGX, overlapped)
+    # The same parameters gathered once per step (not per micro-batch), layer by layer.
+    assert bus_bytes(b, 0, "zero") == pytest.approx(bus_bytes(a, 0, "zero"), rel=1e-6)
+    assert bus_bytes(b, 0, "") == pytest.approx(bus_bytes(a, 0, ""), rel=1e-6)
+    (ta, pa), (tb, pb) = step(model, after_step), step(model, overlapped)
+    assert tb.end_s <= ta.end_s and pb.exposed_comm < pa.exposed_comm
+
+
 @pytest.mark.parametrize("sp", [False, True])
 def test_tensor_parallel_traffic_per_block_matches_megatron(sp):
     # Megatron (Shoeybi et al. 2019): 2 all-reduces of b*s*h in forward and 2 in backward per block;
