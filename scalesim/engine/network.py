@@ -25,11 +25,18 @@ INF = float("inf")
 
 
 @dataclass(slots=True, eq=False)
+class _Call:
+    """The flows one `start` launched: its event fires when the last of them arrives."""
+    done: simpy.Event
+    pending: int
+
+
+@dataclass(slots=True, eq=False)
 class _ActiveFlow:
     links: tuple[int, ...]
     size_bytes: float
     remaining_bytes: float
-    done: simpy.Event
+    call: _Call
     cap: float = INF
     rate: float = 0.0
 
@@ -48,24 +55,30 @@ class FluidNetwork:
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
         """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
-        events = []
+        call = _Call(self.env.event(), 0)
         added = []
         self._advance()
+        by_link = self._by_link
         for links, size, cap in flows:
-            done = self.env.event()
-            events.append(done)
             self.bytes_sent += size
             if size <= 0 or (not links and cap == INF):
                 self.bytes_delivered += size
-                done.succeed()
                 continue
-            flow = _ActiveFlow(tuple(links), size, size, done, cap)
+            flow = _ActiveFlow(tuple(links), size, size, call, cap)
             self._active.append(flow)
             for link in flow.links:
-                self._by_link.setdefault(link, set()).add(flow)
+                users = by_link.get(link)
+                if users is None:
+                    by_link[link] = {flow}
+                else:
+                    users.add(flow)
             added.append(flow)
+        call.pending = len(added)
+        if not added:
+            call.done.succeed()
+            return call.done
         self._reschedule(added, ())
-        return self.env.all_of(events)
+        return call.done
 
     def _advance(self) -> None:
         dt = self.env.now - self._last_update_s
@@ -130,7 +143,9 @@ class FluidNetwork:
             if (f.remaining_bytes <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES)
                     or self.env.now + left_s == self.env.now):
                 self.bytes_delivered += f.size_bytes
-                f.done.succeed()
+                f.call.pending -= 1
+                if f.call.pending == 0:
+                    f.call.done.succeed()
                 for link in set(f.links):
                     users = self._by_link[link]
                     users.discard(f)
