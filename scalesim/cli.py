@@ -224,7 +224,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool) -> 
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
     run yet are listed as skipped with the reason; the summary counts only
-    simulated cases.
+    simulated cases. Supplementary cases (measurements beyond the reference
+    set in shared/validation) get their own summary row and stay out of the
+    category and overall figures.
     """
     from rich.progress import track
 
@@ -234,16 +236,22 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool) -> 
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     outcomes = [evaluate(c) for c in track(cases, description="validating", console=err_console,
                                            disable=as_json or not err_console.is_terminal)]
-    categories = sorted({o.case.category for o in outcomes})
-    summaries = {c: summarise([o for o in outcomes if o.case.category == c]) for c in categories}
-    summaries["overall"] = summarise(outcomes)
+    reference = [o for o in outcomes if not o.case.supplementary]
+    extra = [o for o in outcomes if o.case.supplementary]
+    categories = sorted({o.case.category for o in reference})
+    summaries = {c: summarise([o for o in reference if o.case.category == c]) for c in categories}
+    summaries["overall"] = summarise(reference)
+    if extra:
+        summaries["supplementary"] = summarise(extra)
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)
     if as_json:
         click.echo(json.dumps({"cases": [o.to_json() for o in outcomes],
                                "summary": summaries["overall"].to_json(),
-                               "by_category": {k: v.to_json() for k, v in summaries.items() if k != "overall"}},
+                               "by_category": {k: v.to_json() for k, v in summaries.items()
+                                               if k not in ("overall", "supplementary")},
+                               **({"supplementary": summaries["supplementary"].to_json()} if extra else {})},
                               indent=2))
         return
     console = make_console()

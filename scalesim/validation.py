@@ -56,6 +56,8 @@ class Case(Strict):
     collective: CollectiveCase | None = None
     scenario: str | None = None             # path relative to validation/
     excluded: str | None = None             # why this measurement is not a prediction target
+    # Not in shared/validation (the tracked reference set): reported beside its figure, not in it.
+    supplementary: bool = False
     known_miss: str | None = None           # what is known about a large error (counted all the same)
 
     @pydantic.model_validator(mode="after")
@@ -82,7 +84,7 @@ class Outcome:
         return {"id": self.case.id, "category": self.case.category, "metric": self.case.metric,
                 "predicted": self.predicted, "measured": self.case.measured, "error": self.error,
                 "status": self.status, "reason": self.reason, "source": self.case.source,
-                "known_miss": self.case.known_miss}
+                "known_miss": self.case.known_miss, "supplementary": self.case.supplementary}
 
 
 def cases_file() -> Path:

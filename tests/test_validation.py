@@ -80,3 +80,16 @@ def test_cases_far_off_print_what_is_known_and_still_count():
     assert list(far.columns[2].cells) == [known.known_miss, "not investigated yet"]
     assert summarise(outcomes).max_abs_error == 1.0         # explained or not, they count
     assert Outcome(known, "ok", 1.0).to_json()["known_miss"] == known.known_miss
+
+
+def test_supplementary_cases_get_their_own_row_and_stay_out_of_the_tracked_figure():
+    result = CliRunner().invoke(main, ["validate", "--fast", "--only", "multi_gpu", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    extra = [c for c in report["cases"] if c["supplementary"]]
+    reference = [c for c in report["cases"] if not c["supplementary"] and c["error"] is not None]
+    assert extra and report["supplementary"]["count"] == len(extra)
+    assert report["summary"]["count"] == len(reference)
+    assert report["by_category"]["multi_gpu"]["count"] == len(reference)
+    # Every supplementary case says where it comes from, like the reference cases.
+    assert all(c["source"] for c in extra)

@@ -25,10 +25,13 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
         cases.add_column(col, overflow="fold")
     for o in outcomes:
         status = o.status if o.reason is None else f"{o.status}: {o.reason}"
+        if o.case.supplementary:
+            status += " (supplementary)"
         cases.add_row(o.case.id, o.case.category, o.case.metric,
                       "-" if o.predicted is None else f"{o.predicted:,.4g}", f"{o.case.measured:,.4g}",
                       _pct(o.error), status)
-    summary = Table(title="summary (absolute errors over simulated cases)", title_justify="left")
+    summary = Table(title="summary (absolute errors over simulated cases; overall = the shared reference set)",
+                    title_justify="left")
     for col in ("category", "simulated", "median |error|", "max |error|"):
         summary.add_column(col)
     for name, s in summaries.items():
