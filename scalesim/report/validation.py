@@ -41,7 +41,7 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
     tables = [cases, summary]
     far = [o for o in outcomes if o.error is not None and abs(o.error) > FAR_OFF]
     if far:
-        why = Table(title=f"cases off by more than {FAR_OFF:.0%}, and what is known (they count in the summary)",
+        why = Table(title=f"cases off by more than {FAR_OFF:.0%}, and what is known (each counts in its summary row)",
                     title_justify="left")
         for col in ("case", "error", "known"):
             why.add_column(col, overflow="fold")
