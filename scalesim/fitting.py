@@ -121,7 +121,8 @@ def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOpti
         if more is not None:
             return (f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, "
                     f"step {format_time(more.step_time_s)})")
-        within = "" if available is None or available <= gpus else f", not even all {available} GPUs of the cluster with ZeRO-3"
+        within = ("" if available is None or available <= gpus
+                  else f", not even all {available} GPUs of the cluster with ZeRO-3")
         return f"{tried}{within}; more nodes or a GPU with more memory is needed"
     return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
                                      for o in options)
