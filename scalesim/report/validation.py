@@ -65,9 +65,14 @@ def parity_plot(outcomes, path: Path) -> Path:
     ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="grey", alpha=0.2, label="±10%")
     ax.plot(xs, xs, color="grey", linewidth=1)
     for category, colour in colours.items():
-        chosen = [o for o in points if o.case.category == category]
+        chosen = [o for o in points if o.case.category == category and not o.case.supplementary]
         ax.scatter([o.case.measured for o in chosen], [o.predicted for o in chosen], color=colour,
                    label=category, zorder=3)
+    extra = [o for o in points if o.case.supplementary]
+    if extra:
+        ax.scatter([o.case.measured for o in extra], [o.predicted for o in extra], facecolors="none",
+                   edgecolors=[colours.get(o.case.category, "grey") for o in extra],
+                   label="supplementary (open)", zorder=3)
     # Alternate label sides along the diagonal so neighbouring cases stay legible.
     for i, o in enumerate(sorted(points, key=lambda o: o.case.measured)):
         offset = [(4, 4), (4, -9), (-4, 4), (-4, -9)][i % 4]
@@ -92,8 +97,10 @@ def _error_bars(ax, points, colours: dict) -> None:
     """Each case's error as a bar, sorted, so every label stays legible where the parity plot crowds."""
     ordered = sorted(points, key=lambda o: o.error)
     ys = range(len(ordered))
-    ax.barh(list(ys), [100 * o.error for o in ordered], color=[colours.get(o.case.category, "grey") for o in ordered])
-    ax.set_yticks(list(ys), [o.case.id for o in ordered], fontsize=6.5)
+    ax.barh(list(ys), [100 * o.error for o in ordered], color=[colours.get(o.case.category, "grey") for o in ordered],
+            hatch=["//" if o.case.supplementary else "" for o in ordered])
+    ax.set_yticks(list(ys), [o.case.id + (" (suppl.)" if o.case.supplementary else "") for o in ordered],
+                  fontsize=6.5)
     for limit, style in ((10, ":"), (25, "--")):
         for sign in (-1, 1):
             ax.axvline(sign * limit, color="grey", linestyle=style, linewidth=0.8)
