@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scalesim.costs.compute import ELEMENT_BYTES
+from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
 from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
 from scalesim.engine import Timeline, simulate
@@ -112,6 +112,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         gpu.peak_flop_per_s(training.precision)
     except InputError as exc:
         raise InputError(exc.detail, file=file, key="training.precision") from None
+    if training.attention in FLASH_KINDS:
+        try:
+            flash_efficiency(gpu, training.attention)
+        except ValueError as exc:
+            raise InputError(str(exc), file=file, key="training.attention") from None
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
     model_parallel = par.tp * par.pp * par.cp
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
@@ -172,7 +177,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
         live = in_flight(order) / plan.chunks_per_stage
         memory = training_memory(layers, micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
                                  optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
-                                 flash_attention=plan.attention == "flash", boundary_bytes_per_sample=boundary,
+                                 flash_attention=plan.attention in FLASH_KINDS, boundary_bytes_per_sample=boundary,
                                  zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
                                  fp32_weights=plan.fp32_weights,
                                  grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype])

@@ -43,10 +43,12 @@ class TrainingSpec(Strict):
     micro_batch: pydantic.PositiveInt = 1
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
-    # auto: flash in 16-bit/fp8, naive in fp32/tf32. naive: scores materialised by separate eager
+    # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
+    # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
+    # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
     # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES).
-    attention: Literal["auto", "flash", "naive", "fused"] = "auto"
+    attention: Literal["auto", "flash", "flash2", "flash3", "naive", "fused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
     # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.

@@ -199,3 +199,20 @@ def test_suggestions_are_checked_against_host_memory_too():
                                              host_fit=host_fit_reason)]
     assert "parallel.offload_optimizer: true" in gpu_only
     assert "parallel.offload_optimizer: true" not in checked and "parallel.zero: 1" in checked
+
+
+def test_flash3_on_an_ampere_gpu_is_an_input_error_naming_the_key():
+    from scalesim.errors import InputError
+    from scalesim.runner import prepare
+    from scalesim.scenario import Scenario
+    scenario = Scenario.model_validate({
+        "name": "fa3", "cluster": {"node": "dgx-a100", "gpus": 8}, "model": "llama2-7b",
+        "training": {"seq_len": 4096, "global_batch": 8, "micro_batch": 1, "attention": "flash3"}})
+    with pytest.raises(InputError) as err:
+        prepare(scenario)
+    assert err.value.key == "training.attention" and "hopper" in str(err.value)
+    # flash2 and flash keep the same memory: neither stores the score matrices.
+    from scalesim.runner import memory_of
+    fa2 = prepare(scenario.with_changes(training={"attention": "flash2"}))
+    fa = prepare(scenario.with_changes(training={"attention": "flash"}))
+    assert memory_of(fa2).total == memory_of(fa).total

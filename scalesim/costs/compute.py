@@ -25,7 +25,7 @@ from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
-ATTENTION = ("flash", "naive", "fused")
+ATTENTION = ("flash", "flash2", "flash3", "naive", "fused")
 MEMORY_FORMATS = ("nhwc", "nchw")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
@@ -53,6 +53,14 @@ TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95), (64, 128, 0.85), (6
 # H100 and FA3 75%; frameworks use either (PyTorch SDPA: FA2; Transformer
 # Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
 FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5}
+# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
+# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
+# with the papers' figures; no measurement, no entry (such a scenario is refused).
+FLASH_KERNEL_EFFICIENCY = {
+    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": 0.35},
+    "flash3": {"hopper": 0.75},
+}
+FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 
 # Activation memory format of convolutions. Tensor-core convolution kernels
 # work on NHWC (channels-last) tensors; PyTorch's default layout is NCHW
@@ -191,15 +199,26 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     flop = op.flop * batch
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
-    if attention == "flash":
+    if attention in FLASH_KINDS:
         executed = flop / 2 if op.causal else flop     # flash skips fully masked blocks
-        forward = max(executed / (peak * FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)), io_s)
+        forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu)
     kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
+
+
+def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
+    """Fraction of the 16-bit peak a flash-attention kernel reaches on this GPU's architecture."""
+    if attention == "flash":
+        return FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
+    table = FLASH_KERNEL_EFFICIENCY[attention]
+    if gpu.arch not in table:
+        raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "
+                         f"{attention} is known on: {', '.join(table)}; use flash")
+    return table[gpu.arch]
 
 
 def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str) -> float:

@@ -243,3 +243,22 @@ def test_a_lower_training_clock_slows_compute_and_sm_issue_but_not_dram_or_the_m
     rtx = get_gpu("rtx4090")
     add = OpSpec("add", "elementwise", 0.0, 3.0 * 2**24)
     assert op_time_s(add, replace(rtx, training_clock_fraction=0.5), "bf16", 8) == op_time_s(add, rtx, "bf16", 8)
+
+
+# --------------------------------------------------------------- flash kernel generations
+
+def test_flash3_beats_flash2_on_hopper_by_the_papers_ratio_and_flash2_is_flash_on_ampere():
+    from scalesim.costs.compute import FLASH_KERNEL_EFFICIENCY
+
+    op = attention_op(s=8192)
+    fa2 = attention_time_s(op, H100, "bf16", 8, "flash2") - KERNEL_OVERHEAD_S
+    fa3 = attention_time_s(op, H100, "bf16", 8, "flash3") - KERNEL_OVERHEAD_S
+    ratio = FLASH_KERNEL_EFFICIENCY["flash3"]["hopper"] / FLASH_KERNEL_EFFICIENCY["flash2"]["hopper"]
+    assert fa2 / fa3 == pytest.approx(ratio, rel=1e-6)            # compute-bound at this length
+    A100 = get_gpu("a100-80gb-sxm")
+    assert attention_time_s(op, A100, "bf16", 8, "flash2") == attention_time_s(op, A100, "bf16", 8, "flash")
+
+
+def test_a_kernel_generation_without_a_measurement_for_the_gpu_is_refused():
+    with pytest.raises(ValueError, match="flash3"):
+        attention_time_s(attention_op(), get_gpu("a100-80gb-sxm"), "bf16", 1, "flash3")
