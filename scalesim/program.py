@@ -36,6 +36,9 @@ class CollectiveTask:
     participants: how many simulated ranks take part (0: all of plan.ranks).
     When symmetric ranks are simulated once, only their representatives
     arrive, while the plan still carries every rank's flows.
+    sm_share: the fraction of this rank's SMs the call's kernels hold while it
+    runs (NCCL's CUDA blocks; 0 for copy-engine transfers). Compute on the
+    rank's compute stream shares the SMs that are left.
     """
 
     name: str
@@ -45,6 +48,7 @@ class CollectiveTask:
     stream: str = COMM_STREAM
     kind: str = "comm"
     participants: int = 0
+    sm_share: float = 0.0
 
 
 Task = ComputeTask | CollectiveTask

@@ -5,6 +5,10 @@ program order, waiting for each task's dependencies. Collectives rendezvous:
 the call starts when every rank of its group has reached it, its phases run
 one after another on the shared fluid network, and it ends for all ranks at
 once. Nothing here knows what a layer or an optimizer is.
+
+While a collective runs, its kernels hold part of each member's SMs
+(`CollectiveTask.sm_share`); compute on that rank's compute stream progresses
+at the rate the remaining SMs give, re-timed whenever a call starts or ends.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from scalesim.collectives.estimate import flow_components, flows_time_s, plan_ti
 from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
-from scalesim.program import CollectiveTask, ComputeTask, Program
+from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
+
+# However many calls overlap, compute keeps at least this share of the SMs
+# (NCCL's blocks are a few dozen of a GPU's 80-144 SMs; the floor only guards
+# against pathological sums).
+MIN_COMPUTE_RATE = 0.25
 
 
 @dataclass
@@ -27,6 +36,19 @@ class _Call:
     waiting: int
     done: simpy.Event
     start_s: float | None = None
+    holders: list = field(default_factory=list)    # (rank, sm_share) of the arrived ranks
+
+
+@dataclass(slots=True)
+class _Sms:
+    """One rank's SMs: the share communication kernels hold, and the compute task running on the rest."""
+
+    comm_share: float = 0.0
+    remaining_s: float = 0.0        # of the running task, at full speed
+    rate: float = 1.0
+    since_s: float = 0.0
+    done: simpy.Event | None = None
+    generation: int = 0
 
 
 @dataclass
@@ -39,6 +61,7 @@ class _Run:
     intervals: list[Interval] = field(default_factory=list)
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
     private: dict[int, list] = field(default_factory=dict)     # id(plan) -> per phase (exposed, s, bytes)
+    sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
 
     def task_done(self, rank: int, index: int) -> simpy.Event:
         key = (rank, index)
@@ -58,35 +81,83 @@ class _Run:
             ready_s = self.env.now
             if isinstance(task, ComputeTask):
                 if task.duration_s > 0:
-                    yield self.env.timeout(task.duration_s)
+                    sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
+                    if sms is None:
+                        yield self.env.timeout(task.duration_s)
+                    else:
+                        yield self.compute(sms, task.duration_s)
                 start_s = ready_s
             else:
-                call = self.arrive(task)
+                call = self.arrive(task, rank)
                 yield call.done
                 start_s = call.start_s
             self.intervals.append(Interval(rank, task.stream, task.name, task.kind,
                                            ready_s, start_s, self.env.now))
             self.task_done(rank, index).succeed()
 
-    def arrive(self, task: CollectiveTask) -> _Call:
+    def compute(self, sms: _Sms, duration_s: float) -> simpy.Event:
+        """Run a compute task on the SMs the rank's communication leaves free."""
+        sms.remaining_s = duration_s
+        sms.since_s = self.env.now
+        sms.done = self.env.event()
+        self._retime(sms)
+        return sms.done
+
+    def _retime(self, sms: _Sms) -> None:
+        sms.rate = max(1.0 - sms.comm_share, MIN_COMPUTE_RATE)
+        sms.generation += 1
+        generation = sms.generation
+        timer = self.env.timeout(sms.remaining_s / sms.rate)
+        timer.callbacks.append(lambda _event: self._finish(sms, generation))
+
+    def _finish(self, sms: _Sms, generation: int) -> None:
+        if generation != sms.generation or sms.done is None:
+            return   # overtaken by a change of share: a newer timer will finish it
+        done, sms.done, sms.remaining_s = sms.done, None, 0.0
+        done.succeed()
+
+    def hold(self, holders: list, sign: int) -> None:
+        """A call starts (+1) or ends (-1): its kernels take or give back SMs on its ranks."""
+        now = self.env.now
+        for rank, share in holders:
+            if share <= 0:
+                continue
+            sms = self.sms[rank]
+            if sms.done is not None:
+                sms.remaining_s = max(sms.remaining_s - (now - sms.since_s) * sms.rate, 0.0)
+                sms.since_s = now
+            sms.comm_share += sign * share
+            if sms.comm_share < 1e-12:
+                sms.comm_share = 0.0   # all calls ended: no floating-point residue
+            if sms.done is not None:
+                self._retime(sms)
+
+    def arrive(self, task: CollectiveTask, rank: int) -> _Call:
         call = self.calls.get(task.key)
         if call is None:
             call = _Call(waiting=task.participants or len(task.plan.ranks), done=self.env.event())
             self.calls[task.key] = call
         call.waiting -= 1
+        if task.sm_share > 0:
+            call.holders.append((rank, task.sm_share))
         if call.waiting == 0:
             self.env.process(self.play(task.plan, call))
         return call
 
     def play(self, plan: CollectivePlan, call: _Call):
         call.start_s = self.env.now
+        self.hold(call.holders, +1)
+        yield from self._phases(plan)
+        self.hold(call.holders, -1)
+        call.done.succeed()
+
+    def _phases(self, plan: CollectivePlan):
         alone = self.isolated.get(id(plan))
         if alone is not None:
             # No other call can touch these links while this one runs: its time is the closed form.
             yield self.env.timeout(alone)
             self.net.bytes_sent += plan.bytes_sent
             self.net.bytes_delivered += plan.bytes_sent
-            call.done.succeed()
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
@@ -107,7 +178,6 @@ class _Run:
             self.net.bytes_delivered += private_bytes
             if waits:
                 yield self.env.all_of(waits)
-        call.done.succeed()
 
 
 def _families(program: Program) -> tuple[dict[int, CollectivePlan], dict[int, set]]:
@@ -204,6 +274,9 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
         families = _families(program)
         run.isolated = isolated_plans(program, families)
         run.private = private_splits(program, run.isolated, families)
+    for rank, tasks in program.tasks.items():
+        if any(isinstance(t, CollectiveTask) and t.sm_share > 0 for t in tasks):
+            run.sms[rank] = _Sms()
     for rank in sorted(program.tasks):
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(program.tasks[rank]):

@@ -126,3 +126,58 @@ def test_one_plan_object_used_on_two_streams_at_once_shares_its_links():
     program = Program({0: (CollectiveTask("a", "ka", plan, stream="x"), CollectiveTask("b", "kb", plan, stream="y"))},
                       (100.0,))
     assert simulate(program).end_s == pytest.approx(2.0) == simulate(program, closed_form=False).end_s
+
+
+# ------------------------------------------------------------ SMs held by communication kernels
+
+def test_compute_slows_while_a_collective_holds_part_of_the_sms():
+    # A 2 s compute; a 1 s transfer holding a quarter of the SMs starts with it.
+    # First second: 0.75 s of work done; the remaining 1.25 s at full speed: ends at 2.25 s.
+    plan = transfer((0,), [((0,), 100.0)])
+    program = Program({0: (
+        ComputeTask("b", "backward", 2.0),
+        CollectiveTask("c", "k", plan, sm_share=0.25),
+    )}, (100.0,))
+    t = simulate(program)
+    assert sorted(spans(t, 0)) == [("b", 0.0, pytest.approx(2.25)), ("c", 0.0, pytest.approx(1.0))]
+
+
+def test_compute_that_starts_and_ends_inside_a_call_runs_at_the_reduced_rate():
+    plan = transfer((0,), [((0,), 1000.0)])                    # 10 s at 100 B/s
+    program = Program({0: (
+        CollectiveTask("c", "k", plan, sm_share=0.5),
+        ComputeTask("f", "forward", 1.0),
+    )}, (100.0,))
+    f = [iv for iv in simulate(program).for_rank(0) if iv.name == "f"][0]
+    assert f.end_s - f.start_s == pytest.approx(2.0)
+
+
+def test_without_sm_share_overlap_is_free_and_with_it_never_faster():
+    plan = transfer((0,), [((0,), 100.0)])
+    def step(share):
+        return simulate(Program({0: (ComputeTask("b", "backward", 2.0),
+                                     CollectiveTask("c", "k", plan, sm_share=share))}, (100.0,))).end_s
+    assert step(0.0) == pytest.approx(2.0)
+    ends = [step(s) for s in (0.0, 0.1, 0.2, 0.4)]
+    assert ends == sorted(ends) and ends[-1] > ends[0]
+
+
+def test_a_call_slows_only_the_ranks_that_take_part_and_exposed_communication_costs_nothing_extra():
+    plan = transfer((0,), [((0,), 100.0)])
+    program = Program({
+        0: (CollectiveTask("c", "k", plan, sm_share=0.5), ComputeTask("f", "forward", 1.0, deps=(0,))),
+        1: (ComputeTask("f", "forward", 1.0),),
+    }, (100.0,))
+    t = simulate(program)
+    assert spans(t, 0) == [("c", 0.0, 1.0), ("f", 1.0, 2.0)]    # compute after the call: full speed
+    assert spans(t, 1) == [("f", 0.0, 1.0)]
+
+
+def test_work_on_the_host_stream_is_not_slowed_by_sms_held_on_the_gpu():
+    plan = transfer((0,), [((0,), 100.0)])
+    program = Program({0: (
+        CollectiveTask("c", "k", plan, sm_share=0.5),
+        ComputeTask("adam", "optimizer", 1.0, stream="cpu"),
+    )}, (100.0,))
+    adam = [iv for iv in simulate(program).for_rank(0) if iv.name == "adam"][0]
+    assert adam.end_s == pytest.approx(1.0)
