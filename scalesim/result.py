@@ -64,6 +64,7 @@ class Breakdown:
     bubble: float
     other: float
     total_comm: float
+    compute_slowed_by_comm: float = 0.0    # part of `compute`: SMs held by overlapped NCCL kernels
 
     def as_dict(self) -> dict[str, float]:
         return {"compute": self.compute, "exposed_comm": self.exposed_comm,
@@ -132,6 +133,7 @@ class StepResult:
             "step_time_s": self.step_time_s,
             "breakdown_s": self.breakdown.as_dict(),
             "total_comm_s": self.breakdown.total_comm,
+            "compute_slowed_by_comm_s": self.breakdown.compute_slowed_by_comm,
             "samples_per_s": self.samples_per_s,
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,

@@ -63,6 +63,17 @@ def test_turning_off_overlap_exposes_more_communication():
     assert serial.step_time_s > overlapped.step_time_s
 
 
+def test_hidden_communication_slows_the_gpu_work_it_overlaps_and_serial_communication_does_not():
+    # NCCL's blocks take SMs from the backward pass they overlap; nothing overlaps when serial.
+    scenario, file = load("8xa100-ddp")
+    overlapped = run(scenario, file)
+    serial = run(scenario.with_changes(parallel={"overlap_grad_reduce": False}), file)
+    slowed = overlapped.breakdown.compute_slowed_by_comm
+    assert 0 < slowed < overlapped.breakdown.total_comm
+    assert overlapped.to_json()["compute_slowed_by_comm_s"] == slowed
+    assert serial.breakdown.compute_slowed_by_comm == 0.0
+
+
 def test_p2p_on_the_4090_is_never_slower_than_host_staging():
     scenario, file = load("8x4090-ddp")
     from scalesim.topology import load_node_design

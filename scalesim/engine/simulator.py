@@ -49,6 +49,7 @@ class _Sms:
     since_s: float = 0.0
     done: simpy.Event | None = None
     generation: int = 0
+    contended: bool = False         # the running task has shared its SMs at some point
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _Run:
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
     private: dict[int, list] = field(default_factory=dict)     # id(plan) -> per phase (exposed, s, bytes)
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
+    slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
 
     def task_done(self, rank: int, index: int) -> simpy.Event:
         key = (rank, index)
@@ -86,6 +88,9 @@ class _Run:
                         yield self.env.timeout(task.duration_s)
                     else:
                         yield self.compute(sms, task.duration_s)
+                        if sms.contended:
+                            extra_s = max(self.env.now - ready_s - task.duration_s, 0.0)
+                            self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
                 start_s = ready_s
             else:
                 call = self.arrive(task, rank)
@@ -100,11 +105,13 @@ class _Run:
         sms.remaining_s = duration_s
         sms.since_s = self.env.now
         sms.done = self.env.event()
+        sms.contended = False
         self._retime(sms)
         return sms.done
 
     def _retime(self, sms: _Sms) -> None:
         sms.rate = max(1.0 - sms.comm_share, MIN_COMPUTE_RATE)
+        sms.contended = sms.contended or sms.comm_share > 0
         sms.generation += 1
         generation = sms.generation
         timer = self.env.timeout(sms.remaining_s / sms.rate)
@@ -292,4 +299,4 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     end_s = max((iv.end_s for iv in run.intervals), default=0.0)
     ordered = tuple(sorted(run.intervals, key=lambda iv: (iv.rank, iv.start_s, iv.stream, iv.end_s)))
-    return Timeline(ordered, end_s, run.net.bytes_sent, run.net.bytes_delivered)
+    return Timeline(ordered, end_s, run.net.bytes_sent, run.net.bytes_delivered, dict(sorted(run.slowed.items())))

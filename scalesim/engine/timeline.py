@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,9 @@ class Timeline:
     end_s: float                       # when the last task of any rank finished
     bytes_sent: float                  # total bytes injected into the network
     bytes_delivered: float             # total bytes that arrived
+    # rank -> seconds its compute took beyond the cost model's, because
+    # overlapped communication kernels held some of its SMs
+    compute_slowdown_s: dict[int, float] = field(default_factory=dict)
 
     def for_rank(self, rank: int) -> list[Interval]:
         return [iv for iv in self.intervals if iv.rank == rank]

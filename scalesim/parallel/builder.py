@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Flow, Phase, plan_collective
+from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
@@ -186,6 +187,9 @@ class StepBuilder:
         memo[key] = plan
         return plan
 
+    def _sm_share(self, plan: CollectivePlan) -> float:
+        return sm_share(plan, self.topology, self.gpu.sms)
+
     def _participants(self, group: tuple[int, ...]) -> int:
         return sum(1 for r in group if r in self._simulated_set)
 
@@ -198,7 +202,7 @@ class StepBuilder:
         plan = self._with_copies(op, group, size, span)
         tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
                                     deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants(group)))
+                                    participants=self._participants(group), sm_share=self._sm_share(plan)))
         return len(tasks) - 1
 
     def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
@@ -206,7 +210,7 @@ class StepBuilder:
         plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
         tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
                                     plan, deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants((src, dst))))
+                                    participants=self._participants((src, dst)), sm_share=self._sm_share(plan)))
         return len(tasks) - 1
 
     # ------------------------------------------------------------------ one rank

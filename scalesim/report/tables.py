@@ -27,6 +27,9 @@ def result_table(r: StepResult) -> Table:
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({_pct(seconds / r.step_time_s)})")
     t.add_row("  communication (total, incl. hidden)", format_time(r.breakdown.total_comm))
+    if r.breakdown.compute_slowed_by_comm > 0:
+        t.add_row("  GPU work slowed by overlap", format_time(r.breakdown.compute_slowed_by_comm)
+                  + " (NCCL kernels hold SMs while hidden communication runs; included above)")
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")

@@ -230,6 +230,10 @@ class Topology:
                 self.memo[key] = "pci"
         return self.memo[key]
 
+    def via_host_memory(self, src: int, dst: int) -> bool:
+        """True when a copy between two GPUs is staged in host memory (no peer-to-peer)."""
+        return any(self._resource_kind[r] == "memory" for r in self.route(src, dst))
+
     def host_route(self, rank: int, to_host: bool) -> tuple[int, ...]:
         """Link resources of a copy between a GPU and its own socket's host memory (ZeRO-Offload)."""
         gpu = self.gpus[rank]

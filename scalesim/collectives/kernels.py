@@ -1,0 +1,74 @@
+"""How many SMs NCCL's kernels hold on each GPU while a collective runs.
+
+One NCCL channel is one CUDA block: `ncclLaunchKernel` launches a grid of
+nChannels blocks (src/enqueue.cc). Those blocks (up to 640 threads at 96
+registers each, nearly a whole register file) do not share an SM with compute
+kernels ("NCCL CTAs won't share an SM with compute kernels", S. Jeaugey,
+NVIDIA/nccl#689). So while a call runs, compute on the same GPU has the other
+SMs. Channel counts, as NCCL logs them on real machines:
+
+- NVLink inside a server: two per NVLink, at most 24. 8x A100 NVSwitch 24
+  ("Channel 23/24", nccl-tests#100); 8x H100 24 ("Trees [0] .. [23]",
+  nccl#2094); 2x H100 PCIe on a bridge 24 (nccl#1161); 8x H800 (8 NVLinks) 16
+  ("16 coll channels", nccl#892). The link count is the path's bandwidth over
+  NCCL's 20 GB/s per NVLink (src/graph/topo.h); the rule reproduces those four
+  and is an inference for bridges with fewer links.
+- NVLS (in-switch reduction): 16, NCCL_NVLS_NCHANNELS' default (nccl#2094).
+- across servers: two per NIC in use ("on DGX with 8 NICs ... it would use 16
+  SMs", "a PCI system with a single NIC ... 2 SMs", nccl#689).
+- through host memory (no peer-to-peer, SHM transport): 2 (8x RTX 4090,
+  nccl-tests#307; 8x A100 with P2P off, nccl-tests#228).
+- PCIe peer-to-peer: 4 (channels 00-03 in a 3x RTX 4090 patched-driver log,
+  tinygrad/open-gpu-kernel-modules#17; inferred from one log).
+- send/recv across servers: 2 (NCCL_NCHANNELS_PER_NET_PEER, nccl#1424);
+  inside a server, the figure of its link.
+
+NCCL uses fewer channels for small messages (nccl#1216); not modelled, as
+small calls are short. Memory-bandwidth contention between NCCL and compute
+(nccl#1428, nccl#1433) is not modelled either: this is the SM share alone, a
+lower bound on the slowdown overlap causes.
+"""
+
+from __future__ import annotations
+
+from scalesim.collectives.plan import CollectivePlan
+from scalesim.topology import Topology
+
+MAX_NVLINK_CHANNELS = 24
+NVLINK_CHANNEL_BYTES_PER_S = 20e9       # NCCL's per-NVLink bandwidth in its topology search
+NVLS_CHANNELS = 16
+CHANNELS_PER_NIC = 2
+NET_P2P_CHANNELS = 2
+SHM_CHANNELS = 2
+PCIE_P2P_CHANNELS = 4
+
+
+def _intra_server_channels(topology: Topology, a: int, b: int) -> int:
+    cls = topology.link_class(a, b)
+    if cls == "nvlink":
+        links = round(topology.bottleneck_bytes_per_s(a, b) / NVLINK_CHANNEL_BYTES_PER_S)
+        return max(2, min(MAX_NVLINK_CHANNELS, 2 * links))
+    return SHM_CHANNELS if topology.via_host_memory(a, b) else PCIE_P2P_CHANNELS
+
+
+def nccl_blocks(plan: CollectivePlan, topology: Topology) -> int:
+    """CUDA blocks (one SM each) NCCL runs on every GPU of the call while it lasts."""
+    ranks = plan.ranks
+    if len(ranks) < 2:
+        return 0
+    if plan.algo in ("nvls", "nvls_tree"):
+        return NVLS_CHANNELS
+    servers = topology.ranks_by_server(ranks)
+    if len(servers) > 1:
+        if plan.op in ("send", "send_recv"):
+            return NET_P2P_CHANNELS
+        nics = min(topology.nic_count(topology.server_of(s[0])) for s in servers)
+        return CHANNELS_PER_NIC * max(1, min(nics, min(len(s) for s in servers)))
+    return _intra_server_channels(topology, ranks[0], ranks[1])
+
+
+def sm_share(plan: CollectivePlan, topology: Topology, sms: int) -> float:
+    """The fraction of a GPU's `sms` the call's kernels hold; 0 when the SM count is unknown."""
+    if sms <= 0:
+        return 0.0
+    return min(nccl_blocks(plan, topology) / sms, 1.0)
