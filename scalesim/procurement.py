@@ -156,6 +156,14 @@ def model_assumptions(setup) -> list[tuple[str, object, str]]:
     if gpu.training_clock_fraction != 1.0:
         rows.append(("sustained clock in training (fraction of benchmark clock)", gpu.training_clock_fraction,
                      "catalog (gpus.yaml notes: fitted on same-software H100:A100 ratios; power-limited clocks)"))
+    spread = setup.scenario.cluster.gpu_speed_spread
+    if setup.gpus > 1:
+        rows.append(("GPU work time vs the median GPU (the slowest of the job's GPUs sets the pace)",
+                     setup.plan.slowest_gpu_factor,
+                     f"per-GPU speed spread {spread:.1%} "
+                     + ("(default: Sinha et al. SC22, 8% variation = 4 IQR/median; costs/variability.py)"
+                        if "gpu_speed_spread" not in setup.scenario.cluster.model_fields_set
+                        else "(scenario cluster.gpu_speed_spread)")))
     if setup.plan.placement.dp * setup.plan.placement.cp > 1:
         rows.append(("gradient reduction precision", setup.plan.grad_reduce_dtype,
                      "scenario" if par.grad_reduce_dtype != "auto"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
 from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
+from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
@@ -138,6 +139,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         overlap_param_gather=par.overlap_param_gather,
         offload_optimizer=par.offload_optimizer,
         memory_format=training.memory_format,
+        slowest_gpu_factor=slowest_gpu_factor(count, scenario.cluster.gpu_speed_spread),
         grad_reduce_dtype=grad_reduce_dtype(training.precision, par),
         fp32_weights=autocast_style(training.precision, par),
     )

@@ -28,6 +28,9 @@ class ClusterSpec(Strict):
     nodes: pydantic.PositiveInt = 1
     gpus: pydantic.PositiveInt | None = None
     fabric: FabricSpec | None = None
+    # One standard deviation of per-GPU speed over the median GPU's; a step runs at the
+    # slowest GPU's pace (scalesim/costs/variability.py). 0: all GPUs equally fast.
+    gpu_speed_spread: float = pydantic.Field(0.015, ge=0.0, le=0.5)
 
     @pydantic.model_validator(mode="after")
     def _fabric_for_many(self) -> "ClusterSpec":

@@ -227,3 +227,16 @@ def test_flash3_on_an_ampere_gpu_is_an_input_error_naming_the_key():
     fa2 = prepare(scenario.with_changes(training={"attention": "flash2"}))
     fa = prepare(scenario.with_changes(training={"attention": "flash"}))
     assert memory_of(fa2).total == memory_of(fa).total
+
+
+def test_a_spread_of_gpu_speeds_costs_throughput_on_many_gpus_and_nothing_on_one():
+    scenario, file = load("8xa100-ddp")
+    equal = run(scenario.with_changes(cluster={"gpu_speed_spread": 0.0}), file)
+    spread = run(scenario.with_changes(cluster={"gpu_speed_spread": 0.03}), file)
+    assert spread.step_time_s > equal.step_time_s
+    assert spread.scaling_efficiency < equal.scaling_efficiency
+    one = {"gpus": 1, "gpu_speed_spread": 0.03}
+    solo = run(scenario.with_changes(cluster=one, parallel={"dp": 1}, training={"global_batch": 16}), file)
+    solo_equal = run(scenario.with_changes(cluster={**one, "gpu_speed_spread": 0.0}, parallel={"dp": 1},
+                                           training={"global_batch": 16}), file)
+    assert solo.step_time_s == solo_equal.step_time_s

@@ -68,6 +68,7 @@ class ParallelPlan:
     memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
     grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
     fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
+    slowest_gpu_factor: float = 1.0  # GPU work takes this much longer: the job's slowest GPU sets the pace
 
     @property
     def chunks_per_stage(self) -> int:
@@ -230,7 +231,8 @@ class StepBuilder:
         layer_computes: list[int] = []          # first compute task of each layer run, in order
 
         def compute(name: str, kind: str, seconds: float, flop: float, deps=()) -> int:
-            tasks.append(ComputeTask(name, kind, seconds, deps=tuple(d for d in deps if d is not None), flop=flop))
+            tasks.append(ComputeTask(name, kind, seconds * plan.slowest_gpu_factor,
+                                     deps=tuple(d for d in deps if d is not None), flop=flop))
             last_compute[0] = len(tasks) - 1
             return last_compute[0]
 
