@@ -189,7 +189,11 @@ class StepBuilder:
         return plan
 
     def _sm_share(self, plan: CollectivePlan) -> float:
-        return sm_share(plan, self.topology, self.gpu.sms)
+        key = ("sm-share", plan.op, plan.algo, plan.ranks)
+        memo = self.topology.memo
+        if key not in memo:
+            memo[key] = sm_share(plan, self.topology, self.gpu.sms)
+        return memo[key]
 
     def _participants(self, group: tuple[int, ...]) -> int:
         return sum(1 for r in group if r in self._simulated_set)
