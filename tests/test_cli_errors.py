@@ -93,6 +93,11 @@ def test_non_positive_sizes(tmp_path, section, key, value):
     expect_bad(tmp_path, changed(section, key, value), None, f"{section}.{key}", "greater than 0")
 
 
+@pytest.mark.parametrize("value,says", [(-0.1, "greater than or equal to 0"), (0.9, "less than or equal to 0.5")])
+def test_gpu_speed_spread_is_a_fraction_between_0_and_one_half(tmp_path, value, says):
+    expect_bad(tmp_path, changed("cluster", "gpu_speed_spread", value), None, "cluster.gpu_speed_spread", says)
+
+
 def test_global_batch_must_divide(tmp_path):
     expect_bad(tmp_path, changed("training", "global_batch", 100), None, "training.global_batch", "multiple")
 
