@@ -57,7 +57,6 @@ class _Run:
     env: simpy.Environment
     net: FluidNetwork
     program: Program
-    done: dict[tuple[int, int], simpy.Event] = field(default_factory=dict)
     calls: dict[str, _Call] = field(default_factory=dict)
     intervals: list[Interval] = field(default_factory=list)
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
@@ -65,40 +64,51 @@ class _Run:
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
     slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
 
-    def task_done(self, rank: int, index: int) -> simpy.Event:
-        key = (rank, index)
-        if key not in self.done:
-            self.done[key] = self.env.event()
-        return self.done[key]
-
-    def stream(self, rank: int, indices: list[int]):
+    def stream(self, rank: int, indices: list[int], events: list):
+        """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
+        tasks another stream waits for (None for the rest: order alone covers them)."""
+        env = self.env
         tasks = self.program.tasks[rank]
+        isolated = self.isolated
         for index in indices:
             task = tasks[index]
             if task.deps:
-                pending = [self.task_done(rank, d) for d in task.deps]
-                pending = [e for e in pending if not e.processed]
-                if pending:
-                    yield self.env.all_of(pending)
-            ready_s = self.env.now
+                pending = [e for e in (events[d] for d in task.deps) if e is not None and not e.processed]
+                if len(pending) == 1:
+                    yield pending[0]
+                elif pending:
+                    yield env.all_of(pending)
+            ready_s = env.now
             if isinstance(task, ComputeTask):
                 if task.duration_s > 0:
                     sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
                     if sms is None:
-                        yield self.env.timeout(task.duration_s)
+                        yield env.timeout(task.duration_s)
                     else:
                         yield self.compute(sms, task.duration_s)
                         if sms.contended:
-                            extra_s = max(self.env.now - ready_s - task.duration_s, 0.0)
+                            extra_s = max(env.now - ready_s - task.duration_s, 0.0)
                             self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
+                start_s = ready_s
+            elif task.participants == 1 and id(task.plan) in isolated:
+                # The only simulated member of a call that runs alone on its links: no rendezvous
+                # to wait for and nothing to share, so it takes its closed-form time right here.
+                holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
+                self.hold(holders, +1)
+                yield env.timeout(isolated[id(task.plan)])
+                self.net.bytes_sent += task.plan.bytes_sent
+                self.net.bytes_delivered += task.plan.bytes_sent
+                self.hold(holders, -1)
                 start_s = ready_s
             else:
                 call = self.arrive(task, rank)
                 yield call.done
                 start_s = call.start_s
             self.intervals.append(Interval(rank, task.stream, task.name, task.kind,
-                                           ready_s, start_s, self.env.now))
-            self.task_done(rank, index).succeed()
+                                           ready_s, start_s, env.now))
+            done = events[index]
+            if done is not None:
+                done.succeed()
 
     def compute(self, sms: _Sms, duration_s: float) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
@@ -285,11 +295,14 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
         if any(isinstance(t, CollectiveTask) and t.sm_share > 0 for t in tasks):
             run.sms[rank] = _Sms()
     for rank in sorted(program.tasks):
+        tasks = program.tasks[rank]
         streams: dict[str, list[int]] = {}
-        for index, task in enumerate(program.tasks[rank]):
+        for index, task in enumerate(tasks):
             streams.setdefault(task.stream, []).append(index)
+        awaited = {d for task in tasks for d in task.deps if tasks[d].stream != task.stream}
+        events = [env.event() if index in awaited else None for index in range(len(tasks))]
         for name in sorted(streams):
-            env.process(run.stream(rank, streams[name]))
+            env.process(run.stream(rank, streams[name], events))
     env.run()
     unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
     if unfinished:
