@@ -63,6 +63,7 @@ class _Run:
     private: dict[int, list] = field(default_factory=dict)     # id(plan) -> per phase (exposed, s, bytes)
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
     slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
+    sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
 
     def stream(self, rank: int, indices: list[int], events: list):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -96,8 +97,9 @@ class _Run:
                 holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
                 self.hold(holders, +1)
                 yield env.timeout(isolated[id(task.plan)])
-                self.net.bytes_sent += task.plan.bytes_sent
-                self.net.bytes_delivered += task.plan.bytes_sent
+                sent = self.plan_bytes(task.plan)
+                self.net.bytes_sent += sent
+                self.net.bytes_delivered += sent
                 self.hold(holders, -1)
                 start_s = ready_s
             else:
@@ -109,6 +111,12 @@ class _Run:
             done = events[index]
             if done is not None:
                 done.succeed()
+
+    def plan_bytes(self, plan: CollectivePlan) -> float:
+        sent = self.sent.get(id(plan))
+        if sent is None:
+            sent = self.sent[id(plan)] = plan.bytes_sent
+        return sent
 
     def compute(self, sms: _Sms, duration_s: float) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
@@ -173,8 +181,9 @@ class _Run:
         if alone is not None:
             # No other call can touch these links while this one runs: its time is the closed form.
             yield self.env.timeout(alone)
-            self.net.bytes_sent += plan.bytes_sent
-            self.net.bytes_delivered += plan.bytes_sent
+            sent = self.plan_bytes(plan)
+            self.net.bytes_sent += sent
+            self.net.bytes_delivered += sent
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
