@@ -5,7 +5,9 @@ them (directly or through other flows: their connected component) are
 recomputed by max-min fair sharing; flows elsewhere keep their rates, which
 are unchanged by construction. Then the next completion is scheduled. A timer
 that was overtaken by a newer change is ignored (generation counter), so the
-event queue never needs cancelling.
+event queue never needs cancelling. Each flow carries its links as a bitmask
+(a Python int), so finding a component is a few passes of integer ANDs over
+the active flows rather than a graph search.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class _Call:
 @dataclass(slots=True, eq=False)
 class _ActiveFlow:
     links: tuple[int, ...]
+    mask: int                  # bit i set: the flow crosses link i
     size_bytes: float
     remaining_bytes: float
     call: _Call
@@ -48,7 +51,7 @@ class FluidNetwork:
     bytes_sent: float = 0.0
     bytes_delivered: float = 0.0
     _active: list[_ActiveFlow] = field(default_factory=list)
-    _by_link: dict[int, set] = field(default_factory=dict)
+    _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask)
     _last_update_s: float = 0.0
     _generation: int = 0
     _rates_memo: dict = field(default_factory=dict)
@@ -58,26 +61,29 @@ class FluidNetwork:
         call = _Call(self.env.event(), 0)
         added = []
         self._advance()
-        by_link = self._by_link
+        masks = self._masks
         for links, size, cap in flows:
             self.bytes_sent += size
             if size <= 0 or (not links and cap == INF):
                 self.bytes_delivered += size
                 continue
-            flow = _ActiveFlow(tuple(links), size, size, call, cap)
+            if type(links) is not tuple:
+                links = tuple(links)
+            known = masks.get(id(links))
+            if known is None or known[0] is not links:
+                mask = 0
+                for link in links:
+                    mask |= 1 << link
+                # Holding the tuple keeps its id unique for the run: rate memo keys use it.
+                known = masks[id(links)] = (links, mask)
+            flow = _ActiveFlow(links, known[1], size, size, call, cap)
             self._active.append(flow)
-            for link in flow.links:
-                users = by_link.get(link)
-                if users is None:
-                    by_link[link] = {flow}
-                else:
-                    users.add(flow)
             added.append(flow)
         call.pending = len(added)
         if not added:
             call.done.succeed()
             return call.done
-        self._reschedule(added, ())
+        self._reschedule(added, 0)
         return call.done
 
     def _advance(self) -> None:
@@ -87,31 +93,37 @@ class FluidNetwork:
                 f.remaining_bytes -= f.rate * dt
         self._last_update_s = self.env.now
 
-    def _component(self, seeds: Iterable[_ActiveFlow], links: Iterable[int]) -> list[_ActiveFlow]:
+    def _component(self, seeds: Iterable[_ActiveFlow], links_mask: int) -> list[_ActiveFlow]:
         """Active flows connected to the seed flows or links through shared links, in start order."""
         found = set(seeds)
-        frontier = [link for f in found for link in f.links] + list(links)
-        seen = set()
-        while frontier:
-            link = frontier.pop()
-            if link in seen:
-                continue
-            seen.add(link)
-            for other in self._by_link.get(link, ()):
-                if other not in found:
-                    found.add(other)
-                    frontier.extend(other.links)
+        mask = links_mask
+        for f in found:
+            mask |= f.mask
+        rest = [f for f in self._active if f not in found]
+        grew = True
+        while grew and rest:
+            grew = False
+            outside = []
+            for f in rest:
+                if f.mask & mask:
+                    mask |= f.mask
+                    found.add(f)
+                    grew = True
+                else:
+                    outside.append(f)
+            rest = outside
         return [f for f in self._active if f in found]
 
-    def _reschedule(self, changed: Sequence[_ActiveFlow], freed_links: Iterable[int]) -> None:
+    def _reschedule(self, changed: Sequence[_ActiveFlow], freed_links: int) -> None:
         self._generation += 1
         if not self._active:
             return
         group = self._component(changed, freed_links)
         if group:
             # Rates depend only on the flows' paths and caps: the same set of
-            # paths (the next bucket of the same collective) reuses them.
-            key = tuple((f.links, f.cap) for f in group)
+            # paths (the next bucket of the same collective) reuses them. Paths
+            # are the plans' own tuples, alive for the whole run: their ids name them.
+            key = tuple((id(f.links), f.cap) for f in group)
             rates = self._rates_memo.get(key)
             if rates is None:
                 caps = [f.cap for f in group]
@@ -135,7 +147,7 @@ class FluidNetwork:
             return
         self._advance()
         still = []
-        freed: set[int] = set()
+        freed = 0
         for f in self._active:
             # Done when (almost) nothing is left, or when what is left would take less
             # than the clock can represent at this time (else time would never advance).
@@ -146,12 +158,7 @@ class FluidNetwork:
                 f.call.pending -= 1
                 if f.call.pending == 0:
                     f.call.done.succeed()
-                for link in set(f.links):
-                    users = self._by_link[link]
-                    users.discard(f)
-                    if not users:
-                        del self._by_link[link]
-                    freed.add(link)
+                freed |= f.mask
             else:
                 still.append(f)
         self._active = still
