@@ -59,7 +59,10 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
             spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
                 (iv.start_s * factor, iv.duration_s * factor))
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
+    # Bars closer than a fifth of a pixel are one bar on the page: draw them as one.
+    pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
     for (y, colour), bars in spans.items():
+        bars = _merge_spans(bars, 0.2 * pixel)
         ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour, edgecolor="white",
                        linewidth=0.3 if len(bars) < 2000 else 0.0)
     ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
@@ -74,6 +77,19 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """(start, width) spans with gaps of at most `gap` between them joined into one."""
+    if gap <= 0 or len(bars) < 2:
+        return bars
+    merged: list[list[float]] = []
+    for start, width in sorted(bars):
+        if merged and start - (merged[-1][0] + merged[-1][1]) <= gap:
+            merged[-1][1] = max(merged[-1][1], start + width - merged[-1][0])
+        else:
+            merged.append([start, width])
+    return [(a, b) for a, b in merged]
 
 
 def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
