@@ -5,14 +5,19 @@ them (directly or through other flows: their connected component) are
 recomputed by max-min fair sharing; flows elsewhere keep their rates, which
 are unchanged by construction. Then the next completion is scheduled. A timer
 that was overtaken by a newer change is ignored (generation counter), so the
-event queue never needs cancelling. Each flow carries its links as a bitmask
-(a Python int), so finding a component is a few passes of integer ANDs over
-the active flows rather than a graph search.
+event queue never needs cancelling.
+
+Bookkeeping is per component, so an event costs what its component costs,
+not what the whole network carries: the active flows are kept in groups (the
+connected components, each with the union of its flows' links as an int
+bitmask), a flow's remaining bytes are settled only when its rate changes,
+and completions come off a heap of projected finish times.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import simpy
@@ -35,13 +40,27 @@ class _Call:
 
 @dataclass(slots=True, eq=False)
 class _ActiveFlow:
+    seq: int                   # start order: components list their flows in it
     links: tuple[int, ...]
     mask: int                  # bit i set: the flow crosses link i
     size_bytes: float
-    remaining_bytes: float
+    left_bytes: float          # what remained at since_s
     call: _Call
     cap: float = INF
     rate: float = 0.0
+    since_s: float = 0.0
+    version: int = 0           # heap entries of older versions are stale
+    group: _Group | None = None
+
+    def left_at(self, now_s: float) -> float:
+        return self.left_bytes - self.rate * (now_s - self.since_s)
+
+
+@dataclass(slots=True, eq=False)
+class _Group:
+    """A connected component of the active flows: they share links, directly or through each other."""
+    flows: list[_ActiveFlow]
+    mask: int
 
 
 @dataclass
@@ -50,17 +69,19 @@ class FluidNetwork:
     capacity_bytes_per_s: Sequence[float]
     bytes_sent: float = 0.0
     bytes_delivered: float = 0.0
-    _active: list[_ActiveFlow] = field(default_factory=list)
+    _groups: set = field(default_factory=set)
+    _heap: list = field(default_factory=list)                    # (finish_s, seq, version, flow)
     _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask)
-    _last_update_s: float = 0.0
+    _seq: int = 0
     _generation: int = 0
     _rates_memo: dict = field(default_factory=dict)
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
         """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
         call = _Call(self.env.event(), 0)
+        now = self.env.now
         added = []
-        self._advance()
+        added_mask = 0
         masks = self._masks
         for links, size, cap in flows:
             self.bytes_sent += size
@@ -76,90 +97,127 @@ class FluidNetwork:
                     mask |= 1 << link
                 # Holding the tuple keeps its id unique for the run: rate memo keys use it.
                 known = masks[id(links)] = (links, mask)
-            flow = _ActiveFlow(links, known[1], size, size, call, cap)
-            self._active.append(flow)
+            self._seq += 1
+            flow = _ActiveFlow(self._seq, links, known[1], size, size, call, cap, since_s=now)
             added.append(flow)
+            added_mask |= flow.mask
         call.pending = len(added)
         if not added:
             call.done.succeed()
             return call.done
-        self._reschedule(added, 0)
+        # The new flows join every component they touch.
+        touched = [g for g in self._groups if g.mask & added_mask]
+        members = sorted((f for g in touched for f in g.flows), key=lambda f: f.seq) + added
+        group = _Group(members, added_mask)
+        for g in touched:
+            group.mask |= g.mask
+            self._groups.discard(g)
+        for f in members:
+            f.group = group
+        self._groups.add(group)
+        self._rerate(members)
+        self._schedule()
         return call.done
 
-    def _advance(self) -> None:
-        dt = self.env.now - self._last_update_s
-        if dt > 0:
-            for f in self._active:
-                f.remaining_bytes -= f.rate * dt
-        self._last_update_s = self.env.now
-
-    def _component(self, seeds: Iterable[_ActiveFlow], links_mask: int) -> list[_ActiveFlow]:
-        """Active flows connected to the seed flows or links through shared links, in start order."""
-        found = set(seeds)
-        mask = links_mask
-        for f in found:
-            mask |= f.mask
-        rest = [f for f in self._active if f not in found]
-        grew = True
-        while grew and rest:
-            grew = False
-            outside = []
-            for f in rest:
-                if f.mask & mask:
-                    mask |= f.mask
-                    found.add(f)
-                    grew = True
-                else:
-                    outside.append(f)
-            rest = outside
-        return [f for f in self._active if f in found]
-
-    def _reschedule(self, changed: Sequence[_ActiveFlow], freed_links: int) -> None:
-        self._generation += 1
-        if not self._active:
+    def _rerate(self, flows: list[_ActiveFlow]) -> None:
+        """Max-min rates for these flows (whole components, in start order) from now on."""
+        if not flows:
             return
-        group = self._component(changed, freed_links)
-        if group:
-            # Rates depend only on the flows' paths and caps: the same set of
-            # paths (the next bucket of the same collective) reuses them. Paths
-            # are the plans' own tuples, alive for the whole run: their ids name them.
-            key = tuple((id(f.links), f.cap) for f in group)
-            rates = self._rates_memo.get(key)
-            if rates is None:
-                caps = [f.cap for f in group]
-                rates = max_min_rates([f.links for f in group], self.capacity_bytes_per_s,
-                                      caps if any(c != INF for c in caps) else None)
-                self._rates_memo[key] = rates
-            for f, rate in zip(group, rates):
-                f.rate = rate
-        next_s = INF
-        for f in self._active:
-            if f.rate > 0:
-                next_s = min(next_s, max(f.remaining_bytes, 0.0) / f.rate)
-        if next_s == INF:
-            raise RuntimeError("flows are stalled on zero-capacity links")
+        # Rates depend only on the flows' paths and caps: the same set of paths
+        # (the next bucket of the same collective) reuses them.
+        key = tuple((id(f.links), f.cap) for f in flows)
+        rates = self._rates_memo.get(key)
+        if rates is None:
+            caps = [f.cap for f in flows]
+            rates = max_min_rates([f.links for f in flows], self.capacity_bytes_per_s,
+                                  caps if any(c != INF for c in caps) else None)
+            self._rates_memo[key] = rates
+        now = self.env.now
+        heap = self._heap
+        for f, rate in zip(flows, rates):
+            if f.rate == rate and f.version:
+                continue       # unchanged: its heap entry still holds
+            f.left_bytes = f.left_at(now)
+            f.since_s = now
+            f.rate = rate
+            f.version += 1
+            if rate > 0:
+                heapq.heappush(heap, (now + max(f.left_bytes, 0.0) / rate, f.seq, f.version, f))
+
+    def _schedule(self) -> None:
+        self._generation += 1
+        heap = self._heap
+        while heap and (heap[0][3].group is None or heap[0][2] != heap[0][3].version):
+            heapq.heappop(heap)
+        if not heap:
+            if self._groups:
+                raise RuntimeError("flows are stalled on zero-capacity links")
+            return
         generation = self._generation
-        timer = self.env.timeout(next_s)
+        timer = self.env.timeout(max(heap[0][0] - self.env.now, 0.0))
         timer.callbacks.append(lambda _event: self._on_timer(generation))
+
+    def _done(self, f: _ActiveFlow, now: float) -> bool:
+        left = f.left_at(now)
+        # Done when (almost) nothing is left, or when what is left would take less
+        # than the clock can represent at this time (else time would never advance).
+        return (left <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES)
+                or (f.rate > 0 and now + left / f.rate == now))
 
     def _on_timer(self, generation: int) -> None:
         if generation != self._generation:
             return
-        self._advance()
-        still = []
-        freed = 0
-        for f in self._active:
-            # Done when (almost) nothing is left, or when what is left would take less
-            # than the clock can represent at this time (else time would never advance).
-            left_s = f.remaining_bytes / f.rate if f.rate > 0 else INF
-            if (f.remaining_bytes <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES)
-                    or self.env.now + left_s == self.env.now):
-                self.bytes_delivered += f.size_bytes
-                f.call.pending -= 1
-                if f.call.pending == 0:
-                    f.call.done.succeed()
-                freed |= f.mask
-            else:
-                still.append(f)
-        self._active = still
-        self._reschedule((), freed)
+        now = self.env.now
+        heap = self._heap
+        finished: list[_ActiveFlow] = []
+        while heap:
+            _, _, version, f = heap[0]
+            if f.group is None or version != f.version:
+                heapq.heappop(heap)
+                continue
+            if not self._done(f, now):
+                break
+            heapq.heappop(heap)
+            finished.append(f)
+        affected: dict[int, _Group] = {}
+        for f in finished:
+            self.bytes_delivered += f.size_bytes
+            f.call.pending -= 1
+            if f.call.pending == 0:
+                f.call.done.succeed()
+            affected[id(f.group)] = f.group
+            f.group = None
+        rest: list[_ActiveFlow] = []
+        for group in affected.values():
+            self._groups.discard(group)
+            rest.extend(f for f in group.flows if f.group is not None)
+        rest.sort(key=lambda f: f.seq)
+        self._split(rest)
+        self._rerate(rest)
+        self._schedule()
+
+    def _split(self, flows: list[_ActiveFlow]) -> None:
+        """Regroup what is left of components that lost flows: they may have come apart."""
+        pending = flows
+        while pending:
+            seed = pending[0]
+            members, mask, outside = [seed], seed.mask, []
+            rest = pending[1:]
+            grew = True
+            while grew:
+                grew = False
+                outside = []
+                for f in rest:
+                    if f.mask & mask:
+                        mask |= f.mask
+                        members.append(f)
+                        grew = True
+                    else:
+                        outside.append(f)
+                rest = outside
+            members.sort(key=lambda f: f.seq)
+            group = _Group(members, mask)
+            for f in members:
+                f.group = group
+            self._groups.add(group)
+            pending = rest
