@@ -181,3 +181,19 @@ def test_work_on_the_host_stream_is_not_slowed_by_sms_held_on_the_gpu():
     )}, (100.0,))
     adam = [iv for iv in simulate(program).for_rank(0) if iv.name == "adam"][0]
     assert adam.end_s == pytest.approx(1.0)
+
+
+def test_a_component_that_comes_apart_is_reshared_and_other_components_keep_their_rates():
+    # A on link 0; B on links 0 and 1; C on link 1: one component, everyone at 50 B/s.
+    # D alone on link 2 at 100 B/s. A ends at 1 s (50 B); C then shares link 1 with B
+    # and ends at 2 s; B runs alone at 100 B/s: 300 - 50 - 50 = 200 B left at 2 s -> 4 s.
+    a, b = transfer((0,), [((0,), 50.0)]), transfer((1,), [((0, 1), 300.0)])
+    c, d = transfer((2,), [((1,), 100.0)]), transfer((3,), [((2,), 100.0)])
+    program = Program({0: (CollectiveTask("a", "ka", a),), 1: (CollectiveTask("b", "kb", b),),
+                       2: (CollectiveTask("c", "kc", c),), 3: (CollectiveTask("d", "kd", d),)},
+                      (100.0, 100.0, 100.0))
+    t = simulate(program, closed_form=False)
+    ends = {iv.name: iv.end_s for iv in t.intervals}
+    assert ends == {"a": pytest.approx(1.0), "b": pytest.approx(4.0), "c": pytest.approx(2.0),
+                    "d": pytest.approx(1.0)}
+    assert t.bytes_sent == pytest.approx(t.bytes_delivered)
