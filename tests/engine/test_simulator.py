@@ -197,3 +197,20 @@ def test_a_component_that_comes_apart_is_reshared_and_other_components_keep_thei
     assert ends == {"a": pytest.approx(1.0), "b": pytest.approx(4.0), "c": pytest.approx(2.0),
                     "d": pytest.approx(1.0)}
     assert t.bytes_sent == pytest.approx(t.bytes_delivered)
+
+
+def _blocking_chain(next_waits: bool):
+    # compute -> a call only this rank takes part in -> compute (waiting for the call, or not)
+    plan = transfer((0, 1), [((0,), 100.0)])                         # 1 s alone on its link
+    call = CollectiveTask("tp all_reduce", "k", plan, deps=(0,), stream="tp", participants=1)
+    return Program({0: (ComputeTask("a", "forward", 1.0), call,
+                        ComputeTask("b", "forward", 1.0, deps=(1,) if next_waits else (0,)))}, (100.0,))
+
+
+@pytest.mark.parametrize("next_waits", [True, False])
+def test_solo_calls_timed_by_formula_give_the_timeline_the_fluid_network_gives(next_waits):
+    program = _blocking_chain(next_waits)
+    fast, played = simulate(program), simulate(program, closed_form=False)
+    assert spans(fast, 0) == [(n, pytest.approx(s), pytest.approx(e)) for n, s, e in spans(played, 0)]
+    assert {iv.stream for iv in fast.intervals} == {"compute", "tp"}     # the call keeps its stream
+    assert fast.end_s == pytest.approx(3.0 if next_waits else 2.0)
