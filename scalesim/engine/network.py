@@ -176,6 +176,13 @@ class FluidNetwork:
                 heapq.heappop(heap)
                 continue
             if not self._done(f, now):
+                if heap[0][0] <= now:
+                    # Rounding left a sliver past the projected finish: project again from
+                    # what is actually left, so the next timer lies in the future.
+                    heapq.heappop(heap)
+                    f.left_bytes, f.since_s = f.left_at(now), now
+                    f.version += 1
+                    heapq.heappush(heap, (now + f.left_bytes / f.rate, f.seq, f.version, f))
                 break
             heapq.heappop(heap)
             finished.append(f)

@@ -1,6 +1,8 @@
 """Timelines small enough to compute by hand: streams, dependencies, rendezvous, shared links."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.engine import simulate
@@ -214,3 +216,48 @@ def test_solo_calls_timed_by_formula_give_the_timeline_the_fluid_network_gives(n
     assert spans(fast, 0) == [(n, pytest.approx(s), pytest.approx(e)) for n, s, e in spans(played, 0)]
     assert {iv.stream for iv in fast.intervals} == {"compute", "tp"}     # the call keeps its stream
     assert fast.end_s == pytest.approx(3.0 if next_waits else 2.0)
+
+
+# ------------------------------------------------------------ the fluid network against a plain reference
+
+def _reference_finish_times(flows, capacity):
+    """Finish time of each (start_s, links, size) flow: global max-min rates recomputed at every event."""
+    from scalesim.fairshare import max_min_rates
+    now, left, done = 0.0, {}, {}
+    pending = sorted(range(len(flows)), key=lambda i: flows[i][0])
+    while pending or left:
+        active = sorted(left)
+        rates = dict(zip(active, max_min_rates([flows[i][1] for i in active], capacity))) if active else {}
+        next_start = flows[pending[0]][0] if pending else float("inf")
+        next_end = min((left[i] / rates[i] for i in active), default=float("inf"))
+        step = min(next_start - now, next_end)
+        for i in active:
+            left[i] -= rates[i] * step
+        now += step
+        for i in active:
+            if left[i] <= 1e-9 * flows[i][2]:
+                done[i] = now
+                del left[i]
+        while pending and flows[pending[0]][0] <= now:
+            i = pending.pop(0)
+            left[i] = flows[i][2]
+    return [done[i] for i in range(len(flows))]
+
+
+flow_sets = st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5]),
+                               st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True).map(tuple),
+                               st.floats(10.0, 500.0)), min_size=1, max_size=7)
+
+
+@given(flow_sets, st.lists(st.floats(20.0, 200.0), min_size=5, max_size=5))
+@settings(max_examples=150, deadline=None)
+def test_flows_finish_when_global_max_min_sharing_says(flows, capacity):
+    # Each flow is its own call on its own rank, started after a compute task of its start time.
+    program = Program({rank: ((ComputeTask("wait", "other", start),) if start else ())
+                       + (CollectiveTask("x", f"k{rank}", transfer((rank,), [(links, size)]),
+                                         deps=(0,) if start else ()),)
+                       for rank, (start, links, size) in enumerate(flows)}, tuple(capacity))
+    t = simulate(program, closed_form=False)
+    ends = [max(iv.end_s for iv in t.for_rank(rank)) for rank in range(len(flows))]
+    assert ends == [pytest.approx(e, rel=1e-6) for e in _reference_finish_times(flows, capacity)]
+    assert t.bytes_sent == pytest.approx(t.bytes_delivered)
