@@ -119,6 +119,7 @@ class StepResult:
     reliability: dict[str, Any] = field(default_factory=dict)     # failures, checkpoints, goodput
     assumptions: list[dict[str, Any]] = field(default_factory=list)  # every cost input and its source
     inputs: Any = field(default=None, repr=False, compare=False)   # costs.economics.RunInputs; not JSON
+    slowest_gpu_factor: float = 1.0   # GPU work vs the median GPU: the job's slowest GPU sets the pace
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +135,7 @@ class StepResult:
             "breakdown_s": self.breakdown.as_dict(),
             "total_comm_s": self.breakdown.total_comm,
             "compute_slowed_by_comm_s": self.breakdown.compute_slowed_by_comm,
+            "slowest_gpu_factor": self.slowest_gpu_factor,
             "samples_per_s": self.samples_per_s,
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,

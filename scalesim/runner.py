@@ -312,5 +312,5 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         scaling=scaling,
         timeline=timeline,
         economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},
-        assumptions=assumptions, inputs=inputs,
+        assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
     )

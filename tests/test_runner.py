@@ -235,6 +235,7 @@ def test_a_spread_of_gpu_speeds_costs_throughput_on_many_gpus_and_nothing_on_one
     spread = run(scenario.with_changes(cluster={"gpu_speed_spread": 0.03}), file)
     assert spread.step_time_s > equal.step_time_s
     assert spread.scaling_efficiency < equal.scaling_efficiency
+    assert spread.to_json()["slowest_gpu_factor"] > equal.to_json()["slowest_gpu_factor"] == 1.0
     one = {"gpus": 1, "gpu_speed_spread": 0.03}
     solo = run(scenario.with_changes(cluster=one, parallel={"dp": 1}, training={"global_batch": 16}), file)
     solo_equal = run(scenario.with_changes(cluster={**one, "gpu_speed_spread": 0.0}, parallel={"dp": 1},

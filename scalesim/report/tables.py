@@ -34,6 +34,9 @@ def result_table(r: StepResult) -> Table:
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")
     t.add_row("scaling efficiency", _pct(r.scaling_efficiency) + _above_linear_note(r))
+    if r.slowest_gpu_factor > 1.0:
+        t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
+                  f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
     rel = r.reliability or {}
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
