@@ -218,8 +218,11 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 @click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node"]), default=None,
               help="Run one category.")
 @click.option("--fast", is_flag=True, help="Run the quick subset only (what the test suite runs).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes that simulate cases side by side [CPU count]; 1 runs them in this process. "
+                   "Results are the same for any number.")
 @friendly_errors
-def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool) -> None:
+def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None) -> None:
     """Predict every published measurement in validation/ and report the error.
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
@@ -230,12 +233,21 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool) -> 
     """
     from rich.progress import track
 
+    from scalesim.executors import completed, open_pool, parse_executor
     from scalesim.report.validation import parity_plot, validation_table
     from scalesim.validation import evaluate, load_cases, summarise
 
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
-    outcomes = [evaluate(c) for c in track(cases, description="validating", console=err_console,
-                                           disable=as_json or not err_console.is_terminal)]
+    # The long cases go first so that the pool never waits on one at the end.
+    order = sorted(range(len(cases)), key=lambda i: cases[i].fast)
+    outcomes: list = [None] * len(cases)
+    with open_pool(parse_executor("local", workers)) as pool:
+        finished = completed(pool, evaluate, [(cases[i],) for i in order])
+        for k, outcome in track(finished, total=len(cases), description="validating", console=err_console,
+                                disable=as_json or not err_console.is_terminal):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            outcomes[order[k]] = outcome
     reference = [o for o in outcomes if not o.case.supplementary]
     extra = [o for o in outcomes if o.case.supplementary]
     categories = sorted({o.case.category for o in reference})

@@ -93,3 +93,10 @@ def test_supplementary_cases_get_their_own_row_and_stay_out_of_the_tracked_figur
     assert report["by_category"]["multi_gpu"]["count"] == len(reference)
     # Every supplementary case says where it comes from, like the reference cases.
     assert all(c["source"] for c in extra)
+
+
+def test_cases_simulated_side_by_side_give_the_same_report_as_one_after_another():
+    runs = [CliRunner().invoke(main, ["validate", "--only", "collective", "--json", "--workers", n])
+            for n in ("1", "2")]
+    assert [r.exit_code for r in runs] == [0, 0]
+    assert json.loads(runs[0].output) == json.loads(runs[1].output)
