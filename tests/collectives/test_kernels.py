@@ -1,6 +1,5 @@
 """SMs NCCL's kernels hold while a call runs: the channel counts NCCL logs on real machines."""
 
-
 from scalesim.collectives import plan_collective
 from scalesim.collectives.kernels import nccl_blocks, sm_share
 from scalesim.topology import Fabric, build_cluster, load_node_design
