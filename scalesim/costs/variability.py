@@ -2,14 +2,15 @@
 
 Manufacturing variation and power management make GPUs of one SKU run the
 same kernels at different speeds: Sinha et al., "Not All GPUs Are Created
-Equal" (SC22, arXiv 2208.11035v3) measured 90% of the GPUs of five clusters
-and report an average performance variation of 8% (22% for the worst
-application and cluster), outliers aside. Their analysis code
-(hal-uw/gpu_variability_sc22_artifact, plot_aggregated.py) takes the
-variation as the width between the box plot's outlier fences over the median,
-4 x IQR / median; for a normal core that is 5.4 standard deviations, so one
-standard deviation of per-GPU speed is 8% / 5.4 = 1.5% (our inference from
-their definition, not a figure they print).
+Equal" (SC22; revised arXiv 2208.11035v3, Nov 2022) measured over 90% of the
+GPUs of five clusters and report "8% (max 22%) average performance variation"
+with outliers up to 1.5x slower than the median GPU. (The SC22 proceedings
+abstract of the earlier version says 32%, max 72%; we take the revised
+figure.) Their artifact's plotting code (hal-uw/gpu_variability_sc22_artifact)
+computes variability as the width between the box plot's outlier fences over
+the median, 4 x IQR / median; for a normal core that is 5.4 standard
+deviations, so one standard deviation of per-GPU speed is 8% / 5.4 = 1.5%
+(our inference from their definition, not a figure they print).
 
 Data, tensor and pipeline parallelism synchronise every step, so with
 persistent per-GPU speeds a job of N GPUs runs at the pace of its slowest GPU:
