@@ -29,6 +29,7 @@ def _scale(seconds: float) -> tuple[float, str]:
 
 
 MAX_TIMELINE_GPUS = 16
+CROWDED_ROW_BARS = 2000
 
 
 def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
@@ -59,12 +60,15 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
             spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
                 (iv.start_s * factor, iv.duration_s * factor))
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
-    # Bars closer than a fifth of a pixel are one bar on the page: draw them as one.
+    # Rows too crowded for the white task edges (thousands of bars) draw bars closer
+    # than a fifth of a pixel as one: the same picture, far fewer shapes.
     pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
     for (y, colour), bars in spans.items():
-        bars = _merge_spans(bars, 0.2 * pixel)
+        crowded = len(bars) >= CROWDED_ROW_BARS
+        if crowded:
+            bars = _merge_spans(bars, 0.2 * pixel)
         ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour, edgecolor="white",
-                       linewidth=0.3 if len(bars) < 2000 else 0.0)
+                       linewidth=0.0 if crowded else 0.3)
     ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
