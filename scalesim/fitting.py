@@ -51,13 +51,17 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     return out
 
 
+def _fits(setup, memory_bytes: float, host_fit) -> bool:
+    """The plan's GPU memory fits, and so does its offloaded state on the host (when checked)."""
+    return memory_bytes <= setup.gpu.memory_bytes and (host_fit is None or host_fit(setup) is None)
+
+
 def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first.
 
     `host_fit(setup)` returns why a plan's offloaded state overflows host memory
     (None when it fits); a change that fits the GPU but not the host is no answer.
     """
-    capacity = setup.gpu.memory_bytes
     candidates = _candidates(setup)
     if setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.scenario.training.activation_checkpointing != "full":
         candidates.append(("parallel.zero: 3 and training.activation_checkpointing: full",
@@ -69,7 +73,7 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
         except (InputError, ValueError):
             continue
         memory = memory_of(changed).total
-        if memory <= capacity and (host_fit is None or host_fit(changed) is None):
+        if _fits(changed, memory, host_fit):
             found.append(FitOption(change, memory, None))
     timed = []
     for option in found[: 2 * limit]:
@@ -103,7 +107,7 @@ def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -
                 except (InputError, ValueError):
                     continue
                 memory = memory_of(changed).total
-                if memory <= setup.gpu.memory_bytes and (host_fit is None or host_fit(changed) is None):
+                if _fits(changed, memory, host_fit):
                     change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"

@@ -146,16 +146,20 @@ class FluidNetwork:
 
     def _schedule(self) -> None:
         self._generation += 1
-        heap = self._heap
-        while heap and (heap[0][3].group is None or heap[0][2] != heap[0][3].version):
-            heapq.heappop(heap)
-        if not heap:
+        if not self._drop_stale():
             if self._groups:
                 raise RuntimeError("flows are stalled on zero-capacity links")
             return
         generation = self._generation
-        timer = self.env.timeout(max(heap[0][0] - self.env.now, 0.0))
+        timer = self.env.timeout(max(self._heap[0][0] - self.env.now, 0.0))
         timer.callbacks.append(lambda _event: self._on_timer(generation))
+
+    def _drop_stale(self) -> bool:
+        """Pop entries of finished flows and of superseded rates; True while a live one remains."""
+        heap = self._heap
+        while heap and (heap[0][3].group is None or heap[0][2] != heap[0][3].version):
+            heapq.heappop(heap)
+        return bool(heap)
 
     def _done(self, f: _ActiveFlow, now: float) -> bool:
         left = f.left_at(now)
@@ -170,11 +174,8 @@ class FluidNetwork:
         now = self.env.now
         heap = self._heap
         finished: list[_ActiveFlow] = []
-        while heap:
-            _, _, version, f = heap[0]
-            if f.group is None or version != f.version:
-                heapq.heappop(heap)
-                continue
+        while self._drop_stale():
+            f = heap[0][3]
             if not self._done(f, now):
                 if heap[0][0] <= now:
                     # Rounding left a sliver past the projected finish: project again from

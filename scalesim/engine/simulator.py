@@ -96,10 +96,7 @@ class _Run:
                 # to wait for and nothing to share, so it takes its closed-form time right here.
                 holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
                 self.hold(holders, +1)
-                yield env.timeout(isolated[id(task.plan)])
-                sent = self.plan_bytes(task.plan)
-                self.net.bytes_sent += sent
-                self.net.bytes_delivered += sent
+                yield env.timeout(self.alone_s(task.plan))
                 self.hold(holders, -1)
                 start_s = ready_s
             else:
@@ -112,11 +109,14 @@ class _Run:
             if done is not None:
                 done.succeed()
 
-    def plan_bytes(self, plan: CollectivePlan) -> float:
+    def alone_s(self, plan: CollectivePlan) -> float:
+        """A call timed by formula: count its bytes (all of them arrive) and return its time."""
         sent = self.sent.get(id(plan))
         if sent is None:
             sent = self.sent[id(plan)] = plan.bytes_sent
-        return sent
+        self.net.bytes_sent += sent
+        self.net.bytes_delivered += sent
+        return self.isolated[id(plan)]
 
     def compute(self, sms: _Sms, duration_s: float) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
@@ -177,13 +177,9 @@ class _Run:
         call.done.succeed()
 
     def _phases(self, plan: CollectivePlan):
-        alone = self.isolated.get(id(plan))
-        if alone is not None:
+        if id(plan) in self.isolated:
             # No other call can touch these links while this one runs: its time is the closed form.
-            yield self.env.timeout(alone)
-            sent = self.plan_bytes(plan)
-            self.net.bytes_sent += sent
-            self.net.bytes_delivered += sent
+            yield self.env.timeout(self.alone_s(plan))
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
@@ -324,7 +320,6 @@ def _inline_blocking_calls(tasks: tuple, streams: dict[str, list[int]], isolated
         else:
             for index, k in placed.items():
                 after.setdefault(compute[k], []).append(index)
-            continue
     if not after:
         return streams
     moved = {index for extra in after.values() for index in extra}
