@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text as mtext  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 
@@ -73,11 +75,6 @@ def parity_plot(outcomes, path: Path) -> Path:
         ax.scatter([o.case.measured for o in extra], [o.predicted for o in extra], facecolors="none",
                    edgecolors=[colours.get(o.case.category, "grey") for o in extra],
                    label="supplementary (open)", zorder=3)
-    # Alternate label sides along the diagonal so neighbouring cases stay legible.
-    for i, o in enumerate(sorted(points, key=lambda o: o.case.measured)):
-        offset = [(4, 4), (4, -9), (-4, 4), (-4, -9)][i % 4]
-        ax.annotate(o.case.id, (o.case.measured, o.predicted), fontsize=5.5, xytext=offset,
-                    textcoords="offset points", ha="left" if offset[0] > 0 else "right")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -88,9 +85,76 @@ def parity_plot(outcomes, path: Path) -> Path:
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="upper left")
     fig.tight_layout()
+    _label_points(fig, ax, [(o.case.id, o.case.measured, o.predicted) for o in points])
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
+
+
+# Where a label may go, in points from its marker: near first, then further out
+# along 24 directions (a thin leader line joins a far label to its point).
+_LABEL_RADII_PT = (5, 12, 22, 34, 48, 64, 82, 104, 130, 160, 200, 250)
+_LABEL_DIRECTIONS = tuple((math.cos(math.radians(a)), math.sin(math.radians(a)))
+                          for a in (0, 180, 30, -30, 150, -150, 60, -60, 120, -120, 90, -90,
+                                    15, -15, 165, -165, 45, -45, 135, -135, 75, -75, 105, -105))
+_LEADER_FROM_PT = 12
+_MARKER_HALF_PT = 3.5
+
+
+def _label_points(fig, ax, labelled: list[tuple[str, float, float]]) -> None:
+    """Label each point where its text overlaps no other label, no marker and stays in the axes.
+
+    Greedy, densest region first: clustered cases (SC21's GPT sizes sit within
+    a few percent of each other) get the free space before isolated ones. Where
+    no spot is free, the least-overlapping one is taken.
+    """
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    px_per_pt = fig.dpi / 72.0
+    markers = [tuple(ax.transData.transform((x, y))) for _, x, y in labelled]
+    half = _MARKER_HALF_PT * px_per_pt
+    marker_boxes = [(mx - half, my - half, mx + half, my + half) for mx, my in markers]
+
+    def crowding(i: int) -> int:
+        mx, my = markers[i]
+        return sum(1 for x, y in markers if abs(x - mx) < 60 * px_per_pt and abs(y - my) < 60 * px_per_pt)
+
+    placed: list[tuple[float, float, float, float]] = []
+    for i in sorted(range(len(labelled)), key=lambda i: (-crowding(i), labelled[i][1])):
+        name, x, y = labelled[i]
+        text = ax.annotate(name, (x, y), xytext=(0, 0), textcoords="offset points", fontsize=5.5, va="center",
+                           arrowprops=dict(arrowstyle="-", color="grey", linewidth=0.4, shrinkA=0, shrinkB=2))
+        size = mtext.Text.get_window_extent(text, renderer)     # the text alone, not its leader line
+        width, height = size.width, size.height
+        mx, my = markers[i]
+        best = None
+        for radius in _LABEL_RADII_PT:
+            for dx, dy in _LABEL_DIRECTIONS:
+                ha = "left" if dx > 0.1 else "right" if dx < -0.1 else "center"
+                cx, cy = mx + dx * radius * px_per_pt, my + dy * radius * px_per_pt
+                x0 = {"left": cx, "right": cx - width, "center": cx - width / 2}[ha]
+                box = (x0, cy - height / 2, x0 + width, cy + height / 2)
+                inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
+                cost = (0.0 if inside else 1e12) + sum(_overlap(box, other) for other in placed)
+                cost += sum(_overlap(box, other) for other in marker_boxes)
+                if best is None or cost < best[0]:
+                    best = (cost, (dx * radius, dy * radius), ha, box)
+                if cost == 0:
+                    break
+            if best[0] == 0:
+                break
+        _, offset, ha, box = best
+        text.xyann = offset
+        text.set_ha(ha)
+        text.arrow_patch.set_visible(math.hypot(*offset) >= _LEADER_FROM_PT)
+        placed.append(box)
+
+
+def _overlap(box: tuple[float, float, float, float], other: tuple[float, float, float, float]) -> float:
+    """Overlapping area of two (x0, y0, x1, y1) boxes, in pixels squared."""
+    width = min(box[2], other[2]) - max(box[0], other[0])
+    height = min(box[3], other[3]) - max(box[1], other[1])
+    return width * height if width > 0 and height > 0 else 0.0
 
 
 def _error_bars(ax, points, colours: dict) -> None:
