@@ -48,7 +48,7 @@ class Case(Strict):
     category: Literal["collective", "single_gpu", "multi_gpu", "multi_node"]
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-                    "hardware_tflops_per_gpu", "step_time_s"]
+                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency"]
     measured: pydantic.PositiveFloat
     unit: str = ""
     notes: str = ""
@@ -133,6 +133,10 @@ def _predict_training(path: Path) -> dict[str, float]:
     result = run(scenario, file)
     metrics = {"samples_per_s": result.samples_per_s, "tflops_per_gpu": result.tflops_per_gpu,
                "step_time_s": result.step_time_s}
+    if result.scaling_efficiency is not None:
+        # Throughput per GPU on N GPUs over that on one, same per-GPU batch: a check of the
+        # multi-GPU model that a software stack's single-GPU speed does not blur.
+        metrics["scaling_efficiency"] = result.scaling_efficiency
     if result.tokens_per_s is not None:
         metrics["tokens_per_s_per_gpu"] = result.tokens_per_s / result.gpus
     from scalesim.models import get_model
