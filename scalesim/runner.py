@@ -40,6 +40,13 @@ class Setup:
     host_memory_bytes: float | None = None      # per node, from the design's host.memory_gb
 
 
+# Each micro-batch of a step is simulated as its own tasks (about 1,000 micro-batches a
+# second on one core for an 8-GPU data-parallel step); real recipes use tens to a few
+# hundred. Beyond this a typo (a global batch in tokens, say) would run for hours or
+# exhaust memory instead of failing.
+MAX_MICRO_BATCHES = 4096
+
+
 def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: str | None) -> None:
     """Refuse plans Megatron/DeepSpeed would refuse, naming the key and what would work."""
     par, training = scenario.parallel, scenario.training
@@ -70,6 +77,12 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
     if training.global_batch % per_step:
         raise bad("training.global_batch", f"global_batch ({training.global_batch}) must be a multiple of "
                   f"dp x micro_batch ({dp} x {training.micro_batch} = {per_step})")
+    micro_batches = training.global_batch // per_step
+    if micro_batches > MAX_MICRO_BATCHES:
+        raise bad("training.global_batch", f"global_batch ({training.global_batch:,}) makes {micro_batches:,} "
+                  f"micro-batches per step on each data-parallel replica (global_batch / (dp x micro_batch)); "
+                  f"scalesim plays out every one, so at most {MAX_MICRO_BATCHES:,} are allowed: raise "
+                  f"training.micro_batch or lower training.global_batch")
 
 
 def autocast_style(precision: str, par) -> bool:

@@ -102,6 +102,14 @@ def test_global_batch_must_divide(tmp_path):
     expect_bad(tmp_path, changed("training", "global_batch", 100), None, "training.global_batch", "multiple")
 
 
+def test_a_global_batch_that_would_take_hours_to_play_out_is_refused(tmp_path):
+    # 10^12 samples at 8 per GPU on 8 GPUs: billions of micro-batches per step (a batch given
+    # in tokens, say). Refused with the key and the cap instead of running out of memory.
+    message = expect_bad(tmp_path, changed("training", "global_batch", 10**12), None, "training.global_batch",
+                         "15,625,000,000 micro-batches", "4,096")
+    assert "micro_batch" in message
+
+
 def test_bad_enum_lists_what_is_allowed(tmp_path):
     expect_bad(tmp_path, changed("training", "precision", "fp64"), None, "training.precision", "bf16")
 

@@ -1,7 +1,5 @@
 """Does it fit? The memory verdict and the model-checked suggestions."""
 
-from pathlib import Path
-
 import yaml
 from click.testing import CliRunner
 

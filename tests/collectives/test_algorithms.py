@@ -1,11 +1,9 @@
 """Collective algorithms on real topologies: closed forms, crossovers, conservation."""
 
-from dataclasses import replace
-
 import networkx as nx
 import pytest
 
-from scalesim.collectives import bus_factor, busbw_bytes_per_s, plan_collective, plan_time_s
+from scalesim.collectives import busbw_bytes_per_s, plan_collective, plan_time_s
 from scalesim.collectives.tree import MAX_TREE_BUSBW_BYTES_PER_S
 from scalesim.engine import simulate
 from scalesim.hardware import get_link
