@@ -27,6 +27,10 @@ class ComputeTask:
     deps: tuple[int, ...] = ()
     stream: str = COMPUTE_STREAM
     flop: float = 0.0          # executed FLOP (including recompute), for utilisation
+    # Row of Program.held_factors: how much longer the task takes while communication kernels
+    # hold part of the SMs (its GEMMs' waves on the SMs left; costs/compute.py). -1: no row;
+    # the task slows to the SMs left, 1 / (1 - share).
+    held: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +65,6 @@ class Program:
     tasks: dict[int, tuple[Task, ...]]          # rank -> tasks in program order
     link_capacity_bytes_per_s: tuple[float, ...]
     link_names: tuple[str, ...] = field(default=())
+    # Rows of (sm_share, factor) pairs, one per kind of compute task (ComputeTask.held): the
+    # task takes `factor` times as long while calls hold that share of its rank's SMs.
+    held_factors: tuple[tuple[tuple[float, float], ...], ...] = ()

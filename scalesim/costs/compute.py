@@ -128,14 +128,32 @@ def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
     >>> gemm_shape_efficiency(512, 512, get_gpu("a100-80gb-sxm")) < 0.5
     True
     """
-    if gpu.sms <= 0:
+    return _shape_efficiency(m, n, gpu.sms, compute_sms(gpu))
+
+
+def _shape_efficiency(m: int, n: int, sms: int, free_sms: int | None = None) -> float:
+    """The tile is the one best on all `sms` (cuBLAS picks its kernel for the whole GPU);
+    its tiles then run in waves over the `free_sms` the GPU's other kernels leave."""
+    if sms <= 0:
         return 1.0
-    best = 0.0
-    for tile_m, tile_n, rate in TILES:
+    free = sms if free_sms is None else free_sms
+
+    def efficiency(tile_m: int, tile_n: int, rate: float, on: int) -> float:
         tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
-        waves = math.ceil(tiles / gpu.sms)
-        best = max(best, rate * (m * n) / (waves * gpu.sms * tile_m * tile_n))
-    return min(best, 1.0)
+        return rate * (m * n) / (math.ceil(tiles / on) * on * tile_m * tile_n)
+
+    tile = max(TILES, key=lambda t: efficiency(*t, sms))
+    return min(efficiency(*tile, free), 1.0)
+
+
+def compute_sms(gpu: GpuSpec) -> int:
+    """SMs left to compute kernels: all of them, less those NCCL's blocks hold (`GpuSpec.sms_held`)."""
+    return max(gpu.sms - gpu.sms_held, 1) if gpu.sms > 0 else 0
+
+
+def sm_fraction(gpu: GpuSpec) -> float:
+    """Share of the GPU's SMs compute has; its FLOP rate and SM-issued bandwidth scale with it."""
+    return compute_sms(gpu) / gpu.sms if gpu.sms > 0 else 1.0
 
 
 # The catalog's gemm_efficiency is measured on large square GEMMs (8192^3 in
@@ -145,8 +163,16 @@ REFERENCE_GEMM = 8192
 
 
 def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
-    """Shape efficiency relative to the catalog's reference GEMM, at most 1."""
-    return min(1.0, gemm_shape_efficiency(m, n, gpu) / gemm_shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu))
+    """Shape efficiency relative to the catalog's reference GEMM on the whole GPU, at most 1.
+
+    With SMs held by communication the GEMM runs on fewer SMs: fewer tiles per
+    wave (a one-wave GEMM can need two; NVIDIA developer forum, "Compute-Communication
+    Overlap Causes Severe GEMM Performance Degradation because of Tail Effect": H100,
+    132-block GEMM beside a 24-block ncclAllGather, nearly 2x) and that fraction of the
+    GPU's FLOP rate.
+    """
+    reference = _shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu.sms)
+    return min(1.0, gemm_shape_efficiency(m, n, gpu) / reference) * sm_fraction(gpu)
 
 
 def achieved_peak_flop_per_s(gpu: GpuSpec, precision: str) -> float:
@@ -176,7 +202,7 @@ def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
     dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
     if gpu.sms <= 0 or gpu.sm_clock_hz <= 0:
         return dram
-    return min(dram, gpu.sms * gpu.sm_clock_hz * gpu.training_clock_fraction * STREAM_BYTES_PER_SM_CYCLE)
+    return min(dram, compute_sms(gpu) * gpu.sm_clock_hz * gpu.training_clock_fraction * STREAM_BYTES_PER_SM_CYCLE)
 
 
 def _stream_s(bytes_moved: float, gpu: GpuSpec) -> float:
@@ -194,7 +220,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
-    peak = gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision) * gpu.training_clock_fraction
+    peak = (gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision) * gpu.training_clock_fraction
+            * sm_fraction(gpu))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
@@ -271,14 +298,14 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else 1.0
+        shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else sm_fraction(gpu)
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
             # read 2 bytes, write 1 per input element (TE FP8 primer).
             cast_s = _stream_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
     else:
-        compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction)
+        compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu))
     layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format)
     memory_s = _memory_s(bytes_moved, gpu) if op.kind in MATMUL_KINDS else _stream_s(bytes_moved, gpu)
     return max(compute_s, memory_s) + cast_s + layout_s + KERNEL_OVERHEAD_S

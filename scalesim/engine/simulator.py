@@ -29,6 +29,17 @@ from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Progra
 MIN_COMPUTE_RATE = 0.25
 
 
+def compute_rate(comm_share: float, factors: tuple = ()) -> float:
+    """Speed of a compute task, relative to alone, while calls hold `comm_share` of the SMs:
+    from the task's own factor for that share when it has one, else the SMs left."""
+    if comm_share <= 0:
+        return 1.0
+    for share, factor in factors:
+        if abs(share - comm_share) < 1e-9:
+            return 1.0 / factor
+    return 1.0 - comm_share
+
+
 @dataclass
 class _Call:
     """A collective call in progress: who has arrived, when it began, when it ends."""
@@ -50,6 +61,7 @@ class _Sms:
     done: simpy.Event | None = None
     generation: int = 0
     contended: bool = False         # the running task has shared its SMs at some point
+    factors: tuple = ()             # the running task's row of Program.held_factors
 
 
 @dataclass
@@ -86,7 +98,8 @@ class _Run:
                     if sms is None:
                         yield env.timeout(task.duration_s)
                     else:
-                        yield self.compute(sms, task.duration_s)
+                        yield self.compute(sms, task.duration_s,
+                                           self.program.held_factors[task.held] if task.held >= 0 else ())
                         if sms.contended:
                             extra_s = max(env.now - ready_s - task.duration_s, 0.0)
                             self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
@@ -118,17 +131,18 @@ class _Run:
         self.net.bytes_delivered += sent
         return self.isolated[id(plan)]
 
-    def compute(self, sms: _Sms, duration_s: float) -> simpy.Event:
+    def compute(self, sms: _Sms, duration_s: float, factors: tuple = ()) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
         sms.since_s = self.env.now
         sms.done = self.env.event()
         sms.contended = False
+        sms.factors = factors
         self._retime(sms)
         return sms.done
 
     def _retime(self, sms: _Sms) -> None:
-        sms.rate = max(1.0 - sms.comm_share, MIN_COMPUTE_RATE)
+        sms.rate = max(compute_rate(sms.comm_share, sms.factors), MIN_COMPUTE_RATE)
         sms.contended = sms.contended or sms.comm_share > 0
         sms.generation += 1
         generation = sms.generation

@@ -47,6 +47,10 @@ class GpuSpec:
     # SM clock a power-limited part sustains under a training step (tensor cores, HBM
     # and links busy at once) as a fraction of the clock its GEMM benchmarks ran at.
     training_clock_fraction: float = 1.0
+    # SMs other kernels hold while this GPU's compute runs: NCCL's blocks during overlapped
+    # communication. 0 in the catalog; the program builder sets it to time compute under
+    # overlap (scalesim/costs/compute.py, `compute_sms`).
+    sms_held: int = 0
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

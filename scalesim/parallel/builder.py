@@ -29,7 +29,7 @@ pipeline schedule:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.collectives import CollectivePlan, Flow, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
@@ -86,6 +86,7 @@ class _LayerWork:
     layer: LayerSpec
     parts: tuple[LayerTime, ...]          # (attention, MLP) for split blocks, else (whole,)
     is_block: bool
+    halves: tuple[LayerSpec, ...] = ()    # the layer specs behind `parts`
 
 
 class StepBuilder:
@@ -115,15 +116,19 @@ class StepBuilder:
         chunks = model_chunks(model, plan.chunks)
         sp = plan.sequence_parallel and pl.tp > 1
         self.chunk_work: list[list[_LayerWork]] = []
+        interned: dict[tuple, LayerSpec] = {}
+        self._held_rows: dict[tuple, int] = {}         # (layers' ids, which time) -> Program.held_factors row
+        self._held_timings: list[tuple] = []           # per row: (memo key, its seconds on a given GPU)
         for chunk in chunks:
             work = []
             for layer in chunk:
                 local = shard_layer(layer, pl.tp, pl.cp, sp)
                 block = local.kind == "transformer_block"
                 halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
-                parts = tuple(layer_time(h, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                                         plan.attention, plan.memory_format) for h in halves)
-                work.append(_LayerWork(local, parts, block and len(halves) == 2))
+                # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
+                halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
+                parts = tuple(self._layer_time(h, gpu) for h in halves)
+                work.append(_LayerWork(local, parts, block and len(halves) == 2, tuple(halves)))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp
@@ -139,6 +144,44 @@ class StepBuilder:
         self.weight_bytes_per_param = ebytes
 
     # ------------------------------------------------------------------ helpers
+
+    def _layer_time(self, layer: LayerSpec, gpu: GpuSpec) -> LayerTime:
+        plan = self.plan
+        return layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                          plan.attention, plan.memory_format)
+
+    def _held_factor(self, key: tuple, seconds_on, share: float) -> float:
+        """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
+        its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone."""
+        memo = self.topology.memo
+        blocks = round(share * self.gpu.sms)
+        plan = self.plan
+        what, attribute = key
+        content = tuple((h.kind, h.ops) for h in what) if isinstance(what, tuple) else what
+        memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
+                    plan.memory_format, plan.optimizer, content, attribute, blocks)
+        if memo_key not in memo:
+            alone = seconds_on(self.gpu)
+            held = seconds_on(replace(self.gpu, sms_held=blocks))
+            memo[memo_key] = held / alone if alone > 0 else 1.0
+        return memo[memo_key]
+
+    def _held_row(self, timing: tuple) -> int:
+        """The Program.held_factors row of a kind of compute task; identical layers share one."""
+        key, _ = timing
+        fast_key = (tuple(map(id, key[0])), key[1]) if isinstance(key[0], tuple) else key
+        row = self._held_rows.get(fast_key)
+        if row is None:
+            row = self._held_rows[fast_key] = len(self._held_timings)
+            self._held_timings.append(timing)
+        return row
+
+    def _held_factors(self, tasks: dict[int, tuple]) -> tuple:
+        """Each row's slow-down under every SM share the program's calls hold."""
+        shares = sorted({t.sm_share for ts in tasks.values() for t in ts
+                         if isinstance(t, CollectiveTask) and t.sm_share > 0}) if self.gpu.sms > 0 else []
+        return tuple(tuple((share, self._held_factor(key, seconds_on, share)) for share in shares)
+                     for key, seconds_on in self._held_timings)
 
     def _with_copies(self, op: str, group: tuple[int, ...], size: float, span: tuple[str, ...]) -> CollectivePlan:
         """The group's plan, merged with the symmetric copies of the group that share its links.
@@ -234,11 +277,17 @@ class StepBuilder:
         reductions: list[int] = []
         layer_computes: list[int] = []          # first compute task of each layer run, in order
 
-        def compute(name: str, kind: str, seconds: float, flop: float, deps=()) -> int:
+        def compute(name: str, kind: str, seconds: float, flop: float, deps=(), timing=None) -> int:
             tasks.append(ComputeTask(name, kind, seconds * plan.slowest_gpu_factor,
-                                     deps=tuple(d for d in deps if d is not None), flop=flop))
+                                     deps=tuple(d for d in deps if d is not None), flop=flop,
+                                     held=-1 if timing is None else self._held_row(timing)))
             last_compute[0] = len(tasks) - 1
             return last_compute[0]
+
+        def layer_timing(layers: tuple[LayerSpec, ...], kind: str) -> tuple:
+            attribute = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}[kind]
+            return ((layers, attribute),
+                    lambda gpu: sum(getattr(self._layer_time(h, gpu), attribute) for h in layers))
 
         def tp_op(op: str, deps) -> int | None:
             return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps,
@@ -280,7 +329,7 @@ class StepBuilder:
                     cp_wait = self._collective(tasks, counters, "cp", "all_gather", cp_group, self.cp_bytes,
                                                "cp", deps, ("cp",))
                 c = compute(f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else ""),
-                            kind, seconds, flop, deps)
+                            kind, seconds, flop, deps, layer_timing((work.halves[i],), kind))
                 if first:
                     layer_computes.append(c)
                     first = False
@@ -328,7 +377,7 @@ class StepBuilder:
                         seconds = sum(p.recompute_s for p in w.parts)
                         if seconds > 0:
                             dep = compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
-                                          (dep,) + gathered)
+                                          (dep,) + gathered, layer_timing(w.halves, "recompute"))
                             gathered = ()
                     dep = run_layer(w, "backward", dep, True, gathered)
                     if plan.zero >= 3 and len(grad_group) > 1:
@@ -353,9 +402,11 @@ class StepBuilder:
         if plan.offload_optimizer:
             opt = self._offloaded_step(tasks, rank, params_local / shard, done)
         else:
+            opt_params = params_local / shard
             opt = compute("optimizer step", "optimizer",
-                          optimizer_time_s(params_local / shard, self.gpu, plan.precision, plan.optimizer), 0.0,
-                          deps=done)
+                          optimizer_time_s(opt_params, self.gpu, plan.precision, plan.optimizer), 0.0,
+                          deps=done, timing=(("optimizer", opt_params), lambda gpu: optimizer_time_s(
+                              opt_params, gpu, plan.precision, plan.optimizer)))
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
@@ -392,8 +443,9 @@ class StepBuilder:
         return len(tasks) - 1
 
     def program(self) -> Program:
-        return Program({r: self.rank_tasks(r) for r in self.simulated}, self.topology.capacity_bytes_per_s,
-                       self.topology.resource_names)
+        tasks = {r: self.rank_tasks(r) for r in self.simulated}
+        return Program(tasks, self.topology.capacity_bytes_per_s, self.topology.resource_names,
+                       self._held_factors(tasks))
 
 
 def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataclasses import replace
@@ -12,6 +12,7 @@ from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, STREAM_BYTE
                                      optimizer_time_s, streaming_bw_bytes_per_s)
 from scalesim.hardware import get_gpu
 from scalesim.models.spec import LayerSpec, OpSpec
+from scalesim.models.transformer import gemm_op, transformer_block
 
 H100 = get_gpu("h100-sxm")
 
@@ -262,3 +263,35 @@ def test_flash3_beats_flash2_on_hopper_by_the_papers_ratio_and_flash2_is_flash_o
 def test_a_kernel_generation_without_a_measurement_for_the_gpu_is_refused():
     with pytest.raises(ValueError, match="flash3"):
         attention_time_s(attention_op(), get_gpu("a100-80gb-sxm"), "bf16", 1, "flash3")
+
+
+# ------------------------------------------------------------ compute beside communication kernels
+
+def test_a_one_wave_gemm_takes_two_waves_when_nccl_holds_24_sms():
+    # NVIDIA developer forum, "Compute-Communication Overlap Causes Severe GEMM Performance
+    # Degradation because of Tail Effect": on an H100 (132 SMs) a GEMM of exactly 132 blocks
+    # next to a 24-block ncclAllGather takes nearly twice as long. 12 x 11 tiles of 128 x 256.
+    op = gemm_op("one_wave", 12 * 128, 11 * 256, 8192)
+    alone = op_time_s(op, H100, "bf16", 1)
+    beside = op_time_s(op, replace(H100, sms_held=24), "bf16", 1)
+    assert 1.8 < beside / alone <= 2.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 64), n=st.integers(1, 64), held=st.integers(0, 60), more=st.integers(1, 30))
+def test_holding_more_sms_never_makes_a_layer_faster(m, n, held, more):
+    op = gemm_op("g", 128 * m, 128 * n, 4096)
+    times = [op_time_s(op, replace(H100, sms_held=h), "bf16", 1) for h in (0, held, held + more)]
+    assert times[0] <= times[1] * (1 + 1e-12) and times[1] <= times[2] * (1 + 1e-12)
+    block = transformer_block("b", s=2048, h=128 * n, heads=n, kv_heads=n, f=512 * n)
+    layer = [layer_time(block, replace(H100, sms_held=h), "bf16", 1) for h in (held, held + more)]
+    assert layer[0].forward_s <= layer[1].forward_s * (1 + 1e-12)
+    assert layer[0].backward_s <= layer[1].backward_s * (1 + 1e-12)
+
+
+def test_memory_bound_kernels_slow_only_where_the_sms_not_dram_set_their_rate():
+    # An A100's element-wise kernels are SM-issue bound (STREAM_BYTES_PER_SM_CYCLE): fewer SMs,
+    # slower. A 4090's are DRAM bound with SMs to spare: two SMs held change nothing.
+    a100, rtx4090 = get_gpu("a100-80gb-sxm"), get_gpu("rtx4090")
+    assert streaming_bw_bytes_per_s(replace(a100, sms_held=24)) < streaming_bw_bytes_per_s(a100)
+    assert streaming_bw_bytes_per_s(replace(rtx4090, sms_held=2)) == streaming_bw_bytes_per_s(rtx4090)

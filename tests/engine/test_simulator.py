@@ -154,6 +154,21 @@ def test_compute_that_starts_and_ends_inside_a_call_runs_at_the_reduced_rate():
     assert f.end_s - f.start_s == pytest.approx(2.0)
 
 
+def test_a_task_that_knows_its_slow_down_under_a_share_takes_it_and_falls_back_otherwise():
+    # The builder gives each compute task its own factor per share (its GEMMs' waves on the
+    # SMs left); a share it was not told about slows it to the SMs left, 1 / (1 - share).
+    plan = transfer((0,), [((0,), 1000.0)])                    # 10 s at 100 B/s: covers the compute
+    def forward_span(share, factors):
+        program = Program({0: (CollectiveTask("c", "k", plan, sm_share=share),
+                               ComputeTask("f", "forward", 1.0, held=0 if factors else -1))}, (100.0,),
+                          held_factors=(factors,) if factors else ())
+        f = [iv for iv in simulate(program).for_rank(0) if iv.name == "f"][0]
+        return f.end_s - f.start_s
+    assert forward_span(0.25, ((0.25, 1.9),)) == pytest.approx(1.9)     # a one-wave GEMM going to two
+    assert forward_span(0.25, ((0.5, 1.9),)) == pytest.approx(1 / 0.75)
+    assert forward_span(0.25, ()) == pytest.approx(1 / 0.75)
+
+
 def test_without_sm_share_overlap_is_free_and_with_it_never_faster():
     plan = transfer((0,), [((0,), 100.0)])
     def step(share):

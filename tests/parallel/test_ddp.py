@@ -53,3 +53,22 @@ def test_without_overlap_every_bucket_waits_for_the_whole_backward():
     tasks = prog.tasks[0]
     last_backward = max(i for i, t in enumerate(tasks) if getattr(t, "kind", "") == "backward")
     assert all(t.deps == (last_backward,) for t in tasks if isinstance(t, CollectiveTask))
+
+
+def test_gpu_work_knows_how_much_longer_it_takes_beside_each_call_its_rank_runs():
+    # While a bucket's all-reduce runs, NCCL's blocks hold SMs; each backward is told its own
+    # slow-down for that share (its GEMMs' tiles in waves over the SMs left): never a speed-up.
+    _, prog = program(micro_batches=1)
+    tasks = prog.tasks[0]
+    shares = {t.sm_share for t in tasks if isinstance(t, CollectiveTask) and t.sm_share > 0}
+    assert shares
+    timed = [t for t in tasks if isinstance(t, ComputeTask) and t.kind in ("forward", "backward")]
+    assert timed and all(t.held >= 0 for t in timed)
+    for row in {t.held for t in timed}:
+        factors = prog.held_factors[row]
+        assert {share for share, _ in factors} == shares
+        assert all(factor >= 1.0 for _, factor in factors)
+    # The twelve identical transformer blocks share one row per pass.
+    for kind in ("forward", "backward"):
+        blocks = [t for t in timed if t.kind == kind and "block" in t.name]
+        assert len(blocks) == 12 and len({t.held for t in blocks}) == 1
