@@ -241,3 +241,23 @@ def test_a_spread_of_gpu_speeds_costs_throughput_on_many_gpus_and_nothing_on_one
     solo_equal = run(scenario.with_changes(cluster={**one, "gpu_speed_spread": 0.0}, parallel={"dp": 1},
                                            training={"global_batch": 16}), file)
     assert solo.step_time_s == solo_equal.step_time_s
+
+
+@pytest.mark.parametrize("plan", [{"dp": 16}, {"dp": 2, "tp": 4, "pp": 2}, {"dp": 16, "zero": 3}])
+def test_a_faster_fabric_or_more_nics_never_slows_a_step(plan):
+    from scalesim.runner import prepare, simulate_setup
+    from scalesim.scenario import Scenario
+
+    def step_s(link, nics):
+        scenario = Scenario.model_validate({
+            "name": "two nodes", "cluster": {"node": "dgx-h100", "nodes": 2,
+                                             "fabric": {"link": link, "nics_per_node": nics}},
+            "model": "gpt2-350m", "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64,
+                                               "micro_batch": 2},
+            "parallel": plan})
+        return simulate_setup(prepare(scenario)).end_s
+
+    by_bandwidth = [step_s(link, 1) for link in ("roce-100g", "roce-200g", "roce-400g", "roce-800g")]
+    assert by_bandwidth == sorted(by_bandwidth, reverse=True) and by_bandwidth[0] > by_bandwidth[-1]
+    by_nics = [step_s("roce-200g", nics) for nics in (1, 2, 4, 8)]
+    assert by_nics == sorted(by_nics, reverse=True)
