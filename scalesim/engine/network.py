@@ -56,6 +56,19 @@ class _ActiveFlow:
         return self.left_bytes - self.rate * (now_s - self.since_s)
 
 
+def _in_start_order(lists: list[list]) -> list:
+    """Merge flow lists that are each in start order (every group's is) into one."""
+    if not lists:
+        return []
+    if len(lists) == 1:
+        return list(lists[0])
+    return list(heapq.merge(*lists, key=_start_order))
+
+
+def _start_order(flow) -> int:
+    return flow.seq
+
+
 @dataclass(slots=True, eq=False)
 class _Group:
     """A connected component of the active flows: they share links, directly or through each other."""
@@ -107,7 +120,7 @@ class FluidNetwork:
             return call.done
         # The new flows join every component they touch.
         touched = [g for g in self._groups if g.mask & added_mask]
-        members = sorted((f for g in touched for f in g.flows), key=lambda f: f.seq) + added
+        members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
         group = _Group(members, added_mask)
         for g in touched:
             group.mask |= g.mask
@@ -195,11 +208,9 @@ class FluidNetwork:
                 f.call.done.succeed()
             affected[id(f.group)] = f.group
             f.group = None
-        rest: list[_ActiveFlow] = []
         for group in affected.values():
             self._groups.discard(group)
-            rest.extend(f for f in group.flows if f.group is not None)
-        rest.sort(key=lambda f: f.seq)
+        rest = _in_start_order([[f for f in group.flows if f.group is not None] for group in affected.values()])
         self._split(rest)
         self._rerate(rest)
         self._schedule()

@@ -85,8 +85,13 @@ class _Run:
         isolated = self.isolated
         for index in indices:
             task = tasks[index]
-            if task.deps:
-                pending = [e for e in (events[d] for d in task.deps) if e is not None and not e.processed]
+            deps = task.deps
+            if len(deps) == 1:               # the common case, without building a list
+                e = events[deps[0]]
+                if e is not None and not e.processed:
+                    yield e
+            elif deps:
+                pending = [e for e in (events[d] for d in deps) if e is not None and not e.processed]
                 if len(pending) == 1:
                     yield pending[0]
                 elif pending:
