@@ -177,9 +177,11 @@ class StepBuilder:
         return row
 
     def _held_factors(self, tasks: dict[int, tuple]) -> tuple:
-        """Each row's slow-down under every SM share the program's calls hold."""
-        shares = sorted({t.sm_share for ts in tasks.values() for t in ts
+        """Each row's slow-down under every SM share the program's calls hold, one call at a
+        time or two at once (ZeRO-3's gathers and reductions run on separate streams)."""
+        single = sorted({t.sm_share for ts in tasks.values() for t in ts
                          if isinstance(t, CollectiveTask) and t.sm_share > 0}) if self.gpu.sms > 0 else []
+        shares = sorted(set(single) | {a + b for i, a in enumerate(single) for b in single[i:] if a + b < 1})
         return tuple(tuple((share, self._held_factor(key, seconds_on, share)) for share in shares)
                      for key, seconds_on in self._held_timings)
 

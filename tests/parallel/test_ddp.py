@@ -64,10 +64,14 @@ def test_gpu_work_knows_how_much_longer_it_takes_beside_each_call_its_rank_runs(
     assert shares
     timed = [t for t in tasks if isinstance(t, ComputeTask) and t.kind in ("forward", "backward")]
     assert timed and all(t.held >= 0 for t in timed)
+    pairs = {a + b for a in shares for b in shares if a + b < 1}       # two calls at once
     for row in {t.held for t in timed}:
         factors = prog.held_factors[row]
-        assert {share for share, _ in factors} == shares
+        assert {share for share, _ in factors} == shares | pairs
         assert all(factor >= 1.0 for _, factor in factors)
+        # two calls holding SMs at once never cost less than one of them
+        by_share = dict(factors)
+        assert all(by_share[a + b] >= by_share[a] for a in shares for b in shares if a + b < 1)
     # The twelve identical transformer blocks share one row per pass.
     for kind in ("forward", "backward"):
         blocks = [t for t in timed if t.kind == kind and "block" in t.name]
