@@ -55,6 +55,19 @@ def test_catalog_listings():
     assert invoke("hardware", "h100-sxn").exit_code == 2
 
 
+def test_a_catalog_entry_shows_what_was_estimated_or_fitted_and_why():
+    # A user judging a prediction needs more than the number: which values are
+    # engineering estimates, which were fitted, and on what.
+    detail = invoke("hardware", "h100-sxm").output
+    assert "training_clock_fraction: FITTED" in " ".join(detail.split())
+    assert "estimated" in invoke("hardware", "rtx3090").output
+    data = json.loads(invoke("hardware", "--json").output)
+    by_name = {e["name"]: e for e in data["gpus"] + data["links"]}
+    assert "memory_bw_efficiency" in by_name["rtx3090"]["estimated"]
+    assert any("nccl#1161" in note for note in by_name["nvlink4-bridge"]["notes"])
+    assert all("sms_held" not in e for e in by_name.values())       # runtime state, not catalog data
+
+
 def test_topology_show_draws_the_design(tmp_path):
     out = tmp_path / "dgx.svg"
     result = invoke("topology", "show", "dgx-h100", "--out", str(out))

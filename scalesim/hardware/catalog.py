@@ -51,6 +51,18 @@ def links() -> dict[str, LinkSpec]:
     return dict(_link_table())
 
 
+def catalog_notes(name: str) -> dict[str, list[str]]:
+    """What the catalog says of an entry beyond its numbers: its `notes` (how a value was
+    measured, estimated or fitted) and the fields it marks `estimated`. Empty for a name
+    the catalog does not hold."""
+    for filename, shown_as in (("gpus.yaml", _GPUS_FILE), ("links.yaml", _LINKS_FILE)):
+        entry = _read_yaml(filename, shown_as).get(name)
+        if isinstance(entry, Mapping):
+            return {"notes": [str(n) for n in entry.get("notes", [])],
+                    "estimated": [str(f) for f in entry.get("estimated", [])]}
+    return {"notes": [], "estimated": []}
+
+
 def get_gpu(name: str, *, key: str | None = None) -> GpuSpec:
     """The catalog GPU ``name``; an unknown name raises InputError suggesting the closest."""
     return _lookup("GPU", name, _gpu_table(), key)

@@ -6,7 +6,7 @@ import networkx as nx
 from rich.table import Table
 
 from scalesim.errors import unknown_name
-from scalesim.hardware import gpus, links
+from scalesim.hardware import catalog_notes, gpus, links
 from scalesim.models import model_info
 from scalesim.topology.design import NodeDesign, builtin_topology_names, load_node_design
 from scalesim.units import format_bytes
@@ -37,6 +37,11 @@ def hardware_tables() -> list[Table]:
     return [g, lt]
 
 
+def _shown_fields(spec) -> list[str]:
+    """A spec's catalog fields; `sms_held` is set while timing overlap, never by the catalog."""
+    return [f for f in spec.__slots__ if f != "sms_held"]
+
+
 def hardware_detail(name: str) -> Table:
     """Every field of one GPU or link, with its sources."""
     catalog = {**gpus(), **links()}
@@ -46,7 +51,7 @@ def hardware_detail(name: str) -> Table:
     t = Table(title=name, show_header=False, title_justify="left")
     t.add_column("field", style="bold", no_wrap=True)
     t.add_column("value", overflow="fold")
-    for field in spec.__slots__:
+    for field in _shown_fields(spec):
         value = getattr(spec, field)
         if field == "source":
             for i, src in enumerate(value):
@@ -55,13 +60,19 @@ def hardware_detail(name: str) -> Table:
         if isinstance(value, float) and field.endswith("_per_s") and value > 1e6:
             value = f"{value:.4g}"
         t.add_row(field, str(value))
+    said = catalog_notes(name)
+    if said["estimated"]:
+        t.add_row("estimated", ", ".join(said["estimated"]) + " (engineering estimates; see the notes)")
+    for i, note in enumerate(said["notes"]):
+        t.add_row("notes" if i == 0 else "", note)
     return t
 
 
 def hardware_json() -> dict:
     def row(spec) -> dict:
-        out = {f: getattr(spec, f) for f in spec.__slots__}
+        out = {f: getattr(spec, f) for f in _shown_fields(spec)}
         out["source"] = list(spec.source)
+        out.update(catalog_notes(spec.name))
         return out
 
     return {"gpus": [row(s) for s in gpus().values()], "links": [row(s) for s in links().values()]}
