@@ -8,7 +8,9 @@ once. Nothing here knows what a layer or an optimizer is.
 
 While a collective runs, its kernels hold part of each member's SMs
 (`CollectiveTask.sm_share`); compute on that rank's compute stream progresses
-at the rate the remaining SMs give, re-timed whenever a call starts or ends.
+at the rate the remaining SMs give (the task's own row of
+`Program.held_factors` where the builder gave one: its GEMMs' waves on fewer
+SMs), re-timed whenever a call starts or ends.
 """
 
 from __future__ import annotations
