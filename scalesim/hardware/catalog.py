@@ -56,7 +56,7 @@ def catalog_notes(name: str) -> dict[str, list[str]]:
     measured, estimated or fitted) and the fields it marks `estimated`. Empty for a name
     the catalog does not hold."""
     for filename, shown_as in (("gpus.yaml", _GPUS_FILE), ("links.yaml", _LINKS_FILE)):
-        entry = _read_yaml(filename, shown_as).get(name)
+        entry = _raw_entries(filename, shown_as).get(name)
         if isinstance(entry, Mapping):
             return {"notes": [str(n) for n in entry.get("notes", [])],
                     "estimated": [str(f) for f in entry.get("estimated", [])]}
@@ -106,6 +106,12 @@ def _link_table() -> dict[str, LinkSpec]:
     data = _read_yaml("links.yaml", _LINKS_FILE)
     return {name: _link_from_mapping(entry, name=name, where=_Where(_LINKS_FILE, str(name)), inline=False)
             for name, entry in data.items()}
+
+
+@functools.cache
+def _raw_entries(filename: str, shown_as: str) -> dict:
+    """The catalog file as written (notes included), read once per process."""
+    return _read_yaml(filename, shown_as)
 
 
 def _read_yaml(filename: str, shown_as: str) -> dict:
