@@ -96,21 +96,22 @@ def load_link_mapping(mapping: Mapping, *, name: str, key: str | None = None) ->
 
 @functools.cache
 def _gpu_table() -> dict[str, GpuSpec]:
-    data = _read_yaml("gpus.yaml", _GPUS_FILE)
+    data = _raw_entries("gpus.yaml", _GPUS_FILE)
     return {name: _gpu_from_mapping(entry, name=name, where=_Where(_GPUS_FILE, str(name)), inline=False)
             for name, entry in data.items()}
 
 
 @functools.cache
 def _link_table() -> dict[str, LinkSpec]:
-    data = _read_yaml("links.yaml", _LINKS_FILE)
+    data = _raw_entries("links.yaml", _LINKS_FILE)
     return {name: _link_from_mapping(entry, name=name, where=_Where(_LINKS_FILE, str(name)), inline=False)
             for name, entry in data.items()}
 
 
 @functools.cache
 def _raw_entries(filename: str, shown_as: str) -> dict:
-    """The catalog file as written (notes included), read once per process."""
+    """The catalog file as written (notes included), read once per process: the spec
+    tables and `catalog_notes` both come from it."""
     return _read_yaml(filename, shown_as)
 
 

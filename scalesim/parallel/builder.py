@@ -117,8 +117,8 @@ class StepBuilder:
         sp = plan.sequence_parallel and pl.tp > 1
         self.chunk_work: list[list[_LayerWork]] = []
         interned: dict[tuple, LayerSpec] = {}
-        self._held_rows: dict[tuple, int] = {}         # (layers' ids, which time) -> Program.held_factors row
-        self._held_timings: list[tuple] = []           # per row: (memo key, its seconds on a given GPU)
+        self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
+        self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         for chunk in chunks:
             work = []
             for layer in chunk:
@@ -150,16 +150,14 @@ class StepBuilder:
         return layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
                           plan.attention, plan.memory_format)
 
-    def _held_factor(self, key: tuple, seconds_on, share: float) -> float:
+    def _held_factor(self, content: tuple, seconds_on, share: float) -> float:
         """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
         its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone."""
         memo = self.topology.memo
         blocks = round(share * self.gpu.sms)
         plan = self.plan
-        what, attribute = key
-        content = tuple((h.kind, h.ops) for h in what) if isinstance(what, tuple) else what
         memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
-                    plan.memory_format, plan.optimizer, content, attribute, blocks)
+                    plan.memory_format, plan.optimizer, content, blocks)
         if memo_key not in memo:
             alone = seconds_on(self.gpu)
             held = seconds_on(replace(self.gpu, sms_held=blocks))
@@ -167,13 +165,15 @@ class StepBuilder:
         return memo[memo_key]
 
     def _held_row(self, timing: tuple) -> int:
-        """The Program.held_factors row of a kind of compute task; identical layers share one."""
-        key, _ = timing
-        fast_key = (tuple(map(id, key[0])), key[1]) if isinstance(key[0], tuple) else key
-        row = self._held_rows.get(fast_key)
+        """The Program.held_factors row of a kind of compute task; identical layers share one.
+
+        `timing` is (row key, content key, seconds on a given GPU): the row key is cheap to
+        hash (identities of interned layers), the content key lets other builds reuse factors."""
+        row_key = timing[0]
+        row = self._held_rows.get(row_key)
         if row is None:
-            row = self._held_rows[fast_key] = len(self._held_timings)
-            self._held_timings.append(timing)
+            row = self._held_rows[row_key] = len(self._held_timings)
+            self._held_timings.append(timing[1:])
         return row
 
     def _held_factors(self, tasks: dict[int, tuple]) -> tuple:
@@ -182,8 +182,8 @@ class StepBuilder:
         single = sorted({t.sm_share for ts in tasks.values() for t in ts
                          if isinstance(t, CollectiveTask) and t.sm_share > 0}) if self.gpu.sms > 0 else []
         shares = sorted(set(single) | {a + b for i, a in enumerate(single) for b in single[i:] if a + b < 1})
-        return tuple(tuple((share, self._held_factor(key, seconds_on, share)) for share in shares)
-                     for key, seconds_on in self._held_timings)
+        return tuple(tuple((share, self._held_factor(content, seconds_on, share)) for share in shares)
+                     for content, seconds_on in self._held_timings)
 
     def _with_copies(self, op: str, group: tuple[int, ...], size: float, span: tuple[str, ...]) -> CollectivePlan:
         """The group's plan, merged with the symmetric copies of the group that share its links.
@@ -288,7 +288,7 @@ class StepBuilder:
 
         def layer_timing(layers: tuple[LayerSpec, ...], kind: str) -> tuple:
             attribute = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}[kind]
-            return ((layers, attribute),
+            return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
                     lambda gpu: sum(getattr(self._layer_time(h, gpu), attribute) for h in layers))
 
         def tp_op(op: str, deps) -> int | None:
@@ -407,8 +407,9 @@ class StepBuilder:
             opt_params = params_local / shard
             opt = compute("optimizer step", "optimizer",
                           optimizer_time_s(opt_params, self.gpu, plan.precision, plan.optimizer), 0.0,
-                          deps=done, timing=(("optimizer", opt_params), lambda gpu: optimizer_time_s(
-                              opt_params, gpu, plan.precision, plan.optimizer)))
+                          deps=done, timing=(("optimizer", opt_params), ("optimizer", opt_params),
+                                             lambda gpu: optimizer_time_s(opt_params, gpu, plan.precision,
+                                                                          plan.optimizer)))
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
