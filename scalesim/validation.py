@@ -48,7 +48,7 @@ class Case(Strict):
     category: Literal["collective", "single_gpu", "multi_gpu", "multi_node"]
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency"]
+                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB"]
     measured: pydantic.PositiveFloat
     unit: str = ""
     notes: str = ""
@@ -59,6 +59,15 @@ class Case(Strict):
     # Not in shared/validation (the tracked reference set): reported beside its figure, not in it.
     supplementary: bool = False
     known_miss: str | None = None           # what is known about a large error (counted all the same)
+    # Collected by the project from the validation README's "More public measurements" list
+    # (names that list's source): part of the tracked reference set though not in published.yaml.
+    collected_from: str | None = None
+    # The constants this case's measurement set (fitted or read off it); the headline figure
+    # leaves such cases out, since a fit checked on its own data proves nothing.
+    fitted_on: list[str] = []
+    # The source's own evidence says it measured something other than the hardware: reported
+    # in a row of its own, outside the tracked median and max.
+    disputed: str | None = None
 
     @pydantic.model_validator(mode="after")
     def _one_target(self) -> "Case":
@@ -91,16 +100,26 @@ def cases_file() -> Path:
     return data_dir("validation") / "cases.yaml"
 
 
-def load_cases(path: Path | None = None) -> list[Case]:
-    path = path or cases_file()
+def case_files() -> list[Path]:
+    """cases.yaml, then one file per collected source under cases/ (sorted, so the order is fixed)."""
+    main = cases_file()
+    return [main, *sorted((main.parent / "cases").glob("*.yaml"))]
+
+
+def _cases_in(path: Path) -> list[Case]:
     data = read_yaml(path, what="validation cases")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise InputError("expected a mapping with a 'cases' list", file=str(path))
-    cases = [validate(Case, c, file=str(path), key_prefix=f"cases[{i}]") for i, c in enumerate(data["cases"])]
+    return [validate(Case, c, file=str(path), key_prefix=f"cases[{i}]") for i, c in enumerate(data["cases"])]
+
+
+def load_cases(path: Path | None = None) -> list[Case]:
+    paths = [path] if path is not None else case_files()
+    cases = [case for p in paths for case in _cases_in(p)]
     ids = [c.id for c in cases]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise InputError(f"duplicate case ids: {', '.join(duplicates)}", file=str(path))
+        raise InputError(f"duplicate case ids: {', '.join(duplicates)}", file=str(paths[0]))
     return cases
 
 
@@ -132,7 +151,8 @@ def _predict_training(path: Path) -> dict[str, float]:
     scenario, file = load_scenario(path)
     result = run(scenario, file)
     metrics = {"samples_per_s": result.samples_per_s, "tflops_per_gpu": result.tflops_per_gpu,
-               "step_time_s": result.step_time_s}
+               "step_time_s": result.step_time_s,
+               "peak_memory_GiB": result.memory_per_gpu_bytes / 2**30}
     if result.scaling_efficiency is not None:
         # Throughput per GPU on N GPUs over that on one, same per-GPU batch: a check of the
         # multi-GPU model that a software stack's single-GPU speed does not blur.
