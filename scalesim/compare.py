@@ -33,7 +33,7 @@ class Comparison:
             out.append({
                 "file": file, "scenario": r.scenario, "gpus": r.gpus, "gpu": r.gpu_name, "fits": r.fits,
                 "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "memory_capacity_bytes": r.memory_capacity_bytes,
-                "step_time_s": r.step_time_s, "breakdown_s": r.breakdown.as_dict(),
+                "step_time_s": r.step_time_s, "breakdown_s": r.breakdown.to_json(),
                 "samples_per_s": r.samples_per_s, "tokens_per_s": r.tokens_per_s, "mfu": r.mfu,
                 "scaling_efficiency": r.scaling_efficiency, "time_to_train_s": r.time_to_train_s,
                 "cost_usd": r.cost_usd, "on_prem_cost_usd": on_prem.get("cost_usd"),

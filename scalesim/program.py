@@ -5,6 +5,11 @@ Each rank (GPU) has a list of tasks. A task runs on one of the rank's streams
 it depends on (by index in the same rank's list) have finished. A collective
 task with the same `key` on every rank of its group starts when the last of
 them is ready, and ends for all of them together.
+
+Each rank also has a host thread that issues its tasks in program order (list
+order), spending each task's `host_s` of CPU time: a task cannot start before
+it is issued, and after a `host_sync` task the host waits for it to finish
+before issuing the next (a `.item()`, or Megatron's synchronize after P2P).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class ComputeTask:
     # hold part of the SMs (its GEMMs' waves on the SMs left; costs/compute.py). -1: no row;
     # the task slows to the SMs left, 1 / (1 - share).
     held: int = -1
+    host_s: float = 0.0        # CPU time the rank's host thread spends issuing the task's kernels
+    host_sync: bool = False    # the host waits for the task to finish before issuing more (.item())
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,8 @@ class CollectiveTask:
     kind: str = "comm"
     participants: int = 0
     sm_share: float = 0.0
+    host_s: float = 0.0        # CPU time to issue the call (see ComputeTask)
+    host_sync: bool = False    # the host waits for the call to finish (Megatron's P2P synchronize)
 
 
 Task = ComputeTask | CollectiveTask

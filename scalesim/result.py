@@ -65,10 +65,16 @@ class Breakdown:
     other: float
     total_comm: float
     compute_slowed_by_comm: float = 0.0    # part of `compute`: SMs held by overlapped NCCL kernels
+    host_bound: float = 0.0                # part of `other`: GPU idle until the host issued its work
 
     def as_dict(self) -> dict[str, float]:
+        """The four parts that sum to the step time."""
         return {"compute": self.compute, "exposed_comm": self.exposed_comm,
                 "bubble": self.bubble, "other": self.other}
+
+    def to_json(self) -> dict[str, float]:
+        """The four parts, and `host_bound`, which is inside `other`."""
+        return {**self.as_dict(), "host_bound": self.host_bound}
 
 
 def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
@@ -78,9 +84,14 @@ def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
     comm = _union([(iv.start_s, iv.end_s) for iv in intervals
                    if iv.kind not in COMPUTE_KINDS + OTHER_KINDS])
     exposed = _length(_minus(comm, busy))
-    c, o = _length(compute), _length(other)
+    # GPU work whose inputs were ready but whose kernels the host had not issued yet, while
+    # nothing else ran: the step is host-bound there (counted in `other`).
+    waits = _union([(iv.ready_s, iv.start_s) for iv in intervals
+                    if iv.kind in COMPUTE_KINDS + OTHER_KINDS and iv.start_s > iv.ready_s])
+    host = _length(_minus(_minus(waits, busy), comm)) if waits else 0.0
+    c, o = _length(compute), _length(other) + host
     bubble = max(step_time_s - c - o - exposed, 0.0)
-    return Breakdown(c, exposed, bubble, o, _length(comm))
+    return Breakdown(c, exposed, bubble, o, _length(comm), host_bound=host)
 
 
 def critical_rank(timeline: Timeline) -> int:
@@ -132,7 +143,7 @@ class StepResult:
             "memory_capacity_bytes": self.memory_capacity_bytes,
             "memory_breakdown_bytes": self.memory_breakdown,
             "step_time_s": self.step_time_s,
-            "breakdown_s": self.breakdown.as_dict(),
+            "breakdown_s": self.breakdown.to_json(),
             "total_comm_s": self.breakdown.total_comm,
             "compute_slowed_by_comm_s": self.breakdown.compute_slowed_by_comm,
             "slowest_gpu_factor": self.slowest_gpu_factor,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
+from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
@@ -155,6 +156,9 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         slowest_gpu_factor=slowest_gpu_factor(count, scenario.cluster.gpu_speed_spread),
         grad_reduce_dtype=grad_reduce_dtype(training.precision, par),
         fp32_weights=autocast_style(training.precision, par),
+        host_dispatch_s=DISPATCH_S_PER_OP if design.host.dispatch_us_per_op is None
+        else design.host.dispatch_us_per_op * 1e-6,
+        cuda_graphs=training.cuda_graphs,
     )
     try:
         model_chunks(model, plan.chunks)

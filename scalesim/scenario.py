@@ -56,6 +56,10 @@ class TrainingSpec(Strict):
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
     # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.
     memory_format: Literal["nhwc", "nchw"] = "nhwc"
+    # Launch each layer's kernels as one CUDA graph (Megatron-LM / Transformer Engine graphed
+    # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
+    # dispatch cost mostly disappears (scalesim/costs/host.py).
+    cuda_graphs: bool = False
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None

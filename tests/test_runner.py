@@ -261,3 +261,24 @@ def test_a_faster_fabric_or_more_nics_never_slows_a_step(plan):
     assert by_bandwidth == sorted(by_bandwidth, reverse=True) and by_bandwidth[0] > by_bandwidth[-1]
     by_nics = [step_s("roce-200g", nics) for nics in (1, 2, 4, 8)]
     assert by_nics == sorted(by_nics, reverse=True)
+
+
+def test_a_step_of_tiny_kernels_is_host_bound_and_cuda_graphs_remove_most_of_it():
+    scenario, file = load("8xa100-ddp")
+    tiny = scenario.with_changes(cluster={"gpus": 1}, parallel={"dp": 1},
+                                 training={"seq_len": 64, "micro_batch": 1, "global_batch": 4})
+    eager = run(tiny, file)
+    graphed = run(tiny.with_changes(training={"cuda_graphs": True}), file)
+    assert eager.breakdown.host_bound > 0.15 * eager.step_time_s
+    assert eager.breakdown.host_bound <= eager.breakdown.other     # host-bound time is part of `other`
+    assert graphed.step_time_s < 0.85 * eager.step_time_s
+    assert graphed.breakdown.host_bound < 0.2 * eager.breakdown.host_bound
+
+
+def test_large_gemms_hide_the_host_entirely():
+    scenario, file = load("8xa100-ddp")
+    big = scenario.with_changes(cluster={"gpus": 1}, parallel={"dp": 1}, training={"global_batch": 16})
+    eager = run(big, file)
+    graphed = run(big.with_changes(training={"cuda_graphs": True}), file)
+    assert eager.breakdown.host_bound < 0.002 * eager.step_time_s
+    assert graphed.step_time_s == pytest.approx(eager.step_time_s, rel=0.002)

@@ -66,6 +66,31 @@ class _Sms:
     factors: tuple = ()             # the running task's row of Program.held_factors
 
 
+@dataclass(slots=True)
+class _Host:
+    """A rank's host thread as issue times: from each release (the step's start, or the end of a
+    `host_sync` task) it issues the following tasks back to back, each after its own host_s."""
+
+    offset_s: list[float]            # per task: CPU time from its segment's release to its issue
+    segment: list[int]               # per task: the sync task it is issued after (-1: none)
+    released_s: dict[int, float] = field(default_factory=dict)   # sync task -> when it finished
+
+
+def host_thread(tasks: tuple) -> _Host | None:
+    """The rank's host thread, or None when issuing costs nothing and never waits."""
+    if not any(t.host_s > 0 or t.host_sync for t in tasks):
+        return None
+    offsets, segments = [], []
+    elapsed_s, segment = 0.0, -1
+    for index, task in enumerate(tasks):
+        elapsed_s += task.host_s
+        offsets.append(elapsed_s)
+        segments.append(segment)
+        if task.host_sync:
+            elapsed_s, segment = 0.0, index
+    return _Host(offsets, segments)
+
+
 @dataclass
 class _Run:
     env: simpy.Environment
@@ -78,6 +103,7 @@ class _Run:
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
     slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
     sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
+    hosts: dict[int, _Host] = field(default_factory=dict)       # rank -> its host thread, where it costs
 
     def stream(self, rank: int, indices: list[int], events: list):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -85,6 +111,7 @@ class _Run:
         env = self.env
         tasks = self.program.tasks[rank]
         isolated = self.isolated
+        host = self.hosts.get(rank)
         for index in indices:
             task = tasks[index]
             deps = task.deps
@@ -99,6 +126,11 @@ class _Run:
                 elif pending:
                     yield env.all_of(pending)
             ready_s = env.now
+            if host is not None:
+                yield from self.issued(host, index, events)
+                if not isinstance(task, ComputeTask):
+                    ready_s = env.now        # a rank reaches a call when its host has issued it
+            issued_s = env.now
             if isinstance(task, ComputeTask):
                 if task.duration_s > 0:
                     sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
@@ -108,9 +140,9 @@ class _Run:
                         yield self.compute(sms, task.duration_s,
                                            self.program.held_factors[task.held] if task.held >= 0 else ())
                         if sms.contended:
-                            extra_s = max(env.now - ready_s - task.duration_s, 0.0)
+                            extra_s = max(env.now - issued_s - task.duration_s, 0.0)
                             self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
-                start_s = ready_s
+                start_s = issued_s
             elif task.participants == 1 and id(task.plan) in isolated:
                 # The only simulated member of a call that runs alone on its links: no rendezvous
                 # to wait for and nothing to share, so it takes its closed-form time right here.
@@ -118,16 +150,31 @@ class _Run:
                 self.hold(holders, +1)
                 yield env.timeout(self.alone_s(task.plan))
                 self.hold(holders, -1)
-                start_s = ready_s
+                start_s = issued_s
             else:
                 call = self.arrive(task, rank)
                 yield call.done
                 start_s = call.start_s
             self.intervals.append(Interval(rank, task.stream, task.name, task.kind,
                                            ready_s, start_s, env.now))
+            if host is not None and task.host_sync:
+                host.released_s[index] = env.now
             done = events[index]
             if done is not None:
                 done.succeed()
+
+    def issued(self, host: _Host, index: int, events: list):
+        """Wait until the host thread has issued task `index` (after its segment's sync task)."""
+        segment = host.segment[index]
+        base_s = 0.0
+        if segment >= 0:
+            release = events[segment]
+            if not release.processed:
+                yield release
+            base_s = host.released_s[segment]
+        wait_s = base_s + host.offset_s[index] - self.env.now
+        if wait_s > 0:
+            yield self.env.timeout(wait_s)
 
     def alone_s(self, plan: CollectivePlan) -> float:
         """A call timed by formula: count its bytes (all of them arrive) and return its time."""
@@ -373,6 +420,10 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
         walks = _inline_blocking_calls(tasks, streams, run.isolated)
         walk_of = {index: name for name, order in walks.items() for index in order}
         awaited = {d for i, task in enumerate(tasks) for d in task.deps if walk_of[d] != walk_of[i]}
+        host = host_thread(tasks)
+        if host is not None:
+            run.hosts[rank] = host
+            awaited |= {i for i, task in enumerate(tasks) if task.host_sync}
         events = [env.event() if index in awaited else None for index in range(len(tasks))]
         for name in sorted(walks):
             env.process(run.stream(rank, walks[name], events))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from scalesim.collectives import CollectivePlan, Flow, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
+from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
@@ -69,6 +70,9 @@ class ParallelPlan:
     grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
     fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
     slowest_gpu_factor: float = 1.0  # GPU work takes this much longer: the job's slowest GPU sets the pace
+    # CPU time to issue one eager op (costs/host.py); 0 leaves the host out of the simulation.
+    host_dispatch_s: float = 0.0
+    cuda_graphs: bool = False       # each layer's kernels launched as one CUDA graph (costs/host.py)
 
     @property
     def chunks_per_stage(self) -> int:
@@ -87,6 +91,7 @@ class _LayerWork:
     parts: tuple[LayerTime, ...]          # (attention, MLP) for split blocks, else (whole,)
     is_block: bool
     halves: tuple[LayerSpec, ...] = ()    # the layer specs behind `parts`
+    host_s: tuple[dict[str, float], ...] = ()   # per part: host time to issue each pass's kernels
 
 
 class StepBuilder:
@@ -128,7 +133,8 @@ class StepBuilder:
                 # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 parts = tuple(self._layer_time(h, gpu) for h in halves)
-                work.append(_LayerWork(local, parts, block and len(halves) == 2, tuple(halves)))
+                work.append(_LayerWork(local, parts, block and len(halves) == 2, tuple(halves),
+                                       tuple(self._host_times(h) for h in halves)))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp
@@ -149,6 +155,18 @@ class StepBuilder:
         plan = self.plan
         return layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
                           plan.attention, plan.memory_format)
+
+    def _host_times(self, layer: LayerSpec) -> dict[str, float]:
+        """Host time to issue one micro-batch's kernels of the layer, per pass."""
+        plan = self.plan
+        if plan.host_dispatch_s <= 0:
+            return {"forward": 0.0, "backward": 0.0, "recompute": 0.0}
+        forward, backward, attention = layer_kernels(layer, plan.attention)
+        recompute = {"full": forward, "selective": attention}.get(plan.checkpointing, 0)
+        return {"forward": launch_host_s(forward, plan.host_dispatch_s, plan.cuda_graphs),
+                "backward": launch_host_s(backward, plan.host_dispatch_s, plan.cuda_graphs, backward=True),
+                # recomputation re-runs the Python forward of the checkpointed part
+                "recompute": launch_host_s(recompute, plan.host_dispatch_s, plan.cuda_graphs)}
 
     def _held_factor(self, content: tuple, seconds_on, share: float) -> float:
         """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
@@ -252,15 +270,24 @@ class StepBuilder:
         plan = self._with_copies(op, group, size, span)
         tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
                                     deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants(group), sm_share=self._sm_share(plan)))
+                                    participants=self._participants(group), sm_share=self._sm_share(plan),
+                                    host_s=self.plan.host_dispatch_s))
         return len(tasks) - 1
 
     def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
              stream: str, deps: tuple[int, ...]) -> int:
         plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
+        # Megatron-LM synchronizes the device after each batched P2P exchange
+        # (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync): the host
+        # issues nothing more until the activation or gradient it receives has arrived. The
+        # interleaved schedule overlaps its P2P instead (overlap_p2p_comm, which turns batched
+        # P2P and that sync off).
+        dispatch_s = self.plan.host_dispatch_s
+        sync = dispatch_s > 0 and stream.startswith("pp_recv") and self.plan.schedule != "interleaved"
         tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
                                     plan, deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants((src, dst)), sm_share=self._sm_share(plan)))
+                                    participants=self._participants((src, dst)), sm_share=self._sm_share(plan),
+                                    host_s=dispatch_s, host_sync=sync))
         return len(tasks) - 1
 
     # ------------------------------------------------------------------ one rank
@@ -279,10 +306,12 @@ class StepBuilder:
         reductions: list[int] = []
         layer_computes: list[int] = []          # first compute task of each layer run, in order
 
-        def compute(name: str, kind: str, seconds: float, flop: float, deps=(), timing=None) -> int:
+        def compute(name: str, kind: str, seconds: float, flop: float, deps=(), timing=None,
+                    host_s: float = 0.0, host_sync: bool = False) -> int:
             tasks.append(ComputeTask(name, kind, seconds * plan.slowest_gpu_factor,
                                      deps=tuple(d for d in deps if d is not None), flop=flop,
-                                     held=-1 if timing is None else self._held_row(timing)))
+                                     held=-1 if timing is None else self._held_row(timing),
+                                     host_s=host_s, host_sync=host_sync))
             last_compute[0] = len(tasks) - 1
             return last_compute[0]
 
@@ -331,7 +360,8 @@ class StepBuilder:
                     cp_wait = self._collective(tasks, counters, "cp", "all_gather", cp_group, self.cp_bytes,
                                                "cp", deps, ("cp",))
                 c = compute(f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else ""),
-                            kind, seconds, flop, deps, layer_timing((work.halves[i],), kind))
+                            kind, seconds, flop, deps, layer_timing((work.halves[i],), kind),
+                            work.host_s[i][kind])
                 if first:
                     layer_computes.append(c)
                     first = False
@@ -379,7 +409,8 @@ class StepBuilder:
                         seconds = sum(p.recompute_s for p in w.parts)
                         if seconds > 0:
                             dep = compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
-                                          (dep,) + gathered, layer_timing(w.halves, "recompute"))
+                                          (dep,) + gathered, layer_timing(w.halves, "recompute"),
+                                          sum(h["recompute"] for h in w.host_s))
                             gathered = ()
                     dep = run_layer(w, "backward", dep, True, gathered)
                     if plan.zero >= 3 and len(grad_group) > 1:
@@ -405,11 +436,17 @@ class StepBuilder:
             opt = self._offloaded_step(tasks, rank, params_local / shard, done)
         else:
             opt_params = params_local / shard
+            # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
+            # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
+            # are issued only after it.
+            layers_local = sum(len(self.chunk_work[c * pl.pp + stage]) for c in range(plan.chunks_per_stage))
             opt = compute("optimizer step", "optimizer",
                           optimizer_time_s(opt_params, self.gpu, plan.precision, plan.optimizer), 0.0,
                           deps=done, timing=(("optimizer", opt_params), ("optimizer", opt_params),
                                              lambda gpu: optimizer_time_s(opt_params, gpu, plan.precision,
-                                                                          plan.optimizer)))
+                                                                          plan.optimizer)),
+                          host_s=launch_host_s(layers_local, plan.host_dispatch_s, False),
+                          host_sync=plan.host_dispatch_s > 0)
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))

@@ -26,6 +26,9 @@ def result_table(r: StepResult) -> Table:
     t.add_row("step time", format_time(r.step_time_s))
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({_pct(seconds / r.step_time_s)})")
+    if r.breakdown.host_bound > 0:
+        t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} (GPU waits for the CPU to "
+                  "issue kernels; training.cuda_graphs removes most of it)")
     t.add_row("  communication (total, incl. hidden)", format_time(r.breakdown.total_comm))
     if r.breakdown.compute_slowed_by_comm > 0:
         t.add_row("  GPU work slowed by overlap", format_time(r.breakdown.compute_slowed_by_comm)

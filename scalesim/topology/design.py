@@ -23,6 +23,9 @@ class HostDesign(Strict):
     sockets: Literal[1, 2] = 1
     socket_link: str = "upi"              # catalog link between CPU sockets
     memory: str = "ddr5-4800-8ch"         # catalog memory per socket (host-staged copies pass here)
+    # CPU time to issue one eager PyTorch op on this host's CPU, microseconds [the published
+    # measurement in scalesim/costs/host.py]; a faster CPU issues kernels sooner.
+    dispatch_us_per_op: pydantic.PositiveFloat | None = None
     memory_gb: pydantic.PositiveFloat | None = None   # host RAM per node (GB); holds ZeRO-Offload's
                                                       # optimizer state [unknown: not checked]
 
