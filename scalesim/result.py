@@ -131,6 +131,12 @@ class StepResult:
     assumptions: list[dict[str, Any]] = field(default_factory=list)  # every cost input and its source
     inputs: Any = field(default=None, repr=False, compare=False)   # costs.economics.RunInputs; not JSON
     slowest_gpu_factor: float = 1.0   # GPU work vs the median GPU: the job's slowest GPU sets the pace
+    fit_confidence: str = "fits"      # fits | tight | does_not_fit (costs/memory.py, fit_confidence)
+
+    @property
+    def memory_headroom_fraction(self) -> float:
+        """Free share of the GPU's memory at the peak (negative when it does not fit)."""
+        return 1.0 - self.memory_per_gpu_bytes / self.memory_capacity_bytes
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,6 +147,8 @@ class StepResult:
             "reason": self.reason,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "memory_capacity_bytes": self.memory_capacity_bytes,
+            "memory_headroom_fraction": self.memory_headroom_fraction,
+            "fit_confidence": self.fit_confidence,
             "memory_breakdown_bytes": self.memory_breakdown,
             "step_time_s": self.step_time_s,
             "breakdown_s": self.breakdown.to_json(),

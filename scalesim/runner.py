@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
 from scalesim.costs.host import DISPATCH_S_PER_OP
-from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
+from scalesim.costs.memory import MemoryBreakdown, fit_confidence, model_boundary_bytes, training_memory
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
@@ -330,4 +330,6 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         timeline=timeline,
         economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},
         assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
+        fit_confidence=fit_confidence(memory.total, capacity) if reason is None or memory.total > capacity
+        else "does_not_fit",
     )

@@ -282,3 +282,14 @@ def test_large_gemms_hide_the_host_entirely():
     graphed = run(big.with_changes(training={"cuda_graphs": True}), file)
     assert eager.breakdown.host_bound < 0.002 * eager.step_time_s
     assert graphed.step_time_s == pytest.approx(eager.step_time_s, rel=0.002)
+
+
+def test_the_fit_verdict_carries_its_headroom_and_band():
+    scenario, file = load("8xa100-ddp")
+    out = json.loads(CliRunner().invoke(main, ["run", str(ROOT / "scenarios" / "8xa100-ddp.yaml"), "--json",
+                                               "--no-plots", "--no-scaling"]).output)
+    assert out["memory_headroom_fraction"] == pytest.approx(
+        1 - out["memory_per_gpu_bytes"] / out["memory_capacity_bytes"])
+    assert out["fit_confidence"] in ("fits", "tight")
+    huge = run(scenario.with_changes(training={"micro_batch": 256, "global_batch": 2048}), file)
+    assert not huge.fits and huge.fit_confidence in ("tight", "does_not_fit") and huge.memory_headroom_fraction < 0

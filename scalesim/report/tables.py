@@ -20,6 +20,8 @@ def result_table(r: StepResult) -> Table:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items()))
     fit = "yes" if r.fits else "[red]NO[/red]"
+    if r.fit_confidence == "tight":
+        fit += " [yellow](tight: within the memory model's error of the capacity; a real run could go either way)[/yellow]"
     t.add_row("memory per GPU", f"{format_bytes(r.memory_per_gpu_bytes)} of "
               f"{format_bytes(r.memory_capacity_bytes)} (fits: {fit})")
     t.add_row("  of which", ", ".join(f"{k} {format_bytes(v)}" for k, v in r.memory_breakdown.items()))

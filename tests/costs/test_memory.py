@@ -1,8 +1,10 @@
 """Memory model: the published per-parameter and per-activation accounting."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from scalesim.costs.memory import activation_bytes, memory_per_gpu, state_bytes_per_param
+from scalesim.costs.memory import activation_bytes, fit_confidence, memory_per_gpu, state_bytes_per_param
 from scalesim.models import get_model
 
 
@@ -52,3 +54,24 @@ def test_ddp_buckets_add_one_gradient_copy():
     without = memory_per_gpu(model, ddp_buckets=False, **kwargs)
     assert with_buckets.grad_buckets == model.params * 2
     assert with_buckets.total > without.total
+
+
+VERDICTS = ("does_not_fit", "tight", "fits")
+
+
+@given(need=st.floats(1e6, 1e12), capacity=st.floats(1e6, 1e12), more=st.floats(1.0, 10.0))
+def test_more_free_memory_never_turns_a_fit_into_a_non_fit(need, capacity, more):
+    before = VERDICTS.index(fit_confidence(need, capacity))
+    after = VERDICTS.index(fit_confidence(need, capacity * more))
+    assert after >= before
+
+
+@given(need=st.floats(1e6, 1e12), capacity=st.floats(1e6, 1e12))
+def test_the_band_is_tight_exactly_near_the_capacity(need, capacity):
+    verdict = fit_confidence(need, capacity)
+    if need <= capacity * 0.9:
+        assert verdict == "fits"
+    if need >= capacity * 1.1:
+        assert verdict == "does_not_fit"
+    if abs(need - capacity) <= 0.01 * capacity:
+        assert verdict == "tight"
