@@ -227,15 +227,16 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
     run yet are listed as skipped with the reason; the summary counts only
-    simulated cases. Supplementary cases (measurements beyond the reference
-    set in shared/validation) get their own summary row and stay out of the
-    category and overall figures.
+    simulated cases. Cases a constant was fitted on (`fitted_on:`) count in an
+    "in_sample" row of their own, disputed measurements and supplementary ones
+    (beyond the reference set) in theirs: the category and overall figures are
+    over the reference cases no constant saw.
     """
     from rich.progress import track
 
     from scalesim.executors import completed, open_pool, parse_executor
     from scalesim.report.validation import parity_plot, validation_table
-    from scalesim.validation import evaluate, load_cases, summarise
+    from scalesim.validation import evaluate, load_cases, summaries
 
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     # The long cases go first so that the pool never waits on one at the end.
@@ -248,26 +249,20 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
             if isinstance(outcome, BaseException):
                 raise outcome
             outcomes[order[k]] = outcome
-    reference = [o for o in outcomes if not o.case.supplementary]
-    extra = [o for o in outcomes if o.case.supplementary]
-    categories = sorted({o.case.category for o in reference})
-    summaries = {c: summarise([o for o in reference if o.case.category == c]) for c in categories}
-    summaries["overall"] = summarise(reference)
-    if extra:
-        summaries["supplementary"] = summarise(extra)
+    rows = summaries(outcomes)
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)
     if as_json:
+        apart = ("overall", "in_sample", "disputed", "supplementary")
         click.echo(json.dumps({"cases": [o.to_json() for o in outcomes],
-                               "summary": summaries["overall"].to_json(),
-                               "by_category": {k: v.to_json() for k, v in summaries.items()
-                                               if k not in ("overall", "supplementary")},
-                               **({"supplementary": summaries["supplementary"].to_json()} if extra else {})},
+                               "summary": rows["overall"].to_json(),
+                               "by_category": {k: v.to_json() for k, v in rows.items() if k not in apart},
+                               **{k: rows[k].to_json() for k in apart[1:] if k in rows}},
                               indent=2))
         return
     console = make_console()
-    for table in validation_table(outcomes, summaries):
+    for table in validation_table(outcomes, rows):
         console.print(table)
     if plot is not None:
         click.echo(f"plot: {plot}")

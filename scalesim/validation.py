@@ -93,7 +93,9 @@ class Outcome:
         return {"id": self.case.id, "category": self.case.category, "metric": self.case.metric,
                 "predicted": self.predicted, "measured": self.case.measured, "error": self.error,
                 "status": self.status, "reason": self.reason, "source": self.case.source,
-                "known_miss": self.case.known_miss, "supplementary": self.case.supplementary}
+                "known_miss": self.case.known_miss, "supplementary": self.case.supplementary,
+                "fitted_on": self.case.fitted_on, "disputed": self.case.disputed,
+                "collected_from": self.case.collected_from}
 
 
 def cases_file() -> Path:
@@ -197,3 +199,30 @@ def summarise(outcomes: list[Outcome]) -> Summary:
     if not errors:
         return Summary(0, None, None)
     return Summary(len(errors), statistics.median(errors), max(errors))
+
+
+def group_of(case: Case) -> str:
+    """Which summary row a case counts in: the headline (reference cases no constant was fitted
+    on), in_sample (a constant was fitted on it), disputed, or supplementary."""
+    if case.disputed:
+        return "disputed"
+    if case.supplementary:
+        return "supplementary"
+    if case.fitted_on:
+        return "in_sample"
+    return "reference"
+
+
+def summaries(outcomes: list[Outcome]) -> dict[str, Summary]:
+    """Per category and overall over the headline cases, then the rows kept apart."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(group_of(o.case), []).append(o)
+    reference = groups.get("reference", [])
+    rows = {c: summarise([o for o in reference if o.case.category == c])
+            for c in sorted({o.case.category for o in reference})}
+    rows["overall"] = summarise(reference)
+    for name in ("in_sample", "disputed", "supplementary"):
+        if groups.get(name):
+            rows[name] = summarise(groups[name])
+    return rows

@@ -29,10 +29,15 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
         status = o.status if o.reason is None else f"{o.status}: {o.reason}"
         if o.case.supplementary:
             status += " (supplementary)"
+        if o.case.fitted_on:
+            status += " (in-sample: fitted on)"
+        if o.case.disputed:
+            status += f" (disputed: {o.case.disputed})"
         cases.add_row(o.case.id, o.case.category, o.case.metric,
                       "-" if o.predicted is None else f"{o.predicted:,.4g}", f"{o.case.measured:,.4g}",
                       _pct(o.error), status)
-    summary = Table(title="summary (absolute errors over simulated cases; overall = the shared reference set)",
+    summary = Table(title="summary (absolute errors over simulated cases; overall = reference cases no constant "
+                          "was fitted on; in_sample, disputed and supplementary apart)",
                     title_justify="left")
     for col in ("category", "simulated", "median |error|", "max |error|"):
         summary.add_column(col)
