@@ -236,19 +236,21 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 
     from scalesim.executors import completed, open_pool, parse_executor
     from scalesim.report.validation import parity_plot, validation_table
-    from scalesim.validation import evaluate, load_cases, summaries
+    from scalesim.validation import evaluate_group, groups_of, load_cases, summaries
 
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
-    # The long cases go first so that the pool never waits on one at the end.
-    order = sorted(range(len(cases)), key=lambda i: cases[i].fast)
+    # Cases that share a scenario are simulated once; the long ones go first so that the pool
+    # never waits on one at the end.
+    groups = sorted(groups_of(cases), key=lambda g: all(cases[i].fast for i in g))
     outcomes: list = [None] * len(cases)
     with open_pool(parse_executor("local", workers)) as pool:
-        finished = completed(pool, evaluate, [(cases[i],) for i in order])
-        for k, outcome in track(finished, total=len(cases), description="validating", console=err_console,
-                                disable=as_json or not err_console.is_terminal):
-            if isinstance(outcome, BaseException):
-                raise outcome
-            outcomes[order[k]] = outcome
+        finished = completed(pool, evaluate_group, [([cases[i] for i in g],) for g in groups])
+        for k, group_outcomes in track(finished, total=len(groups), description="validating", console=err_console,
+                                       disable=as_json or not err_console.is_terminal):
+            if isinstance(group_outcomes, BaseException):
+                raise group_outcomes
+            for i, outcome in zip(groups[k], group_outcomes):
+                outcomes[i] = outcome
     rows = summaries(outcomes)
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)

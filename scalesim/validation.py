@@ -169,19 +169,44 @@ def _predict_training(path: Path) -> dict[str, float]:
     return metrics
 
 
-def evaluate(case: Case) -> Outcome:
+def _predict(case: Case) -> dict[str, float]:
+    if case.collective is not None:
+        return _predict_collective(case.collective)
+    return _predict_training(cases_file().parent / case.scenario)
+
+
+def target_key(case: Case) -> str:
+    """What a case simulates: cases with the same key share one simulation."""
     if case.excluded is not None:
-        return Outcome(case, "excluded", None, case.excluded)
+        return f"excluded:{case.id}"
+    if case.collective is not None:
+        return "collective:" + case.collective.model_dump_json()
+    return f"scenario:{case.scenario}"
+
+
+def evaluate_group(cases: list[Case]) -> list[Outcome]:
+    """Outcomes of cases that share one target (see `target_key`), simulated once."""
+    first = cases[0]
+    if first.excluded is not None:
+        return [Outcome(c, "excluded", None, c.excluded) for c in cases]
     try:
-        if case.collective is not None:
-            metrics = _predict_collective(case.collective)
-        else:
-            metrics = _predict_training(cases_file().parent / case.scenario)
+        metrics = _predict(first)
     except InputError as exc:
-        return Outcome(case, "skipped", None, str(exc.detail))
-    if case.metric not in metrics:
-        return Outcome(case, "skipped", None, f"the simulation gives no {case.metric} for this case")
-    return Outcome(case, "ok", metrics[case.metric])
+        return [Outcome(c, "skipped", None, str(exc.detail)) for c in cases]
+    return [Outcome(c, "ok", metrics[c.metric]) if c.metric in metrics else
+            Outcome(c, "skipped", None, f"the simulation gives no {c.metric} for this case") for c in cases]
+
+
+def evaluate(case: Case) -> Outcome:
+    return evaluate_group([case])[0]
+
+
+def groups_of(cases: list[Case]) -> list[list[int]]:
+    """Indices of the cases, grouped by what they simulate, in first-seen order."""
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(target_key(case), []).append(i)
+    return list(groups.values())
 
 
 @dataclass(frozen=True, slots=True)
