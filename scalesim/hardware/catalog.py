@@ -29,8 +29,10 @@ from scalesim.errors import InputError, unknown_name
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
-ARCHS = ("ampere", "ada", "hopper", "blackwell")
-LINK_KINDS = ("pcie", "nvlink", "nvswitch", "socket", "infiniband", "roce", "ethernet", "memory")
+ARCHS = ("ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "xgmi", "socket", "infiniband", "roce", "ethernet", "memory")
+# Kinds a GPU's scale-up port (`nvlink` field) may be: NVLink, or AMD's Infinity Fabric (xGMI).
+SCALE_UP_KINDS = ("nvlink", "xgmi")
 
 _GPUS_FILE = "scalesim/hardware/data/gpus.yaml"
 _LINKS_FILE = "scalesim/hardware/data/links.yaml"
@@ -150,7 +152,7 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) -
     read = _Reader(mapping, where, _GPU_FIELDS,
                    optional=("source", "sms", "fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction")
                    if inline else ("fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction"))
-    nvlink = read("nvlink", _nullable(_link_name("nvlink", ("nvlink",))))
+    nvlink = read("nvlink", _nullable(_link_name("nvlink", SCALE_UP_KINDS)))
     nvlink_max_gpus = read("nvlink_max_gpus", _count)
     if (nvlink is None) != (nvlink_max_gpus == 0):
         raise where.error("nvlink_max_gpus", "must be 0 exactly when nvlink is null "
