@@ -43,9 +43,10 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         g.add_node(f"{p}cpu{s}", kind="cpu", socket=s)
         g.add_node(f"{p}mem{s}", kind="host_memory", socket=s)
         g.add_edge(f"{p}cpu{s}", f"{p}mem{s}", link=memory, duplex=False)
-    if sockets == 2:
-        g.add_edge(f"{p}cpu0", f"{p}cpu1", link=get_link(design.host.socket_link, key="host.socket_link"),
-                   duplex=True)
+    if sockets > 1:
+        socket_link = get_link(design.host.socket_link, key="host.socket_link")
+        for s in range(sockets - 1):
+            g.add_edge(f"{p}cpu{s}", f"{p}cpu{s + 1}", link=socket_link, duplex=True)
 
     slot = get_link(design.pcie.link or gpu.pcie, key="pcie.link")
     uplink = get_link(design.pcie.uplink, key="pcie.uplink") if design.pcie.uplink else slot
@@ -66,7 +67,14 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         if gpu.nvlink is None:
             raise InputError(f"{gpu.full_name} has no NVLink; remove the 'nvlink' section", key="nvlink")
         port = get_link(design.nvlink.link or gpu.nvlink, key="nvlink.link")
-        if design.nvlink.fabric == "nvswitch":
+        if design.nvlink.fabric != "bridge" and design.gpus > gpu.nvlink_max_gpus:
+            raise InputError(f"{design.gpus} GPUs cannot share one NVLink domain: a {gpu.full_name} "
+                             f"joins at most {gpu.nvlink_max_gpus}", key="gpus")
+        if design.nvlink.fabric == "mesh":
+            for i in range(design.gpus):
+                for j in range(i + 1, design.gpus):
+                    g.add_edge(f"{p}gpu{i}", f"{p}gpu{j}", link=port, duplex=True)
+        elif design.nvlink.fabric == "nvswitch":
             switch = get_link(design.nvlink.switch, key="nvlink.switch") if design.nvlink.switch else None
             g.add_node(f"{p}nvswitch", kind="nvswitch", link=switch,
                        in_network_reduction=bool(switch and switch.in_network_reduction))

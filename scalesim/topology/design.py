@@ -20,7 +20,9 @@ from scalesim.schema import Strict, validate
 
 
 class HostDesign(Strict):
-    sockets: Literal[1, 2] = 1
+    # CPU sockets (1 or 2 in a server; a rack such as GB200 NVL72 has one Grace per two GPUs).
+    # Beyond two, socket s is cabled to socket s+1 (a chain), used only by host-staged copies.
+    sockets: pydantic.PositiveInt = 1
     socket_link: str = "upi"              # catalog link between CPU sockets
     memory: str = "ddr5-4800-8ch"         # catalog memory per socket (host-staged copies pass here)
     memory_gb: pydantic.PositiveFloat | None = None   # host RAM per node (GB); holds ZeRO-Offload's
@@ -34,7 +36,9 @@ class PcieDesign(Strict):
 
 
 class NvlinkDesign(Strict):
-    fabric: Literal["nvswitch", "bridge"] = "nvswitch"
+    # nvswitch: every GPU's port on one switch fabric (HGX, NVL72); bridge: GPU pairs (0-1, 2-3, ...);
+    # mesh: one link between every pair of GPUs (AMD's 8-GPU xGMI boards; `link` is ONE such link).
+    fabric: Literal["nvswitch", "bridge", "mesh"] = "nvswitch"
     switch: str | None = None             # catalog nvswitch generation (for fabric: nvswitch)
     link: str | None = None               # a GPU's NVLink port [the GPU's catalog NVLink], e.g. a cut-down part
 
