@@ -298,6 +298,35 @@ def _design_nics(spec: str, catalog=None) -> int | None:
 
 
 @main.command()
+@click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write the calibrated gpus.yaml / links.yaml into (pass it later with --catalog).")
+@click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
+@click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
+@click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
+@click.option("--op", default=None, help="Collective of logs that do not say (e.g. all_reduce).")
+@catalog_option
+@friendly_errors
+def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
+    """Fit link and GPU efficiencies to your own measurements and write a catalog folder.
+
+    MEASUREMENTS: nccl-tests / rccl-tests output as printed (all_reduce_perf,
+    all_gather_perf, ...), and .csv files of GEMM and memory-bandwidth results
+    with the header kind,precision,m,n,k,value (see scalesim/measurements.py).
+    Prints every figure against the catalog before and after.
+    """
+    from scalesim.calibrate import calibrate as fit
+    from scalesim.report.calibration import calibration_tables
+
+    fits = fit(list(measurements), out=out, link=link, gpu=gpu, topology=topology, op=op,
+               catalog=_catalog(catalog_dirs))
+    console = make_console()
+    for table in calibration_tables(fits):
+        console.print(table)
+    click.echo(f"wrote {out}: use it with --catalog {out} (or SCALESIM_CATALOG={out})")
+
+
+@main.command()
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON (every field and source).")
 @catalog_option

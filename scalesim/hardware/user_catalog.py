@@ -90,6 +90,15 @@ class Catalog:
                 return {"notes": list(notes), "estimated": list(estimated)}
         return catalog_notes(name)
 
+    def with_spec(self, spec: GpuSpec | LinkSpec, origin: str) -> "Catalog":
+        """This catalog with one entry added or replaced (e.g. a calibrated link), marked as from `origin`."""
+        is_gpu = isinstance(spec, GpuSpec)
+        table = self.gpus() if is_gpu else self.links()
+        table[spec.name] = spec
+        origins = {**dict(self.origins), spec.name: origin}
+        return Catalog(tuple(table.values()) if is_gpu else self.gpu_specs,
+                       self.link_specs if is_gpu else tuple(table.values()), tuple(origins.items()), self.user_notes)
+
     def resolve_gpu(self, value: Any, *, key: str | None = None, file: str | None = None) -> GpuSpec:
         """A GPU from a name, a `base:` mapping with overrides, or a full inline entry."""
         if isinstance(value, Mapping):
