@@ -498,9 +498,10 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_
               help="Continue an interrupted sweep: plans already simulated in <out>/points.jsonl (same scenario "
                    "and plan) are reused, not simulated again; failed ones are retried.")
 @click.option("--force", is_flag=True, help="Start over: discard an existing <out>/points.jsonl.")
+@catalog_option
 @friendly_errors
 def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots, executor_name, workers,
-          resume, force) -> None:
+          resume, force, catalog_dirs) -> None:
     """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
 
     The cluster grows by whole nodes of the scenario's node design; without
@@ -526,7 +527,8 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, _stop_on_sigterm():
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
-                               progress=_sweep_progress(as_json), executor=executor, points_file=points)
+                               progress=_sweep_progress(as_json), executor=executor, points_file=points,
+                               catalog=_catalog(catalog_dirs))
         except KeyboardInterrupt:
             click.echo(f"interrupted: the plans simulated so far are in {points.path}; "
                        "run the same command with --resume to continue", err=True)
