@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from scalesim.errors import InputError, unknown_name
+from scalesim.hardware.catalog import _DOC_FIELDS, _GPU_FIELDS as GPU_YAML_FIELDS, _LINK_FIELDS as LINK_YAML_FIELDS
 from scalesim.hardware.catalog import catalog_notes, gpus, links, load_gpu_mapping, load_link_mapping
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.schema import read_yaml
@@ -175,20 +176,25 @@ def _with_file(catalog: Catalog, path: Path, is_gpus: bool) -> Catalog:
 
 def _gpu_entry(value: Any, catalog: Catalog, *, name: Any, key: str, file: str | None) -> GpuSpec:
     mapping, name = _merged(value, name, key, file, lambda base: _spec_fields(catalog.gpu(base, key=f"{key}.base"),
-                                                                           _GPU_FIELDS))
+                                                                           _GPU_FIELDS), GPU_YAML_FIELDS)
     return load_gpu_mapping(mapping, name=name, key=key, file=file, link_table=catalog.links())
 
 
 def _link_entry(value: Any, catalog: Catalog, *, name: Any, key: str, file: str | None) -> LinkSpec:
     mapping, name = _merged(value, name, key, file, lambda base: _spec_fields(catalog.link(base, key=f"{key}.base"),
-                                                                           _LINK_FIELDS))
+                                                                           _LINK_FIELDS), LINK_YAML_FIELDS)
     return load_link_mapping(mapping, name=name, key=key, file=file)
 
 
-def _merged(value: Any, name: Any, key: str, file: str | None, base_fields) -> tuple[dict, str]:
+def _merged(value: Any, name: Any, key: str, file: str | None, base_fields, allowed: tuple[str, ...]
+            ) -> tuple[dict, str]:
     """(the entry's fields with its base's filled in, its name)."""
     if not isinstance(value, Mapping):
         raise InputError(f"expected a catalog name or a mapping of fields, got {value!r}", file=file, key=key)
+    allowed = (*_EXTRA_KEYS, *allowed, *_DOC_FIELDS)
+    for field in value:
+        if field not in allowed:
+            raise unknown_name("field", field, allowed, key=f"{key}.{field}", file=file)
     entry = {k: v for k, v in value.items() if k not in _EXTRA_KEYS}
     base = value.get("base")
     if "memory_gb" in value:
