@@ -66,3 +66,16 @@ def test_mistakes_exit_2_naming_the_key(tmp_path):
     assert result.exit_code == 2 and "cluster.node.gpu.memory_gbb" in result.output
     missing = invoke("hardware", "--catalog", str(tmp_path / "nope"))
     assert missing.exit_code == 2 and "catalog folder not found" in missing.output
+
+
+def test_sweep_takes_the_catalog_folder_to_every_plan(tmp_path):
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    (folder / "gpus.yaml").write_text("lab-l40s: {base: l40s, memory_gb: 96}\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.format(name="lab", node="{gpu: lab-l40s, gpus: 2}"))
+    result = invoke("sweep", str(scenario), "--gpus", "2", "--catalog", str(folder), "--workers", "1",
+                    "--no-plots", "--json", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    best = json.loads(result.output)["best"][0]
+    assert best["status"] == "ok" and best["memory_capacity_bytes"] == 96 * GiB
