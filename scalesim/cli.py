@@ -239,8 +239,10 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes that simulate cases side by side [CPU count]; 1 runs them in this process. "
                    "Results are the same for any number.")
+@catalog_option
 @friendly_errors
-def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None) -> None:
+def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None,
+             catalog_dirs) -> None:
     """Predict every published measurement in validation/ and report the error.
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
@@ -260,7 +262,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     order = sorted(range(len(cases)), key=lambda i: cases[i].fast)
     outcomes: list = [None] * len(cases)
     with open_pool(parse_executor("local", workers)) as pool:
-        finished = completed(pool, evaluate, [(cases[i],) for i in order])
+        catalog = _catalog(catalog_dirs)       # e.g. a calibrated folder, checked against every case
+        finished = completed(pool, evaluate, [(cases[i], catalog) for i in order])
         for k, outcome in track(finished, total=len(cases), description="validating", console=err_console,
                                 disable=as_json or not err_console.is_terminal):
             if isinstance(outcome, BaseException):

@@ -132,24 +132,24 @@ def megatron_flop_per_step(model, batch: int, seq: int) -> float:
     return 96 * batch * seq * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h))
 
 
-def _predict_collective(case: CollectiveCase) -> dict[str, float]:
+def _predict_collective(case: CollectiveCase, catalog=None) -> dict[str, float]:
     from scalesim.collective_bench import time_collective
     from scalesim.topology import Fabric, build_cluster, load_node_design
     from scalesim.units import parse_bytes
 
-    design = load_node_design(case.topology, key="collective.topology")
+    design = load_node_design(case.topology, key="collective.topology", catalog=catalog)
     fabric = None if case.fabric is None else Fabric(case.fabric.link, case.fabric.nics_per_node, case.fabric.topology)
-    topology = build_cluster(design, nodes=case.nodes, fabric=fabric)
+    topology = build_cluster(design, nodes=case.nodes, fabric=fabric, catalog=catalog)
     row = time_collective(topology, case.op, case.gpus or len(topology.gpus), parse_bytes(case.size), case.algo)
     return {"busbw_GBps": row.busbw_GBps, "algbw_GBps": row.algbw_GBps}
 
 
-def _predict_training(path: Path) -> dict[str, float]:
+def _predict_training(path: Path, catalog=None) -> dict[str, float]:
     from scalesim.runner import run
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(path)
-    result = run(scenario, file)
+    result = run(scenario, file, catalog=catalog)
     metrics = {"samples_per_s": result.samples_per_s, "tflops_per_gpu": result.tflops_per_gpu,
                "step_time_s": result.step_time_s,
                "peak_memory_GiB": result.memory_per_gpu_bytes / 2**30}
@@ -167,14 +167,15 @@ def _predict_training(path: Path) -> dict[str, float]:
     return metrics
 
 
-def evaluate(case: Case) -> Outcome:
+def evaluate(case: Case, catalog=None) -> Outcome:
+    """The case predicted, with GPU and link names resolved in `catalog` [the built-in one]."""
     if case.excluded is not None:
         return Outcome(case, "excluded", None, case.excluded)
     try:
         if case.collective is not None:
-            metrics = _predict_collective(case.collective)
+            metrics = _predict_collective(case.collective, catalog)
         else:
-            metrics = _predict_training(cases_file().parent / case.scenario)
+            metrics = _predict_training(cases_file().parent / case.scenario, catalog)
     except InputError as exc:
         return Outcome(case, "skipped", None, str(exc.detail))
     if case.metric not in metrics:
