@@ -133,10 +133,10 @@ def cluster_for(base: Scenario, gpus: int, file: str | None = None, catalog: Cat
     changes: dict = {"nodes": nodes, "gpus": gpus}
     notes = []
     if nodes > 1 and base.cluster.fabric is None:
-        if not design.nics.count or not design.nics.link:
-            raise InputError(f"{gpus} GPUs need {nodes} nodes of {design.name}, which has no NICs to join them; "
-                             "add cluster.fabric (e.g. {link: ib-ndr, nics_per_node: 8})", file=file,
-                             key="cluster.fabric")
+        if not design.nics.count or not isinstance(design.nics.link, str):
+            raise InputError(f"{gpus} GPUs need {nodes} nodes of {design.name}, which has no NICs named by a catalog "
+                             "link to join them; add cluster.fabric (e.g. {link: ib-ndr, nics_per_node: 8})",
+                             file=file, key="cluster.fabric")
         kind = "rail-optimized" if design.nics.count >= design.gpus else "fat-tree"
         changes["fabric"] = {"link": design.nics.link, "nics_per_node": design.nics.count, "topology": kind}
         notes.append(f"the scenario has no cluster.fabric: from {nodes} nodes on, the nodes are joined by the "
