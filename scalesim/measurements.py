@@ -32,7 +32,7 @@ NCCL_TESTS_OPS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gathe
                   "reduce_scatter_perf": "reduce_scatter", "broadcast_perf": "broadcast", "reduce_perf": "reduce",
                   "alltoall_perf": "all_to_all", "sendrecv_perf": "send_recv"}
 CSV_HEADER = ("kind", "precision", "m", "n", "k", "value")
-_RANK = re.compile(r"#\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+_RANK = re.compile(r"^\s*#?\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 _TEST = re.compile(r"Collective test starting:\s*(\w+)")
 
 
@@ -84,9 +84,9 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
             found_op = NCCL_TESTS_OPS[m.group(1)]
         elif (m := _RANK.match(line)):
             ranks[int(m.group(1))] = (m.group(2), m.group(3))
-        elif line.startswith("#") and "busbw" in line and "size" in line:
+        elif "busbw" in line and "size" in line:          # the column header ('#' before nccl-tests 2.x)
             columns = line.lstrip("#").split()
-        elif not line.startswith("#") and line.split() and line.split()[0].isdigit():
+        elif not line.lstrip().startswith("#") and line.split() and line.split()[0].isdigit():
             points.append(_row(line, columns, file))
     op = op or found_op
     if op is None:

@@ -73,3 +73,21 @@ def test_a_log_that_does_not_name_its_collective_needs_op():
 def test_a_csv_without_the_header_is_refused():
     with pytest.raises(InputError, match="kind,precision,m,n,k,value"):
         parse_benchmark_csv("gemm,bf16,1,1,1,5\n", "b.csv")
+
+
+def test_older_and_rccl_output_without_hashes_reads_too():
+    # The layout of nccl-tests before 2.x and of rccl-tests (no '#' on the device and header lines,
+    # an 'error' column); the figures are made up for this test.
+    text = """ nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20
+ Using devices
+   Rank  0 Pid 1001 on nodeA device  0 [0x00] AMD Instinct MI300X
+   Rank  1 Pid 1002 on nodeA device  1 [0x00] AMD Instinct MI300X
+                                                     out-of-place                       in-place
+       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144   float     sum    20.00   52.43   52.43  0e+00    21.00   49.93   49.93  0e+00
+     2097152        524288   float     sum    30.00   69.91   69.91  0e+00    31.00   67.65   67.65  0e+00
+"""
+    log = parse_nccl_tests(text, "rccl.txt", op="all_reduce")
+    assert (log.gpus, log.nodes, gpu_of_device(log.device, "x")) == (2, 1, "mi300x")
+    assert [p.busbw_GBps for p in log.points] == [52.43, 69.91]
