@@ -208,7 +208,8 @@ def _merged(value: Any, name: Any, key: str, file: str | None, base_fields, allo
             entry = {**base_fields(base), "source": _changed_source(base, entry), **entry}
         except InputError as exc:
             raise exc.located(file=file) from None
-    label = value.get("name", name if name is not None else (f"{base}-custom" if base else "inline"))
+    # In a folder the entry's key is its name; inline, `name:` (else '<base>-custom').
+    label = name if name is not None else value.get("name", f"{base}-custom" if base else "inline")
     return entry, str(label)
 
 
