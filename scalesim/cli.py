@@ -41,6 +41,19 @@ def friendly_errors(fn):
     return wrapper
 
 
+def catalog_option(fn):
+    """--catalog DIR (repeatable): folders of gpus.yaml / links.yaml layered over the built-in catalog."""
+    return click.option("--catalog", "catalog_dirs", multiple=True, type=click.Path(path_type=Path),
+                        help="Folder of your own gpus.yaml / links.yaml entries, taking precedence over the "
+                             "built-in catalog (repeatable; after $SCALESIM_CATALOG's).")(fn)
+
+
+def _catalog(dirs):
+    from scalesim.hardware.user_catalog import catalog_for
+
+    return catalog_for(dirs)
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "scenario"
 
@@ -69,9 +82,10 @@ def main() -> None:
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
+@catalog_option
 @friendly_errors
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None) -> None:
+        samples: int, seed: int | None, catalog_dirs) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
@@ -82,10 +96,11 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(scenario_file)
-    setup = prepare(scenario, file)
+    catalog = _catalog(catalog_dirs)
+    setup = prepare(scenario, file, catalog=catalog)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
     with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
-        result = run_scenario(scenario, file, scaling_counts=counts)
+        result = run_scenario(scenario, file, scaling_counts=counts, catalog=catalog)
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
 
@@ -173,9 +188,10 @@ def _scaling_counts(gpus: int) -> list[int]:
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw bus bandwidth against size (.png or .svg).")
+@catalog_option
 @friendly_errors
 def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topology, p2p, algo, protocol,
-               sizes, as_json, plot) -> None:
+               sizes, as_json, plot, catalog_dirs) -> None:
     """Simulate a collective like nccl-tests does: time, algbw and busbw per size.
 
     algbw = size / time; busbw = algbw x (2(n-1)/n for all_reduce, (n-1)/n for
@@ -188,13 +204,15 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
     from scalesim.topology import Fabric
 
     size_list = parse_sizes(sizes)
+    catalog = _catalog(catalog_dirs)
     rows = []
     for spec in topologies_:
         net = None
         if fabric is not None:
-            design_nics = None if nics_per_node else _design_nics(spec)
+            design_nics = None if nics_per_node else _design_nics(spec, catalog)
             net = Fabric(fabric, nics_per_node or design_nics or 8, fabric_topology)
-        topo = build_topology(spec, p2p=None if p2p is None else p2p == "on", nodes=nodes, fabric=net)
+        topo = build_topology(spec, p2p=None if p2p is None else p2p == "on", nodes=nodes, fabric=net,
+                              catalog=catalog)
         n = gpus or len(topo.gpus)
         rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
@@ -221,8 +239,10 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes that simulate cases side by side [CPU count]; 1 runs them in this process. "
                    "Results are the same for any number.")
+@catalog_option
 @friendly_errors
-def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None) -> None:
+def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None,
+             catalog_dirs) -> None:
     """Predict every published measurement in validation/ and report the error.
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
@@ -244,7 +264,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     groups = sorted(groups_of(cases), key=lambda g: all(cases[i].fast for i in g))
     outcomes: list = [None] * len(cases)
     with open_pool(parse_executor("local", workers)) as pool:
-        finished = completed(pool, evaluate_group, [([cases[i] for i in g],) for g in groups])
+        catalog = _catalog(catalog_dirs)       # e.g. a calibrated folder, checked against every case
+        finished = completed(pool, evaluate_group, [([cases[i] for i in g], catalog) for g in groups])
         for k, group_outcomes in track(finished, total=len(groups), description="validating", console=err_console,
                                        disable=as_json or not err_console.is_terminal):
             if isinstance(group_outcomes, BaseException):
@@ -270,17 +291,47 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
         click.echo(f"plot: {plot}")
 
 
-def _design_nics(spec: str) -> int | None:
+def _design_nics(spec: str, catalog=None) -> int | None:
     from scalesim.collective_bench import resolve_design
 
-    return resolve_design(spec)[0].nics.count or None
+    return resolve_design(spec, catalog)[0].nics.count or None
+
+
+@main.command()
+@click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write the calibrated gpus.yaml / links.yaml into (pass it later with --catalog).")
+@click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
+@click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
+@click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
+@click.option("--op", default=None, help="Collective of logs that do not say (e.g. all_reduce).")
+@catalog_option
+@friendly_errors
+def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
+    """Fit link and GPU efficiencies to your own measurements and write a catalog folder.
+
+    MEASUREMENTS: nccl-tests / rccl-tests output as printed (all_reduce_perf,
+    all_gather_perf, ...), and .csv files of GEMM and memory-bandwidth results
+    with the header kind,precision,m,n,k,value (see scalesim/measurements.py).
+    Prints every figure against the catalog before and after.
+    """
+    from scalesim.calibrate import calibrate as fit
+    from scalesim.report.calibration import calibration_tables
+
+    fits = fit(list(measurements), out=out, link=link, gpu=gpu, topology=topology, op=op,
+               catalog=_catalog(catalog_dirs))
+    console = make_console()
+    for table in calibration_tables(fits):
+        console.print(table)
+    click.echo(f"wrote {out}: use it with --catalog {out} (or SCALESIM_CATALOG={out})")
 
 
 @main.command()
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON (every field and source).")
+@catalog_option
 @friendly_errors
-def hardware(name: str | None, as_json: bool) -> None:
+def hardware(name: str | None, as_json: bool, catalog_dirs) -> None:
     """List the GPUs and links in the hardware catalog, or show NAME in full with its sources.
 
     All FLOP/s are dense peaks (never 2:4 sparse); GeForce fp16/bf16 are at the
@@ -289,11 +340,12 @@ def hardware(name: str | None, as_json: bool) -> None:
     """
     from scalesim.report.catalogs import hardware_detail, hardware_json, hardware_tables
 
+    catalog = _catalog(catalog_dirs)
     if as_json:
-        click.echo(json.dumps(hardware_json(), indent=2))
+        click.echo(json.dumps(hardware_json(catalog), indent=2))
         return
     console = make_console()
-    for table in [hardware_detail(name)] if name else hardware_tables():
+    for table in [hardware_detail(name, catalog)] if name else hardware_tables(catalog):
         console.print(table)
 
 
@@ -318,15 +370,17 @@ def topology() -> None:
 @click.argument("name")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw the design to this file (.png or .svg).")
+@catalog_option
 @friendly_errors
-def topology_show(name: str, out: Path | None) -> None:
+def topology_show(name: str, out: Path | None, catalog_dirs) -> None:
     """Describe NAME (a built-in name or a .yaml file) and optionally draw it."""
     from scalesim.report.catalogs import topology_description
     from scalesim.report.plots import topology_plot
     from scalesim.topology import build_node_graph, load_node_design
 
-    design = load_node_design(name)
-    graph = build_node_graph(design)
+    catalog = _catalog(catalog_dirs)
+    design = load_node_design(name, catalog=catalog)
+    graph = build_node_graph(design, catalog=catalog)
     make_console().print(topology_description(design, graph))
     if out is not None:
         if out.suffix.lower() not in (".png", ".svg"):
@@ -371,8 +425,9 @@ def _progress(disabled: bool):
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@catalog_option
 @friendly_errors
-def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
+def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_dirs) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
@@ -386,7 +441,8 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
     if report is not None and report.suffix.lower() not in (".html", ".htm"):
         raise InputError("the report must be an .html file", key="--report")
     comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
-                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)))
+                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)),
+                             catalog=_catalog(catalog_dirs))
     rows = comparison.rows()
     written = {}
     if plots or report is not None:
@@ -442,9 +498,10 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
               help="Continue an interrupted sweep: plans already simulated in <out>/points.jsonl (same scenario "
                    "and plan) are reused, not simulated again; failed ones are retried.")
 @click.option("--force", is_flag=True, help="Start over: discard an existing <out>/points.jsonl.")
+@catalog_option
 @friendly_errors
 def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots, executor_name, workers,
-          resume, force) -> None:
+          resume, force, catalog_dirs) -> None:
     """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
 
     The cluster grows by whole nodes of the scenario's node design; without
@@ -470,7 +527,8 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, _stop_on_sigterm():
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
-                               progress=_sweep_progress(as_json), executor=executor, points_file=points)
+                               progress=_sweep_progress(as_json), executor=executor, points_file=points,
+                               catalog=_catalog(catalog_dirs))
         except KeyboardInterrupt:
             click.echo(f"interrupted: the plans simulated so far are in {points.path}; "
                        "run the same command with --resume to continue", err=True)

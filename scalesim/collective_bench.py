@@ -13,6 +13,7 @@ from scalesim.collectives import busbw_bytes_per_s, plan_collective
 from scalesim.collectives.busbw import algbw_bytes_per_s
 from scalesim.engine import simulate
 from scalesim.errors import InputError
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.program import CollectiveTask, Program
 from scalesim.scenario import load_scenario
 from scalesim.topology import Fabric, Topology, build_cluster, load_node_design
@@ -68,7 +69,7 @@ def parse_sizes(text: str) -> list[float]:
     return sizes
 
 
-def resolve_design(spec: str) -> tuple[NodeDesign, Fabric | None, int]:
+def resolve_design(spec: str, catalog: Catalog | None = None) -> tuple[NodeDesign, Fabric | None, int]:
     """A node design from a topology name or file, or the cluster (design, fabric, nodes) of a scenario file."""
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -79,21 +80,23 @@ def resolve_design(spec: str) -> tuple[NodeDesign, Fabric | None, int]:
             fabric = None if cluster.fabric is None else Fabric(
                 cluster.fabric.link, cluster.fabric.nics_per_node, cluster.fabric.topology,
                 cluster.fabric.oversubscription)
-            return load_node_design(cluster.node, key="cluster.node", file=file), fabric, cluster.nodes
-    return load_node_design(spec, key="--topology"), None, 1
+            return (load_node_design(cluster.node, key="cluster.node", file=file, catalog=catalog), fabric,
+                    cluster.nodes)
+    return load_node_design(spec, key="--topology", catalog=catalog), None, 1
 
 
 def build_topology(spec: str, *, p2p: bool | None = None, nodes: int = 1,
-                   fabric: Fabric | None = None) -> Topology:
-    """The cluster to time collectives on; a scenario file brings its own nodes and fabric."""
-    design, scenario_fabric, scenario_nodes = resolve_design(spec)
+                   fabric: Fabric | None = None, catalog: Catalog | None = None) -> Topology:
+    """The cluster to time collectives on; a scenario file brings its own nodes and fabric.
+    GPU and link names resolve in `catalog` [the built-in one]."""
+    design, scenario_fabric, scenario_nodes = resolve_design(spec, catalog)
     if p2p is not None:
         design = design.model_copy(update={"p2p": p2p})
     if nodes == 1 and scenario_nodes > 1:
         nodes, fabric = scenario_nodes, fabric or scenario_fabric
     if nodes > 1 and fabric is None:
         raise InputError("several nodes need a fabric: add --fabric LINK (e.g. ib-ndr)", key="--fabric")
-    return build_cluster(design, nodes=nodes, fabric=fabric)
+    return build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
 
 
 def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto",

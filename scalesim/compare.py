@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.report.compare import pareto_front
 from scalesim.result import StepResult
 from scalesim.runner import prepare, run
@@ -71,13 +72,15 @@ def budget_text(scenario: Scenario) -> str:
 
 
 def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | None = None,
-            samples: int = 0, seed: int | None = None, progress: Callable | None = None) -> Comparison:
-    """Simulate each scenario (in the order given) and, with `samples`, the Monte-Carlo over them."""
+            samples: int = 0, seed: int | None = None, progress: Callable | None = None,
+            catalog: Catalog | None = None) -> Comparison:
+    """Simulate each scenario (in the order given) and, with `samples`, the Monte-Carlo over them.
+    GPU and link names resolve in `catalog` [the built-in one]."""
     loaded = [load_scenario(p) for p in paths]
     results = []
     iterable = progress(loaded) if progress else loaded
     for scenario, file in iterable:
-        results.append(_run(scenario, file, scaling_counts))
+        results.append(_run(scenario, file, scaling_counts, catalog))
     comparison = Comparison([f for _, f in loaded], [s for s, _ in loaded], results)
     if samples:
         from scalesim.uncertainty import Spread, monte_carlo
@@ -89,7 +92,8 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
     return comparison
 
 
-def _run(scenario: Scenario, file: str, scaling_counts) -> StepResult:
+def _run(scenario: Scenario, file: str, scaling_counts, catalog: Catalog | None = None) -> StepResult:
     if scaling_counts is None:
-        return run(scenario, file)
-    return run(scenario, file, scaling_counts=scaling_counts(prepare(scenario, file).gpus))
+        return run(scenario, file, catalog=catalog)
+    return run(scenario, file, scaling_counts=scaling_counts(prepare(scenario, file, catalog=catalog).gpus),
+               catalog=catalog)

@@ -15,7 +15,7 @@ from scalesim.costs import economics as econ
 from scalesim.costs import reliability as rel
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
 from scalesim.engine import Timeline
-from scalesim.hardware import get_link
+from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.result import breakdown
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
@@ -36,20 +36,20 @@ def busy_fractions(timeline: Timeline) -> dict[int, float]:
     return out
 
 
-def _design(scenario: Scenario, file: str | None):
-    return load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None):
+    return load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
 
 
-def nodes_used(scenario: Scenario, gpus: int, file: str | None = None) -> int:
+def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None) -> int:
     """Nodes the run occupies: the GPUs it uses over the design's GPUs per node."""
-    return max(1, math.ceil(gpus / _design(scenario, file).gpus))
+    return max(1, math.ceil(gpus / _design(scenario, file, catalog).gpus))
 
 
-def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None
-              ) -> tuple[Ownership, dict[str, str]]:
+def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None,
+              catalog: Catalog | None = None) -> tuple[Ownership, dict[str, str]]:
     """The scenario's ownership costs with defaults filled in, and where each number comes from."""
     spec = scenario.pricing.ownership
-    design = _design(scenario, file)
+    design = _design(scenario, file, catalog)
     nvswitch = design.nvlink is not None and design.nvlink.fabric == "nvswitch"
     sources: dict[str, str] = {}
 
@@ -64,7 +64,7 @@ def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file
     network_default = 0.0
     fabric = scenario.cluster.fabric
     if nodes > 1 and fabric is not None:
-        link = get_link(fabric.link, key="cluster.fabric.link")
+        link = (catalog or builtin_catalog()).link(fabric.link, key="cluster.fabric.link")
         per_port = (econ.NETWORK_USD_PER_PORT_FAST if link.bw_bytes_per_s >= econ.FAST_PORT_BYTES_PER_S
                     else econ.NETWORK_USD_PER_PORT_SLOW)
         network_default = per_port * fabric.nics_per_node
@@ -110,10 +110,11 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
     """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them."""
     scenario, file, gpu = setup.scenario, setup.file, setup.gpu
     training = scenario.training
-    nodes = nodes_used(scenario, setup.gpus, file)
+    catalog = getattr(setup, "catalog", None)
+    nodes = nodes_used(scenario, setup.gpus, file, catalog)
     fractions = busy_fractions(timeline)
     busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
-    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file)
+    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog)
     failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
     prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
     inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,

@@ -6,6 +6,7 @@ This is the only place that wires the layers together (the CLI calls it).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
@@ -15,6 +16,7 @@ from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
 from scalesim.parallel.placement import Placement
@@ -39,6 +41,7 @@ class Setup:
     gpus: int
     plan: ParallelPlan
     host_memory_bytes: float | None = None      # per node, from the design's host.memory_gb
+    catalog: Catalog | None = None              # where its GPU and link names resolved [built-in]
 
 
 # Each micro-batch of a step is simulated as its own tasks (about 1,000 micro-batches a
@@ -104,13 +107,15 @@ def grad_reduce_dtype(precision: str, par) -> str:
     return "bf16" if precision == "fp8" else precision
 
 
-def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None) -> Setup:
-    """Resolve catalog names and check the parallel plan; `gpus` overrides the count (dp follows)."""
-    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None,
+            catalog: Catalog | None = None) -> Setup:
+    """Resolve catalog names (in `catalog`, [the built-in one]) and check the parallel plan;
+    `gpus` overrides the count (dp follows)."""
+    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
     fabric = scenario.cluster.fabric
     try:
         topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
-            fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription))
+            fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription), catalog=catalog)
     except InputError as exc:
         inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
         raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None
@@ -166,7 +171,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     except InputError as exc:
         raise exc.located(file=file) from None
     host = design.host.memory_gb
-    return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9)
+    return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9, catalog)
 
 
 # Up to this many GPUs every rank is simulated (so timelines show each GPU);
@@ -254,7 +259,8 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)
     scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
-    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus)).end_s / gpus
+    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus,
+                                                     catalog=setup.catalog)).end_s / gpus
 
 
 def plan_summary(plan: ParallelPlan) -> dict:
@@ -267,12 +273,12 @@ def plan_summary(plan: ParallelPlan) -> dict:
 
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
-        baseline: bool = True) -> StepResult:
+        baseline: bool = True, catalog: Catalog | None = None) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
 
     `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
     """
-    setup = prepare(scenario, file)
+    setup = prepare(scenario, file, catalog=catalog)
     timeline = simulate_setup(setup)
     step = timeline.end_s
     rank = critical_rank(timeline)
@@ -291,15 +297,17 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     reason = _fit_reason(memory, capacity, gpu)
     from scalesim.fitting import describe, fit_options, more_gpus_option
 
+    prepare_here = partial(prepare, catalog=catalog)     # what-if plans resolve names as this run did
+
     if reason is None:
         reason = host_fit_reason(setup)
         if reason is not None:
-            options = fit_options(setup, prepare, memory_of, simulate_setup, host_fit=host_fit_reason)
+            options = fit_options(setup, prepare_here, memory_of, simulate_setup, host_fit=host_fit_reason)
             if options:
                 reason += "; " + describe(options, setup.gpus, capacity)
     else:
-        options = fit_options(setup, prepare, memory_of, simulate_setup, host_fit=host_fit_reason)
-        more = None if options else more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit_reason)
+        options = fit_options(setup, prepare_here, memory_of, simulate_setup, host_fit=host_fit_reason)
+        more = None if options else more_gpus_option(setup, prepare_here, memory_of, simulate_setup, host_fit_reason)
         reason += "; " + describe(options, setup.gpus, capacity, more, len(setup.topology.gpus))
 
     single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None

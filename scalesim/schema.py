@@ -1,4 +1,4 @@
-"""Validate user mappings with pydantic and report mistakes as one InputError.
+"""Read user YAML files and validate user mappings with pydantic, reporting mistakes as one InputError.
 
 pydantic's own messages are precise but long; users need the file, the key
 path and what is allowed, plus the closest valid key when they mistyped one.
@@ -7,9 +7,11 @@ path and what is allowed, plus the closest valid key when they mistyped one.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
+import yaml
 
 from scalesim.errors import InputError
 
@@ -75,3 +77,20 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
         if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
             message += f" (got {got!r})"
         raise InputError(message, file=file, key=key) from None
+
+
+def read_yaml(path: Path, *, what: str = "file") -> object:
+    """safe_load a user file, turning every I/O or syntax problem into InputError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", file=str(path)) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what}: {exc.__class__.__name__}", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None

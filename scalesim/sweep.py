@@ -72,6 +72,7 @@ from scalesim.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.stages import model_chunks
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.points_file import PointsFile
 from scalesim.runner import host_fit_reason, memory_of, prepare, run
 from scalesim.scenario import Scenario
@@ -124,17 +125,18 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
-def cluster_for(base: Scenario, gpus: int, file: str | None = None) -> tuple[Scenario, list[str]]:
+def cluster_for(base: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None
+                ) -> tuple[Scenario, list[str]]:
     """The scenario's cluster grown (or shrunk) to `gpus` GPUs, and notes on defaults used."""
-    design = load_node_design(base.cluster.node, key="cluster.node", file=file)
+    design = load_node_design(base.cluster.node, key="cluster.node", file=file, catalog=catalog)
     nodes = math.ceil(gpus / design.gpus)
     changes: dict = {"nodes": nodes, "gpus": gpus}
     notes = []
     if nodes > 1 and base.cluster.fabric is None:
-        if not design.nics.count or not design.nics.link:
-            raise InputError(f"{gpus} GPUs need {nodes} nodes of {design.name}, which has no NICs to join them; "
-                             "add cluster.fabric (e.g. {link: ib-ndr, nics_per_node: 8})", file=file,
-                             key="cluster.fabric")
+        if not design.nics.count or not isinstance(design.nics.link, str):
+            raise InputError(f"{gpus} GPUs need {nodes} nodes of {design.name}, which has no NICs named by a catalog "
+                             "link to join them; add cluster.fabric (e.g. {link: ib-ndr, nics_per_node: 8})",
+                             file=file, key="cluster.fabric")
         kind = "rail-optimized" if design.nics.count >= design.gpus else "fat-tree"
         changes["fabric"] = {"link": design.nics.link, "nics_per_node": design.nics.count, "topology": kind}
         notes.append(f"the scenario has no cluster.fabric: from {nodes} nodes on, the nodes are joined by the "
@@ -205,9 +207,10 @@ def own_plan_point(base: Scenario, gpus: int) -> PlanPoint | str:
     return PlanPoint(gpus, dp, par.tp, par.pp, par.cp, par.zero, mb, training.activation_checkpointing)
 
 
-def search_points(base: Scenario, gpus: int, file: str | None = None) -> tuple[list[PlanPoint], list[dict]]:
+def search_points(base: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None
+                  ) -> tuple[list[PlanPoint], list[dict]]:
     """Every plan worth trying at `gpus` GPUs; and rows for splits the batch rules out."""
-    design = load_node_design(base.cluster.node, key="cluster.node", file=file)
+    design = load_node_design(base.cluster.node, key="cluster.node", file=file, catalog=catalog)
     model = get_model(base.model, seq_len=base.training.seq_len, key="model", file=file)
     heads = model.heads
     layers = model.num_layers or len(model.layers)
@@ -257,10 +260,11 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None) -> dict:
+def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
+                catalog: Catalog | None = None) -> dict:
     """Can the plan run, and does it fit? No simulation."""
     try:
-        setup = prepare(scenario_for(base, point, file, grown), file)
+        setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog)
         memory = memory_of(setup)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
@@ -279,12 +283,12 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
 
 
-def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None
-                   ) -> dict:
+def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
+                   catalog: Catalog | None = None) -> dict:
     """Simulate one step of the plan and cost the whole run: one result row."""
     try:
         scenario = scenario_for(base, point, file, grown)
-        result = run(scenario, file, baseline=False)
+        result = run(scenario, file, baseline=False, catalog=catalog)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -309,7 +313,7 @@ def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
 
 
 def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
-                 progress: Progress | None = None) -> list[dict]:
+                 progress: Progress | None = None, catalog: Catalog | None = None) -> list[dict]:
     """`check_point` for every point (rows in the points' order), skipping the check of any plan
     that needs at least the memory of one that already does not fit."""
     order = sorted(range(len(points)), key=lambda i: (points[i].gpus, points[i].tp, points[i].pp,
@@ -325,7 +329,7 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
         if smaller is not None:
             rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
             continue
-        rows[i] = check_point(p, base, file, grown.get(p.gpus))
+        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog)
         if rows[i]["status"] == "does_not_fit":
             too_big.setdefault(split, []).append(p)
     return [rows[i] for i in range(len(points))]
@@ -402,8 +406,10 @@ def best_rows(rows: list[dict], rank_by: str) -> dict[int, dict | None]:
 
 def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search: bool = False,
               rank_by: str = "time", exhaustive: bool = False, progress: Progress = _plain,
-              executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None) -> dict:
+              executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
+              catalog: Catalog | None = None) -> dict:
     """Evaluate the sweep; returns {"rows", "best", "notes", "rank_by", ...} (all JSON-able).
+    GPU and link names resolve in `catalog` [the built-in one].
 
     Simulations run on `executor` (opened only when there is something to simulate); each
     finished row goes to `points_file`, and plans it already holds are not simulated again.
@@ -417,10 +423,10 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
     if base.parallel.pp_schedule == "interleaved":
         notes.append(INTERLEAVED_FALLBACK_NOTE)
     for gpus in gpu_counts:
-        grown[gpus], extra = cluster_for(base, gpus, file)
+        grown[gpus], extra = cluster_for(base, gpus, file, catalog)
         notes += [n for n in extra if n not in notes]
         if search:
-            found, skipped = search_points(base, gpus, file)
+            found, skipped = search_points(base, gpus, file, catalog)
             points += found
             rows += skipped
         else:
@@ -429,12 +435,12 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                 rows.append(_row(PlanPoint(gpus, 0), "not_available", own))
             else:
                 points.append(own)
-    checked = check_points(points, base, file, grown, progress)
+    checked = check_points(points, base, file, grown, progress, catalog)
     if search and not exhaustive:
         mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
     by_point.update(simulate_points([p for p in points if by_point[p]["status"] == "ok"], base, file, grown,
-                                    executor, points_file, progress))
+                                    executor, points_file, progress, catalog))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     best = best_rows(rows, rank_by)
@@ -448,7 +454,7 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
 
 def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                     executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
-                    progress: Progress = _plain) -> dict[PlanPoint, dict]:
+                    progress: Progress = _plain, catalog: Catalog | None = None) -> dict[PlanPoint, dict]:
     """`evaluate_point` of each point on the executor (rows of the points file reused), by point."""
     rows: dict[PlanPoint, dict] = {}
     for p in points:
@@ -458,7 +464,7 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
     pending = sorted((p for p in points if p not in rows), key=lambda p: -_work_estimate(p, base))
     if not pending:
         return rows
-    payloads = [(p, base, file, grown.get(p.gpus)) for p in pending]     # ~3 kB each
+    payloads = [(p, base, file, grown.get(p.gpus), catalog) for p in pending]     # ~3 kB each (more with a catalog)
     with open_pool(executor) as pool:
         for i, row in progress(completed(pool, evaluate_point, payloads), "simulating", len(pending)):
             if isinstance(row, Exception):            # the task itself was lost (a worker died, ...)

@@ -134,24 +134,24 @@ def megatron_flop_per_step(model, batch: int, seq: int) -> float:
     return 96 * batch * seq * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h))
 
 
-def _predict_collective(case: CollectiveCase) -> dict[str, float]:
+def _predict_collective(case: CollectiveCase, catalog=None) -> dict[str, float]:
     from scalesim.collective_bench import time_collective
     from scalesim.topology import Fabric, build_cluster, load_node_design
     from scalesim.units import parse_bytes
 
-    design = load_node_design(case.topology, key="collective.topology")
+    design = load_node_design(case.topology, key="collective.topology", catalog=catalog)
     fabric = None if case.fabric is None else Fabric(case.fabric.link, case.fabric.nics_per_node, case.fabric.topology)
-    topology = build_cluster(design, nodes=case.nodes, fabric=fabric)
+    topology = build_cluster(design, nodes=case.nodes, fabric=fabric, catalog=catalog)
     row = time_collective(topology, case.op, case.gpus or len(topology.gpus), parse_bytes(case.size), case.algo)
     return {"busbw_GBps": row.busbw_GBps, "algbw_GBps": row.algbw_GBps}
 
 
-def _predict_training(path: Path) -> dict[str, float]:
+def _predict_training(path: Path, catalog=None) -> dict[str, float]:
     from scalesim.runner import run
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(path)
-    result = run(scenario, file)
+    result = run(scenario, file, catalog=catalog)
     metrics = {"samples_per_s": result.samples_per_s, "tflops_per_gpu": result.tflops_per_gpu,
                "step_time_s": result.step_time_s,
                "peak_memory_GiB": result.memory_per_gpu_bytes / 2**30}
@@ -169,10 +169,10 @@ def _predict_training(path: Path) -> dict[str, float]:
     return metrics
 
 
-def _predict(case: Case) -> dict[str, float]:
+def _predict(case: Case, catalog=None) -> dict[str, float]:
     if case.collective is not None:
-        return _predict_collective(case.collective)
-    return _predict_training(cases_file().parent / case.scenario)
+        return _predict_collective(case.collective, catalog)
+    return _predict_training(cases_file().parent / case.scenario, catalog)
 
 
 def target_key(case: Case) -> str:
@@ -184,21 +184,22 @@ def target_key(case: Case) -> str:
     return f"scenario:{case.scenario}"
 
 
-def evaluate_group(cases: list[Case]) -> list[Outcome]:
-    """Outcomes of cases that share one target (see `target_key`), simulated once."""
+def evaluate_group(cases: list[Case], catalog=None) -> list[Outcome]:
+    """Outcomes of cases that share one target (see `target_key`), simulated once, with GPU and
+    link names resolved in `catalog` [the built-in one]."""
     first = cases[0]
     if first.excluded is not None:
         return [Outcome(c, "excluded", None, c.excluded) for c in cases]
     try:
-        metrics = _predict(first)
+        metrics = _predict(first, catalog)
     except InputError as exc:
         return [Outcome(c, "skipped", None, str(exc.detail)) for c in cases]
     return [Outcome(c, "ok", metrics[c.metric]) if c.metric in metrics else
             Outcome(c, "skipped", None, f"the simulation gives no {c.metric} for this case") for c in cases]
 
 
-def evaluate(case: Case) -> Outcome:
-    return evaluate_group([case])[0]
+def evaluate(case: Case, catalog=None) -> Outcome:
+    return evaluate_group([case], catalog)[0]
 
 
 def groups_of(cases: list[Case]) -> list[list[int]]:

@@ -16,6 +16,14 @@ Channels: across nodes NCCL runs one ring per NIC ("channel"), each rotated
 so that it leaves and enters every node through a different GPU and NIC, and
 each carrying 1/C of the data; inside one node all rings cross the same links,
 so one channel stands for them.
+
+Fully connected boards (AMD's 8-GPU xGMI mesh: one link between every pair of
+GPUs, no switch) are the exception: a ring uses one link out of each GPU, so
+RCCL spreads its channels over rings that use different links. We model that
+with arc-disjoint rings found greedily (`mesh_rings`: 6 on 8 GPUs, so 6 of each
+GPU's 7 links carry data), each carrying 1/C of the data. This is an assumption
+about RCCL (its exact ring set for MI300X is not modelled); NCCL's algorithms are
+taken to be RCCL's otherwise.
 """
 
 from __future__ import annotations
@@ -55,9 +63,51 @@ def rotations(topology: Topology, servers: list[list[int]]) -> list[int]:
     return [c * stride for c in range(channels)]
 
 
+MAX_MESH_RANKS = 16     # boards with a link between every pair of GPUs hold 8; beyond, no search
+
+
+def mesh_rings(n: int) -> list[list[int]]:
+    """Arc-disjoint rings through 0..n-1, found greedily (first Hamiltonian cycle in the unused arcs).
+
+    >>> mesh_rings(3)
+    [[0, 1, 2], [0, 2, 1]]
+    >>> len(mesh_rings(8))
+    6
+    """
+    used: set[tuple[int, int]] = set()
+    rings: list[list[int]] = []
+    while True:
+        path = [0]
+
+        def extend() -> bool:
+            if len(path) == n:
+                return (path[-1], 0) not in used
+            for v in range(1, n):
+                if v not in path and (path[-1], v) not in used:
+                    path.append(v)
+                    if extend():
+                        return True
+                    path.pop()
+            return False
+
+        if not extend():
+            return rings
+        rings.append(list(path))
+        used.update((path[i], path[(i + 1) % n]) for i in range(n))
+
+
+def _fully_connected(topology: Topology, ranks: tuple[int, ...]) -> bool:
+    """True when every pair of ranks has its own direct GPU-to-GPU link (a mesh, or a bridged pair)."""
+    return 2 <= len(ranks) <= MAX_MESH_RANKS and all(
+        len(topology.path(a, b)) == 2 for i, a in enumerate(ranks) for b in ranks[i + 1:])
+
+
 def ring_orders(topology: Topology, ranks: tuple[int, ...]) -> list[list[int]]:
-    """One ring order per channel: servers in order, each server's ranks rotated by the channel."""
+    """One ring order per channel: servers in order, each server's ranks rotated by the channel;
+    on a fully connected board, one ring per set of links (`mesh_rings`)."""
     servers = topology.ranks_by_server(ranks)
+    if len(servers) == 1 and _fully_connected(topology, ranks):
+        return [[ranks[i] for i in ring] for ring in mesh_rings(len(ranks))]
     return [[r for s in servers for r in s[c:] + s[:c]] for c in rotations(topology, servers)]
 
 

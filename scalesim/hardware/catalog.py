@@ -29,8 +29,10 @@ from scalesim.errors import InputError, unknown_name
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
-ARCHS = ("ampere", "ada", "hopper", "blackwell")
-LINK_KINDS = ("pcie", "nvlink", "nvswitch", "socket", "infiniband", "roce", "ethernet", "memory")
+ARCHS = ("ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "xgmi", "socket", "infiniband", "roce", "ethernet", "memory")
+# Kinds a GPU's scale-up port (`nvlink` field) may be: NVLink, or AMD's Infinity Fabric (xGMI).
+SCALE_UP_KINDS = ("nvlink", "xgmi")
 
 _GPUS_FILE = "scalesim/hardware/data/gpus.yaml"
 _LINKS_FILE = "scalesim/hardware/data/links.yaml"
@@ -73,23 +75,26 @@ def get_link(name: str, *, key: str | None = None) -> LinkSpec:
     return _lookup("link", name, _link_table(), key)
 
 
-def load_gpu_mapping(mapping: Mapping, *, name: str, key: str | None = None) -> GpuSpec:
-    """A GPU defined inline in a scenario, with the fields of ``gpus.yaml``.
+def load_gpu_mapping(mapping: Mapping, *, name: str, key: str | None = None, file: str | None = None,
+                     link_table: Mapping[str, LinkSpec] | None = None) -> GpuSpec:
+    """A GPU defined inline in a scenario (or a user's catalog folder), with the fields of ``gpus.yaml``.
 
     ``source`` is optional inline (a user's own card may have none); every other
     field is required, so a copied catalog entry is the easiest starting point.
     ``key`` is where the mapping sits in the scenario (e.g. ``cluster.node.gpu``)
-    and prefixes the key of any error.
+    and prefixes the key of any error. Its ``nvlink`` and ``pcie`` name links of
+    ``link_table`` [the built-in links].
     """
-    return _gpu_from_mapping(mapping, name=name, where=_Where(None, key or name), inline=True)
+    return _gpu_from_mapping(mapping, name=name, where=_Where(file, key or name), inline=True,
+                             link_table=link_table)
 
 
-def load_link_mapping(mapping: Mapping, *, name: str, key: str | None = None) -> LinkSpec:
-    """A link defined inline in a scenario, with the fields of ``links.yaml``.
+def load_link_mapping(mapping: Mapping, *, name: str, key: str | None = None, file: str | None = None) -> LinkSpec:
+    """A link defined inline in a scenario (or a user's catalog folder), with the fields of ``links.yaml``.
 
     ``source`` and ``description`` are optional inline; the rest are required.
     """
-    return _link_from_mapping(mapping, name=name, where=_Where(None, key or name), inline=True)
+    return _link_from_mapping(mapping, name=name, where=_Where(file, key or name), inline=True)
 
 
 # ---------------------------------------------------------------- loading
@@ -144,13 +149,15 @@ class _Where:
         return InputError(message, file=self.file, key=f"{self.key}.{field}" if field else self.key)
 
 
-def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) -> GpuSpec:
+def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool,
+                      link_table: Mapping[str, LinkSpec] | None = None) -> GpuSpec:
     if not isinstance(name, str) or not name:
         raise where.error(None, f"a GPU id must be a non-empty string, got {name!r}")
     read = _Reader(mapping, where, _GPU_FIELDS,
                    optional=("source", "sms", "fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction")
                    if inline else ("fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction"))
-    nvlink = read("nvlink", _nullable(_link_name("nvlink", ("nvlink",))))
+    table = _link_table() if link_table is None else link_table
+    nvlink = read("nvlink", _nullable(_link_name("nvlink", SCALE_UP_KINDS, table)))
     nvlink_max_gpus = read("nvlink_max_gpus", _count)
     if (nvlink is None) != (nvlink_max_gpus == 0):
         raise where.error("nvlink_max_gpus", "must be 0 exactly when nvlink is null "
@@ -173,7 +180,7 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) -
         memory_bw_bytes_per_s=read("memory_bw", _positive(parse_bandwidth)),
         nvlink=nvlink,
         nvlink_max_gpus=nvlink_max_gpus,
-        pcie=read("pcie", _link_name("pcie", ("pcie",))),
+        pcie=read("pcie", _link_name("pcie", ("pcie",), table)),
         pcie_p2p=read("pcie_p2p", _bool),
         tdp_w=tdp_w,
         idle_w=idle_w,
@@ -325,10 +332,9 @@ def _sources(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _link_name(field: str, kinds: tuple[str, ...]) -> Callable[[Any], str]:
+def _link_name(field: str, kinds: tuple[str, ...], table: Mapping[str, LinkSpec]) -> Callable[[Any], str]:
     """A catalog link id of one of ``kinds`` (a GPU's NVLink or PCIe port)."""
     def parse_link_name(value: Any) -> str:
-        table = _link_table()
         if not isinstance(value, str) or value not in table:
             raise unknown_name("link", value, [n for n, s in table.items() if s.kind in kinds])
         if table[value].kind not in kinds:

@@ -6,7 +6,7 @@ import networkx as nx
 from rich.table import Table
 
 from scalesim.errors import unknown_name
-from scalesim.hardware import catalog_notes, gpus, links
+from scalesim.hardware.user_catalog import BUILTIN, Catalog, builtin_catalog
 from scalesim.models import model_info
 from scalesim.topology.design import NodeDesign, builtin_topology_names, load_node_design
 from scalesim.units import format_bytes
@@ -16,25 +16,38 @@ def _t(x: float | None, scale: float = 1e12, digits: int = 1) -> str:
     return "-" if x is None else f"{x / scale:,.{digits}f}"
 
 
-def hardware_tables() -> list[Table]:
+def hardware_tables(catalog: Catalog | None = None) -> list[Table]:
+    """The catalog's GPUs and links; entries from a user's catalog folder name their file."""
+    catalog = catalog or builtin_catalog()
+    user = bool(catalog.origins)
     g = Table(title="GPUs: dense peak TFLOP/s (fp16/bf16 with FP32 accumulate); "
               "`scalesim hardware NAME` shows sources", title_justify="left")
     for col in ("name", "bf16", "fp8", "memory", "GB/s", "NVLink", "P2P", "TDP W", "$/GPU-h"):
         g.add_column(col, no_wrap=True)
-    for spec in gpus().values():
+    if user:
+        g.add_column("from", overflow="fold")
+    for spec in catalog.gpu_specs:
         g.add_row(spec.name, _t(spec.bf16_flop_per_s, digits=0), _t(spec.fp8_flop_per_s, digits=0),
                   format_bytes(spec.memory_bytes), _t(spec.memory_bw_bytes_per_s, 1e9, 0),
                   (spec.nvlink or "-").replace("-bridge", " bridge").replace(" bridge-ga102", " bridge"),
                   "yes" if spec.pcie_p2p else "no", f"{spec.tdp_w:.0f}",
-                  "-" if spec.cloud_usd_per_gpu_hour is None else f"{spec.cloud_usd_per_gpu_hour:.2f}")
+                  "-" if spec.cloud_usd_per_gpu_hour is None else f"{spec.cloud_usd_per_gpu_hour:.2f}",
+                  *([_from(catalog, spec.name)] if user else []))
     lt = Table(title="Links: bandwidth per direction, achieved efficiency", title_justify="left")
     for col in ("name", "kind", "GB/s", "latency us", "eff."):
         lt.add_column(col, no_wrap=True)
     lt.add_column("description", overflow="fold")
-    for spec in links().values():
+    if user:
+        lt.add_column("from", overflow="fold")
+    for spec in catalog.link_specs:
         lt.add_row(spec.name, spec.kind, f"{spec.bw_bytes_per_s / 1e9:,.2f}", f"{spec.latency_s * 1e6:.2f}",
-                   f"{spec.efficiency:.2f}", spec.description)
+                   f"{spec.efficiency:.2f}", spec.description, *([_from(catalog, spec.name)] if user else []))
     return [g, lt]
+
+
+def _from(catalog: Catalog, name: str) -> str:
+    origin = catalog.origin(name)
+    return "built-in" if origin == BUILTIN else origin
 
 
 def _shown_fields(spec) -> list[str]:
@@ -42,12 +55,13 @@ def _shown_fields(spec) -> list[str]:
     return [f for f in spec.__slots__ if f != "sms_held"]
 
 
-def hardware_detail(name: str) -> Table:
-    """Every field of one GPU or link, with its sources."""
-    catalog = {**gpus(), **links()}
-    if name not in catalog:
-        raise unknown_name("GPU or link", name, catalog)
-    spec = catalog[name]
+def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
+    """Every field of one GPU or link, with its sources and the file it came from."""
+    catalog = catalog or builtin_catalog()
+    table = {**catalog.gpus(), **catalog.links()}
+    if name not in table:
+        raise unknown_name("GPU or link", name, table)
+    spec = table[name]
     t = Table(title=name, show_header=False, title_justify="left")
     t.add_column("field", style="bold", no_wrap=True)
     t.add_column("value", overflow="fold")
@@ -60,7 +74,8 @@ def hardware_detail(name: str) -> Table:
         if isinstance(value, float) and field.endswith("_per_s") and value > 1e6:
             value = f"{value:.4g}"
         t.add_row(field, str(value))
-    said = catalog_notes(name)
+    t.add_row("from", catalog.origin(name))
+    said = catalog.notes(name)
     if said["estimated"]:
         t.add_row("estimated", ", ".join(said["estimated"]) + " (engineering estimates; see the notes)")
     for i, note in enumerate(said["notes"]):
@@ -68,14 +83,18 @@ def hardware_detail(name: str) -> Table:
     return t
 
 
-def hardware_json() -> dict:
+def hardware_json(catalog: Catalog | None = None) -> dict:
+    """Every entry with all its fields, its notes and `file` (the user folder's file, or 'built-in catalog')."""
+    catalog = catalog or builtin_catalog()
+
     def row(spec) -> dict:
         out = {f: getattr(spec, f) for f in _shown_fields(spec)}
         out["source"] = list(spec.source)
-        out.update(catalog_notes(spec.name))
+        out.update(catalog.notes(spec.name))
+        out["file"] = catalog.origin(spec.name)
         return out
 
-    return {"gpus": [row(s) for s in gpus().values()], "links": [row(s) for s in links().values()]}
+    return {"gpus": [row(s) for s in catalog.gpu_specs], "links": [row(s) for s in catalog.link_specs]}
 
 
 def topologies_json() -> list[dict]:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import networkx as nx
 
 from scalesim.errors import InputError
-from scalesim.hardware import GpuSpec, get_gpu, get_link
+from scalesim.hardware import GpuSpec
+from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.topology.design import NodeDesign
 
 
-def node_gpu(design: NodeDesign) -> GpuSpec:
-    return get_gpu(design.gpu, key="gpu")
+def node_gpu(design: NodeDesign, catalog: Catalog | None = None) -> GpuSpec:
+    return (catalog or builtin_catalog()).resolve_gpu(design.gpu, key="gpu")
 
 
 def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
-                     nic_count: int | None = None, nic_link: str | None = None) -> nx.Graph:
+                     nic_count: int | None = None, nic_link: str | None = None,
+                     catalog: Catalog | None = None) -> nx.Graph:
     """One server as a graph. GPU i is node f'{prefix}gpu{i}'; every node carries `server`.
 
     `nic_count` and `nic_link` override the design's NICs (a cluster's fabric
@@ -34,7 +36,9 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
     >>> sum(1 for _, d in g.nodes(data=True) if d["kind"] == "gpu")
     8
     """
-    gpu = node_gpu(design)
+    catalog = catalog or builtin_catalog()
+    get_link = catalog.resolve_link
+    gpu = node_gpu(design, catalog)
     p = prefix
     g = nx.Graph(name=design.name)
     sockets = design.host.sockets
@@ -43,9 +47,10 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         g.add_node(f"{p}cpu{s}", kind="cpu", socket=s)
         g.add_node(f"{p}mem{s}", kind="host_memory", socket=s)
         g.add_edge(f"{p}cpu{s}", f"{p}mem{s}", link=memory, duplex=False)
-    if sockets == 2:
-        g.add_edge(f"{p}cpu0", f"{p}cpu1", link=get_link(design.host.socket_link, key="host.socket_link"),
-                   duplex=True)
+    if sockets > 1:
+        socket_link = get_link(design.host.socket_link, key="host.socket_link")
+        for s in range(sockets - 1):
+            g.add_edge(f"{p}cpu{s}", f"{p}cpu{s + 1}", link=socket_link, duplex=True)
 
     slot = get_link(design.pcie.link or gpu.pcie, key="pcie.link")
     uplink = get_link(design.pcie.uplink, key="pcie.uplink") if design.pcie.uplink else slot
@@ -63,18 +68,7 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         g.add_edge(f"{p}gpu{i}", parent, link=slot, duplex=True)
 
     if design.nvlink is not None:
-        if gpu.nvlink is None:
-            raise InputError(f"{gpu.full_name} has no NVLink; remove the 'nvlink' section", key="nvlink")
-        port = get_link(design.nvlink.link or gpu.nvlink, key="nvlink.link")
-        if design.nvlink.fabric == "nvswitch":
-            switch = get_link(design.nvlink.switch, key="nvlink.switch") if design.nvlink.switch else None
-            g.add_node(f"{p}nvswitch", kind="nvswitch", link=switch,
-                       in_network_reduction=bool(switch and switch.in_network_reduction))
-            for i in range(design.gpus):
-                g.add_edge(f"{p}gpu{i}", f"{p}nvswitch", link=port, duplex=True)
-        else:
-            for i in range(0, design.gpus - 1, 2):
-                g.add_edge(f"{p}gpu{i}", f"{p}gpu{i + 1}", link=port, duplex=True)
+        _add_nvlink(g, design, gpu, get_link, p)
 
     nics = design.nics
     count = nics.count if nic_count is None else nic_count
@@ -90,3 +84,26 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
     for node in g:
         g.nodes[node]["server"] = server
     return g
+
+
+def _add_nvlink(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str) -> None:
+    """The GPUs' scale-up links: one switch fabric, bridged pairs, or a link between every pair."""
+    if gpu.nvlink is None:
+        raise InputError(f"{gpu.full_name} has no NVLink; remove the 'nvlink' section", key="nvlink")
+    port = get_link(design.nvlink.link or gpu.nvlink, key="nvlink.link")
+    if design.nvlink.fabric != "bridge" and design.gpus > gpu.nvlink_max_gpus:
+        raise InputError(f"{design.gpus} GPUs cannot share one NVLink domain: a {gpu.full_name} "
+                         f"joins at most {gpu.nvlink_max_gpus}", key="gpus")
+    if design.nvlink.fabric == "mesh":
+        for i in range(design.gpus):
+            for j in range(i + 1, design.gpus):
+                g.add_edge(f"{p}gpu{i}", f"{p}gpu{j}", link=port, duplex=True)
+    elif design.nvlink.fabric == "nvswitch":
+        switch = get_link(design.nvlink.switch, key="nvlink.switch") if design.nvlink.switch else None
+        g.add_node(f"{p}nvswitch", kind="nvswitch", link=switch,
+                   in_network_reduction=bool(switch and switch.in_network_reduction))
+        for i in range(design.gpus):
+            g.add_edge(f"{p}gpu{i}", f"{p}nvswitch", link=port, duplex=True)
+    else:
+        for i in range(0, design.gpus - 1, 2):
+            g.add_edge(f"{p}gpu{i}", f"{p}gpu{i + 1}", link=port, duplex=True)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 import networkx as nx
 
 from scalesim.errors import InputError
-from scalesim.hardware import LinkSpec, get_link
+from scalesim.hardware import LinkSpec
+from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.topology.build import build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
@@ -71,16 +72,20 @@ def _fabric_graph(g: nx.Graph, nic_names: list[list[str]], fabric: Fabric, link:
         g.add_edge(leaf, spine, link=_aggregate(link, len(members) / fabric.oversubscription), duplex=True)
 
 
-def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None) -> Topology:
-    """The cluster's topology: one node, or `nodes` copies of the design on a fabric."""
+def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None,
+                  catalog: Catalog | None = None) -> Topology:
+    """The cluster's topology: one node, or `nodes` copies of the design on a fabric.
+
+    GPU and link names resolve in `catalog` [the built-in one]."""
+    catalog = catalog or builtin_catalog()
     if nodes == 1:
-        return Topology(build_node_graph(design), design.name)
+        return Topology(build_node_graph(design, catalog=catalog), design.name)
     if fabric is None:
         raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
     if fabric.kind not in FABRICS:
         raise InputError(f"unknown fabric topology '{fabric.kind}'; allowed: {', '.join(FABRICS)}",
                          key="cluster.fabric.topology")
-    link = get_link(fabric.link, key="cluster.fabric.link")
+    link = catalog.link(fabric.link, key="cluster.fabric.link")
     if link.kind not in NETWORK_KINDS:
         raise InputError(f"'{fabric.link}' is a {link.kind} link; the fabric needs one of kind "
                          f"{', '.join(NETWORK_KINDS)} (e.g. ib-ndr, roce-400g, eth-100g)",
@@ -89,7 +94,7 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
     nic_names = []
     for k in range(nodes):
         part = build_node_graph(design, prefix=f"n{k}/", server=k,
-                                nic_count=fabric.nics_per_node, nic_link=fabric.link)
+                                nic_count=fabric.nics_per_node, nic_link=fabric.link, catalog=catalog)
         g.update(part)
         nic_names.append([n for n, d in part.nodes(data=True) if d["kind"] == "nic"])
     _fabric_graph(g, nic_names, fabric, link)
@@ -100,7 +105,8 @@ _RECENT_CLUSTERS: dict[tuple, Topology] = {}
 RECENT_CLUSTERS_KEPT = 4
 
 
-def cached_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None) -> Topology:
+def cached_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None,
+                   catalog: Catalog | None = None) -> Topology:
     """`build_cluster`, reusing one of the last few clusters built with the same inputs.
 
     A run simulates the same cluster several times (the scaling curve, fit
@@ -108,9 +114,9 @@ def cached_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None 
     cost more than simulating the step. Topologies are immutable apart from
     their caches, which are keyed by content, so sharing one is safe.
     """
-    key = (design.model_dump_json(), nodes, fabric)
+    key = (design.model_dump_json(), nodes, fabric, catalog)      # the catalog by content
     if key not in _RECENT_CLUSTERS:
-        topology = build_cluster(design, nodes=nodes, fabric=fabric)
+        topology = build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
         if len(_RECENT_CLUSTERS) >= RECENT_CLUSTERS_KEPT:
             del _RECENT_CLUSTERS[next(iter(_RECENT_CLUSTERS))]
         _RECENT_CLUSTERS[key] = topology

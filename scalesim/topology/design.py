@@ -2,27 +2,34 @@
 
 A design names catalog parts (GPU, links) and counts; `build.py` turns it into
 a graph. Designs live in `topologies/*.yaml`, or inline in a scenario under
-`cluster.node`.
+`cluster.node`. Wherever a design names a GPU or a link it may instead give a
+mapping: `{base: NAME, field: value, ...}` (NAME's entry with those fields
+changed) or a full entry (scalesim/hardware/user_catalog.py). Names resolve in
+the `Catalog` passed in [the built-in one].
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pydantic
-import yaml
 
 from scalesim.errors import InputError, unknown_name
-from scalesim.hardware import get_gpu, get_link
+from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.paths import data_dir
-from scalesim.schema import Strict, validate
+from scalesim.schema import Strict, read_yaml, validate  # noqa: F401  (read_yaml: re-exported)
+
+# A catalog name, or a mapping: {base: NAME, <fields to change>} or a full catalog entry.
+Part = str | dict[str, Any]
 
 
 class HostDesign(Strict):
-    sockets: Literal[1, 2] = 1
-    socket_link: str = "upi"              # catalog link between CPU sockets
-    memory: str = "ddr5-4800-8ch"         # catalog memory per socket (host-staged copies pass here)
+    # CPU sockets (1 or 2 in a server; a rack such as GB200 NVL72 has one Grace per two GPUs).
+    # Beyond two, socket s is cabled to socket s+1 (a chain), used only by host-staged copies.
+    sockets: pydantic.PositiveInt = 1
+    socket_link: Part = "upi"             # catalog link between CPU sockets
+    memory: Part = "ddr5-4800-8ch"        # catalog memory per socket (host-staged copies pass here)
     # CPU time to issue one eager PyTorch op on this host's CPU, microseconds [the published
     # measurement in scalesim/costs/host.py]; a faster CPU issues kernels sooner.
     dispatch_us_per_op: pydantic.PositiveFloat | None = None
@@ -31,20 +38,22 @@ class HostDesign(Strict):
 
 
 class PcieDesign(Strict):
-    link: str | None = None               # GPU slot link [the GPU's own PCIe generation]
+    link: Part | None = None              # GPU slot link [the GPU's own PCIe generation]
     switches: pydantic.NonNegativeInt = 0 # PCIe switches; 0 = GPUs sit on CPU root ports
-    uplink: str | None = None             # switch-to-CPU link [same as `link`]
+    uplink: Part | None = None            # switch-to-CPU link [same as `link`]
 
 
 class NvlinkDesign(Strict):
-    fabric: Literal["nvswitch", "bridge"] = "nvswitch"
-    switch: str | None = None             # catalog nvswitch generation (for fabric: nvswitch)
-    link: str | None = None               # a GPU's NVLink port [the GPU's catalog NVLink], e.g. a cut-down part
+    # nvswitch: every GPU's port on one switch fabric (HGX, NVL72); bridge: GPU pairs (0-1, 2-3, ...);
+    # mesh: one link between every pair of GPUs (AMD's 8-GPU xGMI boards; `link` is ONE such link).
+    fabric: Literal["nvswitch", "bridge", "mesh"] = "nvswitch"
+    switch: Part | None = None            # catalog nvswitch generation (for fabric: nvswitch)
+    link: Part | None = None              # a GPU's NVLink port [the GPU's catalog NVLink], e.g. a cut-down part
 
 
 class NicDesign(Strict):
     count: pydantic.NonNegativeInt = 0
-    link: str | None = None               # catalog network link of each NIC (used between nodes)
+    link: Part | None = None              # catalog network link of each NIC (used between nodes)
     attach: Literal["pcie-switch", "host"] = "pcie-switch"
 
 
@@ -52,7 +61,7 @@ class NodeDesign(Strict):
     name: str
     description: str = ""
     source: list[str] = []
-    gpu: str
+    gpu: Part
     gpus: pydantic.PositiveInt
     p2p: bool | None = None               # PCIe peer-to-peer [the GPU catalog's default]
     host: HostDesign = HostDesign()
@@ -80,58 +89,58 @@ def builtin_topology_names() -> list[str]:
     return sorted(p.stem for p in builtin_topology_dir().glob("*.yaml"))
 
 
-def read_yaml(path: Path, *, what: str = "file") -> object:
-    """safe_load a user file, turning every I/O or syntax problem into InputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", file=str(path)) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc.__class__.__name__}", file=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None
-
-
-def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None) -> NodeDesign:
-    """Resolve every catalog name the design uses, so a typo is reported where it was written."""
-    names = [("gpu", design.gpu, get_gpu), ("host.socket_link", design.host.socket_link, get_link),
-             ("host.memory", design.host.memory, get_link), ("pcie.link", design.pcie.link, get_link),
-             ("pcie.uplink", design.pcie.uplink, get_link), ("nics.link", design.nics.link, get_link)]
+def design_parts(design: NodeDesign) -> list[tuple[str, Part]]:
+    """(key, name or mapping) of every link the design names; None where it takes a default."""
+    parts = [("host.socket_link", design.host.socket_link), ("host.memory", design.host.memory),
+             ("pcie.link", design.pcie.link), ("pcie.uplink", design.pcie.uplink), ("nics.link", design.nics.link)]
     if design.nvlink is not None:
-        names.append(("nvlink.switch", design.nvlink.switch, get_link))
-        names.append(("nvlink.link", design.nvlink.link, get_link))
-    for field, name, lookup in names:
-        if name is None:
-            continue
-        try:
-            lookup(name, key=field)
-        except InputError as exc:
-            raise exc.located(file=file, key_prefix=key) from None
+        parts += [("nvlink.switch", design.nvlink.switch), ("nvlink.link", design.nvlink.link)]
+    return [(k, v) for k, v in parts if v is not None]
+
+
+def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None,
+                        catalog: Catalog | None = None) -> NodeDesign:
+    """Resolve every GPU and link the design names, so a typo is reported where it was written."""
+    catalog = catalog or builtin_catalog()
+    try:
+        catalog.resolve_gpu(design.gpu, key="gpu")
+        for field, part in design_parts(design):
+            catalog.resolve_link(part, key=field)
+    except InputError as exc:
+        raise exc.located(file=file, key_prefix=key if exc.file is None else None) from None
     return design
 
 
-def load_node_design(spec: str | dict, *, key: str | None = None, file: str | None = None) -> NodeDesign:
-    """A node design from a built-in name, a path to a YAML file, or an inline mapping."""
+def design_path(spec: str, scenario_file: str | None) -> Path:
+    """A node design path as written: relative to the scenario file that names it (else to the cwd)."""
+    path = Path(spec).expanduser()
+    if scenario_file and not path.is_absolute():
+        return Path(scenario_file).resolve().parent / path
+    return path
+
+
+def load_node_design(spec: str | dict, *, key: str | None = None, file: str | None = None,
+                     catalog: Catalog | None = None) -> NodeDesign:
+    """A node design from a built-in name, a path to a YAML file, or an inline mapping.
+
+    `file` is the scenario that names it: a relative path resolves against that file's folder.
+    """
     if isinstance(spec, dict):
         data = dict(spec)
         data.setdefault("name", "inline")
         design = validate(NodeDesign, data, file=file, key_prefix=key)
-        return check_catalog_names(design, file=file, key=key)
+        return check_catalog_names(design, file=file, key=key, catalog=catalog)
     if not isinstance(spec, str):
         raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
-    path = Path(spec)
+    path = design_path(spec, file)
     if spec.endswith((".yaml", ".yml")) or path.is_file():
-        data = read_yaml(path, what="topology file")
+        data = read_yaml(path, what=f"topology file (named by key '{key}')" if key and file else "topology file")
         if isinstance(data, dict):
             data.setdefault("name", path.stem)
-        return check_catalog_names(validate(NodeDesign, data, file=str(path)), file=str(path), key=None)
+        return check_catalog_names(validate(NodeDesign, data, file=str(path)), file=str(path), key=None,
+                                   catalog=catalog)
     builtin = builtin_topology_dir() / f"{spec}.yaml"
     if not builtin.is_file():
         raise unknown_name("topology", spec, builtin_topology_names(), key=key, file=file)
     design = validate(NodeDesign, read_yaml(builtin), file=str(builtin))
-    return check_catalog_names(design, file=str(builtin), key=None)
+    return check_catalog_names(design, file=str(builtin), key=None, catalog=catalog)

@@ -218,13 +218,13 @@ class Topology:
         return frozenset(out)
 
     def link_class(self, src: int, dst: int) -> str:
-        """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in."""
+        """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in (AMD's xGMI counts as NVLink)."""
         key = ("link-class", src, dst)
         if key not in self.memo:
             kinds = {self._resource_kind[r] for r in self.route(src, dst)}
             if kinds & {"infiniband", "roce", "ethernet"}:
                 self.memo[key] = "net"
-            elif kinds and kinds <= {"nvlink", "nvswitch"}:
+            elif kinds and kinds <= {"nvlink", "nvswitch", "xgmi"}:
                 self.memo[key] = "nvlink"
             else:
                 self.memo[key] = "pci"

@@ -106,8 +106,9 @@ def test_geforce_tensor_rate_is_twice_fp32(name):
 
 
 def test_datacenter_bf16_is_twice_tf32():
+    # CDNA 4 (MI355X) has no TF32 matrix rate: AMD publishes none, so TF32 runs at the FP32 rate.
     for gpu in gpus().values():
-        if gpu.name not in GEFORCE:
+        if gpu.name not in GEFORCE and gpu.arch != "cdna4":
             assert gpu.bf16_flop_per_s == pytest.approx(2 * gpu.tf32_flop_per_s, rel=0.03), gpu.name
 
 
@@ -197,7 +198,7 @@ def test_gpu_ports_name_catalog_links_of_the_right_kind():
         if gpu.nvlink is None:
             assert gpu.nvlink_max_gpus == 0, gpu.name
         else:
-            assert table[gpu.nvlink].kind == "nvlink", gpu.name
+            assert table[gpu.nvlink].kind in ("nvlink", "xgmi"), gpu.name   # AMD: Infinity Fabric
             assert gpu.nvlink_max_gpus >= 2, gpu.name
 
 
@@ -209,7 +210,7 @@ def test_p2p_and_mig_follow_the_product_line():
 
 
 def test_link_kinds_are_known():
-    kinds = {"pcie", "nvlink", "nvswitch", "socket", "infiniband", "roce", "ethernet", "memory"}
+    kinds = {"pcie", "nvlink", "nvswitch", "xgmi", "socket", "infiniband", "roce", "ethernet", "memory"}
     assert {link.kind for link in links().values()} <= kinds
     for link in links().values():
         assert not link.in_network_reduction or link.kind == "nvswitch", link.name
@@ -323,3 +324,48 @@ def test_inline_link_bandwidth_units(gbps, efficiency):
     assert bytes_link.bw_bytes_per_s == pytest.approx(gbps * GB)
     assert bits_link.bw_bytes_per_s == pytest.approx(bytes_link.bw_bytes_per_s)
     assert bytes_link.effective_bw_bytes_per_s <= bytes_link.bw_bytes_per_s
+
+
+# ------------------------------------------------------------ parts a 2026 buyer compares (issue 24)
+
+# shared/DESIGN.md, "Contracts added in the second round", Names.
+SECOND_ROUND_GPUS = ["a100-40gb-sxm", "a100-80gb-pcie", "h100-nvl", "h200-nvl", "gh200", "gb200", "b300",
+                     "l4", "l40", "rtx6000-ada", "rtx-pro-6000", "mi300x", "mi325x", "mi355x"]
+
+
+@pytest.mark.parametrize("name", SECOND_ROUND_GPUS)
+def test_second_round_gpu_names_exist_with_sources(name):
+    gpu = get_gpu(name)
+    assert gpu.source and gpu.bf16_flop_per_s > gpu.fp32_flop_per_s
+
+
+def test_second_round_datasheet_peaks():
+    # L40 datasheet: BF16 181.05 dense (362.1 sparse), half the L40S's 362.05 at nearly the same clock.
+    assert get_gpu("l40").bf16_flop_per_s == pytest.approx(181.05 * TB)
+    assert get_gpu("l40").bf16_flop_per_s == pytest.approx(get_gpu("l40s").bf16_flop_per_s / 2, rel=0.01)
+    # L4 datasheet: FP16/BF16 242 with sparsity -> 121 dense; 300 GB/s; 72 W.
+    assert get_gpu("l4").bf16_flop_per_s == pytest.approx(121 * TB)
+    assert get_gpu("l4").tdp_w == 72
+    # AMD MI300X: 2100 MHz x 256 FMA x 2 x 1216 matrix cores = 1307.4 TFLOPS dense; 5.3 TB/s; 750 W.
+    mi300x = get_gpu("mi300x")
+    assert mi300x.bf16_flop_per_s == pytest.approx(2100e6 * 256 * 2 * 1216, rel=1e-3)
+    assert mi300x.memory_bw_bytes_per_s == pytest.approx(5300 * GB)
+    # MI325X: same compute as MI300X, 256 GB at 6 TB/s; MI355X: 288 GB at 8 TB/s, 1400 W.
+    assert get_gpu("mi325x").bf16_flop_per_s == mi300x.bf16_flop_per_s
+    assert get_gpu("mi325x").memory_bytes > mi300x.memory_bytes
+    assert get_gpu("mi355x").bf16_flop_per_s == pytest.approx(2400e6 * 512 * 2 * 1024, rel=1e-3)
+    # GB200 NVL72: 13.4 TB and 576 TB/s over 72 GPUs; BF16 2.5 PF dense per GPU, above the HGX B200's 2.25.
+    gb200 = get_gpu("gb200")
+    assert gb200.memory_bw_bytes_per_s * 72 == pytest.approx(576e12)
+    assert gb200.bf16_flop_per_s > get_gpu("b200").bf16_flop_per_s
+    assert gb200.nvlink_max_gpus == 72
+    # A100 80GB PCIe: 1,935 GB/s, 300 W; A100 40GB SXM: 1,555 GB/s, 400 W, NVLink 3 on NVSwitch.
+    assert get_gpu("a100-80gb-pcie").memory_bw_bytes_per_s == pytest.approx(1935 * GB)
+    assert get_gpu("a100-40gb-sxm").nvlink == "nvlink3"
+
+
+def test_amd_boards_have_a_link_to_every_peer():
+    # MI300X: 7 Infinity Fabric links of 128 GB/s bidirectional = 896 GB/s aggregate.
+    xgmi = get_link(get_gpu("mi300x").nvlink)
+    assert xgmi.kind == "xgmi"
+    assert 7 * 2 * xgmi.bw_bytes_per_s == pytest.approx(896 * GB)

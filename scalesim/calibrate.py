@@ -1,0 +1,240 @@
+"""`scalesim calibrate`: fit link and GPU efficiencies to a user's own measurements.
+
+The catalog's efficiencies are fractions of a datasheet rate that real transfers
+and kernels reach (scalesim/hardware/data/*.yaml). Calibration sets them from
+the user's figures with the model that uses them, so a calibrated catalog
+reproduces those figures:
+
+- a link's `efficiency` from nccl-tests bus bandwidth: the collective is
+  simulated exactly as `scalesim collective` does (collective_bench), and the
+  efficiency is the one at which the simulated busbw matches the measured one
+  on the bandwidth-bound sizes (>= FIT_MIN_BYTES; the geometric mean of
+  predicted / measured is 1). Busbw never falls as a link gets more efficient,
+  so bisection finds it. Small sizes are latency-bound and left out of the fit
+  (the before/after table still shows them).
+- a GPU's `gemm_efficiency` (`fp8_gemm_efficiency` for fp8 rows) from GEMM
+  TFLOP/s: measured / (dense peak x the shape factor costs/compute.py applies
+  to that GEMM), the median over rows; `memory_bw_efficiency` from streaming
+  GB/s: measured / datasheet bandwidth, the median.
+
+The result is written as a catalog folder (`{base: NAME, <fitted field>}` entries)
+to pass with `--catalog`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scalesim.collective_bench import time_collective
+from scalesim.costs.compute import relative_shape_efficiency
+from scalesim.errors import InputError
+from scalesim.hardware import GpuSpec, LinkSpec
+from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
+from scalesim.measurements import BandwidthPoint, GemmPoint, NcclTestsLog, read_measurements
+from scalesim.schema import read_yaml
+from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, builtin_topology_names, load_node_design
+
+FIT_MIN_BYTES = 64 * 2**20
+EFFICIENCY_RANGE = (0.02, 1.0)
+BISECTIONS = 24
+NETWORK_KINDS = ("infiniband", "roce", "ethernet")
+# How nvidia-smi / rocm-smi names a GPU (as nccl-tests prints it) -> catalog GPU; most specific first.
+DEVICE_NAMES = (("GB200", "gb200"), ("GH200", "gh200"), ("B300", "b300"), ("B200", "b200"),
+                ("H200 NVL", "h200-nvl"), ("H200", "h200-sxm"), ("H100 NVL", "h100-nvl"), ("H100 PCIe", "h100-pcie"),
+                ("H100", "h100-sxm"), ("A100-SXM4-40GB", "a100-40gb-sxm"), ("A100-SXM4-80GB", "a100-80gb-sxm"),
+                ("A100 80GB PCIe", "a100-80gb-pcie"), ("A100-PCIE-40GB", "a100-40gb-pcie"), ("L40S", "l40s"),
+                ("L40", "l40"), ("L4", "l4"), ("RTX 6000 Ada", "rtx6000-ada"), ("RTX PRO 6000", "rtx-pro-6000"),
+                ("RTX 5090", "rtx5090"), ("RTX 4090", "rtx4090"), ("RTX 3090", "rtx3090"), ("MI355X", "mi355x"),
+                ("MI325X", "mi325x"), ("MI300X", "mi300x"))
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One of the user's figures against the catalog before and after calibration."""
+
+    what: str           # "all_gather 8 GPUs 1.0 GiB", "gemm bf16 8192x8192x8192", "memory bandwidth"
+    unit: str           # "GB/s busbw", "TFLOP/s", "GB/s"
+    measured: float
+    before: float
+    after: float
+    fitted: bool        # used in the fit (bandwidth-bound sizes; every GEMM and bandwidth row)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    entry: str          # catalog name
+    field: str          # efficiency, gemm_efficiency, fp8_gemm_efficiency, memory_bw_efficiency
+    before: float
+    after: float
+    checks: tuple[Check, ...]
+    note: str
+
+
+# ---------------------------------------------------------------- topology of a log
+
+def gpu_of_device(device: str, file: str) -> str:
+    for text, name in DEVICE_NAMES:
+        if text.lower() in device.lower():
+            return name
+    raise InputError(f"no catalog GPU matches the device '{device}'; give --topology (a design or .yaml)", file=file)
+
+
+def design_for_log(log: NcclTestsLog, topology: str | None, catalog: Catalog) -> NodeDesign:
+    """The node design the run took place on: --topology, else the built-in design of its GPU."""
+    if topology:
+        return load_node_design(topology, key="--topology", catalog=catalog)
+    gpu = gpu_of_device(log.device, log.file)
+    per_node = log.gpus // log.nodes
+    designs = [d for d in map(load_node_design, builtin_topology_names()) if d.gpu == gpu and d.gpus >= per_node]
+    if not designs:
+        raise InputError(f"no built-in node design holds {per_node} x {gpu}; give --topology", file=log.file)
+    return min(designs, key=lambda d: (d.gpus != per_node, d.name))
+
+
+def log_topology(log: NcclTestsLog, design: NodeDesign, network: str | None, catalog: Catalog) -> Topology:
+    if log.nodes == 1:
+        return build_cluster(design, catalog=catalog)
+    link = network or (design.nics.link if isinstance(design.nics.link, str) else None)
+    if link is None:
+        raise InputError(f"{log.nodes} hosts ran this test, but {design.name} names no NIC link; give --link "
+                         "(the network link, e.g. ib-ndr)", file=log.file, key="--link")
+    fabric = Fabric(link, design.nics.count or 8, "rail-optimized")
+    return build_cluster(design, nodes=log.nodes, fabric=fabric, catalog=catalog)
+
+
+def default_link(log: NcclTestsLog, design: NodeDesign, catalog: Catalog) -> str:
+    """The link that bounds the run: the network across hosts, else the NVLink/xGMI port, else PCIe."""
+    gpu = catalog.resolve_gpu(design.gpu, key="gpu")
+    if log.nodes > 1 and isinstance(design.nics.link, str):
+        return design.nics.link
+    if design.nvlink is not None:
+        return design.nvlink.link if isinstance(design.nvlink.link, str) else gpu.nvlink
+    return design.pcie.link if isinstance(design.pcie.link, str) else gpu.pcie
+
+
+# ---------------------------------------------------------------- links
+
+def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog], list[Topology]],
+             catalog: Catalog) -> Fit:
+    """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes."""
+    spec = catalog.link(link, key="--link")
+    rows = [(log, p) for log in logs for p in log.points]
+    fit_rows = [r for r in rows if r[1].size_bytes >= FIT_MIN_BYTES] or rows[-max(1, len(rows) // 3):]
+
+    def busbw(efficiency: float, which) -> list[float]:
+        trial = catalog.with_spec(replace(spec, efficiency=efficiency), "calibrate")
+        tops = dict(zip((log.file for log in logs), topologies(trial)))
+        return [time_collective(tops[log.file], log.op, log.gpus, p.size_bytes).busbw_GBps for log, p in which]
+
+    def log_error(efficiency: float) -> float:
+        return statistics.fmean(math.log(b / p.busbw_GBps) for b, (_, p) in zip(busbw(efficiency, fit_rows), fit_rows))
+
+    low, high = EFFICIENCY_RANGE
+    at_low, at_high = log_error(low), log_error(high)
+    if at_high - at_low < 1e-3:
+        raise InputError(f"the simulated bus bandwidth does not depend on '{link}' here (it is not on the "
+                         f"collective's path, or another link or algorithm bounds it); calibrate the link the "
+                         "run crossed, e.g. the NVSwitch for NVLS all-reduce", key="--link")
+    efficiency = high if at_high <= 0 else low if at_low >= 0 else _bisect(log_error, low, high)
+    before, after = busbw(spec.efficiency, rows), busbw(efficiency, rows)
+    checks = tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
+                         (log, p) in fit_rows) for (log, p), b, a in zip(rows, before, after))
+    note = (f"efficiency fitted by scalesim calibrate on {', '.join(sorted({log.file for log in logs}))}: "
+            f"nccl-tests busbw at sizes >= {_size(FIT_MIN_BYTES)}")
+    if efficiency in EFFICIENCY_RANGE:
+        note += f" (at the bound {efficiency}: the measurements lie outside what the link can explain)"
+    return Fit(link, "efficiency", spec.efficiency, efficiency, checks, note)
+
+
+def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
+    for _ in range(BISECTIONS):
+        mid = (low + high) / 2
+        low, high = (mid, high) if f(mid) < 0 else (low, mid)
+    return round((low + high) / 2, 4)
+
+
+def _size(size_bytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:g} {unit}"
+    return f"{size_bytes:g} B"
+
+
+# ---------------------------------------------------------------- GPUs
+
+def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
+    field = "fp8_gemm_efficiency" if fp8 else "gemm_efficiency"
+    before = gpu.gemm_efficiency_for("fp8" if fp8 else "bf16")
+
+    def predicted(p: GemmPoint, efficiency: float) -> float:
+        return gpu.peak_flop_per_s(p.precision) * efficiency * relative_shape_efficiency(p.m, p.n, gpu) / 1e12
+
+    after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
+    checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
+                         predicted(p, after), True) for p in points)
+    return Fit(gpu.name, field, before, round(after, 4), checks,
+               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x shape factor)")
+
+
+def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:
+    before = gpu.memory_bw_efficiency
+    after = min(1.0, statistics.median(p.GBps * 1e9 / gpu.memory_bw_bytes_per_s for p in points))
+    bw = gpu.memory_bw_bytes_per_s / 1e9
+    checks = tuple(Check("memory bandwidth", "GB/s", p.GBps, bw * before, bw * after, True) for p in points)
+    return Fit(gpu.name, "memory_bw_efficiency", before, round(after, 4), checks,
+               "memory_bw_efficiency fitted by scalesim calibrate: median of measured / datasheet bandwidth")
+
+
+# ---------------------------------------------------------------- the command
+
+def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str | None = None,
+              topology: str | None = None, op: str | None = None, catalog: Catalog | None = None) -> list[Fit]:
+    """Fit what the measurements constrain and write the overlay folder `out`; the fits, for the report."""
+    catalog = catalog or builtin_catalog()
+    logs, gemms, bandwidths = read_measurements(paths, op)
+    fits: list[Fit] = []
+    if logs:
+        designs = [design_for_log(log, topology, catalog) for log in logs]
+        name = link or default_link(logs[0], designs[0], catalog)
+        network = name if catalog.link(name, key="--link").kind in NETWORK_KINDS else None
+        fits.append(fit_link(logs, name, lambda cat: [log_topology(lg, d, network, cat)
+                                                      for lg, d in zip(logs, designs)], catalog))
+    if gemms or bandwidths:
+        if gpu is None and not logs:
+            raise InputError("GEMM and bandwidth figures need --gpu NAME (the catalog GPU they were measured on)",
+                             key="--gpu")
+        spec = catalog.gpu(gpu, key="--gpu") if gpu else catalog.resolve_gpu(designs[0].gpu)
+        for fp8 in (False, True):
+            rows = [p for p in gemms if (p.precision == "fp8") == fp8]
+            if rows:
+                fits.append(fit_gemm(rows, spec, fp8))
+        if bandwidths:
+            fits.append(fit_memory(bandwidths, spec))
+    if not fits:
+        raise InputError("no measurements found in the files given")
+    write_overlay(out, fits, catalog, [str(p) for p in paths])
+    return fits
+
+
+def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[str]) -> None:
+    """`{name: {base: name, field: value}}` entries into out/links.yaml and out/gpus.yaml (merged)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for filename, is_link in (("links.yaml", True), ("gpus.yaml", False)):
+        mine = [f for f in fits if (f.entry in catalog.links()) == is_link]
+        if not mine:
+            continue
+        path = out / filename
+        entries = read_yaml(path, what="catalog file") if path.is_file() else {}
+        entries = entries if isinstance(entries, dict) else {}
+        for fit in mine:
+            entry = dict(entries.get(fit.entry) or {"base": fit.entry})
+            entry[fit.field] = fit.after
+            entry["notes"] = [*entry.get("notes", []), f"{fit.note} (was {fit.before:g})"]
+            entry["source"] = sorted({*entry.get("source", []), *(f"measured: {s}" for s in sources)})
+            entries[fit.entry] = entry
+        path.write_text("# Written by scalesim calibrate; pass this folder with --catalog.\n"
+                        + dump_entries(entries), encoding="utf-8")

@@ -1,0 +1,93 @@
+"""`scalesim calibrate`: a user's nccl-tests and benchmark figures become a catalog folder that reproduces them."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scalesim.calibrate import calibrate, gpu_of_device
+from scalesim.cli import main
+from scalesim.errors import InputError
+from scalesim.hardware.user_catalog import load_catalog
+from scalesim.measurements import parse_benchmark_csv, parse_nccl_tests
+
+SAMPLE = Path(__file__).parent / "data" / "nccl-tests-sample.txt"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_the_sample_reads_as_nccl_tests_prints_it():
+    log = parse_nccl_tests(SAMPLE.read_text(), str(SAMPLE))
+    assert (log.op, log.gpus, log.nodes) == ("all_gather", 8, 1)
+    assert gpu_of_device(log.device, "x") == "h100-sxm"
+    assert log.points[0].size_bytes == 2**20 and log.points[-1].size_bytes == 8 * 2**30
+    assert log.points[-1].busbw_GBps == pytest.approx(360.60)      # out-of-place busbw column
+
+
+def test_with_the_calibrated_folder_collective_reproduces_the_captured_busbw(tmp_path):
+    out = tmp_path / "mine"
+    result = invoke("calibrate", SAMPLE, "--link", "nvlink4", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "links.yaml").is_file()
+    log = parse_nccl_tests(SAMPLE.read_text(), str(SAMPLE))
+    large = [p for p in log.points if p.size_bytes >= 64 * 2**20]          # the bandwidth-bound sizes fitted
+    sizes = ",".join(str(int(p.size_bytes)) for p in large)
+    rows = json.loads(invoke("collective", "--topology", "dgx-h100", "--op", "all_gather", "--sizes", sizes,
+                             "--catalog", out, "--json").output)
+    for row, point in zip(rows, large):
+        assert row["busbw_GBps"] == pytest.approx(point.busbw_GBps, rel=0.05)
+
+
+def test_gemm_and_bandwidth_rows_set_the_gpu_efficiencies(tmp_path):
+    csv = tmp_path / "bench.csv"
+    csv.write_text("kind,precision,m,n,k,value\n# lab H100, torch.matmul\ngemm,bf16,8192,8192,8192,700\n"
+                   "gemm,bf16,16384,16384,8192,710\nmembw,,,,,2900\n")
+    out = tmp_path / "mine"
+    fits = calibrate([csv], out=out, gpu="h100-sxm")
+    by_field = {f.field: f for f in fits}
+    assert set(by_field) == {"gemm_efficiency", "memory_bw_efficiency"}
+    assert by_field["memory_bw_efficiency"].after == pytest.approx(2900 / 3350, abs=1e-3)
+    for check in by_field["gemm_efficiency"].checks:                       # after within the rows' spread
+        assert check.after == pytest.approx(check.measured, rel=0.02)
+    calibrated = load_catalog([out]).gpu("h100-sxm")
+    assert calibrated.memory_bw_efficiency == by_field["memory_bw_efficiency"].after
+
+
+def test_a_link_off_the_path_is_refused(tmp_path):
+    result = invoke("calibrate", SAMPLE, "--link", "ib-ndr", "--out", tmp_path / "x")
+    assert result.exit_code == 2 and "--link" in result.output
+
+
+def test_a_log_that_does_not_name_its_collective_needs_op():
+    text = "\n".join(line for line in SAMPLE.read_text().splitlines() if "Collective test" not in line)
+    with pytest.raises(InputError, match="--op"):
+        parse_nccl_tests(text, "x.txt")
+    assert parse_nccl_tests(text, "x.txt", op="all_gather").op == "all_gather"
+
+
+def test_a_csv_without_the_header_is_refused():
+    with pytest.raises(InputError, match="kind,precision,m,n,k,value"):
+        parse_benchmark_csv("gemm,bf16,1,1,1,5\n", "b.csv")
+
+
+def test_older_and_rccl_output_without_hashes_reads_too():
+    # The layout of nccl-tests before 2.x and of rccl-tests (no '#' on the device and header lines,
+    # an 'error' column); the figures are made up for this test.
+    text = """ nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20
+ Using devices
+   Rank  0 Pid 1001 on nodeA device  0 [0x00] AMD Instinct MI300X
+   Rank  1 Pid 1002 on nodeA device  1 [0x00] AMD Instinct MI300X
+                                                     out-of-place                       in-place
+       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144   float     sum    20.00   52.43   52.43  0e+00    21.00   49.93   49.93  0e+00
+     2097152        524288   float     sum    30.00   69.91   69.91  0e+00    31.00   67.65   67.65  0e+00
+"""
+    log = parse_nccl_tests(text, "rccl.txt", op="all_reduce")
+    assert (log.gpus, log.nodes, gpu_of_device(log.device, "x")) == (2, 1, "mi300x")
+    assert [p.busbw_GBps for p in log.points] == [52.43, 69.91]
