@@ -249,7 +249,7 @@ def host_fit_reason(setup: Setup) -> str | None:
     if setup.host_memory_bytes is None or need <= setup.host_memory_bytes:
         return None
     what = "optimizer state" + (" and weights" if setup.plan.offload_params else "")
-    return (f"the offloaded {what} needs {format_bytes(need)} of host memory per node but the node "
+    return (f"the offloaded {what} {'need' if setup.plan.offload_params else 'needs'} {format_bytes(need)} of host memory per node but the node "
             f"has {format_bytes(setup.host_memory_bytes)} (cluster.node host.memory_gb); ZeRO over more "
             f"nodes divides it, or keep the optimizer (and weights) on the GPUs")
 
