@@ -7,7 +7,8 @@ x A B with A (in x r) and B (r x out) trainable. So:
 - frozen weights have no gradients and no optimizer state; only the adapters'
   r (in + out) parameters per targeted layer are trained;
 - each targeted layer runs two small GEMMs more in forward (x A, then (x A) B)
-  and four in backward (dB, d(xA), dA, and dx through A): twice the forward's;
+  and four in backward (dB, d(xA), dA, and dx through A), twice the forward's
+  FLOP, plus the element-wise scale and add PEFT runs unfused (`adapter_ops`);
 - the backward still computes input gradients through every frozen GEMM (the
   loss must reach the earlier adapters), but the weight-gradient GEMMs
   disappear: a frozen GEMM's backward is one GEMM of the forward's size, not two;
@@ -139,14 +140,22 @@ def dequantize_s(weights: float, gpu: GpuSpec) -> float:
         + KERNEL_OVERHEAD_S
 
 
-def _adapter_forward_s(shape: tuple[str, int, int, int], rank: int, gpu: GpuSpec, precision: str,
-                       batch: int) -> tuple[float, float]:
-    """Forward seconds and FLOP of one adapter: x A, (x A) B, then PEFT's scale and add into y."""
+def adapter_ops(shape: tuple[str, int, int, int], rank: int, batch: int) -> tuple[tuple, tuple]:
+    """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch).
+
+    Forward (PEFT's LoraLayer): x A (t x r), (x A) B (t x out), scaled, added into y.
+    Backward: the scale's gradient, dB = (x A)^T dy, d(x A) = dy B^T, dA = x^T d(x A),
+    dx += d(x A) A^T (a GEMM, then the add into the frozen path's dx). Lora dropout is
+    taken as 0 (identity, no kernel), as Unsloth requires and many recipes use.
+    """
     _, m, k, n = shape
-    ops = (gemm_op("lora_a", m, rank, k), gemm_op("lora_b", m, n, rank),
-           elementwise_op("lora_scale", m * n), elementwise_op("lora_add", m * n, inputs=2))
-    seconds = sum(op_time_s(op, gpu, precision, batch) for op in ops)
-    return seconds, sum(op.flop for op in ops[:2]) * batch
+    t = m * batch
+    forward = (gemm_op("lora_a", t, rank, k), gemm_op("lora_b", t, n, rank),
+               elementwise_op("lora_scale", t * n), elementwise_op("lora_add", t * n, inputs=2))
+    backward = (elementwise_op("lora_scale_grad", t * n), gemm_op("lora_db", rank, n, t),
+                gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, rank, t), gemm_op("lora_dx", t, k, rank),
+                elementwise_op("lora_dx_add", t * k, inputs=2))
+    return forward, backward
 
 
 def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, spec: FinetuneSpec,
@@ -171,10 +180,10 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
         fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format) for op in layer.ops)
     flop = layer.forward_flop * batch
     for shape in adapter_shapes(layer, spec):
-        seconds, adapter_flop = _adapter_forward_s(shape, spec.rank, gpu, precision, batch)
-        fwd += seconds
-        bwd += 2 * seconds
-        flop += adapter_flop
+        forward, backward = adapter_ops(shape, spec.rank, batch)
+        fwd += sum(op_time_s(op, gpu, precision, 1) for op in forward)
+        bwd += sum(op_time_s(op, gpu, precision, 1) for op in backward)
+        flop += sum(op.flop for op in forward if op.kind == "gemm")
     if spec.quantized:
         dequant = sum(dequantize_s(op.gemm_mnk[1] * op.gemm_mnk[2], gpu)
                       for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)
