@@ -50,6 +50,7 @@ NF4_BLOCK = 64
 NF4_SECOND_BLOCK = 256
 NF4_BITS_PER_WEIGHT = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_SECOND_BLOCK)
 NF4_BYTES_PER_WEIGHT = NF4_BITS_PER_WEIGHT / 8
+FP8_WEIGHT_BYTES = 1
 DEQUANT_OUTPUT_BYTES = 2          # bitsandbytes dequantises to the 16-bit compute dtype
 
 
@@ -126,12 +127,22 @@ def quantized_weights(layer: LayerSpec) -> int:
 
 
 def stored_weight_bytes(layer: LayerSpec, precision: str, spec: FinetuneSpec | None) -> float:
-    """Bytes of the layer's frozen base weights as stored (16-bit, or NF4 under QLoRA), adapters excluded."""
+    """Bytes of the layer's frozen base weights as stored (16-bit; NF4 under QLoRA; the block
+    matrices in FP8 under LoRA in fp8), adapters excluded."""
     ebytes = ELEMENT_BYTES[precision]
-    if spec is None or not spec.quantized:
+    if spec is None:
+        return float(layer.params * ebytes)
+    if spec.quantized:
+        per_weight = NF4_BYTES_PER_WEIGHT
+    elif precision == "fp8":
+        # A frozen matrix is only ever read by FP8 GEMMs, so FP8 recipes keep it in FP8 alone
+        # (Transformer Engine fp8_model_init; NeMo's fp8_params, as NVIDIA's MLPerf Training
+        # v4.0 Llama 2 70B LoRA runs it).
+        per_weight = FP8_WEIGHT_BYTES
+    else:
         return float(layer.params * ebytes)
     q = quantized_weights(layer)
-    return q * NF4_BYTES_PER_WEIGHT + (layer.params - q) * ebytes
+    return q * per_weight + (layer.params - q) * ebytes
 
 
 def dequantize_s(weights: float, gpu: GpuSpec) -> float:

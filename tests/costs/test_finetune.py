@@ -134,3 +134,13 @@ def test_sharding_and_offloading_the_base_only_ever_lower_weight_memory():
     sharded = [memory(model, spec, zero=3, shards=n).weights for n in (2, 4, 8)]
     offloaded = memory(model, spec, zero=3, shards=2, offload_params=True).weights
     assert alone > sharded[0] > sharded[1] > sharded[2] > offloaded
+
+
+def test_fp8_lora_keeps_frozen_matrices_in_one_byte():
+    # Transformer Engine fp8_model_init / NeMo fp8_params: a frozen matrix only feeds FP8 GEMMs.
+    model = get_model("llama2-70b", seq_len=512)
+    block = model.layers[1]
+    spec = finetune_spec(model, "lora", 16, "attention")
+    assert stored_weight_bytes(block, "fp8", spec) == quantized_weights(block) + 2 * (block.params
+                                                                                      - quantized_weights(block))
+    assert stored_weight_bytes(block, "bf16", spec) == 2 * block.params
