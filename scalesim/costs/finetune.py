@@ -45,6 +45,10 @@ ALL_LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
 ATTENTION_TARGETS = ("q", "k", "v", "o")
 BLOCK_GEMMS = ("qkv", "attn_out", "mlp_gate", "mlp_up", "mlp_down")
 
+# Checkpoints whose projections are fused modules (HF Phi3: qkv_proj, gate_up_proj; config source in the zoo).
+FUSED_FAMILIES = ("phi3",)
+FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "gate": "gate_up", "up": "gate_up"}
+
 # NF4 with double quantisation (Dettmers et al. 2023, sec. 3, "Double Quantization").
 NF4_BLOCK = 64
 NF4_SECOND_BLOCK = 256
@@ -60,12 +64,15 @@ class FinetuneSpec:
 
     qkv_split: shares of q, k and v in the fused qkv GEMM's output (h, kv_dim, kv_dim over
     h + 2 kv_dim), so an adapter on q alone has the width q has.
+    fused_modules: the checkpoint itself fuses q, k, v into one linear layer and gate, up into
+    another (Phi-3's qkv_proj and gate_up_proj), so PEFT adapts each fused layer as one.
     """
 
     method: str
     rank: int
     targets: tuple[str, ...]
     qkv_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
+    fused_modules: bool = False
 
     @property
     def quantized(self) -> bool:
@@ -84,7 +91,8 @@ def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[
     q = model.heads or 1
     kv = model.kv_heads or q
     width = q + 2 * kv
-    return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width))
+    return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
+                        fused_modules=model.family in FUSED_FAMILIES)
 
 
 def adapter_shapes(layer: LayerSpec, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
@@ -93,6 +101,8 @@ def adapter_shapes(layer: LayerSpec, spec: FinetuneSpec) -> list[tuple[str, int,
     if layer.kind != "transformer_block":
         return []
     gemms = {op.name: op.gemm_mnk for op in layer.ops if op.kind == "gemm"}
+    if spec.fused_modules:
+        return _fused_shapes(gemms, spec)
     shapes = []
     for target in spec.targets:
         mnk = gemms.get(TARGET_OPS[target])
@@ -102,6 +112,23 @@ def adapter_shapes(layer: LayerSpec, spec: FinetuneSpec) -> list[tuple[str, int,
         if target in ("q", "k", "v"):
             n = round(n * spec.qkv_split["qkv".index(target)])
         shapes.append((target, m, k, n))
+    return shapes
+
+
+def _fused_shapes(gemms: dict, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
+    """One adapter per fused module any target falls in: qkv whole, gate and up together."""
+    shapes, seen = [], set()
+    for target in spec.targets:
+        module = FUSED.get(target, target)
+        if module in seen:
+            continue
+        seen.add(module)
+        if module == "gate_up":
+            (m, n, k), (_, n_up, _) = gemms["mlp_gate"], gemms["mlp_up"]
+            shapes.append((module, m, k, n + n_up))
+        elif TARGET_OPS.get(target) in gemms:
+            m, n, k = gemms[TARGET_OPS[target]]
+            shapes.append((module, m, k, n))
     return shapes
 
 

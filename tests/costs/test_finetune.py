@@ -144,3 +144,13 @@ def test_fp8_lora_keeps_frozen_matrices_in_one_byte():
     assert stored_weight_bytes(block, "fp8", spec) == quantized_weights(block) + 2 * (block.params
                                                                                       - quantized_weights(block))
     assert stored_weight_bytes(block, "bf16", spec) == 2 * block.params
+
+
+def test_fused_modules_get_one_adapter_each():
+    # Phi-3's checkpoint fuses q, k, v (qkv_proj) and gate, up (gate_up_proj): PEFT adapts each as one
+    # linear layer, r (in + out) with the fused widths (config: h 3072, f 8192, 32 layers, MHA).
+    model = get_model("phi-3-mini", seq_len=512)
+    h, f = 3072, 8192
+    per_block = 16 * ((h + 3 * h) + (h + h) + (h + 2 * f) + (f + h))
+    assert adapters(model, 16, "all-linear") == 32 * per_block
+    assert adapters(model, 16, ["q"]) == adapters(model, 16, ["q", "k", "v"]) == 32 * 16 * (h + 3 * h)
