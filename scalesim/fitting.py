@@ -34,6 +34,8 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
         out.append(("parallel.offload_optimizer: true", {"parallel": {"offload_optimizer": True}}))
     else:
         out.append(("parallel.offload_optimizer: false", {"parallel": {"offload_optimizer": False}}))
+    if not par.offload_params:
+        out.append(("parallel.offload_params: true", {"parallel": {"offload_params": True}}))
     if t.activation_checkpointing != "full":
         out.append(("training.activation_checkpointing: full", {"training": {"activation_checkpointing": "full"}}))
     if t.activation_checkpointing == "none":
@@ -48,6 +50,31 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     for tp in (2, 4, 8):
         if tp > pl.tp and heads and heads % tp == 0 and tp <= per_node and pl.dp % (tp // pl.tp) == 0:
             out.append((f"parallel.tp: {tp}", {"parallel": {"tp": tp, "dp": pl.dp * pl.tp // tp}}))
+    return out
+
+
+def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """LoRA / QLoRA, alone and with the memory savers people pair them with (full recompute;
+    FSDP-sharded base; weights offloaded), only where training.finetune_allowed permits: they
+    change what is trained, so the user must have said the model may be adapted instead."""
+    t = setup.scenario.training
+    order = ("none", "lora", "qlora")
+    pl = setup.plan.placement
+    out = []
+    for method in ("lora", "qlora"):
+        if method not in t.finetune_allowed or order.index(method) <= order.index(t.finetune):
+            continue
+        base = {"training": {"finetune": method}}
+        out.append((f"training.finetune: {method}", base))
+        full = {"training": {"finetune": method, "activation_checkpointing": "full"}}
+        if t.activation_checkpointing != "full":
+            out.append((f"training.finetune: {method} and training.activation_checkpointing: full", full))
+        if pl.dp * pl.cp > 1 and setup.plan.zero < 3:
+            out.append((f"training.finetune: {method}, parallel.zero: 3, training.activation_checkpointing: full",
+                        {**full, "parallel": {"zero": 3}}))
+        if not setup.scenario.parallel.offload_params:
+            out.append((f"training.finetune: {method}, parallel.offload_params: true, "
+                        f"training.activation_checkpointing: full", {**full, "parallel": {"offload_params": True}}))
     return out
 
 
@@ -66,6 +93,7 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
     if setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.scenario.training.activation_checkpointing != "full":
         candidates.append(("parallel.zero: 3 and training.activation_checkpointing: full",
                            {"parallel": {"zero": 3}, "training": {"activation_checkpointing": "full"}}))
+    candidates += _finetune_candidates(setup)
     found: list[FitOption] = []
     for change, sections in candidates:
         try:
@@ -121,7 +149,7 @@ def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOpti
              available: int | None = None) -> str:
     if not options:
         tried = (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, "
-                 f"smaller micro-batch, more tensor parallelism)")
+                 f"smaller micro-batch, more tensor parallelism, weight offload)")
         if more is not None:
             return (f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, "
                     f"step {format_time(more.step_time_s)})")

@@ -10,6 +10,7 @@ from functools import partial
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
 from scalesim.costs.economics import training_economics
+from scalesim.costs.finetune import finetune_memory, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown, fit_confidence, model_boundary_bytes, training_memory
 from scalesim.costs.variability import slowest_gpu_factor
@@ -95,7 +96,7 @@ def autocast_style(precision: str, par) -> bool:
     Not with ZeRO-Offload: DeepSpeed keeps 16-bit weights on the GPU and fp32 masters on the host.
     """
     return (precision in ("fp16", "bf16", "fp8") and par.zero == 0 and par.tp == par.pp == par.cp == 1
-            and not par.offload_optimizer)
+            and not par.offload_optimizer and not par.offload_params)
 
 
 def grad_reduce_dtype(precision: str, par) -> str:
@@ -141,6 +142,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     model_parallel = par.tp * par.pp * par.cp
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
     _check_plan(scenario, model, count, dp, file)
+    finetune = _finetune_of(scenario, model, file)
     plan = ParallelPlan(
         placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-"))),
         micro_batch=training.micro_batch,
@@ -156,7 +158,10 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
-        offload_optimizer=par.offload_optimizer,
+        # Weights offloaded in full training: FSDP CPUOffload / ZeRO-Infinity update them on the CPU.
+        offload_optimizer=par.offload_optimizer or (par.offload_params and finetune is None),
+        offload_params=par.offload_params,
+        finetune=finetune,
         memory_format=training.memory_format,
         slowest_gpu_factor=slowest_gpu_factor(count, scenario.cluster.gpu_speed_spread),
         grad_reduce_dtype=grad_reduce_dtype(training.precision, par),
@@ -172,6 +177,23 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         raise exc.located(file=file) from None
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9, catalog)
+
+
+def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
+    """The scenario's LoRA / QLoRA adapters (None for full training), checked against the model."""
+    training = scenario.training
+    if training.finetune == "none":
+        return None
+    if model.tokens_per_sample is None or not model.num_layers or model.family == "bert":
+        raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
+                         f"not one: use finetune: none", file=file, key="training.finetune")
+    spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets)
+    if not any(trainable_params(layer, spec) for layer in model.layers):
+        raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
+                         f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"
+                         f"{', gate' if any(op.name == 'mlp_gate' for op in model.layers[1].ops) else ''}",
+                         file=file, key="training.lora.targets")
+    return spec
 
 
 # Up to this many GPUs every rank is simulated (so timelines show each GPU);
@@ -199,33 +221,46 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
         order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
         live = in_flight(order) / plan.chunks_per_stage
-        memory = training_memory(layers, micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
-                                 optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
-                                 flash_attention=plan.attention in FLASH_KINDS, boundary_bytes_per_sample=boundary,
-                                 zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
-                                 fp32_weights=plan.fp32_weights,
-                                 grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype])
+        common = dict(micro_batch=t.micro_batch, in_flight=live, precision=t.precision,
+                      optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
+                      flash_attention=plan.attention in FLASH_KINDS, boundary_bytes_per_sample=boundary,
+                      zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
+                      grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype])
+        if plan.finetune is None and not plan.offload_params:
+            memory = training_memory(layers, fp32_weights=plan.fp32_weights, **common)
+        else:
+            memory = finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
         if worst is None or memory.total > worst.total:
             worst = memory
     return worst
 
 
 def host_offload_bytes_per_node(setup: Setup) -> float:
-    """Optimizer state ZeRO-Offload keeps in one node's host memory (fp32 masters and moments)."""
-    if not setup.plan.offload_optimizer:
+    """What one node's host memory keeps: ZeRO-Offload's optimizer state (fp32 masters and moments)
+    and, with offloaded weights, each GPU's share of the base weights as stored."""
+    plan = setup.plan
+    if not (plan.offload_optimizer or plan.offload_params):
         return 0.0
-    kept = replace(setup, plan=replace(setup.plan, offload_optimizer=False, fp32_weights=False))
     per_node = len(setup.topology.ranks_by_server(tuple(range(setup.gpus)))[0])
-    return memory_of(kept).optimizer * per_node
+    need = 0.0
+    if plan.offload_optimizer:
+        kept = replace(setup, plan=replace(plan, offload_optimizer=False, offload_params=False, fp32_weights=False))
+        need += memory_of(kept).optimizer
+    if plan.offload_params:
+        pl = plan.placement
+        need += host_weight_bytes(setup.model.layers, plan.precision, plan.finetune, plan.zero,
+                                  pl.dp * pl.cp) / (pl.tp * pl.pp)
+    return need * per_node
 
 
 def host_fit_reason(setup: Setup) -> str | None:
     need = host_offload_bytes_per_node(setup)
     if setup.host_memory_bytes is None or need <= setup.host_memory_bytes:
         return None
-    return (f"the offloaded optimizer state needs {format_bytes(need)} of host memory per node but the node "
+    what = "optimizer state" + (" and weights" if setup.plan.offload_params else "")
+    return (f"the offloaded {what} {'need' if setup.plan.offload_params else 'needs'} {format_bytes(need)} of host memory per node but the node "
             f"has {format_bytes(setup.host_memory_bytes)} (cluster.node host.memory_gb); ZeRO over more "
-            f"nodes divides it, or keep the optimizer on the GPUs")
+            f"nodes divides it, or keep the optimizer (and weights) on the GPUs")
 
 
 def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str | None:
@@ -267,9 +302,21 @@ def plan_summary(plan: ParallelPlan) -> dict:
     pl = plan.placement
     out = {"dp": pl.dp, "tp": pl.tp, "pp": pl.pp, "cp": pl.cp, "zero": plan.zero,
            "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches, "precision": plan.precision}
+    if plan.finetune is not None:
+        out["finetune"] = f"{plan.finetune.method} r{plan.finetune.rank} {','.join(plan.finetune.targets)}"
+    if plan.offload_params:
+        out["offload_params"] = True
     if pl.pp > 1:
         out["pp_schedule"] = plan.schedule + (f" x{plan.virtual_stages}" if plan.chunks_per_stage > 1 else "")
     return out
+
+
+def _with_trainable(summary: dict, setup: Setup) -> dict:
+    """The plan summary, with the count of trained parameters when fine-tuning trains adapters only."""
+    if setup.plan.finetune is None:
+        return summary
+    return {**summary, "trainable_params": sum(trainable_params(layer, setup.plan.finetune)
+                                               for layer in setup.model.layers)}
 
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
@@ -333,7 +380,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / peak,
         scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
         energy_kwh=money.energy_kwh,
-        plan=plan_summary(setup.plan),
+        plan=_with_trainable(plan_summary(setup.plan), setup),
         scaling=scaling,
         timeline=timeline,
         economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},

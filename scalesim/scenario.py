@@ -39,12 +39,41 @@ class ClusterSpec(Strict):
         return self
 
 
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+class LoraSpec(Strict):
+    """Low-rank adapters (Hu et al. 2021, LoRA): rank r matrices A (in x r) and B (r x out) beside
+    each targeted linear layer. all-linear: every projection of every block (PEFT's
+    target_modules="all-linear", the output head excluded); attention: q, k, v and o."""
+
+    rank: pydantic.PositiveInt = 16
+    targets: Literal["all-linear", "attention"] | list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = \
+        "all-linear"
+
+    @pydantic.field_validator("targets")
+    @classmethod
+    def _targets_listed_once(cls, value):
+        if isinstance(value, list) and (not value or len(set(value)) != len(value)):
+            raise ValueError(f"targets must name each of {', '.join(LORA_TARGETS)} at most once, and at least "
+                             f"one (or be all-linear or attention); got {value!r}")
+        return value
+
+
 class TrainingSpec(Strict):
     precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"] = "bf16"
     seq_len: pydantic.PositiveInt | None = None
     global_batch: pydantic.PositiveInt
     micro_batch: pydantic.PositiveInt = 1
-    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    # adamw-8bit / paged-adamw-8bit: bitsandbytes' block-wise 8-bit Adam states (Dettmers et al.
+    # 2022); paged: the states live in CUDA unified memory, evicted to host RAM under pressure.
+    optimizer: Literal["adamw", "adam", "sgd", "adamw-8bit", "paged-adamw-8bit"] = "adamw"
+    # What is trained: none = every weight (full training); lora = frozen 16-bit base plus low-rank
+    # adapters (Hu et al. 2021); qlora = frozen 4-bit NF4 base plus adapters (Dettmers et al. 2023).
+    finetune: Literal["none", "lora", "qlora"] = "none"
+    lora: LoraSpec = LoraSpec()
+    # Fine-tuning methods the fit search may propose (they change what is trained): [] proposes none.
+    finetune_allowed: list[Literal["lora", "qlora"]] = []
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
@@ -87,6 +116,9 @@ class ParallelSpec(Strict):
     cp: pydantic.PositiveInt = 1
     zero: Literal[0, 1, 2, 3] = 0
     offload_optimizer: bool = False     # ZeRO-Offload: optimizer state and update on the CPU
+    # ZeRO-Infinity / FSDP CPU offload of the weights themselves: they live in host memory and
+    # stream to the GPU layer by layer in every forward and backward (scalesim/parallel/offload.py).
+    offload_params: bool = False
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: pydantic.PositiveInt = 1
     sequence_parallel: bool = False

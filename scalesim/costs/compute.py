@@ -361,6 +361,10 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
     """
     if optimizer == "sgd":
         per_param = 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
+    elif optimizer in ("adamw-8bit", "paged-adamw-8bit"):
+        # 8-bit Adam (Dettmers et al. 2022): moments read and written as 1 byte each (4 B), the
+        # weight (or fp32 master) read and written, the gradient read, the 16-bit copy written: 16 B.
+        per_param = 16.0
     else:
         per_param = 28.0
     return _stream_s(params * per_param, gpu) + KERNEL_OVERHEAD_S

@@ -66,10 +66,23 @@ class MemoryBreakdown:
                 "overhead": self.overhead}
 
 
+# bitsandbytes' 8-bit Adam (Dettmers et al. 2022, "8-bit Optimizers via Block-wise
+# Quantization", sec. 2): each moment is one byte, plus one fp32 absmax per block of 2048.
+EIGHT_BIT_STATE_BYTES = 1.0 + 4.0 / 2048
+EIGHT_BIT_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
+
+
 def state_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer state) bytes per parameter."""
+    """(weights, gradients, optimizer state) bytes per parameter.
+
+    8-bit Adam keeps its two moments in 8 bits (the fp32 master, in mixed
+    precision, stays); the paged variant holds the same bytes, in memory the
+    driver may evict to the host under pressure (counted on the GPU here).
+    """
     full = precision in ("fp32", "tf32")
     w = g = 4.0 if full else 2.0
+    if optimizer in EIGHT_BIT_OPTIMIZERS:
+        return w, g, 2 * EIGHT_BIT_STATE_BYTES + (0.0 if full else 4.0)
     if optimizer == "sgd":
         opt = 4.0 if full else 8.0          # momentum (+ fp32 master in mixed precision)
     else:

@@ -110,24 +110,29 @@ def attention_score_bytes(s: int, heads: int) -> float:
 
 def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f: int,
                       ffn: str = "gelu", bias: bool = True, norm: str = "layernorm",
-                      post_norm: bool = False, rotary: bool = False, causal: bool = True) -> LayerSpec:
+                      post_norm: bool = False, rotary: bool = False, causal: bool = True,
+                      head_dim: int | None = None, qkv_bias: bool = False,
+                      sandwich_norm: bool = False) -> LayerSpec:
     """One transformer block for one sample of s tokens.
 
     Pre-norm (GPT-2/3, Llama, ViT): x + attn(norm(x)), then x + mlp(norm(x)).
     Post-norm (BERT): norm(x + attn(x)), then norm(x + mlp(x)).
+    head_dim: when heads x head_dim is not h (Gemma 2). qkv_bias: biases on q, k and v
+    only (Qwen2). sandwich_norm: a norm also after attention and after the MLP (Gemma 2).
     """
-    d = h // heads
+    d = head_dim or h // heads
+    q_dim = heads * d
     kv_dim = kv_heads * d
-    qkv_n = h + 2 * kv_dim                          # grouped-query attention (Ainslie et al. 2023)
-    attn = [gemm_op("qkv", s, qkv_n, h, bias=bias)]
+    qkv_n = q_dim + 2 * kv_dim                      # grouped-query attention (Ainslie et al. 2023)
+    attn = [gemm_op("qkv", s, qkv_n, h, bias=bias or qkv_bias)]
     if rotary:                                      # RoPE on q and k (Su et al. 2021), no params
-        attn.append(elementwise_op("rope", s * (h + kv_dim), flop_per_element=ROPE_FLOP_PER_ELEMENT))
+        attn.append(elementwise_op("rope", s * (q_dim + kv_dim), flop_per_element=ROPE_FLOP_PER_ELEMENT))
     # Attention core with softmax inside: QK^T 2*s*s*h + AV 2*s*s*h FLOP; full s^2 also for
     # causal masks, as MFU conventions count it. Moves what flash attention reads and
     # writes: q, k, v, o (Dao et al. 2022).
-    attn.append(OpSpec("attention", "attention", 4.0 * s * s * h, float(2 * s * h + 2 * s * kv_dim),
+    attn.append(OpSpec("attention", "attention", 4.0 * s * s * q_dim, float(2 * s * q_dim + 2 * s * kv_dim),
                        score_elements=float(heads * s * s), causal=causal))
-    attn.append(gemm_op("attn_out", s, h, h, bias=bias))
+    attn.append(gemm_op("attn_out", s, h, q_dim, bias=bias))
     attn.append(elementwise_op("residual_attn", s * h, inputs=2))
 
     if ffn == "gelu":
@@ -147,8 +152,11 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
 
     n1, n2 = norm_op("norm_attn", s * h, h, norm), norm_op("norm_mlp", s * h, h, norm)
     ops = attn + [n1] + mlp + [n2] if post_norm else [n1] + attn + [n2] + mlp
-    attn_params = h * qkv_n + h * h + ((qkv_n + h) if bias else 0)
-    params = attn_params + mlp_params + 2 * norm_params(h, norm)
+    if sandwich_norm:
+        ops = ([n1] + attn[:-1] + [norm_op("norm_attn_post", s * h, h, norm), attn[-1], n2] + mlp[:-1]
+               + [norm_op("norm_mlp_post", s * h, h, norm), mlp[-1]])
+    attn_params = h * qkv_n + q_dim * h + (qkv_n if bias or qkv_bias else 0) + (h if bias else 0)
+    params = attn_params + mlp_params + (4 if sandwich_norm else 2) * norm_params(h, norm)
     return LayerSpec(name, "transformer_block", params, tuple(ops),
                      activation_bytes=block_activation_bytes(s, h, kv_dim, f, ffn),
                      attention_score_bytes=attention_score_bytes(s, heads))
@@ -233,7 +241,8 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                       tied_embeddings: bool = False, bias: bool = True, norm: str = "layernorm",
                       max_positions: int | None = None, post_norm: bool = False,
                       token_types: int = 0, head: str = "lm", family: str = "inline",
-                      source: tuple[str, ...] = ()) -> ModelSpec:
+                      source: tuple[str, ...] = (), head_dim: int | None = None, qkv_bias: bool = False,
+                      sandwich_norm: bool = False) -> ModelSpec:
     """A token transformer (decoder or encoder) built for sequences of seq_len tokens.
 
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
@@ -246,13 +255,14 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     """
     kv_heads = heads if kv_heads is None else kv_heads
     f = 4 * hidden if ffn_hidden is None else ffn_hidden
-    if hidden % heads or heads % kv_heads or norm not in NORMS or head not in ("lm", "bert"):
+    if (head_dim is None and hidden % heads) or heads % kv_heads or norm not in NORMS or head not in ("lm", "bert"):
         raise ValueError(f"inconsistent transformer shape for {name!r}")
     s, h = seq_len, hidden
     emb = token_embedding(s, h, vocab, max_positions=max_positions, token_types=token_types,
                           norm=norm if post_norm else None)
     block = dict(s=s, h=h, heads=heads, kv_heads=kv_heads, f=f, ffn=ffn, bias=bias, norm=norm,
-                 post_norm=post_norm, rotary=max_positions is None, causal=head == "lm")
+                 post_norm=post_norm, rotary=max_positions is None, causal=head == "lm",
+                 head_dim=head_dim, qkv_bias=qkv_bias, sandwich_norm=sandwich_norm)
     blocks = [transformer_block(f"block{i}", **block) for i in range(layers)]
     tail = [] if post_norm else [final_norm(s, h, norm)]
     tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"

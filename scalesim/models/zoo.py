@@ -26,12 +26,21 @@ LLAMA2_SOURCE = "Touvron et al. 2023, 'Llama 2', Table 1; HF meta-llama/Llama-2-
 LLAMA3_SOURCE = "Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; HF meta-llama/Llama-3.1-* config.json"
 BERT_SOURCE = "Devlin et al. 2019, BERT, Sec. 3; HF google-bert/bert-*-uncased config.json"
 VIT_SOURCE = "Dosovitskiy et al. 2021, ViT, Table 1; torchvision vit_b_16 / vit_l_16"
+HF = "https://huggingface.co/{}/blob/main/config.json"
+MISTRAL_SOURCE = "Jiang et al. 2023, 'Mistral 7B', Table 1; " + HF.format("mistralai/Mistral-7B-v0.1")
+QWEN25_SOURCE = "Qwen Team 2024, 'Qwen2.5 Technical Report', Table 1; " + HF.format("Qwen/Qwen2.5-{}")
+GEMMA2_SOURCE = "Gemma Team 2024, 'Gemma 2', Table 1; " + HF.format("google/gemma-2-{}")
+LLAMA32_SOURCE = "Meta 2024, Llama 3.2 model card; " + HF.format("meta-llama/Llama-3.2-{}")
+PHI3_SOURCE = "Abdin et al. 2024, 'Phi-3 Technical Report', sec. 2; " + HF.format("microsoft/Phi-3-mini-4k-instruct")
 RESNET_SOURCE = "He et al. 2015, 'Deep Residual Learning', Table 1; torchvision resnet50 / resnet152 (v1.5)"
 
 # Family defaults; per-model shapes below.
 _GPT2 = dict(vocab=50257, max_positions=1024, tied_embeddings=True)     # learned positions, biases, LN
 _GPT3 = dict(vocab=50257, max_positions=2048, tied_embeddings=True)     # as GPT-2 (paper Sec. 2.1)
 _LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  # rotary positions
+_QWEN25 = dict(vocab=152064, qkv_bias=True, **_LLAMA)      # Qwen2: biases on q, k, v only
+_GEMMA2 = dict(vocab=256000, ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=True,
+               sandwich_norm=True)                           # GeGLU has SwiGLU's shape; 4 norms a block
 _BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
 
 
@@ -88,6 +97,46 @@ _ZOO: dict[str, _Entry] = {
     "llama3-405b": _tok("llama3", "405B", "Llama 3 405B, 126 x 16384, GQA 8 kv heads", LLAMA3_SOURCE, 8192,
                         dict(layers=126, hidden=16384, heads=128, kv_heads=8, vocab=128256, ffn_hidden=53248,
                              **_LLAMA), learned=False),
+    # Fine-tuning favourites (issue 21). Sliding-window attention (Mistral, Gemma 2's local layers)
+    # and logit soft-capping are not modelled: every layer attends over the whole sequence.
+    "mistral-7b": _tok("mistral", "7,241,732,096 (HF Mistral-7B-v0.1)", "Mistral 7B v0.1, 32 x 4096, GQA 8 kv heads",
+                       MISTRAL_SOURCE, 8192, dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000,
+                                                  ffn_hidden=14336, **_LLAMA), learned=False),
+    "qwen2.5-7b": _tok("qwen2.5", "7,615,616,512 (HF Qwen2.5-7B)", "Qwen2.5 7B, 28 x 3584, GQA 4 kv heads",
+                       QWEN25_SOURCE.format("7B"), 32768,
+                       dict(layers=28, hidden=3584, heads=28, kv_heads=4, ffn_hidden=18944, **_QWEN25),
+                       learned=False),
+    "qwen2.5-14b": _tok("qwen2.5", "14,770,033,664 (HF Qwen2.5-14B)", "Qwen2.5 14B, 48 x 5120, GQA 8 kv heads",
+                        QWEN25_SOURCE.format("14B"), 32768,
+                        dict(layers=48, hidden=5120, heads=40, kv_heads=8, ffn_hidden=13824, **_QWEN25),
+                        learned=False),
+    "qwen2.5-32b": _tok("qwen2.5", "32,763,876,352 (HF Qwen2.5-32B)", "Qwen2.5 32B, 64 x 5120, GQA 8 kv heads",
+                        QWEN25_SOURCE.format("32B"), 32768,
+                        dict(layers=64, hidden=5120, heads=40, kv_heads=8, ffn_hidden=27648, **_QWEN25),
+                        learned=False),
+    "qwen2.5-72b": _tok("qwen2.5", "72,706,203,648 (HF Qwen2.5-72B)", "Qwen2.5 72B, 80 x 8192, GQA 8 kv heads",
+                        QWEN25_SOURCE.format("72B"), 32768,
+                        dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=29568, **_QWEN25),
+                        learned=False),
+    "gemma2-9b": _tok("gemma2", "9,241,705,984 (HF gemma-2-9b)", "Gemma 2 9B, 42 x 3584, 16 heads of 256, GQA 8",
+                      GEMMA2_SOURCE.format("9b"), 8192,
+                      dict(layers=42, hidden=3584, heads=16, kv_heads=8, head_dim=256, ffn_hidden=14336,
+                           **_GEMMA2), learned=False),
+    "gemma2-27b": _tok("gemma2", "27,227,128,320 (HF gemma-2-27b)", "Gemma 2 27B, 46 x 4608, 32 heads of 128, GQA 16",
+                       GEMMA2_SOURCE.format("27b"), 8192,
+                       dict(layers=46, hidden=4608, heads=32, kv_heads=16, head_dim=128, ffn_hidden=36864,
+                            **_GEMMA2), learned=False),
+    "llama3.2-1b": _tok("llama3", "1,235,814,400 (HF Llama-3.2-1B)", "Llama 3.2 1B, 16 x 2048, GQA 8, tied embeddings",
+                        LLAMA32_SOURCE.format("1B"), 131072,
+                        dict(layers=16, hidden=2048, heads=32, kv_heads=8, vocab=128256, ffn_hidden=8192,
+                             **{**_LLAMA, "tied_embeddings": True}), learned=False),
+    "llama3.2-3b": _tok("llama3", "3,212,749,824 (HF Llama-3.2-3B)", "Llama 3.2 3B, 28 x 3072, GQA 8, tied embeddings",
+                        LLAMA32_SOURCE.format("3B"), 131072,
+                        dict(layers=28, hidden=3072, heads=24, kv_heads=8, vocab=128256, ffn_hidden=8192,
+                             **{**_LLAMA, "tied_embeddings": True}), learned=False),
+    "phi-3-mini": _tok("phi3", "3,821,079,552 (HF Phi-3-mini-4k-instruct)", "Phi-3 mini 4k, 32 x 3072, fused qkv and gate-up",
+                       PHI3_SOURCE, 4096, dict(layers=32, hidden=3072, heads=32, vocab=32064, ffn_hidden=8192,
+                                               **_LLAMA), learned=False),
     "bert-base": _tok("bert", "110M", "BERT base, 12 x 768, MLM+NSP pre-training heads", BERT_SOURCE, 512,
                       dict(layers=12, hidden=768, heads=12, **_BERT)),
     "bert-large": _tok("bert", "335,141,888 (HF bert-large-uncased, with pooler)",
@@ -103,7 +152,7 @@ _ZOO: dict[str, _Entry] = {
                         (RESNET_SOURCE,), config=dict(depth=152)),
 }
 
-TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "bert", "inline")
+TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "mistral", "qwen2.5", "gemma2", "phi3", "bert", "inline")
 VISION_FAMILIES = ("vit", "resnet")
 
 

@@ -31,14 +31,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scalesim.collectives import CollectivePlan, Flow, Phase, plan_collective
+from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
+from scalesim.costs.finetune import FinetuneSpec, finetune_layer_time, stored_weight_bytes, trainable_params
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.ddp import ddp_buckets
+from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp
@@ -66,6 +68,8 @@ class ParallelPlan:
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
     overlap_param_gather: bool = False
     offload_optimizer: bool = False
+    offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
+    finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)
     memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
     grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
     fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
@@ -153,6 +157,9 @@ class StepBuilder:
 
     def _layer_time(self, layer: LayerSpec, gpu: GpuSpec) -> LayerTime:
         plan = self.plan
+        if plan.finetune is not None:
+            return finetune_layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.finetune,
+                                       plan.checkpointing, plan.attention, plan.memory_format)
         return layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
                           plan.attention, plan.memory_format)
 
@@ -175,7 +182,8 @@ class StepBuilder:
         blocks = round(share * self.gpu.sms)
         plan = self.plan
         memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
-                    plan.memory_format, plan.optimizer, content, blocks)
+                    plan.memory_format, plan.optimizer, content, blocks) + \
+            (() if plan.finetune is None else (plan.finetune,))
         if memo_key not in memo:
             alone = seconds_on(self.gpu)
             held = seconds_on(replace(self.gpu, sms_held=blocks))
@@ -258,6 +266,27 @@ class StepBuilder:
             memo[key] = sm_share(plan, self.topology, self.gpu.sms)
         return memo[key]
 
+    def _trained(self, layer: LayerSpec) -> int:
+        """Parameters with gradients and optimizer state: all, or the adapters under LoRA."""
+        return layer.params if self.plan.finetune is None else trainable_params(layer, self.plan.finetune)
+
+    def _stored(self, layer: LayerSpec) -> float:
+        """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
+        if self.plan.finetune is None:
+            return layer.params * self.weight_bytes_per_param
+        return (stored_weight_bytes(layer, self.plan.precision, self.plan.finetune)
+                + self._trained(layer) * self.weight_bytes_per_param)
+
+    def _fetch(self, tasks: list, counters: dict, rank: int, layer: LayerSpec, shards: int, dep) -> int:
+        """Offloaded weights: copy the layer (its 1/shards under ZeRO-3) from host memory to the GPU."""
+        seq = counters.get(("fetch", rank), 0)
+        counters[("fetch", rank)] = seq + 1
+        plan = host_copy_plan(self.topology, rank, movers(self.topology, rank, self.plan.placement.size,
+                                                          self.symmetric), self._stored(layer) / shards, False)
+        tasks.append(CollectiveTask(f"fetch {layer.name}", f"offload/fetch/{rank}/{seq}", plan,
+                                    deps=() if dep is None else (dep,), stream="offload"))
+        return len(tasks) - 1
+
     def _participants(self, group: tuple[int, ...]) -> int:
         return sum(1 for r in group if r in self._simulated_set)
 
@@ -330,17 +359,22 @@ class StepBuilder:
             """All-gather a layer's parameters, at most two layers ahead of compute: before every
             forward and backward under ZeRO-3/FSDP; before its first forward of the step under
             ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
+            ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
+            fetched = ()
+            if plan.offload_params:
+                shards = len(grad_group) if plan.zero >= 3 else 1
+                ahead = self._fetch(tasks, counters, rank, work.layer, shards, ahead)
+                fetched = (ahead,)
             if len(grad_group) <= 1:
-                return ()
+                return fetched
             if plan.zero < 3:
                 if not (plan.overlap_param_gather and plan.zero >= 1) or work.layer.name in gathered_once:
-                    return ()
+                    return fetched
                 gathered_once.add(work.layer.name)
-            ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
             family = "zero3" if plan.zero >= 3 else "zero"
             g = self._collective(tasks, counters, family, "all_gather", grad_group,
-                                 work.layer.params * self.weight_bytes_per_param, "comm", (ahead,), ("dp", "cp"))
-            return () if g is None else (g,)
+                                 self._stored(work.layer), "comm", (ahead,), ("dp", "cp"))
+            return fetched if g is None else (g,)
 
         def run_layer(work: _LayerWork, kind: str, dep: int | None, backward: bool,
                       deps_gather: tuple[int, ...] = ()) -> int | None:
@@ -396,7 +430,7 @@ class StepBuilder:
                     nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
                     dep = self._p2p(tasks, nxt, rank, "grad", mb, g, "pp_recv_next", ())
                 final = mb == last_mb
-                grads = [w.layer.params * self.grad_bytes_per_param for w in reversed(work)]
+                grads = [self._trained(w.layer) * self.grad_bytes_per_param for w in reversed(work)]
                 pending = (ddp_buckets(grads, plan.bucket_bytes)
                            if final and plan.zero < 3 and len(grad_group) > 1 else [])
                 op = "all_reduce" if plan.zero == 0 else "reduce_scatter"
@@ -415,7 +449,7 @@ class StepBuilder:
                     dep = run_layer(w, "backward", dep, True, gathered)
                     if plan.zero >= 3 and len(grad_group) > 1:
                         r = self._collective(tasks, counters, "grad", "reduce_scatter", grad_group,
-                                             w.layer.params * self.grad_bytes_per_param, "comm", (dep,),
+                                             self._trained(w.layer) * self.grad_bytes_per_param, "comm", (dep,),
                                              ("dp", "cp"))
                         reductions.append(r)
                     while plan.overlap_grad_reduce and pending and pending[0][1] == position:
@@ -428,7 +462,7 @@ class StepBuilder:
                 if g > 0:
                     prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
                     self._p2p(tasks, rank, prev, "grad", mb, g - 1, "pp_send_prev", (dep,))
-        params_local = sum(w.layer.params for work in (self.chunk_work[c * pl.pp + stage]
+        params_local = sum(self._trained(w.layer) for work in (self.chunk_work[c * pl.pp + stage]
                                                        for c in range(plan.chunks_per_stage)) for w in work)
         shard = len(grad_group) if plan.zero >= 1 else 1
         done = tuple(r for r in reductions if r is not None)
@@ -464,21 +498,17 @@ class StepBuilder:
         topo = self.topology
         # Simulated once per stage, a rank's copies stand for the whole server's
         # (they share PCIe switches and host memory), so all of them are on the links.
-        server = topo.server_of(rank)
-        movers = [r for r in range(self.plan.placement.size) if topo.server_of(r) == server] \
-            if self.symmetric else [rank]
-        down = CollectivePlan("offload", "direct", (rank,), params * self.grad_bytes_per_param,
-                              (Phase(0.0, tuple(Flow("gpu", "host", topo.host_route(r, True),
-                                                     params * self.grad_bytes_per_param) for r in movers)),))
+        ranks = movers(topo, rank, self.plan.placement.size, self.symmetric)
+        down = host_copy_plan(topo, rank, ranks, params * self.grad_bytes_per_param, True)
         tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
         d2h = len(tasks) - 1
         share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
         tasks.append(ComputeTask("CPU optimizer step", "optimizer", params * 28.0 / share, deps=(d2h,),
                                  stream="cpu"))
         cpu = len(tasks) - 1
-        up = CollectivePlan("offload", "direct", (rank,), params * self.weight_bytes_per_param,
-                            (Phase(0.0, tuple(Flow("host", "gpu", topo.host_route(r, False),
-                                                   params * self.weight_bytes_per_param) for r in movers)),))
+        if self.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
+            return cpu
+        up = host_copy_plan(topo, rank, ranks, params * self.weight_bytes_per_param, False)
         tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
         return len(tasks) - 1
 

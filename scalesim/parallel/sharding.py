@@ -23,7 +23,7 @@ COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate")
 ROW_PARALLEL = ("attn_out", "mlp_down")
 HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu")       # work on split heads / ffn columns
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder")
-ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "residual_attn")
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "norm_attn_post", "residual_attn")
 # Korthikanti et al. 2022: of 34 sbh bytes per block, 10 are not split by TP
 # without sequence parallelism (layer-norm inputs, dropout masks, residuals).
 UNSPLIT_ACTIVATION_SHARE = 10 / 34

@@ -23,6 +23,17 @@ EXACT = {
     "vit-l16": 304_326_632,          # torchvision vit_l_16
     "resnet50": 25_557_032,          # torchvision resnet50
     "resnet152": 60_192_808,         # torchvision resnet152
+    # Hugging Face num_parameters() of the checkpoints each zoo entry cites (config.json shapes)
+    "mistral-7b": 7_241_732_096,     # mistralai/Mistral-7B-v0.1
+    "qwen2.5-7b": 7_615_616_512,     # Qwen/Qwen2.5-7B
+    "qwen2.5-14b": 14_770_033_664,   # Qwen/Qwen2.5-14B
+    "qwen2.5-32b": 32_763_876_352,   # Qwen/Qwen2.5-32B
+    "qwen2.5-72b": 72_706_203_648,   # Qwen/Qwen2.5-72B
+    "gemma2-9b": 9_241_705_984,      # google/gemma-2-9b
+    "gemma2-27b": 27_227_128_320,    # google/gemma-2-27b
+    "llama3.2-1b": 1_235_814_400,    # meta-llama/Llama-3.2-1B
+    "llama3.2-3b": 3_212_749_824,    # meta-llama/Llama-3.2-3B
+    "phi-3-mini": 3_821_079_552,     # microsoft/Phi-3-mini-4k-instruct
 }
 
 # Nominal sizes from the papers' tables; we require agreement within 2%.
@@ -43,7 +54,10 @@ def model(name: str, seq_len: int | None = None) -> ModelSpec:
 def test_all_required_names_are_in_the_zoo():
     required = ["gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b",
                 "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
-                "llama3-405b", "bert-base", "bert-large", "vit-b16", "vit-l16", "resnet50", "resnet152"]
+                "llama3-405b", "bert-base", "bert-large", "vit-b16", "vit-l16", "resnet50", "resnet152",
+                # fine-tuning (issue 21)
+                "mistral-7b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma2-9b",
+                "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini"]
     assert sorted(model_names()) == sorted(required)
 
 

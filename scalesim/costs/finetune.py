@@ -1,0 +1,290 @@
+"""Fine-tuning with frozen base weights: LoRA and QLoRA, their time per layer and their memory.
+
+LoRA (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models",
+sec. 4.1): a targeted linear layer y = x W keeps W frozen and adds
+x A B with A (in x r) and B (r x out) trainable. So:
+
+- frozen weights have no gradients and no optimizer state; only the adapters'
+  r (in + out) parameters per targeted layer are trained;
+- each targeted layer runs two small GEMMs more in forward (x A, then (x A) B)
+  and four in backward (dB, d(xA), dA, and dx through A), twice the forward's
+  FLOP, plus the element-wise scale and add PEFT runs unfused (`adapter_ops`);
+- the backward still computes input gradients through every frozen GEMM (the
+  loss must reach the earlier adapters), but the weight-gradient GEMMs
+  disappear: a frozen GEMM's backward is one GEMM of the forward's size, not two;
+- the embedding, frozen and first in the graph, has no backward at all.
+
+QLoRA (Dettmers et al. 2023, "QLoRA: Efficient Finetuning of Quantized
+LLMs", sec. 3) stores the frozen block weights in 4-bit NormalFloat with
+double quantisation: one 8-bit constant per block of 64 weights, and one fp32
+constant per 256 of those, 4 + 8/64 + 32/(64*256) = 4.127 bits per weight
+(the paper: "0.127 bits per parameter" of constants). Embedding, norms and
+the output head stay 16-bit (bitsandbytes skips lm_head). Every pass over a
+quantised linear layer (forward, backward, recompute) first dequantises its
+weight to 16-bit in a memory-bound kernel (read 4.127 bits, write 2 bytes per
+weight), then runs the 16-bit GEMM: on the roofline that kernel is DRAM time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
+                                    attention_time_s, op_time_s, streaming_bw_bytes_per_s)
+from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown,
+                                   layers_activation_bytes, state_bytes_per_param)
+from scalesim.hardware import GpuSpec
+from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.models.transformer import elementwise_op, gemm_op
+
+# Which GEMM of a block (scalesim/models/transformer.py) holds each projection: q, k and v share
+# the fused qkv GEMM, split in proportion to their widths (FinetuneSpec.qkv_split).
+TARGET_OPS = {"q": "qkv", "k": "qkv", "v": "qkv", "o": "attn_out", "gate": "mlp_gate", "up": "mlp_up",
+              "down": "mlp_down"}
+ALL_LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
+ATTENTION_TARGETS = ("q", "k", "v", "o")
+BLOCK_GEMMS = ("qkv", "attn_out", "mlp_gate", "mlp_up", "mlp_down")
+
+# Checkpoints whose projections are fused modules (HF Phi3: qkv_proj, gate_up_proj; config source in the zoo).
+FUSED_FAMILIES = ("phi3",)
+FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "gate": "gate_up", "up": "gate_up"}
+
+# NF4 with double quantisation (Dettmers et al. 2023, sec. 3, "Double Quantization").
+NF4_BLOCK = 64
+NF4_SECOND_BLOCK = 256
+NF4_BITS_PER_WEIGHT = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_SECOND_BLOCK)
+NF4_BYTES_PER_WEIGHT = NF4_BITS_PER_WEIGHT / 8
+FP8_WEIGHT_BYTES = 1
+DEQUANT_OUTPUT_BYTES = 2          # bitsandbytes dequantises to the 16-bit compute dtype
+
+
+@dataclass(frozen=True, slots=True)
+class FinetuneSpec:
+    """What is trained: method lora | qlora, adapter rank and targeted projections.
+
+    qkv_split: shares of q, k and v in the fused qkv GEMM's output (h, kv_dim, kv_dim over
+    h + 2 kv_dim), so an adapter on q alone has the width q has.
+    fused_modules: the checkpoint itself fuses q, k, v into one linear layer and gate, up into
+    another (Phi-3's qkv_proj and gate_up_proj), so PEFT adapts each fused layer as one.
+    """
+
+    method: str
+    rank: int
+    targets: tuple[str, ...]
+    qkv_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
+    fused_modules: bool = False
+
+    @property
+    def quantized(self) -> bool:
+        return self.method == "qlora"
+
+
+def resolve_targets(targets: str | list[str]) -> tuple[str, ...]:
+    """all-linear / attention / an explicit list, as projection names in block order."""
+    chosen = {"all-linear": ALL_LINEAR, "attention": ATTENTION_TARGETS}.get(targets) \
+        if isinstance(targets, str) else tuple(targets)
+    return tuple(t for t in ALL_LINEAR if t in chosen)
+
+
+def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str]) -> FinetuneSpec:
+    """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
+    q = model.heads or 1
+    kv = model.kv_heads or q
+    width = q + 2 * kv
+    return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
+                        fused_modules=model.family in FUSED_FAMILIES)
+
+
+def adapter_shapes(layer: LayerSpec, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
+    """(projection, tokens, in, out) of each adapter in this layer, one sample; in and out are
+    the GEMM's local k and n (under tensor parallelism the adapter splits as its GEMM does)."""
+    if layer.kind != "transformer_block":
+        return []
+    gemms = {op.name: op.gemm_mnk for op in layer.ops if op.kind == "gemm"}
+    if spec.fused_modules:
+        return _fused_shapes(gemms, spec)
+    shapes = []
+    for target in spec.targets:
+        mnk = gemms.get(TARGET_OPS[target])
+        if mnk is None:
+            continue
+        m, n, k = mnk
+        if target in ("q", "k", "v"):
+            n = round(n * spec.qkv_split["qkv".index(target)])
+        shapes.append((target, m, k, n))
+    return shapes
+
+
+def _fused_shapes(gemms: dict, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
+    """One adapter per fused module any target falls in: qkv whole, gate and up together."""
+    shapes, seen = [], set()
+    for target in spec.targets:
+        module = FUSED.get(target, target)
+        if module in seen:
+            continue
+        seen.add(module)
+        if module == "gate_up":
+            (m, n, k), (_, n_up, _) = gemms["mlp_gate"], gemms["mlp_up"]
+            shapes.append((module, m, k, n + n_up))
+        elif TARGET_OPS.get(target) in gemms:
+            m, n, k = gemms[TARGET_OPS[target]]
+            shapes.append((module, m, k, n))
+    return shapes
+
+
+def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
+    """Parameters with gradients: all of them in full training, r (in + out) per adapter in LoRA.
+
+    >>> from scalesim.models import get_model
+    >>> llama = get_model("llama2-7b", seq_len=512)        # PEFT on Llama-2-7b, r=8, q and v:
+    >>> spec = finetune_spec(llama, "lora", 8, ["q", "v"])  # "trainable params: 4,194,304"
+    >>> sum(trainable_params(layer, spec) for layer in llama.layers)
+    4194304
+    """
+    if spec is None:
+        return layer.params
+    return sum(spec.rank * (k + n) for _, _, k, n in adapter_shapes(layer, spec))
+
+
+def quantized_weights(layer: LayerSpec) -> int:
+    """Weights QLoRA stores in NF4: the block GEMMs' matrices (biases, norms, embedding, head stay 16-bit)."""
+    if layer.kind != "transformer_block":
+        return 0
+    return sum(op.gemm_mnk[1] * op.gemm_mnk[2] for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)
+
+
+def stored_weight_bytes(layer: LayerSpec, precision: str, spec: FinetuneSpec | None) -> float:
+    """Bytes of the layer's frozen base weights as stored (16-bit; NF4 under QLoRA; the block
+    matrices in FP8 under LoRA in fp8), adapters excluded."""
+    ebytes = ELEMENT_BYTES[precision]
+    if spec is None:
+        return float(layer.params * ebytes)
+    if spec.quantized:
+        per_weight = NF4_BYTES_PER_WEIGHT
+    elif precision == "fp8":
+        # A frozen matrix is only ever read by FP8 GEMMs, so FP8 recipes keep it in FP8 alone
+        # (Transformer Engine fp8_model_init; NeMo's fp8_params, as NVIDIA's MLPerf Training
+        # v4.0 Llama 2 70B LoRA runs it).
+        per_weight = FP8_WEIGHT_BYTES
+    else:
+        return float(layer.params * ebytes)
+    q = quantized_weights(layer)
+    return q * per_weight + (layer.params - q) * ebytes
+
+
+def dequantize_s(weights: float, gpu: GpuSpec) -> float:
+    """One NF4 -> 16-bit dequantisation of `weights` weights: memory-bound, read 4.127 bits, write 2 bytes."""
+    return weights * (NF4_BYTES_PER_WEIGHT + DEQUANT_OUTPUT_BYTES) / streaming_bw_bytes_per_s(gpu) \
+        + KERNEL_OVERHEAD_S
+
+
+def adapter_ops(shape: tuple[str, int, int, int], rank: int, batch: int) -> tuple[tuple, tuple]:
+    """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch).
+
+    Forward (PEFT's LoraLayer): x A (t x r), (x A) B (t x out), scaled, added into y.
+    Backward: the scale's gradient, dB = (x A)^T dy, d(x A) = dy B^T, dA = x^T d(x A),
+    dx += d(x A) A^T (a GEMM, then the add into the frozen path's dx). Lora dropout is
+    taken as 0 (identity, no kernel), as Unsloth requires and many recipes use.
+    """
+    _, m, k, n = shape
+    t = m * batch
+    forward = (gemm_op("lora_a", t, rank, k), gemm_op("lora_b", t, n, rank),
+               elementwise_op("lora_scale", t * n), elementwise_op("lora_add", t * n, inputs=2))
+    backward = (elementwise_op("lora_scale_grad", t * n), gemm_op("lora_db", rank, n, t),
+                gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, rank, t), gemm_op("lora_dx", t, k, rank),
+                elementwise_op("lora_dx_add", t * k, inputs=2))
+    return forward, backward
+
+
+def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, spec: FinetuneSpec,
+                        checkpointing: str = "none", attention: str = "flash",
+                        memory_format: str = "nhwc") -> LayerTime:
+    """Forward, backward and recompute time of a layer whose base weights are frozen (module docstring)."""
+    fwd = bwd = attention_s = matmul = 0.0
+    if layer.kind != "embedding":
+        for op in layer.ops:
+            t = op_time_s(op, gpu, precision, batch, attention, memory_format)
+            fwd += t
+            if op.kind == "attention":
+                attention_s += t
+                matmul += t
+                bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True)
+            elif op.kind in MATMUL_KINDS:
+                matmul += t
+                bwd += t                             # the input-gradient GEMM only
+            else:
+                bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
+    else:
+        fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format) for op in layer.ops)
+    flop = layer.forward_flop * batch
+    for shape in adapter_shapes(layer, spec):
+        forward, backward = adapter_ops(shape, spec.rank, batch)
+        fwd += sum(op_time_s(op, gpu, precision, 1) for op in forward)
+        bwd += sum(op_time_s(op, gpu, precision, 1) for op in backward)
+        flop += sum(op.flop for op in forward if op.kind == "gemm")
+    if spec.quantized:
+        dequant = sum(dequantize_s(op.gemm_mnk[1] * op.gemm_mnk[2], gpu)
+                      for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)
+        fwd += dequant
+        bwd += dequant
+    recompute = {"none": 0.0, "selective": attention_s, "full": fwd}[checkpointing]
+    return LayerTime(fwd, bwd, recompute, flop, matmul)
+
+
+def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str) -> float:
+    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing."""
+    if checkpointing == "full":
+        return 0.0
+    return float(sum(2 * m * spec.rank for layer in layers for _, m, _, _ in adapter_shapes(layer, spec))
+                 * micro_batch)
+
+
+def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
+                    checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
+                    spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
+                    offload_params: bool = False, grad_reduce_bytes: float | None = None) -> MemoryBreakdown:
+    """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
+
+    Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
+    ZeRO-3 / FSDP (plus two layers gathered, FSDP's in-flight limit); with
+    `offload_params` (ZeRO-Infinity, Rajbhandari et al. 2021; FSDP CPUOffload)
+    only the two layers in flight. QLoRA also holds one dequantised 16-bit
+    matrix, the largest, at a time. The trained parameters (the adapters, or
+    all weights in full training) carry gradients and optimizer state as in
+    `scalesim.costs.memory.training_memory`; with offloaded weights full
+    training moves each layer's gradients to the host as they are produced
+    (two layers' worth on the GPU). Activations as in full training, plus the
+    adapters' x A.
+    """
+    w16, g, o = state_bytes_per_param(precision, optimizer)
+    stored = [stored_weight_bytes(layer, precision, spec) for layer in layers]
+    biggest = max(stored, default=0.0)
+    if offload_params:
+        base = 2 * biggest
+    else:
+        base = sum(stored) / (shards if zero >= 3 else 1) + (2 * biggest if zero >= 3 else 0.0)
+    if spec is not None and spec.quantized:
+        base += DEQUANT_OUTPUT_BYTES * max((op.gemm_mnk[1] * op.gemm_mnk[2] for layer in layers
+                                            for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk),
+                                           default=0)
+    trained = float(sum(trainable_params(layer, spec) for layer in layers))
+    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
+                                   boundary_bytes_per_sample, in_flight)
+    if spec is None:          # full training with offloaded weights: the base is the trained weights
+        weights = base
+        grads = 2 * max((layer.params for layer in layers), default=0) * g
+    else:
+        weights = base + trained * w16 / (shards if zero >= 3 else 1)
+        grads = trained * g / (shards if zero >= 2 else 1)
+        acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing)
+    opt = 0.0 if offload_optimizer or (offload_params and spec is None) else \
+        trained * o / (shards if zero >= 1 else 1)
+    buckets = trained * (grad_reduce_bytes or g) if (zero == 0 and shards > 1) else 0.0
+    live = weights + grads + opt + buckets + acts
+    return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
+
+
+def host_weight_bytes(layers, precision: str, spec: FinetuneSpec | None, zero: int, shards: int) -> float:
+    """Bytes of base weights one GPU's share keeps in host memory when they are offloaded."""
+    total = sum(stored_weight_bytes(layer, precision, spec) for layer in layers)
+    return total / (shards if zero >= 3 else 1)

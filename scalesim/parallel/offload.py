@@ -1,0 +1,40 @@
+"""Copies between a GPU and its socket's host memory: ZeRO-Offload's and ZeRO-Infinity's traffic.
+
+ZeRO-Offload (Ren et al. 2021) moves gradients to the host and updated
+weights back once per step. ZeRO-Infinity (Rajbhandari et al. 2021, sec. 5)
+and FSDP's CPUOffload(offload_params=True) keep the weights themselves in host
+memory and copy each layer's (or each rank's shard of it) to the GPU before
+every use: every forward and every backward (and recompute) of every
+micro-batch. The copies are flows on the topology's real route from the
+socket's memory through the CPU and PCIe switches to the GPU, so they share
+PCIe lanes and host memory bandwidth with the other GPUs' copies and with
+host-staged collectives.
+"""
+
+from __future__ import annotations
+
+from scalesim.collectives import CollectivePlan, Flow, Phase
+from scalesim.topology import Topology
+
+
+def movers(topology: Topology, rank: int, size: int, symmetric: bool) -> list[int]:
+    """The ranks whose copies run at once with `rank`'s: simulated once per stage, a symmetric
+    rank stands for every GPU of its server (they share PCIe switches and host memory)."""
+    if not symmetric:
+        return [rank]
+    server = topology.server_of(rank)
+    return [r for r in range(size) if topology.server_of(r) == server]
+
+
+def host_copy_plan(topology: Topology, rank: int, ranks: list[int], size_bytes: float,
+                   to_host: bool) -> CollectivePlan:
+    """One copy of `size_bytes` per rank in `ranks`, GPU to host (`to_host`) or back, as one call of `rank`.
+
+    Kept in the topology's memo: offloaded weights make one such copy per layer and pass, and
+    identical layers give identical plans."""
+    key = ("host-copy", rank, tuple(ranks), size_bytes, to_host)
+    if key not in topology.memo:
+        src, dst = ("gpu", "host") if to_host else ("host", "gpu")
+        flows = tuple(Flow(src, dst, topology.host_route(r, to_host), size_bytes) for r in ranks)
+        topology.memo[key] = CollectivePlan("offload", "direct", (rank,), size_bytes, (Phase(0.0, flows),))
+    return topology.memo[key]
