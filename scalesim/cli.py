@@ -273,6 +273,46 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
         click.echo(f"plot: {plot}")
 
 
+@main.command()
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the serving contract) on stdout.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for plots [plots/<scenario file name>/].")
+@click.option("--rates", default=None, help="Request rates to sweep, e.g. 1,2,4,8 (requests/s, Poisson).")
+@click.option("--search/--no-search", default=True,
+              help="Without --rates, bisect for the highest rate meeting the SLO [on].")
+@click.option("--plots/--no-plots", default=True, help="Write the latency plots (when rates were simulated).")
+@friendly_errors
+def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | None, search: bool,
+          plots: bool) -> None:
+    """Simulate LLM serving of SCENARIO_FILE under load: latency, throughput, KV cache, cost.
+
+    Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
+    """
+    from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
+    from scalesim.serve import rate_list, serve as run_serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    scenario, file = load_serving_scenario(scenario_file)
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+        result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
+    written = []
+    if plots and result.get("sweep"):
+        directory = out or Path("plots") / slug(scenario_file.stem)
+        written = [latency_throughput_plot([result], directory / "latency-throughput.png"),
+                   percentiles_plot(result, directory / "latency-percentiles.png")]
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        make_console().print(serving_table(result))
+        if result.get("sweep"):
+            make_console().print(sweep_table(result))
+        if written:
+            click.echo("plots: " + ", ".join(str(p) for p in written))
+    if not result["fits"]:
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
 def _design_nics(spec: str) -> int | None:
     from scalesim.collective_bench import resolve_design
 
