@@ -58,6 +58,11 @@ GPU_MEMORY_UTILIZATION = 0.9
 # (per-element lop3/fma sequences; 64-row tiles), not measured here.
 DEQUANT_OPS_PER_ELEMENT = 4.0
 MARLIN_TILE_M = 64
+# Tensor-core MMA tile rows (PTX mma.sync m16n8k16) and the batch below which GEMMs run as
+# skinny split-K kernels over such tiles (Marlin handles batches up to 64 this way; Frantar et
+# al. 2024, sec. 4; cuBLAS/CUTLASS pick split-K "GEMV-like" kernels for small m).
+MMA_M = 16
+SKINNY_M = 64
 # Flash attention reads each sequence's keys and values once per block of this many query
 # tokens (FlashAttention-2's 128-row query tiles, Dao 2023, Algorithm 1).
 FLASH_QUERY_TILE = 128
@@ -215,7 +220,12 @@ def _gemm_s(m: int, n: int, k: int, gpu: GpuSpec, weights: str, weight_bytes: fl
         peak = gpu.int8_op_per_s * gpu.gemm_efficiency * gpu.training_clock_fraction
     else:
         peak = achieved_peak_flop_per_s(gpu, "fp8" if w8a8 else "bf16")
-    compute = 2.0 * m * n * k / (peak * relative_shape_efficiency(m, n, gpu))
+    if m < SKINNY_M:
+        # Skinny GEMMs (decode batches) run split-K kernels on 16-row MMA tiles: the padded rows
+        # are wasted, not a whole 128- or 256-row tile; no wave quantisation over the k splits.
+        compute = 2.0 * MMA_M * math.ceil(m / MMA_M) * n * k / peak
+    else:
+        compute = 2.0 * m * n * k / (peak * relative_shape_efficiency(m, n, gpu))
     moved = m * k * ACTIVATION_BYTES + n * k * weight_bytes + m * n * ACTIVATION_BYTES
     memory = moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
     extra = 0.0
