@@ -215,7 +215,8 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
               help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the log-log parity plot (predicted vs measured, ±10%% band).")
-@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node"]), default=None,
+@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
+              default=None,
               help="Run one category.")
 @click.option("--fast", is_flag=True, help="Run the quick subset only (what the test suite runs).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -255,6 +256,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     summaries["overall"] = summarise(reference)
     if extra:
         summaries["supplementary"] = summarise(extra)
+    serving = [o for o in extra if o.case.category == "serving"]
+    if serving:     # serving cases are all supplementary; they get their own row too
+        summaries["serving"] = summarise(serving)
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)

@@ -22,9 +22,9 @@ from scalesim.paths import data_dir
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
-CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node")
+CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node", "serving")
 METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-           "hardware_tflops_per_gpu", "step_time_s")
+           "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s")
 
 
 class FabricCase(Strict):
@@ -45,16 +45,17 @@ class CollectiveCase(Strict):
 
 class Case(Strict):
     id: str
-    category: Literal["collective", "single_gpu", "multi_gpu", "multi_node"]
+    category: Literal["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB"]
+                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB",
+                    "output_tokens_per_s"]
     measured: pydantic.PositiveFloat
     unit: str = ""
     notes: str = ""
     fast: bool = True                       # part of the quick subset the test suite runs
     collective: CollectiveCase | None = None
-    scenario: str | None = None             # path relative to validation/
+    scenario: str | None = None             # path relative to validation/ (training or serving)
     excluded: str | None = None             # why this measurement is not a prediction target
     # Not in shared/validation (the tracked reference set): reported beside its figure, not in it.
     supplementary: bool = False
@@ -167,6 +168,24 @@ def _predict_training(path: Path) -> dict[str, float]:
     return metrics
 
 
+def _predict_serving(path: Path) -> dict[str, float]:
+    """A serving scenario at its own load: output tokens/s and requests/s of all its replicas."""
+    from scalesim.serve import serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    scenario, file = load_serving_scenario(path)
+    result = serve(scenario, file, search=False)
+    if not result["fits"]:
+        raise InputError(f"does not fit: {result['reason']}", file=file)
+    return {"output_tokens_per_s": result["output_tokens_per_s"], "requests_per_s": result["requests_per_s"]}
+
+
+def _predict_scenario(path: Path) -> dict[str, float]:
+    data = read_yaml(path, what="scenario file")
+    serving = isinstance(data, dict) and "serving" in data
+    return _predict_serving(path) if serving else _predict_training(path)
+
+
 def evaluate(case: Case) -> Outcome:
     if case.excluded is not None:
         return Outcome(case, "excluded", None, case.excluded)
@@ -174,7 +193,7 @@ def evaluate(case: Case) -> Outcome:
         if case.collective is not None:
             metrics = _predict_collective(case.collective)
         else:
-            metrics = _predict_training(cases_file().parent / case.scenario)
+            metrics = _predict_scenario(cases_file().parent / case.scenario)
     except InputError as exc:
         return Outcome(case, "skipped", None, str(exc.detail))
     if case.metric not in metrics:
