@@ -93,7 +93,8 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None) -> Serve
     s = scenario.serving
     shard = ServingShard(model, s.tp, s.pp, s.weights, s.kv_cache)
     gpu = topology.gpu_spec
-    free = kv_cache_bytes(shard, gpu.memory_bytes, s.max_batch_tokens, s.max_seqs, s.gpu_memory_utilization)
+    free = kv_cache_bytes(shard, gpu.memory_bytes, s.max_batch_tokens, s.max_seqs, s.gpu_memory_utilization,
+                          s.kv_cache_free_memory_fraction)
     blocks = kv_cache_blocks(free, shard)
     memory = {"weights": weight_bytes_per_gpu(shard),
               "activations": activation_workspace_bytes(shard, s.max_batch_tokens, s.max_seqs),
@@ -176,7 +177,8 @@ def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float
     s = setup.scenario.serving
     spec = s.requests if count is None else s.requests.model_copy(update={"count": min(count, s.requests.count)})
     requests = generate(spec, rate_per_s=rate_per_s)
-    schedulers = [Scheduler(setup.kv_blocks, s.max_batch_tokens, s.max_seqs) for _ in range(setup.replicas)]
+    schedulers = [Scheduler(setup.kv_blocks, s.max_batch_tokens, s.max_seqs, guaranteed=s.admission == "guaranteed")
+                  for _ in range(setup.replicas)]
     closed = rate_per_s is None and spec.concurrency is not None
     run = simulate_serving(requests, schedulers, timer, router=s.router,
                            concurrency=spec.concurrency if closed else None)
@@ -260,7 +262,8 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
     s = scenario.serving
     out = {"scenario": scenario.name, "gpus": setup.gpus, "replicas": setup.replicas, "gpu": setup.gpu.name,
            "plan": {"tp": s.tp, "pp": s.pp, "ep": s.ep, "weights": s.weights, "kv_cache": s.kv_cache,
-                    "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router},
+                    "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,
+                    "admission": s.admission},
            "fits": setup.reason is None, "reason": setup.reason,
            "memory_per_gpu_bytes": setup.memory, "memory_capacity_bytes": setup.gpu.memory_bytes,
            "kv_cache_tokens": setup.kv_blocks * BLOCK_TOKENS, "slo": s.slo.model_dump()}
@@ -304,8 +307,12 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
         {"input": "host overhead per iteration (s)", "value": timer.host_s,
          "source": "scenario" if s.host_overhead_ms is not None else "estimate (scalesim/serve.py HOST_OVERHEAD_S)"},
         {"input": "KV cache block (tokens)", "value": BLOCK_TOKENS, "source": "vLLM default --block-size"},
-        {"input": "usable share of GPU memory", "value": s.gpu_memory_utilization,
-         "source": "scenario serving.gpu_memory_utilization [vLLM default 0.9]"},
+        {"input": "KV cache memory", "value": s.gpu_memory_utilization if s.kv_cache_free_memory_fraction is None
+         else s.kv_cache_free_memory_fraction,
+         "source": "share of all GPU memory, less weights and workspace (serving.gpu_memory_utilization, vLLM "
+                   "default 0.9)" if s.kv_cache_free_memory_fraction is None
+         else "share of the memory left after weights and workspace (serving.kv_cache_free_memory_fraction, "
+              "TensorRT-LLM)"},
         {"input": "GEMM efficiency (large GEMMs)", "value": setup.gpu.gemm_efficiency,
          "source": "catalog measurement (gpus.yaml)"},
         {"input": "pipeline stages", "value": s.pp,

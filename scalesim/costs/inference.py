@@ -152,11 +152,15 @@ def activation_workspace_bytes(shard: ServingShard, max_batch_tokens: int, max_s
 
 
 def kv_cache_bytes(shard: ServingShard, capacity_bytes: float, max_batch_tokens: int, max_seqs: int,
-                   utilization: float = GPU_MEMORY_UTILIZATION) -> float:
+                   utilization: float = GPU_MEMORY_UTILIZATION, free_fraction: float | None = None) -> float:
     """Memory left to the KV cache: the usable share of capacity less weights, activation
-    workspace and the framework's own (CUDA context, NCCL and cuBLAS buffers). May be negative."""
-    return (capacity_bytes * utilization - weight_bytes_per_gpu(shard)
-            - activation_workspace_bytes(shard, max_batch_tokens, max_seqs) - FRAMEWORK_OVERHEAD_BYTES)
+    workspace and the framework's own (CUDA context, NCCL and cuBLAS buffers), as vLLM sizes it;
+    or, given `free_fraction`, that share of what the rest leaves (TensorRT-LLM). May be negative."""
+    rest = (weight_bytes_per_gpu(shard) + activation_workspace_bytes(shard, max_batch_tokens, max_seqs)
+            + FRAMEWORK_OVERHEAD_BYTES)
+    if free_fraction is not None:
+        return (capacity_bytes - rest) * free_fraction
+    return capacity_bytes * utilization - rest
 
 
 def kv_cache_blocks(free_bytes: float, shard: ServingShard) -> int:

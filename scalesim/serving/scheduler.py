@@ -5,7 +5,9 @@ scheduler, Kwon et al. 2023 and the vLLM docs on chunked prefill): running
 sequences first, in the order they were admitted, each with all the tokens
 it has not computed yet (one for a decoding sequence, a prompt chunk for a
 prefilling one) within `max_batch_tokens`; then waiting requests, first come
-first served, while the token budget, `max_seqs` and free KV blocks allow.
+first served, while the token budget, `max_seqs` and free KV blocks allow
+(with `guaranteed`, blocks for the prompt and the whole output, reserved at
+admission, as TensorRT-LLM's GUARANTEED_NO_EVICT policy does).
 When a running sequence needs a block and none is free, the most recently
 admitted sequence is preempted: its blocks are freed and it waits at the
 head of the queue to recompute its prompt and the tokens it has generated.
@@ -77,6 +79,7 @@ class Scheduler:
     max_batch_tokens: int
     max_seqs: int
     block_tokens: int = BLOCK_TOKENS
+    guaranteed: bool = False        # reserve prompt + whole output at admission; never preempt
     waiting: deque = field(default_factory=deque)
     running: list = field(default_factory=list)
     used_blocks: int = 0
@@ -138,7 +141,8 @@ class Scheduler:
         while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
             seq = self.waiting[0]
             q = min(seq.known - seq.computed, budget)
-            if not self._grow(seq, seq.computed + q):
+            reserve = seq.request.prompt_tokens + seq.request.output_tokens if self.guaranteed else seq.computed + q
+            if not self._grow(seq, reserve):
                 break
             self.waiting.popleft()
             self.running.append(seq)

@@ -74,8 +74,15 @@ class ServingSpec(Strict):
     max_batch_tokens: pydantic.PositiveInt = 8192
     max_seqs: pydantic.PositiveInt = 256
     router: Literal["round-robin", "least-loaded"] = "least-loaded"
+    # on-demand: KV blocks as sequences grow, preempting (recompute) when they run out (vLLM).
+    # guaranteed: a request starts only when its prompt and whole output fit, and is never
+    # preempted (TensorRT-LLM's default capacity policy, GUARANTEED_NO_EVICT).
+    admission: Literal["on-demand", "guaranteed"] = "on-demand"
     # Share of GPU memory the server may use (vLLM --gpu-memory-utilization, default 0.9).
     gpu_memory_utilization: float = pydantic.Field(0.9, gt=0.0, le=1.0)
+    # TensorRT-LLM's way instead (--kv_cache_free_gpu_mem_fraction, default 0.9): this share of the
+    # memory left after weights, activations and the framework goes to the KV cache.
+    kv_cache_free_memory_fraction: float | None = pydantic.Field(None, gt=0.0, le=1.0)
     # Host (CPU) time per iteration not hidden behind the GPU; None: the documented default
     # (scalesim/serve.py, HOST_OVERHEAD_S).
     host_overhead_ms: pydantic.NonNegativeFloat | None = None

@@ -67,3 +67,13 @@ def test_running_out_of_blocks_preempts_the_newest_and_it_recomputes():
 
 def test_blocks_round_up():
     assert [blocks_for(t) for t in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]
+
+
+def test_guaranteed_admission_reserves_the_whole_output_and_never_preempts():
+    s = Scheduler(total_blocks=3, max_batch_tokens=64, max_seqs=4, guaranteed=True)
+    s.add(Request(0, 0.0, 16, 8), 0.0)            # needs 2 blocks for 24 tokens
+    s.add(Request(1, 0.0, 16, 8), 0.0)
+    batches, finished = run_to_end(s)
+    assert [seq.request.id for seq in batches[0].sequences] == [0]      # 1 waits: only 1 block is left
+    assert s.preemptions == 0 and [seq.request.id for seq in finished] == [0, 1]
+    assert s.peak_blocks == 2 and s.used_blocks == 0
