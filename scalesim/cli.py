@@ -429,7 +429,11 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
     """
     from scalesim.compare import budget_text, compare as run_compare
     from scalesim.report.compare import compare_plots, compare_table
+    from scalesim.serve_compare import is_serving_file
 
+    if any(is_serving_file(f) for f in scenario_files):
+        _compare_serving(scenario_files, as_json, out, plots)
+        return
     if report is not None and report.suffix.lower() not in (".html", ".htm"):
         raise InputError("the report must be an .html file", key="--report")
     comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
@@ -460,6 +464,32 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
         if report is not None:
             click.echo(f"report: {report}")
     if not all(r.fits for r in comparison.results):
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool) -> None:
+    """`compare` over serving scenarios: each design at its highest rate under the SLO."""
+    from scalesim.report.serving import serving_compare_table, serving_pareto_plot
+    from scalesim.serve_compare import compare_serving, is_serving_file
+
+    training = [str(f) for f in scenario_files if not is_serving_file(f)]
+    if training:
+        raise InputError("cannot compare training and serving scenarios together; give only serving scenarios "
+                         "(with a serving: block) or only training ones", file=training[0], key="serving")
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+        data = compare_serving(list(scenario_files))
+    if plots:
+        path = serving_pareto_plot(data["table"], data["pareto_front"], (out or Path("plots") / "compare") / "serving-pareto.png")
+        data["plots"] = {"pareto": str(path)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        make_console().print(serving_compare_table(data["table"]))
+        click.echo("Pareto front (nothing else is both cheaper and faster): "
+                   + "; ".join(f"{p['scenario']} ({p['kind']})" for p in data["pareto_front"]))
+        if plots:
+            click.echo(f"plots: {data['plots']['pareto']}")
+    if not all(r["fits"] for r in data["table"]):
         sys.exit(EXIT_DOES_NOT_FIT)
 
 

@@ -252,6 +252,8 @@ def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[flo
     while lo is not None and hi is not None and (hi - lo) / lo > SEARCH_TOLERANCE:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    if lo is not None:          # the rate found, with all the scenario's requests (steadier throughput)
+        probe[lo] = simulate_load(setup, timer, rate_per_s=lo)
     return lo, [probe[r] for r in sorted(probe)]
 
 

@@ -124,3 +124,47 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def serving_compare_table(rows: list[dict]) -> Table:
+    """Serving designs side by side at each one's highest rate under the SLO."""
+    t = Table(title="serving comparison (each design at its highest request rate meeting the SLO)",
+              title_justify="left")
+    t.add_column("metric", style="bold", no_wrap=True)
+    for r in rows:
+        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+
+    def line(label: str, key: str, fmt) -> None:
+        t.add_row(label, *("n/a" if r.get(key) is None else fmt(r[key]) for r in rows))
+
+    t.add_row("GPUs", *(f"{r['gpus']} x {r['gpu']}" for r in rows))
+    t.add_row("plan", *(f"tp={r['plan']['tp']} pp={r['plan']['pp']} {r['plan']['weights']}" for r in rows))
+    t.add_row("fits", *("yes" if r["fits"] else "[red]NO[/red]" for r in rows))
+    line("max rate under SLO", "max_rate_under_slo", lambda v: f"{v:,.2f} req/s")
+    line("output tokens/s there", "output_tokens_per_s", lambda v: f"{v:,.0f}")
+    line("TTFT P99", "ttft_p99_s", format_time)
+    line("TPOT P99", "tpot_p99_s", format_time)
+    line("end-to-end P50", "e2e_p50_s", format_time)
+    line("cloud $ per M tokens", "usd_per_million_tokens", _usd)
+    line("owned $ per M tokens", "owned_usd_per_million_tokens", _usd)
+    return t
+
+
+def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path:
+    """Cost per million output tokens against median latency at each design's best rate."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    on_front = {(p["scenario"], p["kind"]) for p in front}
+    for r in rows:
+        for kind, key, marker in (("cloud", "usd_per_million_tokens", "o"), ("owned", "owned_usd_per_million_tokens", "s")):
+            if r["e2e_p50_s"] is None or r[key] is None:
+                continue
+            best = (r["scenario"], kind) in on_front
+            ax.scatter(r["e2e_p50_s"], r[key], marker=marker, s=70 if best else 35,
+                       edgecolors="black" if best else "none", zorder=3)
+            ax.annotate(f"{r['scenario']} ({kind})", (r["e2e_p50_s"], r[key]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("end-to-end latency P50 at the highest rate under the SLO (s)")
+    ax.set_ylabel("USD per million output tokens")
+    ax.grid(True, alpha=0.3)
+    ax.set_title("cost against latency (outlined: Pareto front)")
+    return _save(fig, path)
