@@ -142,6 +142,8 @@ def test_bad_rates_and_training_scenarios_exit_2(tmp_path):
     assert cli(write(tmp_path, SMALL), "--rates", "1,fast").exit_code == 2
     result = cli("scenarios/8x4090-ddp.yaml")
     assert result.exit_code == 2 and "serving" in result.output
+    result = CliRunner().invoke(main, ["run", "scenarios/serve-1x4090-llama3-8b.yaml", "--no-plots"])
+    assert result.exit_code == 2 and "scalesim serve" in result.output
 
 
 def test_weights_that_do_not_fit_at_the_chosen_tp_exit_3(tmp_path):
