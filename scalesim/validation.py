@@ -24,7 +24,7 @@ from scalesim.topology.design import read_yaml
 
 CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node", "serving")
 METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-           "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s")
+           "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s", "ttft_s")
 
 
 class FabricCase(Strict):
@@ -49,7 +49,7 @@ class Case(Strict):
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                     "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB",
-                    "output_tokens_per_s"]
+                    "output_tokens_per_s", "ttft_s"]
     measured: pydantic.PositiveFloat
     unit: str = ""
     notes: str = ""
@@ -169,7 +169,8 @@ def _predict_training(path: Path) -> dict[str, float]:
 
 
 def _predict_serving(path: Path) -> dict[str, float]:
-    """A serving scenario at its own load: output tokens/s and requests/s of all its replicas."""
+    """A serving scenario at its own load: output tokens/s and requests/s of all its replicas, and the
+    median time to first token (`ttft_s`)."""
     from scalesim.serve import serve
     from scalesim.serving.spec import load_serving_scenario
 
@@ -177,7 +178,8 @@ def _predict_serving(path: Path) -> dict[str, float]:
     result = serve(scenario, file, search=False)
     if not result["fits"]:
         raise InputError(f"does not fit: {result['reason']}", file=file)
-    return {"output_tokens_per_s": result["output_tokens_per_s"], "requests_per_s": result["requests_per_s"]}
+    return {"output_tokens_per_s": result["output_tokens_per_s"], "requests_per_s": result["requests_per_s"],
+            "ttft_s": result["ttft_s"]["p50"]}
 
 
 def _predict_scenario(path: Path) -> dict[str, float]:
