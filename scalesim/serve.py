@@ -267,7 +267,8 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
                     "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,
                     "admission": s.admission},
            "fits": setup.reason is None, "reason": setup.reason,
-           "memory_per_gpu_bytes": setup.memory, "memory_capacity_bytes": setup.gpu.memory_bytes,
+           "memory_per_gpu_bytes": sum(setup.memory.values()), "memory_breakdown_bytes": setup.memory,
+           "memory_capacity_bytes": setup.gpu.memory_bytes,
            "kv_cache_tokens": setup.kv_blocks * BLOCK_TOKENS, "slo": s.slo.model_dump()}
     if setup.reason is not None:
         return {**out, **{k: None for k in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s",

@@ -64,7 +64,8 @@ def test_max_rate_under_slo_is_the_highest_rate_that_meets_it():
 
 def test_kv_capacity_is_free_memory_over_bytes_per_token():
     out = serve(scenario(requests={"count": 4}), search=False)
-    mem = out["memory_per_gpu_bytes"]
+    mem = out["memory_breakdown_bytes"]
+    assert out["memory_per_gpu_bytes"] == sum(mem.values()) <= out["memory_capacity_bytes"]
     free = out["memory_capacity_bytes"] * 0.9 - mem["weights"] - mem["activations"] - mem["framework"]
     per_token = 2 * 32 * 8 * 128 * 2            # Llama 3 8B: K and V, 32 layers, 8 KV heads x 128, bf16
     assert mem["kv_cache"] == out["kv_cache_tokens"] * per_token

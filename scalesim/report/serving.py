@@ -36,7 +36,7 @@ def serving_table(r: dict) -> Table:
     plan = r["plan"]
     t.add_row("GPUs", f"{r['gpus']} x {r['gpu']} as {r['replicas']} replica(s) of tp={plan['tp']} pp={plan['pp']}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in plan.items() if k not in ("tp", "pp", "ep")))
-    memory = r["memory_per_gpu_bytes"]
+    memory = r["memory_breakdown_bytes"]
     fit = "yes" if r["fits"] else "[red]NO[/red]"
     t.add_row("memory per GPU", ", ".join(f"{k} {format_bytes(v)}" for k, v in memory.items())
               + f" of {format_bytes(r['memory_capacity_bytes'])} (fits: {fit})")
