@@ -195,6 +195,9 @@ def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float
     })
     out["cost_per_million_tokens_usd"] = cost_per_million(setup, out["output_tokens_per_s"],
                                                           out["gpu_busy_fraction"])
+    tokens_per_s = out["output_tokens_per_s"]
+    out["gpu_hours_per_million_tokens"] = (setup.gpus * 1e6 / tokens_per_s / econ.SECONDS_PER_HOUR
+                                           if tokens_per_s > 0 else None)
     return out
 
 
@@ -273,7 +276,8 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
     if setup.reason is not None:
         return {**out, **{k: None for k in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s",
                                             "requests_per_s", "kv_cache_peak_fraction", "preemptions",
-                                            "max_rate_under_slo", "cost_per_million_tokens_usd")}, "sweep": []}
+                                            "max_rate_under_slo", "cost_per_million_tokens_usd",
+                                            "gpu_hours_per_million_tokens")}, "sweep": []}
     timer = IterationTimer(setup)
     main = simulate_load(setup, timer)
     out.update(main)
@@ -288,7 +292,8 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
 
 def _sweep_row(point: dict) -> dict:
     keys = ("rate_per_s", "requests", "ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s",
-            "kv_cache_peak_fraction", "preemptions", "meets_slo", "cost_per_million_tokens_usd")
+            "kv_cache_peak_fraction", "preemptions", "meets_slo", "cost_per_million_tokens_usd",
+            "gpu_hours_per_million_tokens")
     return {k: point[k] for k in keys}
 
 

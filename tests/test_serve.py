@@ -114,6 +114,9 @@ def test_the_same_seed_gives_identical_json(tmp_path):
                 "kv_cache_peak_fraction", "preemptions", "max_rate_under_slo", "cost_per_million_tokens_usd"):
         assert key in keys
     assert set(keys["ttft_s"]) == {"p50", "p90", "p99"} and set(keys["cost_per_million_tokens_usd"]) == {"cloud", "owned"}
+    # A million tokens at the simulated rate on all the scenario's GPUs, in GPU-hours.
+    assert keys["gpu_hours_per_million_tokens"] * keys["output_tokens_per_s"] * 3600 == \
+        pytest.approx(keys["gpus"] * 1e6)
     other = json.loads(json.dumps(SMALL))
     other["serving"]["requests"].update(seed=4, prompt_tokens={"mean": 256, "dist": "lognormal"})
     assert cli(write(tmp_path, other), "--json", "--no-plots", "--no-search").output != a.output

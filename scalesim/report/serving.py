@@ -64,7 +64,9 @@ def serving_table(r: dict) -> Table:
     t.add_row("max rate under SLO", "not searched" if best is None and not r.get("sweep")
               else ("none of the rates" if best is None else f"{best:,.2f} requests/s"))
     cost = r.get("cost_per_million_tokens_usd") or {}
-    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {_usd(cost.get('owned'))}")
+    hours = r.get("gpu_hours_per_million_tokens")
+    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {_usd(cost.get('owned'))}"
+              + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
     return t
 
 
