@@ -158,3 +158,23 @@ def test_weights_that_do_not_fit_at_the_chosen_tp_exit_3(tmp_path):
     assert result.exit_code == 3, result.output
     out = json.loads(result.output)
     assert out["fits"] is False and "serving.tp" in out["reason"] and out["ttft_s"] is None
+
+
+def four_4090s(p2p: bool) -> dict:
+    return {"name": f"4x 4090, p2p {p2p}", "gpu": "rtx4090", "gpus": 4, "p2p": p2p,
+            "host": {"sockets": 1, "memory": "ddr4-3200-8ch"}, "pcie": {"link": "pcie-gen4", "switches": 0}}
+
+
+def test_tensor_parallel_steps_pay_for_their_all_reduces_and_p2p_is_never_slower():
+    def step(tp: int, p2p: bool, tokens: int) -> float:
+        data = json.loads(json.dumps(SMALL))
+        data["cluster"] = {"node": four_4090s(p2p), "gpus": tp}
+        data["serving"]["tp"] = tp
+        timer = IterationTimer(prepare_serving(ServingScenario.model_validate(data)))
+        return timer.of_entries([(tokens, tokens, True)])
+
+    for tokens in (1, 512):
+        # Half the weights per GPU, but 64 all-reduces through host memory: never the ideal half.
+        assert step(2, False, tokens) > step(1, False, tokens) / 2
+        assert step(2, True, tokens) <= step(2, False, tokens)
+    assert step(1, True, 512) == step(1, False, 512)            # one GPU sends nothing
