@@ -30,10 +30,11 @@ from scalesim.units import format_bytes
 
 # Host (CPU) time per iteration that the GPU waits for: scheduling, input preparation,
 # sampling bookkeeping and detokenisation not overlapped with the forward pass. ESTIMATED:
-# Hugging Face measured the GPU idle 24% of the time waiting for the CPU in synchronous
-# continuous batching of an 8B model at batch 32 on H200 (~1 ms a step; "asynchronous
-# continuous batching", huggingface.co blog, 2025); vLLM V1 overlaps much of this
-# (async scheduling), so half of it: 0.5 ms. Overridable per scenario (serving.host_overhead_ms).
+# Hugging Face measured the GPU idle 24% of the runtime waiting for the CPU in synchronous
+# continuous batching of an 8B model at batch 32 on H200 (transformers' "asynchronous
+# continuous batching" blog post, 2025); with a decode step of ~4 ms there (8B in bf16 over
+# 4.8 TB/s) that is ~1 ms per step. vLLM V1 overlaps much of this (async scheduling), so we
+# take half: 0.5 ms. Not fitted to any case; overridable per scenario (serving.host_overhead_ms).
 HOST_OVERHEAD_S = 0.5e-3
 # Rate search without --rates: at most this many requests per probe, and a 5% bracket.
 SEARCH_REQUESTS = 400
