@@ -479,7 +479,8 @@ def _compare_serving(scenario_files, as_json: bool, out: Path | None, plots: boo
     with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
         data = compare_serving(list(scenario_files))
     if plots:
-        path = serving_pareto_plot(data["table"], data["pareto_front"], (out or Path("plots") / "compare") / "serving-pareto.png")
+        directory = out or Path("plots") / "compare"
+        path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")
         data["plots"] = {"pareto": str(path)}
     if as_json:
         click.echo(json.dumps(data, indent=2))

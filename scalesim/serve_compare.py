@@ -17,7 +17,8 @@ from scalesim.serve import serve
 from scalesim.serving.spec import ServingScenario, load_serving_scenario
 from scalesim.topology.design import read_yaml
 
-SAME_WORK = (("model", lambda s: s.model), ("serving.requests.prompt_tokens", lambda s: s.serving.requests.prompt_tokens),
+SAME_WORK = (("model", lambda s: s.model),
+             ("serving.requests.prompt_tokens", lambda s: s.serving.requests.prompt_tokens),
              ("serving.requests.output_tokens", lambda s: s.serving.requests.output_tokens),
              ("serving.slo", lambda s: s.serving.slo))
 

@@ -113,7 +113,8 @@ def test_the_same_seed_gives_identical_json(tmp_path):
     for key in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s", "kv_cache_tokens",
                 "kv_cache_peak_fraction", "preemptions", "max_rate_under_slo", "cost_per_million_tokens_usd"):
         assert key in keys
-    assert set(keys["ttft_s"]) == {"p50", "p90", "p99"} and set(keys["cost_per_million_tokens_usd"]) == {"cloud", "owned"}
+    assert set(keys["ttft_s"]) == {"p50", "p90", "p99"}
+    assert set(keys["cost_per_million_tokens_usd"]) == {"cloud", "owned"}
     # A million tokens at the simulated rate on all the scenario's GPUs, in GPU-hours.
     assert keys["gpu_hours_per_million_tokens"] * keys["output_tokens_per_s"] * 3600 == \
         pytest.approx(keys["gpus"] * 1e6)

@@ -54,8 +54,9 @@ GPU_MEMORY_UTILIZATION = 0.9
 # Weight-only dequantisation inside the GEMM: integer/float ops per weight element each
 # time a tile of weights is dequantised (unpack, convert, subtract the zero point, scale),
 # executed on the non-tensor pipes at half the FP32 FMA FLOP rate, overlapped with the
-# tensor cores and the weight loads. Each tile is dequantised once per slice of MARLIN_TILE_M tokens. ESTIMATED from Frantar et al. 2024, MARLIN, sec. 4
-# (per-element lop3/fma sequences; 64-row tiles), not measured here.
+# tensor cores and the weight loads. Each tile is dequantised once per slice of
+# MARLIN_TILE_M tokens. ESTIMATED from Frantar et al. 2024, MARLIN, sec. 4 (per-element
+# lop3/fma sequences; 64-row tiles), not measured here.
 DEQUANT_OPS_PER_ELEMENT = 4.0
 MARLIN_TILE_M = 64
 # Tensor-core MMA tile rows (PTX mma.sync m16n8k16) and the batch below which GEMMs run as

@@ -157,7 +157,8 @@ def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path
     fig, ax = plt.subplots(figsize=(8, 5))
     on_front = {(p["scenario"], p["kind"]) for p in front}
     for r in rows:
-        for kind, key, marker in (("cloud", "usd_per_million_tokens", "o"), ("owned", "owned_usd_per_million_tokens", "s")):
+        for kind, key, marker in (("cloud", "usd_per_million_tokens", "o"),
+                                  ("owned", "owned_usd_per_million_tokens", "s")):
             if r["e2e_p50_s"] is None or r[key] is None:
                 continue
             best = (r["scenario"], kind) in on_front
