@@ -233,7 +233,8 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
               help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the log-log parity plot (predicted vs measured, ±10%% band).")
-@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node"]), default=None,
+@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
+              default=None,
               help="Run one category.")
 @click.option("--fast", is_flag=True, help="Run the quick subset only (what the test suite runs).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -277,7 +278,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)
     if as_json:
-        apart = ("overall", "in_sample", "disputed", "supplementary")
+        apart = ("overall", "in_sample", "disputed", "supplementary", "serving")
         click.echo(json.dumps({"cases": [o.to_json() for o in outcomes],
                                "summary": rows["overall"].to_json(),
                                "by_category": {k: v.to_json() for k, v in rows.items() if k not in apart},
@@ -289,6 +290,46 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
         console.print(table)
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+@main.command()
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the serving contract) on stdout.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for plots [plots/<scenario file name>/].")
+@click.option("--rates", default=None, help="Request rates to sweep, e.g. 1,2,4,8 (requests/s, Poisson).")
+@click.option("--search/--no-search", default=True,
+              help="Without --rates, bisect for the highest rate meeting the SLO [on].")
+@click.option("--plots/--no-plots", default=True, help="Write the latency plots (when rates were simulated).")
+@friendly_errors
+def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | None, search: bool,
+          plots: bool) -> None:
+    """Simulate LLM serving of SCENARIO_FILE under load: latency, throughput, KV cache, cost.
+
+    Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
+    """
+    from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
+    from scalesim.serve import rate_list, serve as run_serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    scenario, file = load_serving_scenario(scenario_file)
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+        result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
+    written = []
+    if plots and result.get("sweep"):
+        directory = out or Path("plots") / slug(scenario_file.stem)
+        written = [latency_throughput_plot([result], directory / "latency-throughput.png"),
+                   percentiles_plot(result, directory / "latency-percentiles.png")]
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        make_console().print(serving_table(result))
+        if result.get("sweep"):
+            make_console().print(sweep_table(result))
+        if written:
+            click.echo("plots: " + ", ".join(str(p) for p in written))
+    if not result["fits"]:
+        sys.exit(EXIT_DOES_NOT_FIT)
 
 
 def _design_nics(spec: str, catalog=None) -> int | None:
@@ -437,7 +478,11 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_
     """
     from scalesim.compare import budget_text, compare as run_compare
     from scalesim.report.compare import compare_plots, compare_table
+    from scalesim.serve_compare import is_serving_file
 
+    if any(is_serving_file(f) for f in scenario_files):
+        _compare_serving(scenario_files, as_json, out, plots)
+        return
     if report is not None and report.suffix.lower() not in (".html", ".htm"):
         raise InputError("the report must be an .html file", key="--report")
     comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
@@ -469,6 +514,33 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_
         if report is not None:
             click.echo(f"report: {report}")
     if not all(r.fits for r in comparison.results):
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool) -> None:
+    """`compare` over serving scenarios: each design at its highest rate under the SLO."""
+    from scalesim.report.serving import serving_compare_table, serving_pareto_plot
+    from scalesim.serve_compare import compare_serving, is_serving_file
+
+    training = [str(f) for f in scenario_files if not is_serving_file(f)]
+    if training:
+        raise InputError("cannot compare training and serving scenarios together; give only serving scenarios "
+                         "(with a serving: block) or only training ones", file=training[0], key="serving")
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+        data = compare_serving(list(scenario_files))
+    if plots:
+        directory = out or Path("plots") / "compare"
+        path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")
+        data["plots"] = {"pareto": str(path)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        make_console().print(serving_compare_table(data["table"]))
+        click.echo("Pareto front (nothing else is both cheaper and faster): "
+                   + "; ".join(f"{p['scenario']} ({p['kind']})" for p in data["pareto_front"]))
+        if plots:
+            click.echo(f"plots: {data['plots']['pareto']}")
+    if not all(r["fits"] for r in data["table"]):
         sys.exit(EXIT_DOES_NOT_FIT)
 
 

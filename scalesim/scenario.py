@@ -218,4 +218,6 @@ def load_scenario(path: str | Path) -> tuple[Scenario, str]:
     if data is None:
         raise InputError("the file is empty; a scenario needs name, cluster, model and training",
                          file=file)
+    if isinstance(data, dict) and "serving" in data and "training" not in data:
+        raise InputError("this is a serving scenario; simulate it with `scalesim serve`", file=file, key="training")
     return validate(Scenario, data, file=file), file

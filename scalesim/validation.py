@@ -22,9 +22,9 @@ from scalesim.paths import data_dir
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
-CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node")
+CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node", "serving")
 METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-           "hardware_tflops_per_gpu", "step_time_s")
+           "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s", "ttft_s")
 
 
 class FabricCase(Strict):
@@ -45,16 +45,17 @@ class CollectiveCase(Strict):
 
 class Case(Strict):
     id: str
-    category: Literal["collective", "single_gpu", "multi_gpu", "multi_node"]
+    category: Literal["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB"]
+                    "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB",
+                    "output_tokens_per_s", "ttft_s"]
     measured: pydantic.PositiveFloat
     unit: str = ""
     notes: str = ""
     fast: bool = True                       # part of the quick subset the test suite runs
     collective: CollectiveCase | None = None
-    scenario: str | None = None             # path relative to validation/
+    scenario: str | None = None             # path relative to validation/ (training or serving)
     excluded: str | None = None             # why this measurement is not a prediction target
     # Not in shared/validation (the tracked reference set): reported beside its figure, not in it.
     supplementary: bool = False
@@ -169,10 +170,30 @@ def _predict_training(path: Path, catalog=None) -> dict[str, float]:
     return metrics
 
 
+def _predict_serving(path: Path) -> dict[str, float]:
+    """A serving scenario at its own load: output tokens/s and requests/s of all its replicas, and the
+    median time to first token (`ttft_s`)."""
+    from scalesim.serve import serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    scenario, file = load_serving_scenario(path)
+    result = serve(scenario, file, search=False)
+    if not result["fits"]:
+        raise InputError(f"does not fit: {result['reason']}", file=file)
+    return {"output_tokens_per_s": result["output_tokens_per_s"], "requests_per_s": result["requests_per_s"],
+            "ttft_s": result["ttft_s"]["p50"]}
+
+
+def _predict_scenario(path: Path, catalog=None) -> dict[str, float]:
+    data = read_yaml(path, what="scenario file")
+    serving = isinstance(data, dict) and "serving" in data
+    return _predict_serving(path) if serving else _predict_training(path, catalog)
+
+
 def _predict(case: Case, catalog=None) -> dict[str, float]:
     if case.collective is not None:
         return _predict_collective(case.collective, catalog)
-    return _predict_training(cases_file().parent / case.scenario, catalog)
+    return _predict_scenario(cases_file().parent / case.scenario, catalog)
 
 
 def target_key(case: Case) -> str:
@@ -251,4 +272,7 @@ def summaries(outcomes: list[Outcome]) -> dict[str, Summary]:
     for name in ("in_sample", "disputed", "supplementary"):
         if groups.get(name):
             rows[name] = summarise(groups[name])
+    serving = [o for o in groups.get("supplementary", []) if o.case.category == "serving"]
+    if serving:     # serving cases are all supplementary; they get their own row too
+        rows["serving"] = summarise(serving)
     return rows

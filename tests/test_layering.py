@@ -15,7 +15,8 @@ ALLOWED = {
     "models": set(),
     "costs": {"hardware", "models"},
     "parallel": {"models", "costs", "collectives", "program", "topology", "hardware"},
-    "engine": {"program", "collectives"},
+    "engine": {"program", "collectives", "serving"},
+    "serving": {"scenario", "topology"},   # serving specs, workload, batching policy, metrics
     "result": {"engine"},
     "scenario": {"topology"},
     "report": {"result", "engine", "hardware", "models", "topology", "units"},

@@ -1,0 +1,173 @@
+"""Serving reports: the terminal table and plots of `scalesim serve`, from its JSON object.
+
+Reads the result dictionary only (never simulates). Plots: the
+latency-throughput curve (P50/P99 end-to-end latency against output
+tokens/s over the rates simulated) and TTFT/TPOT percentiles against rate,
+each with the SLO drawn in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from scalesim.units import format_bytes, format_time  # noqa: E402
+
+
+def _pcts(values: dict | None) -> str:
+    if not values:
+        return "n/a"
+    return " / ".join(format_time(values[k]) for k in ("p50", "p90", "p99"))
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.3f}"
+
+
+def serving_table(r: dict) -> Table:
+    t = Table(title=r["scenario"], show_header=False, title_justify="left")
+    t.add_column("metric", style="bold")
+    t.add_column("value")
+    plan = r["plan"]
+    t.add_row("GPUs", f"{r['gpus']} x {r['gpu']} as {r['replicas']} replica(s) of tp={plan['tp']} pp={plan['pp']}")
+    t.add_row("plan", ", ".join(f"{k}={v}" for k, v in plan.items() if k not in ("tp", "pp", "ep")))
+    memory = r["memory_breakdown_bytes"]
+    fit = "yes" if r["fits"] else "[red]NO[/red]"
+    t.add_row("memory per GPU", ", ".join(f"{k} {format_bytes(v)}" for k, v in memory.items())
+              + f" of {format_bytes(r['memory_capacity_bytes'])} (fits: {fit})")
+    t.add_row("KV cache", f"{r['kv_cache_tokens']:,} tokens per replica"
+              + ("" if r.get("kv_cache_peak_fraction") is None else f", peak use {r['kv_cache_peak_fraction']:.0%}"))
+    if not r["fits"]:
+        t.add_row("does not fit", f"[red]{r['reason']}[/red]")
+        return t
+    load = (f"{r['rate_per_s']:g} requests/s (Poisson)" if r.get("concurrency") is None
+            else f"{r['concurrency']} concurrent clients (closed loop)")
+    t.add_row("load", f"{load}, {r['requests']:,} requests")
+    single = r.get("single_request") or {}
+    if single:
+        t.add_row("alone on a replica", f"prefill of {single['prompt_tokens']:,} tokens "
+                  f"{format_time(single['prefill_s'])}, one decode step {format_time(single['decode_step_s'])}")
+    t.add_row("TTFT P50 / P90 / P99", _pcts(r["ttft_s"]))
+    t.add_row("TPOT P50 / P90 / P99", _pcts(r["tpot_s"]))
+    t.add_row("end-to-end P50 / P90 / P99", _pcts(r["e2e_latency_s"]))
+    t.add_row("throughput", f"{r['output_tokens_per_s']:,.0f} output tokens/s, {r['requests_per_s']:,.2f} requests/s")
+    t.add_row("preemptions", f"{r['preemptions']:,}")
+    slo = r["slo"]
+    best = r.get("max_rate_under_slo")
+    t.add_row("SLO (P99)", f"TTFT <= {format_time(slo['ttft_s'])}, TPOT <= {format_time(slo['tpot_s'])}: "
+              + ("met" if r.get("meets_slo") else "[red]missed[/red]") + " at this load")
+    t.add_row("max rate under SLO", "not searched" if best is None and not r.get("sweep")
+              else ("none of the rates" if best is None else f"{best:,.2f} requests/s"))
+    cost = r.get("cost_per_million_tokens_usd") or {}
+    hours = r.get("gpu_hours_per_million_tokens")
+    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {_usd(cost.get('owned'))}"
+              + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
+    return t
+
+
+def sweep_table(r: dict) -> Table:
+    t = Table(title="rates simulated", title_justify="left")
+    for column in ("rate/s", "TTFT P99", "TPOT P99", "e2e P50", "tokens/s", "KV peak", "preempt", "SLO", "$/M cloud"):
+        t.add_column(column, justify="right")
+    for p in r.get("sweep", []):
+        t.add_row(f"{p['rate_per_s']:.3g}", format_time(p["ttft_s"]["p99"]) if p["ttft_s"] else "n/a",
+                  format_time(p["tpot_s"]["p99"]) if p["tpot_s"] else "n/a",
+                  format_time(p["e2e_latency_s"]["p50"]) if p["e2e_latency_s"] else "n/a",
+                  f"{p['output_tokens_per_s']:,.0f}", f"{p['kv_cache_peak_fraction']:.0%}", f"{p['preemptions']:,}",
+                  "met" if p["meets_slo"] else "missed", _usd(p["cost_per_million_tokens_usd"]["cloud"]))
+    return t
+
+
+def latency_throughput_plot(results: list[dict], path: Path) -> Path:
+    """End-to-end latency (P50 solid, P99 dashed) against output tokens/s, one line per design."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in results:
+        points = [p for p in r.get("sweep", []) if p["e2e_latency_s"]]
+        if not points:
+            continue
+        x = [p["output_tokens_per_s"] for p in points]
+        line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
+        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "--", color=line.get_color(), label="P99")
+    ax.set_xlabel("output tokens/s")
+    ax.set_ylabel("end-to-end latency (s)")
+    ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("latency against throughput (each point a request rate)")
+    return _save(fig, path)
+
+
+def percentiles_plot(r: dict, path: Path) -> Path:
+    """TTFT and TPOT at P50/P90/P99 against request rate, with the SLO."""
+    points = [p for p in r.get("sweep", []) if p["ttft_s"]]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
+        rates = [p["rate_per_s"] for p in points if p[key]]
+        for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
+            ax.plot(rates, [p[key][q] for p in points if p[key]], style, label=q.upper())
+        ax.axhline(r["slo"][key], color="#C44E52", lw=1, label="SLO")
+        ax.set_xlabel("request rate (requests/s)")
+        ax.set_ylabel(f"{label} (s)")
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{r['scenario']}: latency percentiles against rate")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def serving_compare_table(rows: list[dict]) -> Table:
+    """Serving designs side by side at each one's highest rate under the SLO."""
+    t = Table(title="serving comparison (each design at its highest request rate meeting the SLO)",
+              title_justify="left")
+    t.add_column("metric", style="bold", no_wrap=True)
+    for r in rows:
+        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+
+    def line(label: str, key: str, fmt) -> None:
+        t.add_row(label, *("n/a" if r.get(key) is None else fmt(r[key]) for r in rows))
+
+    t.add_row("GPUs", *(f"{r['gpus']} x {r['gpu']}" for r in rows))
+    t.add_row("plan", *(f"tp={r['plan']['tp']} pp={r['plan']['pp']} {r['plan']['weights']}" for r in rows))
+    t.add_row("fits", *("yes" if r["fits"] else "[red]NO[/red]" for r in rows))
+    line("max rate under SLO", "max_rate_under_slo", lambda v: f"{v:,.2f} req/s")
+    line("output tokens/s there", "output_tokens_per_s", lambda v: f"{v:,.0f}")
+    line("TTFT P99", "ttft_p99_s", format_time)
+    line("TPOT P99", "tpot_p99_s", format_time)
+    line("end-to-end P50", "e2e_p50_s", format_time)
+    line("cloud $ per M tokens", "usd_per_million_tokens", _usd)
+    line("owned $ per M tokens", "owned_usd_per_million_tokens", _usd)
+    return t
+
+
+def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path:
+    """Cost per million output tokens against median latency at each design's best rate."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    on_front = {(p["scenario"], p["kind"]) for p in front}
+    for r in rows:
+        for kind, key, marker in (("cloud", "usd_per_million_tokens", "o"),
+                                  ("owned", "owned_usd_per_million_tokens", "s")):
+            if r["e2e_p50_s"] is None or r[key] is None:
+                continue
+            best = (r["scenario"], kind) in on_front
+            ax.scatter(r["e2e_p50_s"], r[key], marker=marker, s=70 if best else 35,
+                       edgecolors="black" if best else "none", zorder=3)
+            ax.annotate(f"{r['scenario']} ({kind})", (r["e2e_p50_s"], r[key]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("end-to-end latency P50 at the highest rate under the SLO (s)")
+    ax.set_ylabel("USD per million output tokens")
+    ax.grid(True, alpha=0.3)
+    ax.set_title("cost against latency (outlined: Pareto front)")
+    return _save(fig, path)

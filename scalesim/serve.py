@@ -1,0 +1,341 @@
+"""From a serving scenario to latency, throughput and cost: resolve, check, time, simulate, summarise.
+
+Wiring only (the CLI calls it): the iteration's GPU time comes from
+`scalesim.costs.inference`, its tensor- and pipeline-parallel transfers from
+`scalesim.collectives` on the scenario's topology, the request-level play-out
+from `scalesim.engine.serving`, the policy from `scalesim.serving`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scalesim.collectives import plan_collective, plan_time_s
+from scalesim.costs import economics as econ
+from scalesim.costs.inference import (ACTIVATION_BYTES, BLOCK_TOKENS, ServingShard, activation_workspace_bytes,
+                                      attention_iteration_s, dense_iteration_s, iteration_work, kv_bytes_per_token,
+                                      kv_cache_bytes, kv_cache_blocks, weight_bytes_per_gpu)
+from scalesim.costs.memory import FRAMEWORK_OVERHEAD_BYTES
+from scalesim.engine.serving import simulate_serving
+from scalesim.errors import InputError
+from scalesim.hardware import GpuSpec
+from scalesim.models import get_model
+from scalesim.serving.metrics import meets_slo, summarise
+from scalesim.serving.scheduler import Batch, Scheduler
+from scalesim.serving.spec import ServingScenario
+from scalesim.serving.workload import generate
+from scalesim.topology import Fabric, Topology, cached_cluster, load_node_design
+from scalesim.units import format_bytes
+
+# Host (CPU) time per iteration that the GPU waits for: scheduling, input preparation,
+# sampling bookkeeping and detokenisation not overlapped with the forward pass. ESTIMATED:
+# Hugging Face measured the GPU idle 24% of the runtime waiting for the CPU in synchronous
+# continuous batching of an 8B model at batch 32 on H200 (transformers' "asynchronous
+# continuous batching" blog post, 2025); with a decode step of ~4 ms there (8B in bf16 over
+# 4.8 TB/s) that is ~1 ms per step. vLLM V1 overlaps much of this (async scheduling), so we
+# take half: 0.5 ms. Not fitted to any case; overridable per scenario (serving.host_overhead_ms).
+HOST_OVERHEAD_S = 0.5e-3
+# Rate search without --rates: at most this many requests per probe, and a 5% bracket.
+SEARCH_REQUESTS = 400
+SEARCH_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class ServeSetup:
+    scenario: ServingScenario
+    file: str | None
+    shard: ServingShard
+    gpu: GpuSpec
+    topology: Topology
+    gpus: int                       # GPUs serving: replicas x tp x pp
+    replicas: int
+    kv_blocks: int                  # per replica (the KV cache of each GPU holds its share of every token)
+    memory: dict = field(default_factory=dict)
+    reason: str | None = None       # why it does not fit (None: it fits)
+
+
+def _check_plan(scenario: ServingScenario, model, available: int, file: str | None) -> int:
+    """GPUs used, after refusing plans vLLM would refuse (naming the key and what works)."""
+    s = scenario.serving
+    count = scenario.cluster.gpus or available
+
+    def bad(key: str, message: str) -> InputError:
+        return InputError(message, file=file, key=key)
+
+    if count > available:
+        raise bad("cluster.gpus", f"asks for {count} GPUs but the cluster has {available}; allowed: 1..{available}")
+    if not model.num_layers or model.tokens_per_sample is None or model.family in ("bert", "vit"):
+        raise bad("model", f"serving needs a decoder transformer; {model.name} is not one")
+    if s.ep > 1:
+        raise bad("serving.ep", "expert parallelism needs a mixture-of-experts model, which serving does not "
+                  "model yet; use ep: 1")
+    if s.tp * s.pp > count or count % (s.tp * s.pp):
+        raise bad("serving.tp", f"tp x pp = {s.tp} x {s.pp} must divide the {count} GPUs (replicas fill them); "
+                  f"allowed tp x pp: {', '.join(str(d) for d in range(1, count + 1) if count % d == 0)}")
+    if model.heads % s.tp:
+        raise bad("serving.tp", f"tp ({s.tp}) must divide the attention heads ({model.heads})")
+    kv = model.kv_heads or model.heads
+    if kv % s.tp and s.tp % kv:
+        raise bad("serving.tp", f"tp ({s.tp}) and the key/value heads ({kv}) must divide one another")
+    if s.pp > model.num_layers:
+        raise bad("serving.pp", f"pp ({s.pp}) exceeds the model's {model.num_layers} layers")
+    return count
+
+
+def prepare_serving(scenario: ServingScenario, file: str | None = None) -> ServeSetup:
+    """Resolve names, check the plan and size the KV cache (does not simulate)."""
+    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+    fabric = scenario.cluster.fabric
+    topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
+        fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription))
+    model = get_model(scenario.model, seq_len=1, key="model", file=file)
+    count = _check_plan(scenario, model, len(topology.gpus), file)
+    s = scenario.serving
+    shard = ServingShard(model, s.tp, s.pp, s.weights, s.kv_cache)
+    gpu = topology.gpu_spec
+    free = kv_cache_bytes(shard, gpu.memory_bytes, s.max_batch_tokens, s.max_seqs, s.gpu_memory_utilization,
+                          s.kv_cache_free_memory_fraction)
+    blocks = kv_cache_blocks(free, shard)
+    memory = {"weights": weight_bytes_per_gpu(shard),
+              "activations": activation_workspace_bytes(shard, s.max_batch_tokens, s.max_seqs),
+              "framework": FRAMEWORK_OVERHEAD_BYTES, "kv_cache": blocks * BLOCK_TOKENS * kv_bytes_per_token(shard)}
+    return ServeSetup(scenario, file, shard, gpu, topology, count, count // (s.tp * s.pp), blocks, memory,
+                      _fit_reason(scenario, shard, gpu, memory, blocks))
+
+
+def _fit_reason(scenario: ServingScenario, shard: ServingShard, gpu: GpuSpec, memory: dict,
+                blocks: int) -> str | None:
+    s = scenario.serving
+    usable = gpu.memory_bytes * s.gpu_memory_utilization
+    longest = _longest_request(scenario)
+    if blocks * BLOCK_TOKENS >= longest:
+        return None
+    need = memory["weights"] + memory["activations"] + memory["framework"]
+    return (f"weights {format_bytes(memory['weights'])}, activations {format_bytes(memory['activations'])} and "
+            f"framework {format_bytes(memory['framework'])} per GPU leave "
+            f"{format_bytes(max(usable - need, 0.0))} of the {format_bytes(usable)} usable on the {gpu.full_name} "
+            f"(serving.gpu_memory_utilization {s.gpu_memory_utilization}) for the KV cache, which must hold the "
+            f"longest request ({longest:,} tokens); raise serving.tp (now {s.tp}) or pp, use smaller weights "
+            f"(serving.weights: fp8 or int4) or lower serving.max_batch_tokens")
+
+
+def _longest_request(scenario: ServingScenario) -> int:
+    reqs = generate(scenario.serving.requests, rate_per_s=1.0)
+    return max(r.prompt_tokens + r.output_tokens for r in reqs)
+
+
+class IterationTimer:
+    """Time of one iteration on one replica: every stage's GPU work, its collectives and the host's share.
+
+    Caches what depends only on the token count (GEMMs, all-reduces); the caches
+    belong to this object, one per simulation setup.
+    """
+
+    def __init__(self, setup: ServeSetup):
+        self.setup = setup
+        s = setup.scenario.serving
+        self.host_s = HOST_OVERHEAD_S if s.host_overhead_ms is None else s.host_overhead_ms * 1e-3
+        self.dense: dict[tuple[int, int], float] = {}
+        self.comm: dict[int, float] = {}
+
+    def __call__(self, batch: Batch) -> float:
+        return self.of_entries(batch.entries)
+
+    def of_entries(self, entries) -> float:
+        work = iteration_work(entries)
+        shard, gpu = self.setup.shard, self.setup.gpu
+        key = (work.tokens, work.sampled)
+        if key not in self.dense:
+            self.dense[key] = dense_iteration_s(work.tokens, work.sampled, shard, gpu) + self._comm_s(work.tokens)
+        return self.dense[key] + attention_iteration_s(work, shard, gpu) + self.host_s
+
+    def _comm_s(self, tokens: int) -> float:
+        """Two tensor-parallel all-reduces per layer and a send between consecutive stages, per
+        iteration, for the token count rounded up to 16 steps per doubling."""
+        shard = self.setup.shard
+        if shard.tp == 1 and shard.pp == 1:
+            return 0.0
+        step = 1 << max(0, tokens.bit_length() - 4)
+        bucket = -(-tokens // step) * step
+        if bucket not in self.comm:
+            topo = self.setup.topology
+            size = bucket * shard.model.hidden * ACTIVATION_BYTES
+            total = 0.0
+            if shard.tp > 1:
+                plan = plan_collective("all_reduce", topo, tuple(range(shard.tp)), size)
+                total += 2 * shard.model.num_layers * plan_time_s(plan, topo.capacity_bytes_per_s)
+            if shard.pp > 1:
+                plan = plan_collective("send", topo, (0, shard.tp), size)
+                total += (shard.pp - 1) * plan_time_s(plan, topo.capacity_bytes_per_s)
+            self.comm[bucket] = total
+        return self.comm[bucket]
+
+
+def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float | None = None,
+                  count: int | None = None) -> dict:
+    """One simulation at the scenario's load, or open-loop at `rate_per_s`; latency, throughput, KV use."""
+    s = setup.scenario.serving
+    spec = s.requests if count is None else s.requests.model_copy(update={"count": min(count, s.requests.count)})
+    requests = generate(spec, rate_per_s=rate_per_s)
+    schedulers = [Scheduler(setup.kv_blocks, s.max_batch_tokens, s.max_seqs, guaranteed=s.admission == "guaranteed")
+                  for _ in range(setup.replicas)]
+    closed = rate_per_s is None and spec.concurrency is not None
+    run = simulate_serving(requests, schedulers, timer, router=s.router,
+                           concurrency=spec.concurrency if closed else None)
+    out = summarise(list(run.records))
+    span = out["span_s"] or run.end_s or 1e-12
+    out.update({
+        "rate_per_s": rate_per_s if rate_per_s is not None else spec.rate_per_s,
+        "concurrency": spec.concurrency if closed else None,
+        "kv_cache_peak_fraction": max(sch.peak_blocks for sch in schedulers) / max(setup.kv_blocks, 1),
+        "preemptions": sum(sch.preemptions for sch in schedulers),
+        "gpu_busy_fraction": min(sum(run.busy_s) / (setup.replicas * span), 1.0),
+        "iterations": run.iterations,
+        "meets_slo": meets_slo(out, s.slo.ttft_s, s.slo.tpot_s),
+    })
+    out["cost_per_million_tokens_usd"] = cost_per_million(setup, out["output_tokens_per_s"],
+                                                          out["gpu_busy_fraction"])
+    tokens_per_s = out["output_tokens_per_s"]
+    out["gpu_hours_per_million_tokens"] = (setup.gpus * 1e6 / tokens_per_s / econ.SECONDS_PER_HOUR
+                                           if tokens_per_s > 0 else None)
+    return out
+
+
+def cost_per_million(setup: ServeSetup, tokens_per_s: float, busy_fraction: float) -> dict:
+    """USD per million output tokens for an hour of serving at this throughput: rented GPU-hours
+    (cloud) and amortised purchase plus electricity (owned), as `costs.economics` prices training."""
+    from scalesim.procurement import nodes_used, ownership
+
+    if tokens_per_s <= 0:
+        return {"cloud": None, "owned": None}
+    scenario, gpu, hour = setup.scenario, setup.gpu, econ.SECONDS_PER_HOUR
+    tokens = tokens_per_s * hour
+    price = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
+    cloud = None if price is None else econ.cloud_cost_usd(setup.gpus, hour, price)
+    nodes = nodes_used(scenario, setup.gpus, setup.file)
+    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file)
+    capex = econ.capex_usd(own, setup.gpus, nodes)
+    owned = None
+    if capex is not None:
+        energy = econ.energy_kwh(gpu=gpu, gpus=setup.gpus, nodes=nodes, host_power_w=own.host_power_w,
+                                 busy_fraction=busy_fraction, computing_s=hour, stalled_s=0.0)
+        power = (energy["gpu"] + energy["host"]) * own.pue * scenario.pricing.electricity_usd_per_kwh
+        owned = econ.amortised_usd(sum(capex.values()), own.amortisation_years, hour, own.utilisation) + power
+    return {"cloud": None if cloud is None else cloud / tokens * 1e6,
+            "owned": None if owned is None else owned / tokens * 1e6}
+
+
+def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[float] | None,
+                       start_rate: float) -> tuple[float | None, list[dict]]:
+    """The highest open-loop rate whose P99 TTFT and TPOT meet the SLO, and the points simulated:
+    over `rates` when given, else by doubling from `start_rate` and bisecting to 5%."""
+    if rates:
+        points = [simulate_load(setup, timer, rate_per_s=r) for r in sorted(rates)]
+        ok = [p["rate_per_s"] for p in points if p["meets_slo"]]
+        return (max(ok) if ok else None), points
+    probe = {}
+
+    def meets(rate: float) -> bool:
+        probe[rate] = simulate_load(setup, timer, rate_per_s=rate, count=SEARCH_REQUESTS)
+        return probe[rate]["meets_slo"]
+
+    lo, hi = None, None
+    rate = start_rate
+    for _ in range(12):
+        if meets(rate):
+            lo, rate = rate, rate * 2
+            if hi is not None:
+                break
+        else:
+            hi, rate = rate, rate / 2
+            if lo is not None:
+                break
+        if lo is not None and hi is not None:
+            break
+    while lo is not None and hi is not None and (hi - lo) / lo > SEARCH_TOLERANCE:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    if lo is not None:          # the rate found, with all the scenario's requests (steadier throughput)
+        probe[lo] = simulate_load(setup, timer, rate_per_s=lo)
+    return lo, [probe[r] for r in sorted(probe)]
+
+
+def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[float] | None = None,
+          search: bool = True) -> dict:
+    """Simulate the scenario's load (and the rate sweep or search); the `serve --json` object."""
+    setup = prepare_serving(scenario, file)
+    s = scenario.serving
+    out = {"scenario": scenario.name, "gpus": setup.gpus, "replicas": setup.replicas, "gpu": setup.gpu.name,
+           "plan": {"tp": s.tp, "pp": s.pp, "ep": s.ep, "weights": s.weights, "kv_cache": s.kv_cache,
+                    "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,
+                    "admission": s.admission},
+           "fits": setup.reason is None, "reason": setup.reason,
+           "memory_per_gpu_bytes": sum(setup.memory.values()), "memory_breakdown_bytes": setup.memory,
+           "memory_capacity_bytes": setup.gpu.memory_bytes,
+           "kv_cache_tokens": setup.kv_blocks * BLOCK_TOKENS, "slo": s.slo.model_dump()}
+    if setup.reason is not None:
+        return {**out, **{k: None for k in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s",
+                                            "requests_per_s", "kv_cache_peak_fraction", "preemptions",
+                                            "max_rate_under_slo", "cost_per_million_tokens_usd",
+                                            "gpu_hours_per_million_tokens")}, "sweep": []}
+    timer = IterationTimer(setup)
+    main = simulate_load(setup, timer)
+    out.update(main)
+    out["single_request"] = single_request_times(setup, timer)
+    best, points = (max_rate_under_slo(setup, timer, rates, main["requests_per_s"] or 1.0)
+                    if rates or search else (None, []))
+    out["max_rate_under_slo"] = best
+    out["sweep"] = [_sweep_row(p) for p in points]
+    out["assumptions"] = assumptions(setup, timer)
+    return out
+
+
+def _sweep_row(point: dict) -> dict:
+    keys = ("rate_per_s", "requests", "ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s",
+            "kv_cache_peak_fraction", "preemptions", "meets_slo", "cost_per_million_tokens_usd",
+            "gpu_hours_per_million_tokens")
+    return {k: point[k] for k in keys}
+
+
+def single_request_times(setup: ServeSetup, timer: IterationTimer) -> dict:
+    """One mean-length prompt's prefill and one decode step right after it, alone on a replica."""
+    spec = setup.scenario.serving.requests
+    prompt = max(1, round(spec.prompt_tokens.mean))
+    done, prefill = 0, 0.0
+    while done < prompt:
+        q = min(setup.scenario.serving.max_batch_tokens, prompt - done)
+        done += q
+        prefill += timer.of_entries([(q, done, done == prompt)])
+    return {"prompt_tokens": prompt, "prefill_s": prefill, "decode_step_s": timer.of_entries([(1, prompt + 1, True)])}
+
+
+def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
+    s = setup.scenario.serving
+    return [
+        {"input": "host overhead per iteration (s)", "value": timer.host_s,
+         "source": "scenario" if s.host_overhead_ms is not None else "estimate (scalesim/serve.py HOST_OVERHEAD_S)"},
+        {"input": "KV cache block (tokens)", "value": BLOCK_TOKENS, "source": "vLLM default --block-size"},
+        {"input": "KV cache memory", "value": s.gpu_memory_utilization if s.kv_cache_free_memory_fraction is None
+         else s.kv_cache_free_memory_fraction,
+         "source": "share of all GPU memory, less weights and workspace (serving.gpu_memory_utilization, vLLM "
+                   "default 0.9)" if s.kv_cache_free_memory_fraction is None
+         else "share of the memory left after weights and workspace (serving.kv_cache_free_memory_fraction, "
+              "TensorRT-LLM)"},
+        {"input": "GEMM efficiency (large GEMMs)", "value": setup.gpu.gemm_efficiency,
+         "source": "catalog measurement (gpus.yaml)"},
+        {"input": "pipeline stages", "value": s.pp,
+         "source": "one batch at a time through the stages (no micro-batch pipelining across iterations)"},
+    ]
+
+
+def rate_list(text: str) -> list[float]:
+    """'1,2,4.5' -> [1.0, 2.0, 4.5]; InputError naming --rates otherwise."""
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"expected rates per second separated by commas, e.g. 1,2,4,8 (got {text!r})",
+                         key="--rates") from None
+    if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
+        raise InputError(f"rates must be positive numbers, e.g. 1,2,4,8 (got {text!r})", key="--rates")
+    return rates

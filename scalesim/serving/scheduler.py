@@ -1,0 +1,172 @@
+"""Continuous batching with chunked prefill over a paged KV cache: the policy, apart from time.
+
+One `Scheduler` per replica. Each iteration it picks what runs (vLLM's V1
+scheduler, Kwon et al. 2023 and the vLLM docs on chunked prefill): running
+sequences first, in the order they were admitted, each with all the tokens
+it has not computed yet (one for a decoding sequence, a prompt chunk for a
+prefilling one) within `max_batch_tokens`; then waiting requests, first come
+first served, while the token budget, `max_seqs` and free KV blocks allow
+(with `guaranteed`, blocks for the prompt and the whole output, reserved at
+admission, as TensorRT-LLM's GUARANTEED_NO_EVICT policy does).
+When a running sequence needs a block and none is free, the most recently
+admitted sequence is preempted: its blocks are freed and it waits at the
+head of the queue to recompute its prompt and the tokens it has generated.
+
+A sequence samples a token in the iteration that computes its last known
+token; that iteration's end is its first token's time (TTFT) or its next
+token's. The scheduler never reads a clock: the engine passes times in.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from scalesim.serving.workload import Request
+
+BLOCK_TOKENS = 16       # vLLM's default --block-size (scalesim/costs/inference.py)
+
+
+def blocks_for(tokens: int, block_tokens: int = BLOCK_TOKENS) -> int:
+    """Blocks that hold `tokens` tokens.
+
+    >>> blocks_for(16), blocks_for(17), blocks_for(0)
+    (1, 2, 0)
+    """
+    return -(-tokens // block_tokens)
+
+
+@dataclass(slots=True)
+class Sequence:
+    """Run-time state of one request on a replica."""
+
+    request: Request
+    arrival_s: float
+    computed: int = 0               # tokens whose keys and values are in the cache
+    generated: int = 0              # output tokens sampled so far
+    blocks: int = 0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+
+    @property
+    def known(self) -> int:
+        """Tokens the model must have seen before it samples the next one."""
+        return self.request.prompt_tokens + self.generated
+
+    @property
+    def done(self) -> bool:
+        return self.generated >= self.request.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One iteration: per sequence (new tokens, tokens in its context after them, samples a token)."""
+
+    sequences: tuple[Sequence, ...]
+    entries: tuple[tuple[int, int, bool], ...]
+
+    @property
+    def tokens(self) -> int:
+        return sum(q for q, _, _ in self.entries)
+
+
+@dataclass
+class Scheduler:
+    """The batching policy of one replica, with its KV cache of `total_blocks` blocks."""
+
+    total_blocks: int
+    max_batch_tokens: int
+    max_seqs: int
+    block_tokens: int = BLOCK_TOKENS
+    guaranteed: bool = False        # reserve prompt + whole output at admission; never preempt
+    waiting: deque = field(default_factory=deque)
+    running: list = field(default_factory=list)
+    used_blocks: int = 0
+    peak_blocks: int = 0
+    preemptions: int = 0
+
+    @property
+    def outstanding(self) -> int:
+        """Requests on this replica not finished yet (what a least-loaded router compares)."""
+        return len(self.waiting) + len(self.running)
+
+    def add(self, request: Request, now_s: float) -> None:
+        self.waiting.append(Sequence(request, now_s))
+
+    def _grow(self, seq: Sequence, tokens: int) -> bool:
+        """Give `seq` blocks for `tokens` cached tokens; False when the cache has too few free."""
+        need = blocks_for(tokens, self.block_tokens) - seq.blocks
+        if need > self.total_blocks - self.used_blocks:
+            return False
+        if need > 0:
+            seq.blocks += need
+            self.used_blocks += need
+            self.peak_blocks = max(self.peak_blocks, self.used_blocks)
+        return True
+
+    def _free(self, seq: Sequence) -> None:
+        self.used_blocks -= seq.blocks
+        seq.blocks = 0
+
+    def _preempt_last(self) -> Sequence:
+        """Recompute-style preemption of the most recently admitted sequence: drop its cache,
+        requeue it first."""
+        seq = self.running.pop()
+        self._free(seq)
+        seq.computed = 0
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+        return seq
+
+    def schedule(self) -> Batch | None:
+        """The next iteration's batch, or None when there is nothing to run."""
+        budget = self.max_batch_tokens
+        chosen: list[tuple[Sequence, int]] = []
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            q = min(seq.known - seq.computed, budget)
+            fits = self._grow(seq, seq.computed + q)
+            while not fits and self.running[-1] is not seq:
+                self._preempt_last()
+                fits = self._grow(seq, seq.computed + q)
+            if not fits:                    # it is the last one left to preempt
+                self._preempt_last()
+                break
+            chosen.append((seq, q))
+            budget -= q
+            i += 1
+        while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
+            seq = self.waiting[0]
+            q = min(seq.known - seq.computed, budget)
+            reserve = seq.request.prompt_tokens + seq.request.output_tokens if self.guaranteed else seq.computed + q
+            if not self._grow(seq, reserve):
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            chosen.append((seq, q))
+            budget -= q
+        if not chosen:
+            return None
+        return Batch(tuple(s for s, _ in chosen),
+                     tuple((q, s.computed + q, s.computed + q == s.known) for s, q in chosen))
+
+    def complete(self, batch: Batch, now_s: float) -> list[Sequence]:
+        """Apply an iteration that ended at `now_s`; returns the sequences it finished."""
+        finished = []
+        for seq, (q, _, samples) in zip(batch.sequences, batch.entries):
+            seq.computed += q
+            if not samples:
+                continue
+            seq.generated += 1
+            if seq.first_token_s is None:
+                seq.first_token_s = now_s
+            if seq.done:
+                seq.finish_s = now_s
+                self._free(seq)
+                finished.append(seq)
+        if finished:
+            self.running = [s for s in self.running if s.finish_s is None]
+        return finished

@@ -1,0 +1,69 @@
+"""Serving iteration costs: memory-bound decode, quantised weights, the KV cache's size."""
+
+from dataclasses import replace
+
+import pytest
+
+from scalesim.costs.inference import (BLOCK_TOKENS, ServingShard, iteration_compute_s, iteration_work,
+                                      kv_bytes_per_token, kv_cache_blocks, weight_bytes_per_gpu)
+from scalesim.hardware import get_gpu
+from scalesim.models import get_model
+
+LLAMA3_8B = get_model("llama3-8b", seq_len=1)
+
+
+def decode_s(weights: str, gpu: str, batch: int = 1, context: int = 1024) -> float:
+    work = iteration_work([(1, context, True)] * batch)
+    return iteration_compute_s(work, ServingShard(LLAMA3_8B, weights=weights), get_gpu(gpu))
+
+
+@pytest.mark.parametrize("gpu", ["rtx4090", "h100-sxm", "a100-80gb-sxm"])
+def test_int4_weights_decode_faster_than_bf16_on_a_memory_bound_step(gpu):
+    # A batch-1 decode step reads every weight once: 4-bit weights are ~3.8x fewer bytes
+    # (the 16-bit embedding and output head stay), so the step is at least twice as fast.
+    assert decode_s("int4", gpu) < decode_s("bf16", gpu) / 2
+    assert decode_s("fp8", gpu) < decode_s("bf16", gpu)
+
+
+def test_a_decode_step_takes_about_the_time_to_read_the_weights():
+    h100 = get_gpu("h100-sxm")
+    weights = weight_bytes_per_gpu(ServingShard(LLAMA3_8B))
+    read_s = weights / h100.memory_bw_bytes_per_s          # at the full datasheet bandwidth
+    assert read_s < decode_s("bf16", "h100-sxm") < 1.5 * read_s
+
+
+def test_more_memory_bandwidth_is_never_slower():
+    gpu = get_gpu("rtx4090")
+    faster = replace(gpu, memory_bw_bytes_per_s=2 * gpu.memory_bw_bytes_per_s)
+    shard = ServingShard(LLAMA3_8B)
+    for entries in ([(1, 512, True)], [(1, 2048, True)] * 64, [(2048, 2048, True)]):
+        work = iteration_work(entries)
+        assert iteration_compute_s(work, shard, faster) <= iteration_compute_s(work, shard, gpu)
+
+
+def test_longer_contexts_make_decode_slower_and_larger_batches_take_longer():
+    assert decode_s("bf16", "h100-sxm", 64, 4096) > decode_s("bf16", "h100-sxm", 64, 512)
+    assert decode_s("bf16", "h100-sxm", 128) > decode_s("bf16", "h100-sxm", 8)
+
+
+def test_tensor_parallelism_splits_weights_and_kv_heads():
+    one, four = ServingShard(LLAMA3_8B), ServingShard(LLAMA3_8B, tp=4)
+    assert weight_bytes_per_gpu(four) == pytest.approx(weight_bytes_per_gpu(one) / 4, rel=1e-6)
+    assert kv_bytes_per_token(four) == kv_bytes_per_token(one) / 4
+    # Llama 3 8B has 8 KV heads: beyond tp 8 each GPU keeps a whole head (vLLM replicates them).
+    assert kv_bytes_per_token(ServingShard(LLAMA3_8B, tp=16)) == kv_bytes_per_token(ServingShard(LLAMA3_8B, tp=8))
+
+
+def test_kv_bytes_per_token_from_the_published_shape():
+    # Llama 3 8B: 32 layers, 8 KV heads of 128 dimensions (HF config.json); K and V in 16-bit.
+    assert kv_bytes_per_token(ServingShard(LLAMA3_8B)) == 2 * 32 * 8 * 128 * 2
+    assert kv_bytes_per_token(ServingShard(LLAMA3_8B, kv_cache="fp8")) == 2 * 32 * 8 * 128
+
+
+def test_kv_cache_blocks_are_free_memory_over_a_block():
+    shard = ServingShard(LLAMA3_8B)
+    block = kv_bytes_per_token(shard) * BLOCK_TOKENS
+    for free in (0.0, block - 1, block, 12.5 * block, 3e9):
+        blocks = kv_cache_blocks(free, shard)
+        assert blocks * block <= free < (blocks + 1) * block
+    assert kv_cache_blocks(-1e9, shard) == 0
