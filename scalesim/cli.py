@@ -257,36 +257,47 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 
     from scalesim.executors import completed, open_pool, parse_executor
     from scalesim.report.validation import parity_plot, validation_table
+    from scalesim.loso import load_fits, loso_jobs, loso_summaries
     from scalesim.validation import evaluate_group, groups_of, load_cases, summaries
 
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     # Cases that share a scenario are simulated once; the long ones go first so that the pool
     # never waits on one at the end.
     groups = sorted(groups_of(cases), key=lambda g: all(cases[i].fast for i in g))
+    catalog = _catalog(catalog_dirs)       # e.g. a calibrated folder, checked against every case
+    # Then the leave-one-source-out re-predictions: each fitted source's cases without its fits.
+    jobs = [(g, catalog) for g in groups] + loso_jobs(cases, catalog, load_fits())
     outcomes: list = [None] * len(cases)
+    replaced: dict = {}
     with open_pool(parse_executor("local", workers)) as pool:
-        catalog = _catalog(catalog_dirs)       # e.g. a calibrated folder, checked against every case
-        finished = completed(pool, evaluate_group, [([cases[i] for i in g], catalog) for g in groups])
-        for k, group_outcomes in track(finished, total=len(groups), description="validating", console=err_console,
+        finished = completed(pool, evaluate_group, [([cases[i] for i in g], cat) for g, cat in jobs])
+        for k, group_outcomes in track(finished, total=len(jobs), description="validating", console=err_console,
                                        disable=as_json or not err_console.is_terminal):
             if isinstance(group_outcomes, BaseException):
                 raise group_outcomes
-            for i, outcome in zip(groups[k], group_outcomes):
-                outcomes[i] = outcome
+            for i, outcome in zip(jobs[k][0], group_outcomes):
+                if k < len(groups):
+                    outcomes[i] = outcome
+                else:
+                    replaced[i] = outcome
     rows = summaries(outcomes)
+    loso = loso_summaries(outcomes, replaced)
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)
     if as_json:
         apart = ("overall", "in_sample", "disputed", "supplementary", "serving")
-        click.echo(json.dumps({"cases": [o.to_json() for o in outcomes],
-                               "summary": rows["overall"].to_json(),
+        summary = {**rows["overall"].to_json(), "loso_median_abs_error": loso["overall"].median_abs_error,
+                   "loso_max_abs_error": loso["overall"].max_abs_error, "loso_count": loso["overall"].count}
+        click.echo(json.dumps({"cases": [o.to_json() | _loso_error(replaced.get(i, o)) for i, o in enumerate(outcomes)],
+                               "summary": summary,
+                               "loso_by_category": {k: v.to_json() for k, v in loso.items() if k != "overall"},
                                "by_category": {k: v.to_json() for k, v in rows.items() if k not in apart},
                                **{k: rows[k].to_json() for k in apart[1:] if k in rows}},
                               indent=2))
         return
     console = make_console()
-    for table in validation_table(outcomes, rows):
+    for table in validation_table(outcomes, rows, loso):
         console.print(table)
     if plot is not None:
         click.echo(f"plot: {plot}")
@@ -330,6 +341,10 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
             click.echo("plots: " + ", ".join(str(p) for p in written))
     if not result["fits"]:
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _loso_error(outcome) -> dict:
+    return {"loso_predicted": outcome.predicted, "loso_error": outcome.error}
 
 
 def _design_nics(spec: str, catalog=None) -> int | None:

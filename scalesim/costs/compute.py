@@ -202,7 +202,8 @@ def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
     dram = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
     if gpu.sms <= 0 or gpu.sm_clock_hz <= 0:
         return dram
-    return min(dram, compute_sms(gpu) * gpu.sm_clock_hz * gpu.training_clock_fraction * STREAM_BYTES_PER_SM_CYCLE)
+    per_clock = gpu.stream_bytes_per_sm_cycle or STREAM_BYTES_PER_SM_CYCLE
+    return min(dram, compute_sms(gpu) * gpu.sm_clock_hz * gpu.training_clock_fraction * per_clock)
 
 
 def _stream_s(bytes_moved: float, gpu: GpuSpec) -> float:

@@ -47,6 +47,10 @@ class GpuSpec:
     # SM clock a power-limited part sustains under a training step (tensor cores, HBM
     # and links busy at once) as a fraction of the clock its GEMM benchmarks ran at.
     training_clock_fraction: float = 1.0
+    # Bytes an SM issues per clock in framework memory-bound kernels; None: the global figure
+    # in scalesim/costs/compute.py (STREAM_BYTES_PER_SM_CYCLE). Set per GPU only by a catalog
+    # overlay (e.g. validate's leave-one-source-out refit).
+    stream_bytes_per_sm_cycle: float | None = None
     # SMs other kernels hold while this GPU's compute runs: NCCL's blocks during overlapped
     # communication. 0 in the catalog; the program builder sets it to time compute under
     # overlap (scalesim/costs/compute.py, `compute_sms`).

@@ -21,7 +21,14 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
-def validation_table(outcomes, summaries: dict) -> list[Table]:
+def _pct_abs(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def validation_table(outcomes, summaries: dict, loso: dict | None = None) -> list[Table]:
+    """The cases, then the summary: in-sample figures and, per category and overall, the
+    leave-one-source-out ones (`loso`: each source predicted with constants fitted without it)."""
+    loso = loso or {}
     cases = Table(title="predicted vs measured (error = (predicted - measured) / measured)", title_justify="left")
     for col in ("case", "category", "metric", "predicted", "measured", "error", "status"):
         cases.add_column(col, overflow="fold")
@@ -37,14 +44,17 @@ def validation_table(outcomes, summaries: dict) -> list[Table]:
                       "-" if o.predicted is None else f"{o.predicted:,.4g}", f"{o.case.measured:,.4g}",
                       _pct(o.error), status)
     summary = Table(title="summary (absolute errors over simulated cases; overall = reference cases no constant "
-                          "was fitted on; in_sample, disputed and supplementary apart)",
+                          "was fitted on; in_sample, disputed and supplementary apart; out of sample = reference "
+                          "and in-sample cases, each source predicted with constants fitted without it)",
                     title_justify="left")
-    for col in ("category", "simulated", "median |error|", "max |error|"):
+    for col in ("category", "simulated", "median |error|", "max |error|",
+                "out of sample: n", "median |error|", "max |error|"):
         summary.add_column(col)
     for name, s in summaries.items():
-        summary.add_row(name, str(s.count),
-                        "-" if s.median_abs_error is None else f"{100 * s.median_abs_error:.1f}%",
-                        "-" if s.max_abs_error is None else f"{100 * s.max_abs_error:.1f}%")
+        out = loso.get(name)
+        summary.add_row(name, str(s.count), _pct_abs(s.median_abs_error), _pct_abs(s.max_abs_error),
+                        *(("-", "-", "-") if out is None else
+                          (str(out.count), _pct_abs(out.median_abs_error), _pct_abs(out.max_abs_error))))
     tables = [cases, summary]
     far = [o for o in outcomes if o.error is not None and abs(o.error) > FAR_OFF]
     if far:
