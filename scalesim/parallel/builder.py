@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
-from scalesim.costs.finetune import FinetuneSpec, finetune_layer_time, stored_weight_bytes, trainable_params
+from scalesim.costs.finetune import (FinetuneSpec, adapter_ops, adapter_shapes, finetune_layer_time,
+                                     stored_weight_bytes, trainable_params)
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
@@ -169,6 +170,18 @@ class StepBuilder:
         if plan.host_dispatch_s <= 0:
             return {"forward": 0.0, "backward": 0.0, "recompute": 0.0}
         forward, backward, attention = layer_kernels(layer, plan.attention)
+        if plan.finetune is not None:
+            # Each adapter launches its own kernels, in both passes (costs/finetune.py adapter_ops);
+            # frozen layers skip their weight-gradient GEMMs.
+            for shape in adapter_shapes(layer, plan.finetune):
+                extra_forward, extra_backward = adapter_ops(shape, plan.finetune.rank, 1)
+                forward += len(extra_forward)
+                backward += len(extra_backward)
+            gemms = sum(1 for op in layer.ops if op.kind == "gemm")
+            backward -= gemms
+            if plan.finetune.quantized:          # one NF4 dequantisation kernel per GEMM and pass
+                forward += gemms
+                backward += gemms
         recompute = {"full": forward, "selective": attention}.get(plan.checkpointing, 0)
         return {"forward": launch_host_s(forward, plan.host_dispatch_s, plan.cuda_graphs),
                 "backward": launch_host_s(backward, plan.host_dispatch_s, plan.cuda_graphs, backward=True),
