@@ -25,18 +25,20 @@ FRAGMENTATION = 0.05
 
 # How far the memory model's peak can be from a real run's, as a fraction of the need: a need
 # within this band of the capacity, on either side, is "tight" (a real run could go either way).
-# From the measured-peak-memory cases of `scalesim validate` (metric peak_memory_GiB) and the
-# independent check of issue #17 (runs that trained were predicted 2-8% over their capacity).
-MEMORY_MODEL_ERROR_FRACTION = 0.08
+# MEASURED: the median absolute error over the 39 measured-peak-memory reference cases of
+# `scalesim validate` (metric peak_memory_GiB: nanotron's benchmark runs, under-predicted ~31%,
+# and torchtitan's, over-predicted ~32% as its per-op selective checkpointing is not modelled),
+# 33.6% on 3 Dec 2026. Wide because the model is: narrow it by fixing the model, not this figure.
+MEMORY_MODEL_ERROR_FRACTION = 0.34
 
 
 def fit_confidence(need_bytes: float, capacity_bytes: float,
                    error_fraction: float = MEMORY_MODEL_ERROR_FRACTION) -> str:
     """fits | tight | does_not_fit: the verdict with the memory model's own error as a band.
 
-    >>> fit_confidence(50e9, 80e9), fit_confidence(78e9, 80e9), fit_confidence(83e9, 80e9)
+    >>> fit_confidence(50e9, 80e9, 0.08), fit_confidence(78e9, 80e9, 0.08), fit_confidence(83e9, 80e9, 0.08)
     ('fits', 'tight', 'tight')
-    >>> fit_confidence(95e9, 80e9)
+    >>> fit_confidence(95e9, 80e9, 0.08)
     'does_not_fit'
     """
     if need_bytes * (1 - error_fraction) > capacity_bytes:
