@@ -21,6 +21,7 @@ import simpy
 
 from scalesim.collectives.estimate import flow_components, flows_time_s, plan_time_s
 from scalesim.collectives.plan import CollectivePlan, Flow
+from scalesim.engine.host import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
@@ -66,31 +67,6 @@ class _Sms:
     factors: tuple = ()             # the running task's row of Program.held_factors
 
 
-@dataclass(slots=True)
-class _Host:
-    """A rank's host thread as issue times: from each release (the step's start, or the end of a
-    `host_sync` task) it issues the following tasks back to back, each after its own host_s."""
-
-    offset_s: list[float]            # per task: CPU time from its segment's release to its issue
-    segment: list[int]               # per task: the sync task it is issued after (-1: none)
-    released_s: dict[int, float] = field(default_factory=dict)   # sync task -> when it finished
-
-
-def host_thread(tasks: tuple) -> _Host | None:
-    """The rank's host thread, or None when issuing costs nothing and never waits."""
-    if not any(t.host_s > 0 or t.host_sync for t in tasks):
-        return None
-    offsets, segments = [], []
-    elapsed_s, segment = 0.0, -1
-    for index, task in enumerate(tasks):
-        elapsed_s += task.host_s
-        offsets.append(elapsed_s)
-        segments.append(segment)
-        if task.host_sync:
-            elapsed_s, segment = 0.0, index
-    return _Host(offsets, segments)
-
-
 @dataclass
 class _Run:
     env: simpy.Environment
@@ -103,7 +79,7 @@ class _Run:
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
     slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
     sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
-    hosts: dict[int, _Host] = field(default_factory=dict)       # rank -> its host thread, where it costs
+    hosts: dict[int, HostThread] = field(default_factory=dict)       # rank -> its host thread, where it costs
 
     def stream(self, rank: int, indices: list[int], events: list):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -163,7 +139,7 @@ class _Run:
             if done is not None:
                 done.succeed()
 
-    def issued(self, host: _Host, index: int, events: list):
+    def issued(self, host: HostThread, index: int, events: list):
         """Wait until the host thread has issued task `index` (after its segment's sync task)."""
         segment = host.segment[index]
         base_s = 0.0
