@@ -18,6 +18,7 @@ from pathlib import Path
 from scalesim.engine.timeline import Timeline
 
 US_PER_S = 1e6
+GPU_WORK_KINDS = ("forward", "backward", "recompute", "optimizer", "other")   # compute tasks, not calls
 STREAM_ORDER = ("compute", "comm")
 
 
@@ -48,7 +49,10 @@ def chrome_trace(timeline: Timeline, *, title: str = "scalesim step", gpus: int 
         event = {"name": iv.name, "cat": iv.kind, "ph": "X", "pid": iv.rank, "tid": tids[iv.stream],
                  "ts": iv.start_s * US_PER_S, "dur": max(iv.end_s - iv.start_s, 0.0) * US_PER_S}
         if iv.ready_s < iv.start_s:
-            event["args"] = {"waited_for_peers_us": (iv.start_s - iv.ready_s) * US_PER_S}
+            # A call waits for its peers; GPU work whose inputs were ready waits for its host to
+            # issue it (the host thread of costs/host.py).
+            waited = "waited_for_peers_us" if iv.kind not in GPU_WORK_KINDS else "waited_for_host_us"
+            event["args"] = {waited: (iv.start_s - iv.ready_s) * US_PER_S}
         events.append(event)
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"title": title, "step_time_s": timeline.end_s, "time_unit": "us",
