@@ -225,7 +225,8 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
                       optimizer=t.optimizer, checkpointing=t.activation_checkpointing,
                       flash_attention=plan.attention in FLASH_KINDS, boundary_bytes_per_sample=boundary,
                       zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
-                      grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype])
+                      grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
+                      bucket_view=setup.scenario.parallel.gradient_as_bucket_view)
         if plan.finetune is None and not plan.offload_params:
             memory = training_memory(layers, fp32_weights=plan.fp32_weights, **common)
         else:

@@ -133,6 +133,9 @@ class ParallelSpec(Strict):
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
     # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
     grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # DDP's gradient_as_bucket_view (or Megatron-LM's contiguous gradient buffer): gradients are
+    # views into the reduction buckets, so DDP keeps no second copy (scalesim/costs/memory.py).
+    gradient_as_bucket_view: bool = False
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("order")

@@ -293,3 +293,16 @@ def test_the_fit_verdict_carries_its_headroom_and_band():
     assert out["fit_confidence"] in ("fits", "tight")
     huge = run(scenario.with_changes(training={"micro_batch": 256, "global_batch": 2048}), file)
     assert not huge.fits and huge.fit_confidence in ("tight", "does_not_fit") and huge.memory_headroom_fraction < 0
+
+
+def test_gradients_as_bucket_views_drop_exactly_the_bucket_copy():
+    scenario, file = load("8xa100-ddp")        # autocast: fp32 gradients, reduced in fp32
+    copy = run(scenario, file, baseline=False)
+    view = run(scenario.with_changes(parallel={"gradient_as_bucket_view": True}), file, baseline=False)
+    # A view needs the reduction in the gradients' own precision; bf16 buckets of fp32 grads stay a copy.
+    cast = run(scenario.with_changes(parallel={"gradient_as_bucket_view": True, "grad_reduce_dtype": "bf16"}),
+               file, baseline=False)
+    assert cast.memory_breakdown["grad_buckets"] > 0
+    assert copy.memory_breakdown["grad_buckets"] > 0 and view.memory_breakdown["grad_buckets"] == 0
+    assert view.memory_per_gpu_bytes < copy.memory_per_gpu_bytes
+    assert view.step_time_s == copy.step_time_s

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
-from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown,
+from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    layers_activation_bytes, state_bytes_per_param)
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
@@ -242,7 +242,8 @@ def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, chec
 def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
-                    offload_params: bool = False, grad_reduce_bytes: float | None = None) -> MemoryBreakdown:
+                    offload_params: bool = False, grad_reduce_bytes: float | None = None,
+                    bucket_view: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
 
     Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
@@ -279,7 +280,7 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing)
     opt = 0.0 if offload_optimizer or (offload_params and spec is None) else \
         trained * o / (shards if zero >= 1 else 1)
-    buckets = trained * (grad_reduce_bytes or g) if (zero == 0 and shards > 1) else 0.0
+    buckets = trained * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 

@@ -127,10 +127,26 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
                                    model_boundary_bytes(model))
 
 
+def ddp_bucket_bytes(grad_bytes: float, reduce_bytes: float | None, zero: int, shards: int,
+                     bucket_view: bool) -> float:
+    """Bytes per parameter of DDP's flat gradient buckets beside the gradients themselves.
+
+    >>> ddp_bucket_bytes(2, 2, 0, 8, False), ddp_bucket_bytes(2, 2, 0, 8, True), ddp_bucket_bytes(2, 4, 0, 8, True)
+    (2, 0.0, 4)
+    """
+    if zero != 0 or shards <= 1:
+        return 0.0
+    reduce_bytes = reduce_bytes or grad_bytes
+    if bucket_view and reduce_bytes == grad_bytes:
+        return 0.0          # the gradients live in the buckets
+    return reduce_bytes
+
+
 def training_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
-                    fp32_weights: bool = False, grad_reduce_bytes: float | None = None) -> MemoryBreakdown:
+                    fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
+                    bucket_view: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -140,6 +156,9 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     than one replica, PyTorch DDP copies gradients into flat bucket buffers
     (gradient_as_bucket_view=False by default): one more gradient-sized buffer,
     of the reduction's precision (`grad_reduce_bytes` per parameter).
+    `bucket_view` (DDP's gradient_as_bucket_view=True, or Megatron-LM's contiguous
+    gradient buffer): the gradients are views into the buckets, so no copy -- when
+    the reduction runs in the gradients' own precision (`ddp_bucket_bytes`).
     fp32_weights: mixed precision as PyTorch autocast does it -- fp32 weights
     and gradients updated in place, no separate master copy -- instead of
     16-bit weights and gradients with fp32 masters (Megatron, DeepSpeed).
@@ -154,7 +173,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     grads = params * g / (shards if zero >= 2 else 1)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else params * o / (shards if zero >= 1 else 1)
-    buckets = params * (grad_reduce_bytes or g) if (zero == 0 and shards > 1) else 0.0
+    buckets = params * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight)
     live = weights + grads + opt + buckets + acts
