@@ -172,7 +172,7 @@ class Scenario(Strict):
                 data[section] = {**data[section], **changes}
             else:
                 data[section] = changes
-        return Scenario.model_validate(data)
+        return validate(Scenario, data)
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:

@@ -17,9 +17,10 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class Strict(pydantic.BaseModel):
-    """Base for user-facing schemas: unknown keys are errors, values are frozen."""
+    """Base for user-facing schemas: unknown keys are errors, values are frozen, numbers finite
+    (`.inf` or `.nan` would make every result inf or nan, and JSON has neither)."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
@@ -55,6 +56,8 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
                          file=file, key=key_prefix)
     try:
         return model.model_validate(data)
+    except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
+        raise exc.located(file=file, key_prefix=key_prefix) from None
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -73,5 +76,6 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
             message = message[len("Value error, "):]
         got = err.get("input")
         if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
-            message += f" (got {got!r})"
+            shown = repr(got)
+            message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
         raise InputError(message, file=file, key=key) from None

@@ -71,12 +71,7 @@ def _fabric_graph(g: nx.Graph, nic_names: list[list[str]], fabric: Fabric, link:
         g.add_edge(leaf, spine, link=_aggregate(link, len(members) / fabric.oversubscription), duplex=True)
 
 
-def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None) -> Topology:
-    """The cluster's topology: one node, or `nodes` copies of the design on a fabric."""
-    if nodes == 1:
-        return Topology(build_node_graph(design), design.name)
-    if fabric is None:
-        raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
+def _fabric_link(fabric: Fabric) -> LinkSpec:
     if fabric.kind not in FABRICS:
         raise InputError(f"unknown fabric topology '{fabric.kind}'; allowed: {', '.join(FABRICS)}",
                          key="cluster.fabric.topology")
@@ -85,6 +80,20 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
         raise InputError(f"'{fabric.link}' is a {link.kind} link; the fabric needs one of kind "
                          f"{', '.join(NETWORK_KINDS)} (e.g. ib-ndr, roce-400g, eth-100g)",
                          key="cluster.fabric.link")
+    return link
+
+
+def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None) -> Topology:
+    """The cluster's topology: one node, or `nodes` copies of the design on a fabric.
+
+    A fabric given for one node is checked all the same (a typo in its link is
+    an error, not silently unused) and then has nothing to join.
+    """
+    link = None if fabric is None else _fabric_link(fabric)
+    if nodes == 1:
+        return Topology(build_node_graph(design), design.name)
+    if fabric is None:
+        raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
     g = nx.Graph(name=f"{nodes}x {design.name}")
     nic_names = []
     for k in range(nodes):

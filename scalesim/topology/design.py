@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Literal
 
 import pydantic
-import yaml
 
 from scalesim.errors import InputError, unknown_name
 from scalesim.hardware import get_gpu, get_link
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, validate
+from scalesim.yaml_load import read_yaml
 
 
 class HostDesign(Strict):
@@ -75,23 +75,6 @@ def builtin_topology_dir() -> Path:
 
 def builtin_topology_names() -> list[str]:
     return sorted(p.stem for p in builtin_topology_dir().glob("*.yaml"))
-
-
-def read_yaml(path: Path, *, what: str = "file") -> object:
-    """safe_load a user file, turning every I/O or syntax problem into InputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", file=str(path)) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc.__class__.__name__}", file=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None
 
 
 def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None) -> NodeDesign:
