@@ -20,6 +20,7 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
+from scalesim.outputs import check_output_dir, check_output_file
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
@@ -36,6 +37,9 @@ def friendly_errors(fn):
             return fn(*args, **kwargs)
         except InputError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except OSError as exc:      # an output the checks could not foresee (a full disk, a race)
+            click.echo(f"error: {exc.filename or 'output'}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
@@ -81,6 +85,9 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     from scalesim.runner import prepare, run as run_scenario
     from scalesim.scenario import load_scenario
 
+    directory = out or Path("plots") / slug(scenario_file.stem)
+    check_output_dir(directory if plots else None, "--out")
+    check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
     setup = prepare(scenario, file)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
@@ -89,7 +96,6 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
 
-        directory = out or Path("plots") / slug(scenario_file.stem)
         directory.mkdir(parents=True, exist_ok=True)
         written = [timeline_plot(result.timeline, directory / "timeline.png",
                                  f"{scenario.name}: one step")]
@@ -187,6 +193,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 
     from scalesim.topology import Fabric
 
+    check_output_file(plot, "--plot", suffixes=(".png", ".svg"))
     size_list = parse_sizes(sizes)
     rows = []
     for spec in topologies_:
@@ -198,8 +205,6 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         n = gpus or len(topo.gpus)
         rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
-        if plot.suffix.lower() not in (".png", ".svg"):
-            raise InputError("the plot must be a .png or .svg file", key="--plot")
         plot.parent.mkdir(parents=True, exist_ok=True)
         collective_plot(rows, plot)
     if as_json:
@@ -237,6 +242,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     from scalesim.report.validation import parity_plot, validation_table
     from scalesim.validation import evaluate, load_cases, summarise
 
+    check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     # The long cases go first so that the pool never waits on one at the end.
     order = sorted(range(len(cases)), key=lambda i: cases[i].fast)
@@ -328,12 +334,11 @@ def topology_show(name: str, out: Path | None) -> None:
     from scalesim.report.plots import topology_plot
     from scalesim.topology import build_node_graph, load_node_design
 
+    check_output_file(out, "--out", suffixes=(".png", ".svg"), inputs=[name])
     design = load_node_design(name)
     graph = build_node_graph(design)
     make_console().print(topology_description(design, graph))
     if out is not None:
-        if out.suffix.lower() not in (".png", ".svg"):
-            raise InputError("the drawing must be a .png or .svg file", key="--out")
         out.parent.mkdir(parents=True, exist_ok=True)
         topology_plot(graph, out, f"{design.name}")
         click.echo(f"drawing: {out}")
@@ -386,8 +391,8 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
     from scalesim.compare import budget_text, compare as run_compare
     from scalesim.report.compare import compare_plots, compare_table
 
-    if report is not None and report.suffix.lower() not in (".html", ".htm"):
-        raise InputError("the report must be an .html file", key="--report")
+    check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
+    check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
     comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
                              progress=lambda items: _progress(as_json)(items, "simulating", len(items)))
     rows = comparison.rows()
@@ -470,6 +475,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     executor = parse_executor(executor_name, workers)
     scenario, file = load_scenario(scenario_file)
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
+    check_output_dir(directory, "--out")
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, _stop_on_sigterm():
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
