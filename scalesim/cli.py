@@ -73,14 +73,17 @@ def main() -> None:
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
 @friendly_errors
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None) -> None:
+        samples: int, seed: int | None, max_seconds: float | None) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
     still simulated), 2 for bad input.
     """
+    from scalesim.limits import time_limit
     from scalesim.report.tables import print_table, result_table
     from scalesim.runner import prepare, run as run_scenario
     from scalesim.scenario import load_scenario
@@ -91,7 +94,8 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     scenario, file = load_scenario(scenario_file)
     setup = prepare(scenario, file)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
-    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext(), \
+            time_limit(max_seconds):
         result = run_scenario(scenario, file, scaling_counts=counts)
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
@@ -379,8 +383,10 @@ def _progress(disabled: bool):
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
 @friendly_errors
-def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
+def compare(scenario_files, as_json, out, plots, samples, seed, report, max_seconds) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
@@ -389,12 +395,14 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report) -> None:
     front, step breakdown. Exit 3 when a design does not fit in memory.
     """
     from scalesim.compare import budget_text, compare as run_compare
+    from scalesim.limits import time_limit
     from scalesim.report.compare import compare_plots, compare_table
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
     check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
-    comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
-                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)))
+    with time_limit(max_seconds):
+        comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
+                                 progress=lambda items: _progress(as_json)(items, "simulating", len(items)))
     rows = comparison.rows()
     written = {}
     if plots or report is not None:

@@ -13,11 +13,13 @@ from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, trainin
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
+from scalesim.limits import check_step_size
 from scalesim.hardware import GpuSpec
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import in_flight, schedule
+from scalesim.parallel.size import step_counts
 from scalesim.parallel.sharding import shard_layer
 from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
@@ -161,6 +163,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         schedule(plan.schedule, 0, par.pp, plan.micro_batches, plan.chunks_per_stage)
     except InputError as exc:
         raise exc.located(file=file) from None
+    ranks = count if count <= FULL_SIMULATION_MAX_GPUS else par.pp      # as simulate_setup simulates them
+    check_step_size(**step_counts(model, plan, ranks), file=file)
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9)
 

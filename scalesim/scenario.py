@@ -12,6 +12,7 @@ from typing import Any, Literal
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.limits import SCENARIO_LIMITS, check_limits
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
@@ -159,6 +160,11 @@ class Scenario(Strict):
     reliability: ReliabilitySpec = ReliabilitySpec()
     uncertainty: UncertaintySpec = UncertaintySpec()
     source: list[str] = []
+
+    @pydantic.model_validator(mode="after")
+    def _within_limits(self) -> "Scenario":
+        check_limits(self, SCENARIO_LIMITS)     # values far beyond real systems (scalesim/limits.py)
+        return self
 
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
         """A copy with some keys of some sections replaced (for scaling and sweeps).

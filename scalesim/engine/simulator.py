@@ -23,6 +23,7 @@ from scalesim.collectives.estimate import flow_components, flows_time_s, plan_ti
 from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
+from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
 
 # However many calls overlap, compute keeps at least this share of the SMs
@@ -86,6 +87,7 @@ class _Run:
         tasks = self.program.tasks[rank]
         isolated = self.isolated
         for index in indices:
+            check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             task = tasks[index]
             deps = task.deps
             if len(deps) == 1:               # the common case, without building a list

@@ -22,6 +22,7 @@ import networkx as nx
 
 from scalesim.errors import InputError
 from scalesim.hardware import LinkSpec, get_link
+from scalesim.limits import check_cluster_size, check_time
 from scalesim.topology.build import build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
@@ -89,6 +90,7 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
     A fabric given for one node is checked all the same (a typo in its link is
     an error, not silently unused) and then has nothing to join.
     """
+    check_cluster_size(nodes, design.gpus)
     link = None if fabric is None else _fabric_link(fabric)
     if nodes == 1:
         return Topology(build_node_graph(design), design.name)
@@ -97,6 +99,7 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
     g = nx.Graph(name=f"{nodes}x {design.name}")
     nic_names = []
     for k in range(nodes):
+        check_time()
         part = build_node_graph(design, prefix=f"n{k}/", server=k,
                                 nic_count=fabric.nics_per_node, nic_link=fabric.link)
         g.update(part)

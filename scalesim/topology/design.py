@@ -14,6 +14,7 @@ import pydantic
 
 from scalesim.errors import InputError, unknown_name
 from scalesim.hardware import get_gpu, get_link
+from scalesim.limits import NODE_LIMITS, check_limits
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, validate
 from scalesim.yaml_load import read_yaml
@@ -65,6 +66,7 @@ class NodeDesign(Strict):
             raise ValueError(f"pcie.switches ({self.pcie.switches}) must be a multiple of host.sockets")
         if self.gpus % self.host.sockets:
             raise ValueError(f"gpus ({self.gpus}) must divide evenly over host.sockets ({self.host.sockets})")
+        check_limits(self, NODE_LIMITS)
         return self
 
 
