@@ -23,11 +23,12 @@ from scalesim.errors import InputError
 
 # (low, high, why), by key path. `None`: no bound on that side.
 _SAMPLES = "far beyond published batch sizes (LLMs: a few thousand sequences; ImageNet records: 65,536 images)"
+_CLUSTER = ("scalesim builds every GPU, NIC and switch of the cluster as a graph and plays every flow of its "
+            "collectives: 32,768 GPUs (twice Llama 3 405B's 16,384) take about 10 s; larger clusters are not "
+            "simulated (not reduced by symmetry yet)")
 SCENARIO_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
-    "cluster.nodes": (None, 4096, "scalesim builds every node of the cluster as a graph; clusters larger "
-                      "than 32,768 GPUs are not simulated (see cluster GPUs)"),
-    "cluster.gpus": (None, 32768, "scalesim simulates clusters of up to 32,768 GPUs (twice Llama 3 405B's "
-                     "16,384); every GPU, NIC and switch is a graph vertex"),
+    "cluster.nodes": (None, 4096, _CLUSTER),
+    "cluster.gpus": (None, 32768, _CLUSTER),
     "cluster.fabric.nics_per_node": (None, 64, "no server carries more NIC ports (a DGX H100 has 8 for its "
                                      "compute fabric); every port is a graph vertex"),
     "cluster.fabric.oversubscription": (None, 64, "real fabrics are 1:1 to a few to one"),

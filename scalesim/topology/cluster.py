@@ -22,7 +22,7 @@ import networkx as nx
 
 from scalesim.errors import InputError
 from scalesim.hardware import LinkSpec, get_link
-from scalesim.limits import check_cluster_size, check_time
+from scalesim.limits import SCENARIO_LIMITS, check_cluster_size, check_time, check_value
 from scalesim.topology.build import build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
@@ -73,6 +73,7 @@ def _fabric_graph(g: nx.Graph, nic_names: list[list[str]], fabric: Fabric, link:
 
 
 def _fabric_link(fabric: Fabric) -> LinkSpec:
+    check_value("cluster.fabric.nics_per_node", fabric.nics_per_node, SCENARIO_LIMITS["cluster.fabric.nics_per_node"])
     if fabric.kind not in FABRICS:
         raise InputError(f"unknown fabric topology '{fabric.kind}'; allowed: {', '.join(FABRICS)}",
                          key="cluster.fabric.topology")
