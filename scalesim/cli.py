@@ -20,6 +20,7 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
+from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 
 EXIT_BAD_INPUT = 2
@@ -70,7 +71,7 @@ def main() -> None:
               help="Simulate 1..N GPUs for the scaling curve (the 1-GPU point is always simulated).")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the step as a Chrome trace-event JSON file (open it in ui.perfetto.dev).")
-@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -378,7 +379,7 @@ def _progress(disabled: bool):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory for the plots [plots/compare/].")
 @click.option("--plots/--no-plots", default=True, help="Write the comparison plots.")
-@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples: P10/P90 of time and cost, and how often each design wins.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -73,6 +73,8 @@ NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
     "nics.count": (None, 64, "no server carries more NIC ports (a DGX H100 has 8 for its compute fabric)"),
 }
 
+# Monte-Carlo samples (--samples): P10/P90 settle within a few thousand; 100,000 take ~3 s.
+MAX_SAMPLES = 100_000
 MAX_CLUSTER_GPUS = 32768
 MAX_NODES = 4096
 # Tasks a step may have (estimated before building it; ~30-100 us each to build and play

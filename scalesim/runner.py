@@ -13,7 +13,7 @@ from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, trainin
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
-from scalesim.limits import check_step_size
+from scalesim.limits import check_step_size, time_limit
 from scalesim.hardware import GpuSpec
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
@@ -267,11 +267,15 @@ def plan_summary(plan: ParallelPlan) -> dict:
 
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
-        baseline: bool = True) -> StepResult:
+        baseline: bool = True, max_seconds: float | None = None) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
 
     `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
+    `max_seconds`: raise scalesim.limits.TimeLimitExceeded (an InputError) after that much wall time.
     """
+    if max_seconds is not None:
+        with time_limit(max_seconds):
+            return run(scenario, file, scaling_counts=scaling_counts, baseline=baseline)
     setup = prepare(scenario, file)
     timeline = simulate_setup(setup)
     step = timeline.end_s

@@ -84,6 +84,8 @@ def test_a_time_limit_stops_a_library_run_with_an_input_error():
         run(s, file)
     assert isinstance(err.value, InputError) and err.value.key == "--max-seconds"
     check_time()                      # the limit ends with its block
+    with pytest.raises(TimeLimitExceeded):
+        run(s, file, max_seconds=1e-9)
 
 
 def test_max_seconds_on_the_command_line(tmp_path):
