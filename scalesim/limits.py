@@ -88,8 +88,12 @@ def _number(value: Any) -> bool:
 
 
 def _show(value: float) -> str:
-    if isinstance(value, int) or float(value).is_integer() and abs(value) < 1e16:
+    """12,345 for integers up to 10^16, 1.23e+20 beyond (and for fractions)."""
+    if abs(value) < 1e16 and (isinstance(value, int) or float(value).is_integer()):
         return f"{int(value):,}"
+    if isinstance(value, int):
+        digits = str(abs(value))            # ints beyond floats: YAML allows at most 2^1024
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
     return f"{value:.3g}"
 
 

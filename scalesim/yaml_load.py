@@ -27,6 +27,8 @@ from scalesim.errors import InputError
 # Far above any scenario, node design or catalog (the largest shipped file is ~50 kB).
 MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_VALUES = 1_000_000
+# Integers beyond any float (10^308): Python could not even print some of them (4,300 digits).
+MAX_INT_BITS = 1024
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -50,6 +52,18 @@ class UniqueKeySafeLoader(yaml.SafeLoader):
                         f"{key_node.start_mark.line + 1}); YAML would silently keep only the last one",
                         key_node.start_mark)
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: Node) -> int:
+        if len(str(node.value)) > 4000:
+            raise ConstructorError(None, None, "an integer with thousands of digits", node.start_mark)
+        value = super().construct_yaml_int(node)
+        if abs(value).bit_length() > MAX_INT_BITS:
+            raise ConstructorError(None, None, f"an integer beyond 2^{MAX_INT_BITS} (no quantity is that large)",
+                                   node.start_mark)
+        return value
+
+
+UniqueKeySafeLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeySafeLoader.construct_yaml_int)
 
 
 def _expanded_size(root: Node) -> int:

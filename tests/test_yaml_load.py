@@ -44,6 +44,8 @@ def test_every_shipped_yaml_file_reads_as_safe_load_reads_it():
     ("a: !!python/object/apply:os.system ['true']\n", "could not determine a constructor"),
     ("a: &a [*a]\n", "recursive"),
     ("[" * 3000, "nested too deeply"),
+    ("gpus: 1" + "0" * 5000, "digits"),            # Python could not even print it
+    ("gpus: 0x" + "f" * 300, "beyond 2\\^1024"),
 ])
 def test_unsafe_or_pathological_documents_are_refused(text, says):
     with pytest.raises(InputError, match=says):
