@@ -13,14 +13,14 @@ from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, trainin
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
-from scalesim.limits import check_step_size, time_limit
 from scalesim.hardware import GpuSpec
+from scalesim.limits import check_step_size, time_limit
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import in_flight, schedule
-from scalesim.parallel.size import step_counts
 from scalesim.parallel.sharding import shard_layer
+from scalesim.parallel.size import step_counts
 from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario, resolved_attention

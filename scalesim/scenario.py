@@ -183,6 +183,8 @@ class Scenario(Strict):
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:
     """Read and validate a scenario file; returns the scenario and its path as text."""
+    if not isinstance(path, (str, Path)):
+        raise InputError(f"expected a scenario file path, got {type(path).__name__}")
     file = str(path)
     data = read_yaml(Path(path), what="scenario file")
     if data is None:
