@@ -139,7 +139,8 @@ def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tas
     if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:
         raise InputError(f"makes about {buckets_per_rank:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
                          f"tasks per step; at most {MAX_STEP_TASKS:,}, about a minute, are allowed): raise "
-                         f"parallel.bucket_mb", key="parallel.bucket_mb", file=file)
+                         f"parallel.bucket_mb, or shard the model over more GPUs (tp, pp, zero: 3)",
+                         key="parallel.bucket_mb", file=file)
     raise InputError(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
                      f"{micro_batches:,} micro-batches x {layers_per_rank:,} layers x ~{tasks_per_layer}); at most "
                      f"{MAX_STEP_TASKS:,} (about a minute of simulation) are allowed: fewer micro-batches "
