@@ -97,3 +97,16 @@ def test_a_time_to_train_beyond_a_century_is_shown_in_years(tmp_path):
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if "time to train" in line)
     assert "years" in line and " d " not in line
+
+
+def test_every_validation_scenario_is_within_the_limits():
+    # The limits refuse only what no real system needs: every published measurement's plan
+    # (up to Megatron-LM's 1T-parameter GPT on 3,072 A100s) still passes them.
+    from scalesim.runner import prepare
+    from scalesim.scenario import load_scenario
+
+    files = sorted((ROOT / "validation" / "scenarios").glob("*.yaml"))
+    assert len(files) > 30
+    for path in files:
+        s, file = load_scenario(path)
+        prepare(s, file)
