@@ -130,10 +130,17 @@ def check_cluster_size(nodes: int, gpus_per_node: int) -> None:
                          f"limit of {MAX_CLUSTER_GPUS:,}: {SCENARIO_LIMITS['cluster.gpus'][2]}", key="cluster.nodes")
 
 
+def estimated_tasks(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
+                    buckets_per_rank: float) -> float:
+    """Tasks of a step (counts from scalesim.parallel.size.step_counts)."""
+    return ranks * (micro_batches * layers_per_rank * tasks_per_layer + 2 * buckets_per_rank)
+
+
 def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
                     buckets_per_rank: float, file: str | None = None) -> None:
     """Refuse a step with more tasks than MAX_STEP_TASKS, naming what drives the count."""
-    tasks = ranks * (micro_batches * layers_per_rank * tasks_per_layer + 2 * buckets_per_rank)
+    tasks = estimated_tasks(ranks=ranks, micro_batches=micro_batches, layers_per_rank=layers_per_rank,
+                            tasks_per_layer=tasks_per_layer, buckets_per_rank=buckets_per_rank)
     if tasks <= MAX_STEP_TASKS:
         return
     if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:

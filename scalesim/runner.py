@@ -14,7 +14,7 @@ from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
-from scalesim.limits import check_step_size, time_limit
+from scalesim.limits import check_step_size, estimated_tasks, time_limit
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
 from scalesim.parallel.placement import Placement
@@ -163,20 +163,27 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         schedule(plan.schedule, 0, par.pp, plan.micro_batches, plan.chunks_per_stage)
     except InputError as exc:
         raise exc.located(file=file) from None
-    ranks = count if count <= FULL_SIMULATION_MAX_GPUS else par.pp      # as simulate_setup simulates them
+    ranks = count if simulates_every_rank(count, model, plan) else par.pp      # as simulate_setup does
     check_step_size(**step_counts(model, plan, ranks), file=file)
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9)
 
 
-# Up to this many GPUs every rank is simulated (so timelines show each GPU);
-# beyond, one rank per pipeline stage stands for its identical peers.
+# Up to this many GPUs every rank is simulated (so timelines show each GPU), unless that
+# step would have more than FULL_SIMULATION_MAX_TASKS tasks (~3 s); beyond, one rank per
+# pipeline stage stands for its identical peers (within 1%: tests/parallel).
 FULL_SIMULATION_MAX_GPUS = 16
+FULL_SIMULATION_MAX_TASKS = 100_000
+
+
+def simulates_every_rank(gpus: int, model: ModelSpec, plan: ParallelPlan) -> bool:
+    return (gpus <= FULL_SIMULATION_MAX_GPUS
+            and estimated_tasks(**step_counts(model, plan, gpus)) <= FULL_SIMULATION_MAX_TASKS)
 
 
 def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
     if symmetric is None:
-        symmetric = setup.gpus > FULL_SIMULATION_MAX_GPUS
+        symmetric = not simulates_every_rank(setup.gpus, setup.model, setup.plan)
     return simulate(build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric))
 
 

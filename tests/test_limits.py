@@ -65,9 +65,24 @@ def test_clusters_beyond_the_limit_are_refused_whatever_the_node_size():
 
 
 def test_a_step_with_too_many_tasks_is_refused_naming_what_drives_it(tmp_path):
-    # 1,000 layers x 256 micro-batches on 8 fully simulated GPUs: ~6 M tasks, hours of simulation.
-    path = scenario(tmp_path, model={**INLINE, "layers": 1000}, training__global_batch=8 * 8 * 256)
+    # 1,000 layers x 1,024 micro-batches: ~3 M tasks even with one GPU standing for its 8 peers.
+    path = scenario(tmp_path, model={**INLINE, "layers": 1000}, training__global_batch=8 * 8 * 1024)
     refused(path, "'training.global_batch'", "simulated tasks", "micro-batches", "layers")
+
+
+def test_a_big_step_on_few_gpus_simulates_one_rank_for_its_peers():
+    from scalesim.runner import prepare, simulate_setup
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    small = prepare(s, file)
+    big = prepare(s.with_changes(training={"global_batch": 128 * 128}), file)    # 256 micro-batches
+    assert len({iv.rank for iv in simulate_setup(small).intervals}) == 8
+    timeline = simulate_setup(big)
+    assert len({iv.rank for iv in timeline.intervals}) == 1
+    # 128x the micro-batches: up to 128x the step, less as the once-a-step gradient
+    # reduction is amortised, but at least the compute (three quarters of the small step).
+    assert 0.7 * 128 < timeline.end_s / simulate_setup(small).end_s <= 128
 
 
 def test_tiny_gradient_buckets_are_refused(tmp_path):
