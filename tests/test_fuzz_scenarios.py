@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fuzz_scenarios import cases, run_in_process  # noqa: E402
 
-COUNT = int(os.environ.get("SCALESIM_FUZZ_COUNT", 100))
+COUNT = int(os.environ.get("SCALESIM_FUZZ_COUNT", 250))
 CPU_BOUND_S = 10.0
 
 
