@@ -6,3 +6,7 @@ report read results; cli only wires.
 """
 
 __version__ = "0.1.0"
+
+from scalesim.errors import InputError  # noqa: E402  (the one error type of every public entry point)
+
+__all__ = ["InputError", "__version__"]

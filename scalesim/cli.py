@@ -20,6 +20,8 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
+from scalesim.limits import MAX_SAMPLES
+from scalesim.outputs import check_output_dir, check_output_file
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
@@ -36,6 +38,9 @@ def friendly_errors(fn):
             return fn(*args, **kwargs)
         except InputError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except OSError as exc:      # an output the checks could not foresee (a full disk, a race)
+            click.echo(f"error: {exc.filename or 'output'}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
@@ -79,32 +84,38 @@ def main() -> None:
               help="Simulate 1..N GPUs for the scaling curve (the 1-GPU point is always simulated).")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the step as a Chrome trace-event JSON file (open it in ui.perfetto.dev).")
-@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
 @catalog_option
 @friendly_errors
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None, catalog_dirs) -> None:
+        samples: int, seed: int | None, max_seconds: float | None, catalog_dirs) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
     still simulated), 2 for bad input.
     """
+    from scalesim.limits import time_limit
     from scalesim.report.tables import print_table, result_table
     from scalesim.runner import prepare, run as run_scenario
     from scalesim.scenario import load_scenario
 
+    directory = out or Path("plots") / slug(scenario_file.stem)
+    check_output_dir(directory if plots else None, "--out")
+    check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
     catalog = _catalog(catalog_dirs)
     setup = prepare(scenario, file, catalog=catalog)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
-    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext(), \
+            time_limit(max_seconds):
         result = run_scenario(scenario, file, scaling_counts=counts, catalog=catalog)
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
 
-        directory = out or Path("plots") / slug(scenario_file.stem)
         directory.mkdir(parents=True, exist_ok=True)
         written = [timeline_plot(result.timeline, directory / "timeline.png",
                                  f"{scenario.name}: one step")]
@@ -203,6 +214,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 
     from scalesim.topology import Fabric
 
+    check_output_file(plot, "--plot", suffixes=(".png", ".svg"))
     size_list = parse_sizes(sizes)
     catalog = _catalog(catalog_dirs)
     rows = []
@@ -216,8 +228,6 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         n = gpus or len(topo.gpus)
         rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
-        if plot.suffix.lower() not in (".png", ".svg"):
-            raise InputError("the plot must be a .png or .svg file", key="--plot")
         plot.parent.mkdir(parents=True, exist_ok=True)
         collective_plot(rows, plot)
     if as_json:
@@ -260,6 +270,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     from scalesim.loso import load_fits, loso_jobs, loso_summaries
     from scalesim.validation import evaluate_group, groups_of, load_cases, summaries
 
+    check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     # Cases that share a scenario are simulated once; the long ones go first so that the pool
     # never waits on one at the end.
@@ -323,6 +334,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     from scalesim.serve import rate_list, serve as run_serve
     from scalesim.serving.spec import load_serving_scenario
 
+    check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out")
     scenario, file = load_serving_scenario(scenario_file)
     with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
         result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
@@ -374,6 +386,7 @@ def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
     from scalesim.calibrate import calibrate as fit
     from scalesim.report.calibration import calibration_tables
 
+    check_output_dir(out, "--out")
     fits = fit(list(measurements), out=out, link=link, gpu=gpu, topology=topology, op=op,
                catalog=_catalog(catalog_dirs))
     console = make_console()
@@ -434,13 +447,12 @@ def topology_show(name: str, out: Path | None, catalog_dirs) -> None:
     from scalesim.report.plots import topology_plot
     from scalesim.topology import build_node_graph, load_node_design
 
+    check_output_file(out, "--out", suffixes=(".png", ".svg"), inputs=[name])
     catalog = _catalog(catalog_dirs)
     design = load_node_design(name, catalog=catalog)
     graph = build_node_graph(design, catalog=catalog)
     make_console().print(topology_description(design, graph))
     if out is not None:
-        if out.suffix.lower() not in (".png", ".svg"):
-            raise InputError("the drawing must be a .png or .svg file", key="--out")
         out.parent.mkdir(parents=True, exist_ok=True)
         topology_plot(graph, out, f"{design.name}")
         click.echo(f"drawing: {out}")
@@ -476,14 +488,16 @@ def _progress(disabled: bool):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory for the plots [plots/compare/].")
 @click.option("--plots/--no-plots", default=True, help="Write the comparison plots.")
-@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples: P10/P90 of time and cost, and how often each design wins.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
 @catalog_option
 @friendly_errors
-def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_dirs) -> None:
+def compare(scenario_files, as_json, out, plots, samples, seed, report, max_seconds, catalog_dirs) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
@@ -492,17 +506,19 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_
     front, step breakdown. Exit 3 when a design does not fit in memory.
     """
     from scalesim.compare import budget_text, compare as run_compare
+    from scalesim.limits import time_limit
     from scalesim.report.compare import compare_plots, compare_table
     from scalesim.serve_compare import is_serving_file
 
+    check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
+    check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
     if any(is_serving_file(f) for f in scenario_files):
         _compare_serving(scenario_files, as_json, out, plots)
         return
-    if report is not None and report.suffix.lower() not in (".html", ".htm"):
-        raise InputError("the report must be an .html file", key="--report")
-    comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
-                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)),
-                             catalog=_catalog(catalog_dirs))
+    with time_limit(max_seconds):
+        comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
+                                 progress=lambda items: _progress(as_json)(items, "simulating", len(items)),
+                                 catalog=_catalog(catalog_dirs))
     rows = comparison.rows()
     written = {}
     if plots or report is not None:
@@ -611,6 +627,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     executor = parse_executor(executor_name, workers)
     scenario, file = load_scenario(scenario_file)
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
+    check_output_dir(directory, "--out")
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, _stop_on_sigterm():
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,

@@ -96,7 +96,16 @@ def build_topology(spec: str, *, p2p: bool | None = None, nodes: int = 1,
         nodes, fabric = scenario_nodes, fabric or scenario_fabric
     if nodes > 1 and fabric is None:
         raise InputError("several nodes need a fabric: add --fabric LINK (e.g. ib-ndr)", key="--fabric")
-    return build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
+    try:
+        return build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
+    except InputError as exc:       # name the option the user gave, not the scenario key
+        if exc.file is not None or exc.key not in _OPTION_OF:
+            raise
+        raise InputError(exc.detail, key=_OPTION_OF[exc.key]) from None
+
+
+_OPTION_OF = {"cluster.nodes": "--nodes", "cluster.fabric.link": "--fabric",
+              "cluster.fabric.topology": "--fabric-topology", "cluster.fabric.nics_per_node": "--nics-per-node"}
 
 
 def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto",

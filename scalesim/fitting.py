@@ -107,7 +107,9 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
     for option in found[: 2 * limit]:
         change = next(s for c, s in candidates if c == option.change)
         changed = prepare(setup.scenario.with_changes(**change), setup.file)
-        timed.append(FitOption(option.change, option.memory_bytes, simulate_setup(changed).end_s))
+        # One rank per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are
+        # timed here, which with every rank simulated cost several times the step itself.
+        timed.append(FitOption(option.change, option.memory_bytes, simulate_setup(changed, True).end_s))
     return sorted(timed, key=lambda o: o.step_time_s)[:limit]
 
 
@@ -140,7 +142,7 @@ def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
                               + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
-                    return FitOption(change, memory, simulate_setup(changed).end_s)
+                    return FitOption(change, memory, simulate_setup(changed, True).end_s)
         gpus *= 2
     return None
 

@@ -18,11 +18,13 @@ from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.limits import check_step_size, estimated_tasks, time_limit
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
+from scalesim.parallel.size import step_counts
 from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario, resolved_attention
@@ -175,6 +177,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         schedule(plan.schedule, 0, par.pp, plan.micro_batches, plan.chunks_per_stage)
     except InputError as exc:
         raise exc.located(file=file) from None
+    ranks = count if simulates_every_rank(count, model, plan) else par.pp      # as simulate_setup does
+    check_step_size(**step_counts(model, plan, ranks), file=file)
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, None if host is None else host * 1e9, catalog)
 
@@ -196,14 +200,21 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
     return spec
 
 
-# Up to this many GPUs every rank is simulated (so timelines show each GPU);
-# beyond, one rank per pipeline stage stands for its identical peers.
+# Up to this many GPUs every rank is simulated (so timelines show each GPU), unless that
+# step would have more than FULL_SIMULATION_MAX_TASKS tasks (~3 s); beyond, one rank per
+# pipeline stage stands for its identical peers (within 1%: tests/parallel).
 FULL_SIMULATION_MAX_GPUS = 16
+FULL_SIMULATION_MAX_TASKS = 100_000
+
+
+def simulates_every_rank(gpus: int, model: ModelSpec, plan: ParallelPlan) -> bool:
+    return (gpus <= FULL_SIMULATION_MAX_GPUS
+            and estimated_tasks(**step_counts(model, plan, gpus)) <= FULL_SIMULATION_MAX_TASKS)
 
 
 def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
     if symmetric is None:
-        symmetric = setup.gpus > FULL_SIMULATION_MAX_GPUS
+        symmetric = not simulates_every_rank(setup.gpus, setup.model, setup.plan)
     return simulate(build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric))
 
 
@@ -321,11 +332,15 @@ def _with_trainable(summary: dict, setup: Setup) -> dict:
 
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
-        baseline: bool = True, catalog: Catalog | None = None) -> StepResult:
+        baseline: bool = True, catalog: Catalog | None = None, max_seconds: float | None = None) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
 
     `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
+    `max_seconds`: raise scalesim.limits.TimeLimitExceeded (an InputError) after that much wall time.
     """
+    if max_seconds is not None:
+        with time_limit(max_seconds):
+            return run(scenario, file, scaling_counts=scaling_counts, baseline=baseline, catalog=catalog)
     setup = prepare(scenario, file, catalog=catalog)
     timeline = simulate_setup(setup)
     step = timeline.end_s

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.limits import SCENARIO_LIMITS, check_limits
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
@@ -199,6 +200,11 @@ class Scenario(Strict):
     uncertainty: UncertaintySpec = UncertaintySpec()
     source: list[str] = []
 
+    @pydantic.model_validator(mode="after")
+    def _within_limits(self) -> "Scenario":
+        check_limits(self, SCENARIO_LIMITS)     # values far beyond real systems (scalesim/limits.py)
+        return self
+
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
         """A copy with some keys of some sections replaced (for scaling and sweeps).
 
@@ -211,11 +217,13 @@ class Scenario(Strict):
                 data[section] = {**data[section], **changes}
             else:
                 data[section] = changes
-        return Scenario.model_validate(data)
+        return validate(Scenario, data)
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:
     """Read and validate a scenario file; returns the scenario and its path as text."""
+    if not isinstance(path, (str, Path)):
+        raise InputError(f"expected a scenario file path, got {type(path).__name__}")
     file = str(path)
     data = read_yaml(Path(path), what="scenario file")
     if data is None:

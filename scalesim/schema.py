@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
-import yaml
 
 from scalesim.errors import InputError
+from scalesim.yaml_load import read_yaml  # noqa: F401  (re-exported: duplicate keys refused, sizes bounded)
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class Strict(pydantic.BaseModel):
-    """Base for user-facing schemas: unknown keys are errors, values are frozen."""
+    """Base for user-facing schemas: unknown keys are errors, values are frozen, numbers finite
+    (`.inf` or `.nan` would make every result inf or nan, and JSON has neither)."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
@@ -57,6 +58,8 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
                          file=file, key=key_prefix)
     try:
         return model.model_validate(data)
+    except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
+        raise exc.located(file=file, key_prefix=key_prefix) from None
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -75,22 +78,6 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
             message = message[len("Value error, "):]
         got = err.get("input")
         if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
-            message += f" (got {got!r})"
+            shown = repr(got)
+            message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
         raise InputError(message, file=file, key=key) from None
-
-
-def read_yaml(path: Path, *, what: str = "file") -> object:
-    """safe_load a user file, turning every I/O or syntax problem into InputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", file=str(path)) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc.__class__.__name__}", file=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise InputError(f"invalid YAML{where}: {problem}", file=str(path)) from None

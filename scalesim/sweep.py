@@ -499,7 +499,7 @@ def parse_counts(text: str) -> list[int]:
     counts: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 1:
+        if not part.isdecimal() or int(part) < 1:    # isdigit() would pass "²", which int() refuses
             raise InputError(f"'{part}' is not a GPU count; give positive integers like 8,16,32", key="--gpus")
         if int(part) not in counts:
             counts.append(int(part))

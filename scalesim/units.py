@@ -96,6 +96,17 @@ def parse_flops(text: str | float | int) -> float:
     raise InputError(f"unknown compute unit '{unit}' in {text!r}; use GFLOPS, TFLOPS, PFLOPS")
 
 
+def format_usd(amount: float) -> str:
+    """Dollars: cents below $100, whole dollars up to a trillion, powers of ten beyond.
+
+    >>> format_usd(28.291), format_usd(27792), format_usd(3.2e15)
+    ('$28.29', '$27,792', '$3.20e+15')
+    """
+    if abs(amount) >= 1e12:
+        return f"${amount:.2e}"
+    return f"${amount:,.0f}" if abs(amount) >= 100 else f"${amount:,.2f}"
+
+
 def format_bytes(size_bytes: float) -> str:
     """Human-readable binary size, as nccl-tests and nvidia-smi show memory.
 
@@ -108,14 +119,23 @@ def format_bytes(size_bytes: float) -> str:
     return f"{size_bytes:.0f} B"
 
 
+YEAR_S = 365.25 * 86400
+
+
 def format_time(seconds: float) -> str:
-    """Human-readable duration.
+    """Human-readable duration; beyond a year in years, beyond a million years in powers of ten.
 
     >>> format_time(0.0123)
     '12.30 ms'
     >>> format_time(90000)
     '1.04 d'
+    >>> format_time(3e20)
+    '9.51e+12 years'
     """
+    if seconds >= 1e6 * YEAR_S:
+        return f"{seconds / YEAR_S:.2e} years"
+    if seconds >= YEAR_S:
+        return f"{seconds / YEAR_S:,.2f} years"
     if seconds >= 86400:
         return f"{seconds / 86400:.2f} d"
     if seconds >= 3600:

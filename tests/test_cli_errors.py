@@ -103,11 +103,17 @@ def test_global_batch_must_divide(tmp_path):
 
 
 def test_a_global_batch_that_would_take_hours_to_play_out_is_refused(tmp_path):
-    # 10^12 samples at 8 per GPU on 8 GPUs: billions of micro-batches per step (a batch given
-    # in tokens, say). Refused with the key and the cap instead of running out of memory.
-    message = expect_bad(tmp_path, changed("training", "global_batch", 10**12), None, "training.global_batch",
-                         "15,625,000,000 micro-batches", "4,096")
+    # 524,288 samples at 8 per GPU on 8 GPUs: 8,192 micro-batches per step (a batch given
+    # in tokens, say). Refused with the key and the cap instead of running for minutes.
+    message = expect_bad(tmp_path, changed("training", "global_batch", 2**19), None, "training.global_batch",
+                         "8,192 micro-batches", "4,096")
     assert "micro_batch" in message
+
+
+def test_an_absurd_global_batch_is_refused_with_the_limit_and_why(tmp_path):
+    message = expect_bad(tmp_path, changed("training", "global_batch", 10**12), None, "training.global_batch",
+                         "1,000,000,000,000", "limit of 16,777,216")
+    assert "batch sizes" in message
 
 
 def test_bad_enum_lists_what_is_allowed(tmp_path):

@@ -21,7 +21,7 @@ ALLOWED = {
     "scenario": {"topology"},
     "report": {"result", "engine", "hardware", "models", "topology", "units"},
 }
-LEAVES = {"units", "errors", "schema", "fairshare", "paths"}
+LEAVES = {"units", "errors", "schema", "fairshare", "paths", "yaml_load", "limits"}
 
 
 def layer_of(path: Path) -> str:

@@ -1,6 +1,12 @@
 """Scenario copies with changes, as scaling curves, sweeps and the claims page make them."""
 
-from scalesim.scenario import Scenario
+from pathlib import Path
+
+import pytest
+
+from scalesim.scenario import Scenario, load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BASE = {"name": "s", "cluster": {"node": "dgx-a100"}, "training": {"global_batch": 8},
         "model": {"kind": "transformer", "layers": 2, "hidden": 256, "heads": 4, "vocab": 1000, "kv_heads": 2}}
@@ -16,3 +22,47 @@ def test_a_changed_model_replaces_the_old_one_whole():
 def test_other_sections_keep_the_keys_not_changed():
     changed = Scenario.model_validate(BASE).with_changes(training={"micro_batch": 2})
     assert (changed.training.global_batch, changed.training.micro_batch) == (8, 2)
+
+
+# ---------------------------------------------------------------- one error type for library users
+
+def test_the_library_raises_scalesim_input_error_not_pydantic():
+    import scalesim
+
+    base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with pytest.raises(scalesim.InputError) as err:
+        base.with_changes(training={"global_batch": -8})
+    assert err.value.key == "training.global_batch" and "greater than 0" in str(err.value)
+    with pytest.raises(scalesim.InputError, match="micro_bach"):
+        base.with_changes(training={"micro_bach": 4})
+
+
+def test_load_scenario_raises_input_error_with_the_file(tmp_path):
+    import scalesim
+
+    path = tmp_path / "s.yaml"
+    path.write_text((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text().replace("dp: 8", "dp: [8]"))
+    with pytest.raises(scalesim.InputError) as err:
+        load_scenario(path)
+    assert err.value.file == str(path) and err.value.key == "parallel.dp"
+
+
+def test_a_fabric_typo_is_refused_on_a_one_node_cluster_too():
+    from scalesim import InputError
+    from scalesim.runner import prepare
+
+    base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    one_node = base.with_changes(cluster={"fabric": {"link": "ib-ndrr"}})
+    with pytest.raises(InputError) as err:
+        prepare(one_node, "s.yaml")
+    assert err.value.key == "cluster.fabric.link" and "ib-ndr" in str(err.value)
+    prepare(base.with_changes(cluster={"fabric": {"link": "ib-ndr"}}), "s.yaml")     # a valid one is fine
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_numbers_must_be_finite(value):
+    from scalesim import InputError
+
+    base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with pytest.raises(InputError, match="finite"):
+        base.with_changes(training={"tokens": value})

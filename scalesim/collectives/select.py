@@ -28,6 +28,7 @@ from scalesim.collectives.protocol import PROTOCOLS
 from scalesim.collectives.ring import ring_plan
 from scalesim.collectives.tree import tree_plan
 from scalesim.errors import InputError
+from scalesim.limits import check_time
 from scalesim.topology import Topology
 
 ALGOS = ("auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct")
@@ -68,6 +69,7 @@ def protocols_for(algo: str, topology: Topology, ranks: tuple[int, ...]) -> list
 def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
                     algo: str = "auto", protocol: str = "auto") -> CollectivePlan:
     """The collective expanded onto the topology with the chosen (or fastest) algorithm and protocol."""
+    check_time()                    # a caller's wall-clock limit (scalesim/limits.py)
     ranks = tuple(ranks)
     if op not in OPS:
         raise InputError(f"unknown operation '{op}'; allowed: {', '.join(OPS)}", key="op")

@@ -24,6 +24,7 @@ from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.host import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.timeline import Interval, Timeline
+from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
 
 # However many calls overlap, compute keeps at least this share of the SMs
@@ -89,6 +90,7 @@ class _Run:
         isolated = self.isolated
         host = self.hosts.get(rank)
         for index in indices:
+            check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             task = tasks[index]
             deps = task.deps
             if len(deps) == 1:               # the common case, without building a list

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.units import format_bytes, format_time  # noqa: E402
+from scalesim.units import format_bytes, format_time, format_usd  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
            "#CCB974", "#64B5CD")
@@ -44,7 +44,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def _money(x: float | None) -> str:
     if x is None:
         return "n/a"
-    return f"${x:,.0f}" if abs(x) >= 100 else f"${x:,.2f}"
+    return format_usd(x)
 
 
 def _pct(x: float | None) -> str:

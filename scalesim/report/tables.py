@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesim.result import StepResult
-from scalesim.units import format_bytes, format_time
+from scalesim.units import format_bytes, format_time, format_usd
 
 
 def _pct(x: float | None) -> str:
@@ -77,7 +77,7 @@ def result_table(r: StepResult) -> Table:
 def _usd(x: float | None) -> str:
     if x is None:
         return "n/a"
-    return f"${x:,.0f}" if abs(x) >= 100 else f"${x:,.2f}" if abs(x) >= 0.01 else f"${x:.2g}"
+    return format_usd(x) if abs(x) >= 0.01 else f"${x:.2g}"
 
 
 def uncertainty_table(u: dict) -> Table:

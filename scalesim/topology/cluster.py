@@ -23,6 +23,7 @@ import networkx as nx
 from scalesim.errors import InputError
 from scalesim.hardware import LinkSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
+from scalesim.limits import SCENARIO_LIMITS, check_cluster_size, check_time, check_value
 from scalesim.topology.build import build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
@@ -72,16 +73,8 @@ def _fabric_graph(g: nx.Graph, nic_names: list[list[str]], fabric: Fabric, link:
         g.add_edge(leaf, spine, link=_aggregate(link, len(members) / fabric.oversubscription), duplex=True)
 
 
-def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None,
-                  catalog: Catalog | None = None) -> Topology:
-    """The cluster's topology: one node, or `nodes` copies of the design on a fabric.
-
-    GPU and link names resolve in `catalog` [the built-in one]."""
-    catalog = catalog or builtin_catalog()
-    if nodes == 1:
-        return Topology(build_node_graph(design, catalog=catalog), design.name)
-    if fabric is None:
-        raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
+def _fabric_link(fabric: Fabric, catalog: Catalog) -> LinkSpec:
+    check_value("cluster.fabric.nics_per_node", fabric.nics_per_node, SCENARIO_LIMITS["cluster.fabric.nics_per_node"])
     if fabric.kind not in FABRICS:
         raise InputError(f"unknown fabric topology '{fabric.kind}'; allowed: {', '.join(FABRICS)}",
                          key="cluster.fabric.topology")
@@ -90,9 +83,28 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
         raise InputError(f"'{fabric.link}' is a {link.kind} link; the fabric needs one of kind "
                          f"{', '.join(NETWORK_KINDS)} (e.g. ib-ndr, roce-400g, eth-100g)",
                          key="cluster.fabric.link")
+    return link
+
+
+def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None,
+                  catalog: Catalog | None = None) -> Topology:
+    """The cluster's topology: one node, or `nodes` copies of the design on a fabric.
+
+    GPU and link names resolve in `catalog` [the built-in one]. A fabric given
+    for one node is checked all the same (a typo in its link is an error, not
+    silently unused) and then has nothing to join.
+    """
+    catalog = catalog or builtin_catalog()
+    check_cluster_size(nodes, design.gpus)
+    link = None if fabric is None else _fabric_link(fabric, catalog)
+    if nodes == 1:
+        return Topology(build_node_graph(design, catalog=catalog), design.name)
+    if fabric is None:
+        raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
     g = nx.Graph(name=f"{nodes}x {design.name}")
     nic_names = []
     for k in range(nodes):
+        check_time()
         part = build_node_graph(design, prefix=f"n{k}/", server=k,
                                 nic_count=fabric.nics_per_node, nic_link=fabric.link, catalog=catalog)
         g.update(part)

@@ -17,6 +17,7 @@ import pydantic
 
 from scalesim.errors import InputError, unknown_name
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
+from scalesim.limits import NODE_LIMITS, check_limits
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, read_yaml, validate  # noqa: F401  (read_yaml: re-exported)
 
@@ -77,6 +78,7 @@ class NodeDesign(Strict):
             raise ValueError(f"pcie.switches ({self.pcie.switches}) must be a multiple of host.sockets")
         if self.gpus % self.host.sockets:
             raise ValueError(f"gpus ({self.gpus}) must divide evenly over host.sockets ({self.host.sockets})")
+        check_limits(self, NODE_LIMITS)
         return self
 
 

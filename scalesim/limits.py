@@ -1,0 +1,195 @@
+"""Bounds on what a user may ask for, each with the reason it exists, and a wall-clock guard.
+
+scalesim plays every task of a step (per layer, micro-batch and simulated
+rank) and builds every GPU, NIC and switch of a cluster as a graph, so the
+time to answer grows with those counts. A typo (a million nodes, a batch
+given in tokens, a hidden size of 2^63) would otherwise run for hours. Values
+far beyond any real system are refused (InputError: the key, the limit and
+why); a plan whose step would take more than about a minute to play out is
+refused with the keys that drive it; `time_limit` stops a run that takes
+longer than the caller allows (`scalesim run --max-seconds`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from scalesim.errors import InputError
+
+# (low, high, why), by key path. `None`: no bound on that side.
+_SAMPLES = "far beyond published batch sizes (LLMs: a few thousand sequences; ImageNet records: 65,536 images)"
+_CLUSTER = ("scalesim builds every GPU, NIC and switch of the cluster as a graph and plays every flow of its "
+            "collectives: 32,768 GPUs (twice Llama 3 405B's 16,384) take about 10 s; larger clusters are not "
+            "simulated (not reduced by symmetry yet)")
+SCENARIO_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
+    "cluster.nodes": (None, 4096, _CLUSTER),
+    "cluster.gpus": (None, 32768, _CLUSTER),
+    "cluster.fabric.nics_per_node": (None, 576, "a node carries at most one compute NIC per GPU (8 on a DGX H100, "
+                                     "72 on a GB200 NVL72 rack, a 576-GPU NVLink domain at most); every port is a "
+                                     "graph vertex"),
+    "cluster.fabric.oversubscription": (None, 64, "real fabrics are 1:1 to a few to one"),
+    "training.global_batch": (None, 2**24, _SAMPLES),
+    "training.micro_batch": (None, 2**24, _SAMPLES),
+    "training.seq_len": (None, 2**24, "16x the longest published training contexts (1M tokens)"),
+    "training.tokens": (None, 1e16, "over 600x the largest published training budgets (Llama 3: 15.6T tokens)"),
+    "training.epochs": (None, 1e5, "training runs take a few to a few hundred epochs"),
+    "training.dataset_samples": (None, 1e13, "over 1,000x the largest public datasets (LAION-5B: 5.85e9 samples)"),
+    "model.layers": (None, 1024, "the deepest published transformers have about 100-130 blocks (GPT-3: 96; "
+                     "Megatron-LM's 1T: 128), and every block of every micro-batch is a simulated task"),
+    "model.hidden": (None, 2**17, "5x the widest published model (Megatron-LM's 1T: 25,600); parameters "
+                     "grow with its square"),
+    "model.heads": (None, 2**14, "published models use up to 128 heads"),
+    "model.kv_heads": (None, 2**14, "published models use up to 128 heads"),
+    "model.ffn_hidden": (None, 2**20, "over 10x the widest published MLPs (PaLM 540B: 73,728)"),
+    "model.vocab": (None, 2**22, "over 16x the largest published vocabularies (Gemma: 256,000)"),
+    "pricing.gpu_hour_usd": (None, 1e3, "cloud GPU hours cost a few dollars"),
+    "pricing.electricity_usd_per_kwh": (None, 100, "electricity costs cents per kWh"),
+    "pricing.ownership.gpu_usd": (None, 1e7, "a GPU costs thousands to tens of thousands of dollars"),
+    "pricing.ownership.server_usd": (None, 1e8, "a server costs thousands to hundreds of thousands of dollars"),
+    "pricing.ownership.network_usd_per_node": (None, 1e8, "a node's network share costs thousands of dollars"),
+    "pricing.ownership.host_power_w": (None, 1e6, "a server draws a few kW"),
+    "pricing.ownership.amortisation_years": (None, 100, "hardware is written off over a few years"),
+    "pricing.ownership.pue": (None, 10, "data centres run at a PUE of 1.1-2"),
+    "reliability.failure_rate_per_gpu_hour": (None, 1.0, "a GPU failing every hour could not train at all"),
+    "reliability.storage_write_GBps_per_node": (1e-3, 1e6, "storage writes a node's checkpoint at MB/s to "
+                                                "hundreds of GB/s"),
+    "reliability.checkpoint_GB": (None, 1e9, "an exabyte checkpoint is far beyond any model"),
+    "reliability.checkpoint_interval_s": (1.0, 1e9, "checkpoints are taken every minutes to days"),
+    "reliability.restart_s": (None, 1e9, "a restart takes minutes to hours"),
+    "uncertainty.step_time": (None, 100, "a P90/P50 ratio of 100 is already no estimate"),
+    "uncertainty.failure_rate": (None, 100, "a P90/P50 ratio of 100 is already no estimate"),
+    "uncertainty.gpu_hour_price": (None, 100, "a P90/P50 ratio of 100 is already no estimate"),
+    "uncertainty.purchase_price": (None, 100, "a P90/P50 ratio of 100 is already no estimate"),
+    "uncertainty.electricity_price": (None, 100, "a P90/P50 ratio of 100 is already no estimate"),
+    "uncertainty.seed": (None, 2**63 - 1, "seeds are 64-bit"),
+}
+
+NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
+    "gpus": (None, 576, "the largest NVLink domain is 576 GPUs, and each GPU of a node is simulated"),
+    "nics.count": (None, 576, "a node carries at most one compute NIC per GPU (8 on a DGX H100, 72 on a GB200 "
+                              "NVL72 rack, a 576-GPU NVLink domain at most)"),
+}
+
+# Monte-Carlo samples (--samples): P10/P90 settle within a few thousand; 100,000 take ~3 s.
+MAX_SAMPLES = 100_000
+MAX_CLUSTER_GPUS = 32768
+MAX_NODES = 4096
+# Tasks a step may have (estimated before building it; ~30-100 us each to build and play
+# out): ~1 min on one core. The largest validated plan (Megatron-LM's 1T-parameter GPT
+# on 3,072 A100s, validation/) has ~0.93 M.
+MAX_STEP_TASKS = 1_500_000
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _show(value: float) -> str:
+    """12,345 for integers up to 10^16, 1.23e+20 beyond (and for fractions)."""
+    if abs(value) < 1e16 and (isinstance(value, int) or float(value).is_integer()):
+        return f"{int(value):,}"
+    if isinstance(value, int):
+        digits = str(abs(value))            # ints beyond floats: YAML allows at most 2^1024
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    return f"{value:.3g}"
+
+
+def check_value(key: str, value: Any, bounds: tuple[float | None, float | None, str]) -> None:
+    """Raise InputError when a number lies outside (low, high); anything else is left to the schema."""
+    low, high, why = bounds
+    if not _number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        return
+    if high is not None and value > high:
+        raise InputError(f"{_show(value)} is above the limit of {_show(high)}: {why}", key=key)
+    if low is not None and value < low:
+        raise InputError(f"{_show(value)} is below the limit of {_show(low)}: {why}", key=key)
+
+
+def _lookup(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if obj is None:
+            return None
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj
+
+
+def check_limits(obj: Any, table: dict[str, tuple[float | None, float | None, str]]) -> None:
+    """Check every key of `table` that `obj` (a model or a mapping) has."""
+    for key, bounds in table.items():
+        check_value(key, _lookup(obj, key), bounds)
+
+
+def check_cluster_size(nodes: int, gpus_per_node: int) -> None:
+    if nodes > MAX_NODES:
+        check_value("cluster.nodes", nodes, SCENARIO_LIMITS["cluster.nodes"])
+    if nodes * gpus_per_node > MAX_CLUSTER_GPUS:
+        raise InputError(f"{nodes:,} nodes of {gpus_per_node} GPUs make {nodes * gpus_per_node:,} GPUs, above the "
+                         f"limit of {MAX_CLUSTER_GPUS:,}: {SCENARIO_LIMITS['cluster.gpus'][2]}", key="cluster.nodes")
+
+
+def estimated_tasks(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
+                    buckets_per_rank: float) -> float:
+    """Tasks of a step (counts from scalesim.parallel.size.step_counts)."""
+    return ranks * (micro_batches * layers_per_rank * tasks_per_layer + 2 * buckets_per_rank)
+
+
+def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
+                    buckets_per_rank: float, file: str | None = None) -> None:
+    """Refuse a step with more tasks than MAX_STEP_TASKS, naming what drives the count."""
+    tasks = estimated_tasks(ranks=ranks, micro_batches=micro_batches, layers_per_rank=layers_per_rank,
+                            tasks_per_layer=tasks_per_layer, buckets_per_rank=buckets_per_rank)
+    if tasks <= MAX_STEP_TASKS:
+        return
+    if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:
+        raise InputError(f"makes about {buckets_per_rank:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
+                         f"tasks per step; at most {MAX_STEP_TASKS:,}, about a minute, are allowed): raise "
+                         f"parallel.bucket_mb, or shard the model over more GPUs (tp, pp, zero: 3)",
+                         key="parallel.bucket_mb", file=file)
+    raise InputError(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
+                     f"{micro_batches:,} micro-batches x {layers_per_rank:,} layers x ~{tasks_per_layer}); at most "
+                     f"{MAX_STEP_TASKS:,} (about a minute of simulation) are allowed: fewer micro-batches "
+                     f"(raise training.micro_batch or lower training.global_batch), fewer layers, or more "
+                     f"pipeline stages", key="training.global_batch", file=file)
+
+
+# ---------------------------------------------------------------- wall-clock guard
+
+_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "scalesim_deadline", default=None)
+
+
+class TimeLimitExceeded(InputError):
+    """The run took longer than the caller allowed (`time_limit`, `--max-seconds`)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Within the block, building and simulating raise TimeLimitExceeded after `seconds` of wall time.
+
+    None: no limit. Scoped to this thread (a context variable), nested limits keep the earliest end.
+    """
+    if seconds is None:
+        yield
+        return
+    if not (_number(seconds) and seconds > 0):
+        raise InputError(f"must be a positive number of seconds, got {seconds!r}", key="--max-seconds")
+    end = time.monotonic() + seconds
+    current = _DEADLINE.get()
+    token = _DEADLINE.set((end, seconds) if current is None or end < current[0] else current)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_time() -> None:
+    """Raise TimeLimitExceeded when the current `time_limit` has passed (cheap: call it often)."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline[0]:
+        raise TimeLimitExceeded(f"the run took longer than the {_show(deadline[1])} s allowed; give more time "
+                                f"or a smaller scenario", key="--max-seconds")

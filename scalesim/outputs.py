@@ -1,0 +1,72 @@
+"""Paths a command will write, checked before any simulation runs.
+
+A bad --out, --trace, --report or --plot is reported at once, naming the
+option (exit 2), instead of a traceback after minutes of simulation. The
+checks create nothing: the directories are made when the files are written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from scalesim.errors import InputError
+
+
+def _first_existing(path: Path) -> Path:
+    """`path` or its closest ancestor that exists."""
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _check_creatable(directory: Path, option: str) -> None:
+    """`directory` is a directory, or can be made: its closest existing ancestor is a writable directory."""
+    existing = _first_existing(directory.absolute())
+    if not existing.is_dir():
+        raise InputError(f"cannot write into {directory}: {existing} is a file, not a directory", key=option)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write into {directory}: no permission to write in {existing}", key=option)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_file(path: Path | None, option: str, *, suffixes: Iterable[str] = (),
+                      inputs: Iterable[Path | str] = ()) -> None:
+    """Refuse a file path the command could not write, or should not (an input file)."""
+    if path is not None:
+        _guarded(_check_file, Path(path), option, tuple(suffixes), tuple(inputs))
+
+
+def check_output_dir(path: Path | None, option: str) -> None:
+    """Refuse a directory the command could not create or write into."""
+    if path is not None:
+        _guarded(_check_creatable, Path(path), option)
+
+
+def _guarded(check, path: Path, option: str, *args) -> None:
+    try:
+        check(path, option, *args)
+    except OSError as exc:          # a name too long, a loop of symbolic links, ...
+        raise InputError(f"cannot use {path}: {exc.strerror or exc.__class__.__name__}", key=option) from None
+
+
+def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None:
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(f"must be a {' or '.join(suffixes)} file, got {path.name!r}", key=option)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; give a file name", key=option)
+    for given in inputs:
+        if _same_file(path, Path(given)):
+            raise InputError(f"{path} is an input file of this command; writing it would overwrite it",
+                             key=option)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"no permission to overwrite {path}", key=option)
+    _check_creatable(path.parent, option)

@@ -1,0 +1,129 @@
+"""Every input is simulated quickly or refused naming the key, the limit and why; nothing runs unbounded."""
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim import InputError
+from scalesim.cli import main
+from scalesim.limits import MAX_CLUSTER_GPUS, TimeLimitExceeded, check_cluster_size, check_time, time_limit
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = yaml.safe_load((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text())
+INLINE = {"kind": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "vocab": 50257}
+FABRIC = {"link": "ib-ndr", "nics_per_node": 8}
+
+
+def scenario(tmp_path, **changes) -> str:
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        target = data
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[last] = value
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def refused(path, *needles, args=()):
+    start = time.process_time()
+    result = CliRunner().invoke(main, ["run", path, "--no-plots", "--no-scaling", *args])
+    assert time.process_time() - start < 5, "refusing must not take long"
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in result.output, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("changes,key", [
+    ({"cluster__nodes": 10**6, "cluster__fabric": FABRIC}, "cluster.nodes"),
+    ({"cluster__nodes": 2**63, "cluster__fabric": FABRIC}, "cluster.nodes"),
+    ({"cluster__nodes": 2, "cluster__fabric": {**FABRIC, "nics_per_node": 10**9}}, "cluster.fabric.nics_per_node"),
+    ({"cluster__node": {"gpu": "rtx4090", "gpus": 10**6}}, "cluster.node.gpus"),
+    ({"model": {**INLINE, "layers": 10**6}}, "model.layers"),
+    ({"model": {**INLINE, "hidden": 2**63}}, "model.hidden"),
+    ({"training__global_batch": 10**9}, "training.global_batch"),
+    ({"training__tokens": 1e30}, "training.tokens"),
+])
+def test_huge_values_are_refused_with_the_key_the_limit_and_why(tmp_path, changes, key):
+    message = refused(scenario(tmp_path, **changes), f"'{key}'", "above the limit of")
+    reason = message.split("above the limit of", 1)[1]
+    assert ":" in reason and len(reason.split(":", 1)[1].strip()) > 20, "the reason is given"
+
+
+def test_clusters_beyond_the_limit_are_refused_whatever_the_node_size():
+    check_cluster_size(MAX_CLUSTER_GPUS // 8, 8)          # 32,768 GPUs of 8-GPU nodes: allowed
+    with pytest.raises(InputError) as err:
+        check_cluster_size(4096, 16)
+    assert err.value.key == "cluster.nodes" and "65,536 GPUs" in str(err.value)
+
+
+def test_a_step_with_too_many_tasks_is_refused_naming_what_drives_it(tmp_path):
+    # 1,000 layers x 1,024 micro-batches: ~3 M tasks even with one GPU standing for its 8 peers.
+    path = scenario(tmp_path, model={**INLINE, "layers": 1000}, training__global_batch=8 * 8 * 1024)
+    refused(path, "'training.global_batch'", "simulated tasks", "micro-batches", "layers")
+
+
+def test_a_big_step_on_few_gpus_simulates_one_rank_for_its_peers():
+    from scalesim.runner import prepare, simulate_setup
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    small = prepare(s, file)
+    big = prepare(s.with_changes(training={"global_batch": 128 * 128}), file)    # 256 micro-batches
+    assert len({iv.rank for iv in simulate_setup(small).intervals}) == 8
+    timeline = simulate_setup(big)
+    assert len({iv.rank for iv in timeline.intervals}) == 1
+    # 128x the micro-batches: up to 128x the step, less as the once-a-step gradient
+    # reduction is amortised, but at least the compute (three quarters of the small step).
+    assert 0.7 * 128 < timeline.end_s / simulate_setup(small).end_s <= 128
+
+
+def test_tiny_gradient_buckets_are_refused(tmp_path):
+    refused(scenario(tmp_path, parallel__bucket_mb=1e-6), "'parallel.bucket_mb'", "gradient buckets")
+
+
+def test_a_time_limit_stops_a_library_run_with_an_input_error():
+    from scalesim.runner import run
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with pytest.raises(TimeLimitExceeded) as err, time_limit(1e-6):
+        time.sleep(0.01)
+        run(s, file)
+    assert isinstance(err.value, InputError) and err.value.key == "--max-seconds"
+    check_time()                      # the limit ends with its block
+    with pytest.raises(TimeLimitExceeded):
+        run(s, file, max_seconds=1e-9)
+
+
+def test_max_seconds_on_the_command_line(tmp_path):
+    refused(str(ROOT / "scenarios" / "8x4090-ddp.yaml"), "'--max-seconds'", "longer than", args=["--max-seconds", "1e-9"])
+
+
+def test_a_time_to_train_beyond_a_century_is_shown_in_years(tmp_path):
+    result = CliRunner().invoke(main, ["run", scenario(tmp_path, training__tokens=1e16), "--no-plots", "--no-scaling"])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if "time to train" in line)
+    assert "years" in line and " d " not in line
+
+
+def test_every_validation_scenario_is_within_the_limits():
+    # The limits refuse only what no real system needs: every published measurement's plan
+    # (up to Megatron-LM's 1T-parameter GPT on 3,072 A100s) still passes them.
+    from scalesim.runner import prepare
+    from scalesim.scenario import load_scenario
+
+    from scalesim.serve_compare import is_serving_file
+
+    files = [p for p in sorted((ROOT / "validation" / "scenarios").glob("*.yaml")) if not is_serving_file(p)]
+    assert len(files) > 30
+    for path in files:
+        s, file = load_scenario(path)
+        prepare(s, file)

@@ -1,0 +1,77 @@
+"""Every path a command writes is checked before any work: exit 2 naming the option, never a traceback."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = str(ROOT / "scenarios" / "8x4090-ddp.yaml")
+
+
+@pytest.fixture
+def afile(tmp_path) -> Path:
+    path = tmp_path / "afile"
+    path.write_text("not a directory")
+    return path
+
+
+def refused(args, option):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, OSError)
+    assert f"'{option}'" in result.output
+    return result.output
+
+
+@pytest.mark.parametrize("args,option", [
+    (["run", SCENARIO, "--no-plots", "--trace", "{afile}/t.json"], "--trace"),
+    (["run", SCENARIO, "--no-scaling", "--out", "{afile}/plots"], "--out"),
+    (["compare", SCENARIO, "--no-plots", "--report", "{afile}/r.html"], "--report"),
+    (["compare", SCENARIO, "--out", "{afile}/deeper/plots"], "--out"),
+    (["collective", "--topology", "dgx-h100", "--sizes", "1M", "--plot", "{afile}/p.png"], "--plot"),
+    (["topology", "show", "dgx-h100", "--out", "{afile}/d.png"], "--out"),
+    (["validate", "--fast", "--plot", "{afile}/parity.png"], "--plot"),
+    (["sweep", SCENARIO, "--gpus", "8", "--out", "{afile}/sweep"], "--out"),
+])
+def test_an_output_under_a_file_is_refused_naming_the_option(afile, args, option):
+    message = refused([a.format(afile=afile) for a in args], option)
+    assert str(afile) in message and "not a directory" in message
+
+
+def test_the_check_comes_before_the_simulation(afile, monkeypatch):
+    import scalesim.compare
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("simulated before the output path was checked")
+
+    monkeypatch.setattr(scalesim.compare, "compare", must_not_run)
+    refused(["compare", SCENARIO, "--no-plots", "--report", f"{afile}/r.html"], "--report")
+
+
+def test_an_input_file_is_never_overwritten(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path(SCENARIO).read_text())
+    message = refused(["run", str(scenario), "--no-plots", "--trace", str(scenario)], "--trace")
+    assert "input file" in message
+    assert scenario.read_text() == Path(SCENARIO).read_text()
+
+
+def test_a_directory_given_as_a_file_is_refused(tmp_path):
+    (tmp_path / "r.html").mkdir()
+    message = refused(["compare", SCENARIO, "--no-plots", "--report", str(tmp_path / "r.html")], "--report")
+    assert "is a directory" in message
+
+
+def test_a_wrong_suffix_is_refused_before_the_work():
+    message = refused(["collective", "--topology", "dgx-h100", "--plot", "bw.txt"], "--plot")
+    assert ".png" in message
+
+
+def test_missing_directories_are_fine(tmp_path):
+    trace = tmp_path / "new" / "deeper" / "t.json"
+    result = CliRunner().invoke(main, ["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)])
+    assert result.exit_code == 0, result.output
+    assert trace.is_file()
