@@ -122,7 +122,8 @@ def _raw_entries(filename: str, shown_as: str) -> dict:
 
 def _read_yaml(filename: str, shown_as: str) -> dict:
     text = (resources.files("scalesim.hardware") / "data" / filename).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    # libyaml's loader when PyYAML has it: the same data, parsed about ten times faster
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
     if not isinstance(data, dict) or not data:
         raise InputError("expected a non-empty mapping of catalog ids to entries", file=shown_as)
     return data
