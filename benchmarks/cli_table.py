@@ -1,11 +1,12 @@
 """Issue 20's table: wall time of the commands a user runs, whole process, median of runs.
 
-Run: python benchmarks/cli_table.py [--runs 3] [--only NAME ...] [--root DIR]
+Run: python benchmarks/cli_table.py [--runs 3] [--only NAME ...] [--root DIR ...]
 Each command runs as `python -m scalesim ...` in a fresh process (imports,
-plots and the scaling curve included), from the repository root (or --root,
-another checkout to compare with, taken first on PYTHONPATH). Prints the
-median and the spread of the runs, and the machine's 1-minute load average
-before the first run: compare figures only when taken back to back.
+plots and the scaling curve included), from the repository root (or each
+--root, other checkouts to compare with, taken first on PYTHONPATH; their runs
+alternate, so they see the same machine load). Prints the median and the
+spread of the runs per root, and the machine's 1-minute load average before
+the first run: compare figures only when taken back to back.
 """
 
 from __future__ import annotations
@@ -50,17 +51,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="row names (substrings) to run")
-    parser.add_argument("--root", type=Path, default=ROOT, help="checkout to time [this one]")
+    parser.add_argument("--root", type=Path, action="append", default=None,
+                        help="checkout to time, repeatable [this one]")
     options = parser.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.2f}; {options.runs} runs each; root {options.root}")
-    print(f"| command | median s | min-max s | target s |\n|---|---:|---:|---:|")
+    roots = options.root or [ROOT]
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {options.runs} runs each; roots "
+          + ", ".join(map(str, roots)))
+    print("| command | " + " | ".join(f"median s ({r.name}) | min-max s" for r in roots) + " | target s |")
+    print("|---|" + "---:|---:|" * len(roots) + "---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, (args, target) in COMMANDS.items():
             if options.only and not any(o in name for o in options.only):
                 continue
-            times = [wall_s(args, options.root, Path(tmp) / "sweep") for _ in range(options.runs)]
-            print(f"| `{' '.join(args[:2]) if args[0] == 'run' else name}` | {statistics.median(times):.2f} | "
-                  f"{min(times):.2f}-{max(times):.2f} | {target:g} |", flush=True)
+            times: dict[Path, list[float]] = {r: [] for r in roots}
+            for _ in range(options.runs):
+                for r in roots:
+                    times[r].append(wall_s(args, r, Path(tmp) / "sweep"))
+            shown = f"`{' '.join(args[:2])}`" if args[0] == "run" and "/" in args[1][:10] else name
+            print(f"| {shown} | " + " | ".join(f"{statistics.median(t):.2f} | {min(t):.2f}-{max(t):.2f}"
+                                              for t in times.values()) + f" | {target:g} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -110,3 +110,17 @@ def best_steps(rows) -> dict[int, float]:
         if r["status"] == "ok" and r.get("step_time_s") is not None:
             best[r["gpus"]] = min(best.get(r["gpus"], r["step_time_s"]), r["step_time_s"])
     return best
+
+
+def fastest(setups: list, simulate_s, limit: int) -> list[tuple[int, float]]:
+    """(index, simulated step) of the `limit` fastest setups, fastest first (ties in list order),
+    as simulating all of them would give; setups whose bound exceeds the `limit`-th fastest step
+    found so far are never simulated (lowest bound first)."""
+    bounds = [setup_bound_s(s) for s in setups]
+    timed: list[tuple[float, int]] = []
+    for i in sorted(range(len(setups)), key=lambda i: (bounds[i], i)):
+        kept = sorted(timed)[:limit]
+        if len(kept) == limit and beaten(bounds[i], kept[-1][0]):
+            continue
+        timed.append((simulate_s(setups[i]), i))
+    return [(i, step) for step, i in sorted(timed)[:limit]]

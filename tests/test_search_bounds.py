@@ -4,7 +4,7 @@ import pytest
 
 from scalesim.runner import prepare, simulate_setup
 from scalesim.scenario import load_scenario
-from scalesim.search_bounds import beaten, setup_bound_s
+from scalesim.search_bounds import beaten, fastest, setup_bound_s
 
 CASES = [
     ("scenarios/8x4090-ddp.yaml", {}),
@@ -28,3 +28,19 @@ def test_a_plan_is_skipped_only_when_its_bound_exceeds_the_best_step():
     assert not beaten(1.0, None)
     assert not beaten(1.0, 1.0)            # a tie may still be best
     assert beaten(1.1, 1.0)
+
+
+def test_the_fastest_few_are_those_simulating_every_plan_finds():
+    scenario, file = load_scenario("scenarios/8xa100-ddp.yaml")
+    variants = [{"parallel": {"zero": z}, "training": {"activation_checkpointing": r}}
+                for z in (0, 1, 3) for r in ("none", "full")]
+    setups = [prepare(scenario.with_changes(**v), file) for v in variants]
+    simulated = []
+
+    def step_s(setup):
+        simulated.append(setup)
+        return simulate_setup(setup).end_s
+    everything = sorted((simulate_setup(s).end_s, i) for i, s in enumerate(setups))[:2]
+    assert fastest(setups, step_s, 2) == [(i, step) for step, i in everything]
+    # full recompute adds a third to the compute: its bound exceeds the two fastest without it
+    assert len(simulated) < len(setups)
