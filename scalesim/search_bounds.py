@@ -13,7 +13,9 @@ goes back through stages s-1..0 before stage 0's optimizer step:
 
 (F, B: one micro-batch's forward and backward-with-recompute on a stage; C_s:
 all of stage s's compute before its optimizer step; O_0: stage 0's optimizer
-step; communication counted as zero). Other schedules use the plain sum per
+step). Communication counts only where compute must wait for it: the blocking
+tensor-parallel calls around each block half (Megatron without overlap), at
+their time alone on their links. Other schedules use the plain sum per
 rank. The durations are the builder's own (the same cost models), so the
 bound is exact arithmetic on the simulated tasks, not an estimate.
 
@@ -25,6 +27,7 @@ be best.
 
 from __future__ import annotations
 
+from scalesim.collectives.estimate import plan_time_s
 from scalesim.costs.compute import optimizer_time_s
 from scalesim.parallel.builder import ParallelPlan, StepBuilder
 
@@ -39,18 +42,43 @@ def _stage_compute(builder: StepBuilder, stage: int) -> tuple[float, float, floa
     plan: ParallelPlan = builder.plan
     pl = plan.placement
     recompute = plan.checkpointing in ("full", "selective")
+    factor = plan.slowest_gpu_factor
+    tp_forward, tp_backward = _tp_calls_s(builder, stage)
     first_forward = first_backward = per_micro_batch = 0.0
+    tp_recompute = tp_forward if plan.checkpointing == "full" else 0.0
     for local in range(plan.chunks_per_stage):
         forward = backward = 0.0
+        halves = 0
         for work in builder.chunk_work[local * pl.pp + stage]:
             for part in work.parts:
-                forward += part.forward_s
-                backward += part.backward_s + (part.recompute_s if recompute else 0.0)
+                forward += part.forward_s * factor
+                backward += (part.backward_s + (part.recompute_s if recompute else 0.0)) * factor
+            halves += len(work.parts) if work.is_block else 0
+        # Between two block halves' compute, their calls are on the compute stream's path; the
+        # first call of a pass may overlap earlier work and its last nothing on the stream awaits.
+        forward += max(halves - 1, 0) * tp_forward
+        backward += max(halves - 1, 0) * (tp_backward + tp_recompute)
         if local == 0:
             first_forward, first_backward = forward, backward
         per_micro_batch += forward + backward
-    factor = plan.slowest_gpu_factor
-    return first_forward * factor, first_backward * factor, per_micro_batch * plan.micro_batches * factor
+    return first_forward, first_backward, per_micro_batch * plan.micro_batches
+
+
+def _tp_calls_s(builder: StepBuilder, stage: int) -> tuple[float, float]:
+    """The blocking tensor-parallel calls around one block half, forward and backward, each at
+    its time alone on its links (contention only lengthens it): compute waits for them."""
+    plan: ParallelPlan = builder.plan
+    pl = plan.placement
+    group = pl.group("tp", pl.coords(builder.simulated[stage]))
+    if len(group) <= 1 or builder.activation_bytes <= 0:
+        return 0.0, 0.0
+
+    def alone_s(op: str) -> float:
+        call = builder._with_copies(op, group, builder.activation_bytes, ("tp",))
+        return plan_time_s(call, builder.topology.capacity_bytes_per_s)
+    if plan.sequence_parallel:
+        return alone_s("all_gather") + alone_s("reduce_scatter"), alone_s("all_reduce")
+    return alone_s("all_reduce"), alone_s("all_reduce")
 
 
 def _optimizer_s(builder: StepBuilder, stage: int) -> float:

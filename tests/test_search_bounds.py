@@ -13,6 +13,10 @@ CASES = [
     ("scenarios/64xh100-llama3-70b.yaml", {"parallel": {"pp_schedule": "1f1b", "virtual_stages": 1, "zero": 3},
                                            "training": {"global_batch": 8, "activation_checkpointing": "full"}}),
     ("scenarios/64xh100-llama3-70b.yaml", {"training": {"global_batch": 16}}),
+    # tensor parallelism without sequence parallelism: the blocking all-reduces count
+    ("scenarios/64xh100-llama3-70b.yaml", {"parallel": {"pp_schedule": "1f1b", "virtual_stages": 1,
+                                                        "sequence_parallel": False},
+                                           "training": {"global_batch": 8, "activation_checkpointing": "full"}}),
 ]
 
 
