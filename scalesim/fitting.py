@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.errors import InputError
+from scalesim.search_bounds import fastest
 from scalesim.units import format_bytes, format_time
 
 
@@ -103,14 +104,13 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
         memory = memory_of(changed).total
         if _fits(changed, memory, host_fit):
             found.append(FitOption(change, memory, None))
-    timed = []
-    for option in found[: 2 * limit]:
-        change = next(s for c, s in candidates if c == option.change)
-        changed = prepare(setup.scenario.with_changes(**change), setup.file)
-        # One rank per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are
-        # timed here, which with every rank simulated cost several times the step itself.
-        timed.append(FitOption(option.change, option.memory_bytes, simulate_setup(changed, True).end_s))
-    return sorted(timed, key=lambda o: o.step_time_s)[:limit]
+    tried = found[: 2 * limit]
+    changed = [prepare(setup.scenario.with_changes(**next(s for c, s in candidates if c == option.change)),
+                       setup.file) for option in tried]
+    # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
+    # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here.
+    return [FitOption(tried[i].change, tried[i].memory_bytes, step)
+            for i, step in fastest(changed, lambda s: simulate_setup(s, True).end_s, limit)]
 
 
 def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -> FitOption | None:

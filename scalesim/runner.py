@@ -373,11 +373,14 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
         more = None if options else more_gpus_option(setup, prepare_here, memory_of, simulate_setup, host_fit_reason)
         reason += "; " + describe(options, setup.gpus, capacity, more, len(setup.topology.gpus))
 
-    single = per_gpu_rate(setup, 1) if baseline or scaling_counts else None
-    efficiency = samples_per_s / setup.gpus / single if single else None
     own_rate = samples_per_s / setup.gpus          # the step just simulated; no need to run it again
+    single = None
+    if baseline or scaling_counts:
+        single = own_rate if setup.gpus == 1 else per_gpu_rate(setup, 1)
+    efficiency = samples_per_s / setup.gpus / single if single else None
+    known = {setup.gpus: own_rate, 1: single}      # simulated already: never twice
     scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
-               for k, rate in ((k, own_rate if k == setup.gpus else per_gpu_rate(setup, k))
+               for k, rate in ((k, known[k] if k in known else per_gpu_rate(setup, k))
                                for k in scaling_counts or []) if rate is not None]
 
     if training.tokens is not None and tokens_per_s is None:

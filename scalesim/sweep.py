@@ -49,7 +49,11 @@ Between the two, a fitting plan is `dominated` (not simulated) when
   most that), or the plan has fewer micro-batches than stages (bubble >= 50%)
   while a smaller micro-batch with enough of them fits.
 
-Heuristics, documented as such; `exhaustive` turns the pruning off.
+Heuristics, documented as such; `exhaustive` turns the pruning off. Exact, also off with
+`exhaustive`: the plans left are simulated in fixed waves, lowest step-time bound first
+(scalesim/search_bounds.py: compute at full speed, the pipeline's fill and drain), and a plan
+whose bound exceeds the best step already simulated at its GPU count is `dominated` without
+being simulated (it cannot be best by time or by cost).
 
 Statuses: ok, dominated, does_not_fit, not_available, and failed (an
 unexpected exception: a bug to report, never a property of the plan).
@@ -76,6 +80,7 @@ from scalesim.hardware.user_catalog import Catalog
 from scalesim.points_file import PointsFile
 from scalesim.runner import host_fit_reason, memory_of, prepare, run
 from scalesim.scenario import Scenario
+from scalesim.search_bounds import beaten, best_steps, bound_waves, setup_bound_s
 from scalesim.topology import load_node_design
 from scalesim.units import format_bytes
 
@@ -440,7 +445,7 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
         mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
     by_point.update(simulate_points([p for p in points if by_point[p]["status"] == "ok"], base, file, grown,
-                                    executor, points_file, progress, catalog))
+                                    executor, points_file, progress, catalog, prune=search and not exhaustive))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     best = best_rows(rows, rank_by)
@@ -454,25 +459,59 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
 
 def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                     executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
-                    progress: Progress = _plain, catalog: Catalog | None = None) -> dict[PlanPoint, dict]:
-    """`evaluate_point` of each point on the executor (rows of the points file reused), by point."""
-    rows: dict[PlanPoint, dict] = {}
+                    progress: Progress = _plain, catalog: Catalog | None = None,
+                    prune: bool = False) -> dict[PlanPoint, dict]:
+    """`evaluate_point` of each point on the executor (rows of the points file reused), by point.
+
+    `prune`: simulate in waves, lowest step-time bound first, and mark `dominated` the plans
+    whose bound exceeds the best step simulated at their GPU count (scalesim/search_bounds.py).
+    """
+    earlier: dict[PlanPoint, dict] = {}
     for p in points:
-        earlier = points_file.finished(asdict(p)) if points_file is not None else None
-        if earlier is not None:
-            rows[p] = earlier
-    pending = sorted((p for p in points if p not in rows), key=lambda p: -_work_estimate(p, base))
+        row = points_file.finished(asdict(p)) if points_file is not None else None
+        if row is not None:
+            earlier[p] = row
+    if not prune:
+        pending = sorted((p for p in points if p not in earlier), key=lambda p: -_work_estimate(p, base))
+        waves, bounds = [pending] if pending else [], {}
+    else:
+        # Waves over every point, reused ones included, so that a resumed search prunes the same plans.
+        bounds = {p: setup_bound_s(prepare(scenario_for(base, p, file, grown.get(p.gpus)), file, catalog=catalog))
+                  for p in points}
+        waves = bound_waves(sorted(points, key=lambda p: bounds[p]))
+        pending = [p for p in points if p not in earlier]
+    rows = dict(earlier)
     if not pending:
         return rows
-    payloads = [(p, base, file, grown.get(p.gpus), catalog) for p in pending]     # ~3 kB each (more with a catalog)
     with open_pool(executor) as pool:
-        for i, row in progress(completed(pool, evaluate_point, payloads), "simulating", len(pending)):
-            if isinstance(row, Exception):            # the task itself was lost (a worker died, ...)
-                row = _row(pending[i], "failed", _failure(row))
-            rows[pending[i]] = row
-            if points_file is not None:
+        finished = _in_waves(pool, waves, bounds, earlier, base, file, grown, catalog)
+        for p, row in progress(finished, "simulating", len(pending)):
+            rows[p] = row
+            if points_file is not None and not (bounds and row["status"] == "dominated"):   # pruned: not simulated
                 points_file.write(row)
     return rows
+
+
+def _in_waves(pool, waves: list[list[PlanPoint]], bounds: dict[PlanPoint, float], earlier: dict[PlanPoint, dict],
+              base: Scenario, file: str | None, grown: dict[int, Scenario], catalog: Catalog | None):
+    """(point, row) of each point not in `earlier`, as each finishes, wave after wave. With
+    `bounds`, a plan whose bound exceeds the best step simulated in the earlier waves (in this
+    run or, resumed, in an earlier one) at its GPU count is marked dominated, not simulated."""
+    before: list[dict] = []          # rows of the earlier waves: a wave is pruned by those alone
+    for wave in waves:
+        best = best_steps(before) if bounds else {}
+        before += [earlier[p] for p in wave if p in earlier]
+        wave = [p for p in wave if p not in earlier]
+        for p in [p for p in wave if beaten(bounds[p], best.get(p.gpus))] if bounds else []:
+            wave.remove(p)
+            yield p, _row(p, "dominated", f"its compute alone takes at least {bounds[p]:.4g} s per step "
+                          f"(search_bounds.py), more than the {best[p.gpus]:.4g} s of a simulated plan")
+        payloads = [(p, base, file, grown.get(p.gpus), catalog) for p in wave]  # ~3 kB each (more with a catalog)
+        for i, row in completed(pool, evaluate_point, payloads):
+            if isinstance(row, Exception):            # the task itself was lost (a worker died, ...)
+                row = _row(wave[i], "failed", _failure(row))
+            before.append(row)
+            yield wave[i], row
 
 
 def _work_estimate(point: PlanPoint, base: Scenario) -> int:

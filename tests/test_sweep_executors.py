@@ -65,7 +65,9 @@ def whole(tmp_path_factory, scenario_path):
 
 
 def test_the_reference_sweep_simulates_enough_plans_to_tell_orders_apart(in_process):
-    assert sum(r["status"] == "ok" for r in in_process["rows"]) >= 10
+    # some simulated, some skipped by the step-time bound (search_bounds.py): executors must agree on both
+    assert sum(r["status"] == "ok" for r in in_process["rows"]) >= 5
+    assert any("search_bounds" in (r["reason"] or "") for r in in_process["rows"])
 
 
 def test_a_local_process_pool_finds_the_same_rows_in_the_same_order(scenario_path, in_process):
@@ -119,26 +121,26 @@ def interrupt_after(monkeypatch, simulations: int) -> list:
 def test_an_interrupted_sweep_resumed_writes_the_same_files_as_an_uninterrupted_one(tmp_path, scenario_path,
                                                                                       monkeypatch, whole):
     simulated = sum(1 for _ in (whole / NAME).open())
-    interrupt_after(monkeypatch, 7)
+    interrupt_after(monkeypatch, 3)
     stopped = sweep_cli(scenario_path, *SEARCH, tmp_path)
     assert stopped.exit_code == 130 and "--resume" in stopped.stderr
-    assert sum(1 for _ in (tmp_path / NAME).open()) == 7
+    assert sum(1 for _ in (tmp_path / NAME).open()) == 3
     assert not (tmp_path / "sweep.json").exists()
 
     ran = interrupt_after(monkeypatch, 1000)
     resumed = sweep_cli(scenario_path, *SEARCH, tmp_path, "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert len(ran) == simulated - 7                   # the 7 finished plans were not simulated again
+    assert len(ran) == simulated - 3                   # the 3 finished plans were not simulated again
     for name in ("sweep.csv", "sweep.json"):
         assert (tmp_path / name).read_bytes() == (whole / name).read_bytes()
 
 
 def test_a_line_cut_short_by_the_interruption_is_simulated_again(tmp_path, scenario_path, whole):
     lines = (whole / NAME).read_text().splitlines(keepends=True)
-    (tmp_path / NAME).write_text("".join(lines[:5]) + lines[5][:40])
+    (tmp_path / NAME).write_text("".join(lines[:2]) + lines[2][:40])
     assert sweep_cli(scenario_path, *SEARCH, tmp_path, "--resume").exit_code == 0
     assert (tmp_path / "sweep.json").read_bytes() == (whole / "sweep.json").read_bytes()
-    assert all(json.loads(line) for line in (tmp_path / NAME).read_text().splitlines()[6:])
+    assert all(json.loads(line) for line in (tmp_path / NAME).read_text().splitlines()[3:])
 
 
 def test_an_earlier_points_file_is_never_overwritten_silently(tmp_path, scenario_path):
@@ -180,7 +182,7 @@ def test_a_plan_that_raises_becomes_a_failed_row_and_the_others_still_run(where,
     raise_for_tp2(monkeypatch)
     scenario, file = load_scenario(scenario_path)
     executor = parse_executor(request.getfixturevalue("dask_address")) if where == "dask" else ExecutorSpec("local", 1)
-    result = run_sweep(scenario, file, [4], search=True, executor=executor)
+    result = run_sweep(scenario, file, [4], search=True, exhaustive=True, executor=executor)  # every plan tried
     failed = [r for r in result["rows"] if r["status"] == "failed"]
     assert len(failed) >= 2 and all(r["tp"] == 2 for r in failed)
     assert failed[0]["reason"].startswith("RuntimeError: boom (at test_sweep_executors.py:")

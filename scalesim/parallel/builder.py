@@ -122,6 +122,7 @@ class StepBuilder:
         else:
             self.simulated = tuple(range(pl.size))
         self._simulated_set = set(self.simulated)
+        self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
         self.symmetric = symmetric
         chunks = model_chunks(model, plan.chunks)
         sp = plan.sequence_parallel and pl.tp > 1
@@ -230,13 +231,13 @@ class StepBuilder:
         `span` are the placement dimensions the group spans; copies differ in
         the other dimensions except pp.
         """
-        plan = plan_collective(op, self.topology, group, size)
         if not self.symmetric:
-            return plan
+            return plan_collective(op, self.topology, group, size)
         key = ("with-copies", op, group, size, span)
         memo = self.topology.memo
         if key in memo:
             return memo[key]
+        plan = plan_collective(op, self.topology, group, size)
         pl = self.plan.placement
         base = pl.coords(group[0])
         vary = [d for d in ("tp", "cp", "dp") if d not in span]
@@ -309,10 +310,15 @@ class StepBuilder:
             return None
         seq = counters.get((kind, group[0]), 0)
         counters[(kind, group[0])] = seq + 1
-        plan = self._with_copies(op, group, size, span)
+        call = (op, group, size, span)
+        known = self._calls.get(call)      # the same call recurs every micro-batch and layer
+        if known is None:
+            plan = self._with_copies(op, group, size, span)
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan))
+        plan, participants, share = known
         tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
                                     deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants(group), sm_share=self._sm_share(plan),
+                                    participants=participants, sm_share=share,
                                     host_s=self.plan.host_dispatch_s))
         return len(tasks) - 1
 

@@ -369,3 +369,14 @@ def test_amd_boards_have_a_link_to_every_peer():
     xgmi = get_link(get_gpu("mi300x").nvlink)
     assert xgmi.kind == "xgmi"
     assert 7 * 2 * xgmi.bw_bytes_per_s == pytest.approx(896 * GB)
+
+
+def test_the_built_in_catalog_files_have_no_duplicate_keys():
+    # The catalog is parsed with libyaml for speed; the checked loader proves no entry is given twice.
+    from importlib import resources
+
+    from scalesim.yaml_load import parse_yaml_text
+
+    for name in ("gpus.yaml", "links.yaml"):
+        text = (resources.files("scalesim.hardware") / "data" / name).read_text(encoding="utf-8")
+        assert parse_yaml_text(text, file=name)

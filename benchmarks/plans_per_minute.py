@@ -1,0 +1,59 @@
+"""Plan-search throughput in one process: how long one plan takes, and plans decided per minute.
+
+Run: python benchmarks/plans_per_minute.py [--scenario FILE] [--gpus 64] [--sample 8]
+Default: Llama 3 70B on 64 H100 (scenarios/64xh100-llama3-70b.yaml). Prints the median
+in-process wall time of `evaluate_point` (build, simulate, cost one plan) over a sample of the
+plans that fit, and the whole `--search` at that GPU count in this process (memory checks,
+pruning by the step-time bound, simulations): plans decided per minute on one core.
+Issue 20's target: a median under 20 ms per plan (over 3,000 plans a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scalesim.scenario import load_scenario  # noqa: E402
+from scalesim.sweep import check_points, cluster_for, evaluate_point, run_sweep, search_points  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "64xh100-llama3-70b.yaml"))
+    parser.add_argument("--gpus", type=int, default=64)
+    parser.add_argument("--sample", type=int, default=8, help="fitting plans timed one by one")
+    options = parser.parse_args()
+    base, file = load_scenario(options.scenario)
+    grown, _ = cluster_for(base, options.gpus, file)
+    points, _ = search_points(base, options.gpus, file)
+    rows = check_points(points, base, file, {options.gpus: grown})
+    fitting = [p for p, r in zip(points, rows) if r["status"] == "ok"]
+    step = max(1, len(fitting) // options.sample)
+    times = []
+    for p in fitting[::step][:options.sample]:
+        start = time.perf_counter()
+        evaluate_point(p, base, file, grown)
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    print(f"load average {os.getloadavg()[0]:.2f}; {len(points)} plans at {options.gpus} GPUs, "
+          f"{len(fitting)} fit in memory")
+    print(f"one plan (median of {len(times)} fitting plans, in-process): {median * 1e3:.0f} ms "
+          f"(min {min(times) * 1e3:.0f}, max {max(times) * 1e3:.0f}) = {60 / median:,.0f} simulated plans "
+          f"per minute per core (target: under 20 ms)")
+    start = time.perf_counter()
+    result = run_sweep(base, file, [options.gpus], search=True)
+    wall = time.perf_counter() - start
+    summary = result["summary"][options.gpus]
+    print(f"whole search in one process: {wall:.1f} s for {len(points)} plans = {len(points) / wall * 60:,.0f} "
+          f"plans decided per minute ({summary})")
+
+
+if __name__ == "__main__":
+    main()
