@@ -613,11 +613,13 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
         files["plot"] = best_plan_plot(result, directory / "best.png")
     if as_json:
         click.echo(json.dumps(result, indent=2))
-        return
-    make_console().print(sweep_table(result))
-    for note in result["notes"]:
-        click.echo(f"note: {note}")
-    click.echo("results: " + ", ".join(str(p) for p in files.values()))
+    else:
+        make_console().print(sweep_table(result))
+        for note in result["notes"]:
+            click.echo(f"note: {note}")
+        click.echo("results: " + ", ".join(str(p) for p in files.values()))
+    if not any(b.get("status") == "ok" for b in result["best"]):
+        sys.exit(EXIT_DOES_NOT_FIT)          # no GPU count has a plan that runs and fits
 
 
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, as shells report Ctrl-C

@@ -125,7 +125,7 @@ def test_splits_an_interleaved_schedule_cannot_fill_run_1f1b_instead_of_being_dr
 
 
 def test_when_nothing_fits_the_sweep_says_how_much_memory_the_smallest_plan_needs(tmp_path):
-    big = {**BASE, "model": "gpt2-1.5b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}
+    big = {**BASE, "model": "llama3-405b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}   # not even offloaded
     scenario, file = write(tmp_path, big)
     (best,) = run_sweep(scenario, file, [1], search=True)["best"]
     assert best["status"] == "none"
