@@ -466,9 +466,19 @@ def _progress(disabled: bool):
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@click.option("--search", is_flag=True,
+              help="Compare each design at its best fitting plan (the sweep --search search at its GPU count) "
+                   "[each scenario's own plan, or search: true in the scenario].")
+@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+              help="With --search: the best plan is the fastest to train or the cheapest (cloud).")
+@click.option("--allow-different-work", is_flag=True,
+              help="Rank designs whose model, sequence length or token budget differ (refused otherwise).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table as CSV (one row per design).")
 @catalog_option
 @friendly_errors
-def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_dirs) -> None:
+def compare(scenario_files, as_json, out, plots, samples, seed, report, search, rank_by, allow_different_work,
+            csv_path, catalog_dirs) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
@@ -486,9 +496,14 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, catalog_
     if report is not None and report.suffix.lower() not in (".html", ".htm"):
         raise InputError("the report must be an .html file", key="--report")
     comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
-                             progress=lambda items: _progress(as_json)(items, "simulating", len(items)),
-                             catalog=_catalog(catalog_dirs))
+                             progress=lambda items: _progress(as_json)(items, "simulating designs", len(items)),
+                             catalog=_catalog(catalog_dirs), search=search, rank_by=rank_by,
+                             allow_different_work=allow_different_work, search_progress=_sweep_progress(as_json))
     rows = comparison.rows()
+    if csv_path is not None:
+        from scalesim.report.compare import write_compare_csv
+
+        write_compare_csv(rows, csv_path)
     written = {}
     if plots or report is not None:
         directory = out or Path("plots") / "compare"

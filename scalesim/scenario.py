@@ -195,6 +195,8 @@ class Scenario(Strict):
     reliability: ReliabilitySpec = ReliabilitySpec()
     uncertainty: UncertaintySpec = UncertaintySpec()
     source: list[str] = []
+    # compare this design at its best fitting plan (the `sweep --search` search), as `compare --search`
+    search: bool = False
 
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
         """A copy with some keys of some sections replaced (for scaling and sweeps).

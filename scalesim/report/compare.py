@@ -61,51 +61,114 @@ def _range(p: dict | None, fmt) -> str:
     return f"{fmt(p['p10'])} – {fmt(p['p90'])}"
 
 
-def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
-    """Designs side by side (one column each): step, throughput, MFU, scaling, memory fit, time, cost, energy.
+NO_FIT = "does not fit"
 
-    The best value of each time, cost and energy row is bold.
-    """
+
+def _if_fits(rows: list[dict], key: str) -> list[float | None]:
+    """The row's values where the design fits, None where it does not: what may be bold."""
+    return [r.get(key) if r["fits"] else None for r in rows]
+
+
+def _mark(rows: list[dict], values: list[str]) -> list[str]:
+    """Values of designs that do not fit, marked so (a time or cost it cannot achieve)."""
+    return [v if r["fits"] else f"{v} ({NO_FIT})" for r, v in zip(rows, values)]
+
+
+def _months(x: float | None) -> str:
+    return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
+
+
+def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
+    """Designs side by side (one column each): plan, step, throughput, MFU, scaling, memory fit,
+    time, cost, energy. The best value of each time, cost and energy row among the designs that
+    fit is bold; a design that does not fit is never bold and its values say so."""
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
-                      "failures, restarts and checkpoint writes. Bold: best of the row.")
+                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
-        if best is not None and any(v is not None for v in best):
-            pick = (min if lowest else max)(v for v in best if v is not None)
-            values = [f"[bold]{v}[/bold]" if b == pick else v for v, b in zip(values, best)]
-        t.add_row(name, *values)
+        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, _bold_flags(best, lowest, len(values)))])
 
-    add("GPUs", [f"{r['gpus']} x {r['gpu']}" for r in rows])
-    add("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
-                           + (" (fits)" if r["fits"] else " [red](does NOT fit)[/red]") for r in rows])
-    add("step time", [_time(r["step_time_s"]) for r in rows], [r["step_time_s"] for r in rows])
-    add("throughput", [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
-                       else f"{r['samples_per_s']:,.1f} samples/s" for r in rows])
-    add("MFU", [_pct(r["mfu"]) for r in rows], [r["mfu"] for r in rows], lowest=False)
-    add("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows],
-        [r["scaling_efficiency"] for r in rows], lowest=False)
-    add("time to train", [_time(r["time_to_train_s"]) for r in rows], [r["time_to_train_s"] for r in rows])
-    add("cost (cloud)", [_money(r["cost_usd"]) for r in rows], [r["cost_usd"] for r in rows])
-    add("cost (owned)", [_money(r["on_prem_cost_usd"]) for r in rows], [r["on_prem_cost_usd"] for r in rows])
-    add("cloud $ per M tokens", ["n/a" if r.get("usd_per_million_tokens") is None
-                                 else f"${r['usd_per_million_tokens']:.4f}" for r in rows])
-    add("energy (GPUs + hosts)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh" for r in rows],
-        [r["energy_kwh"] for r in rows])
-    add("goodput (failures)", [_pct(r["goodput"]) for r in rows])
+    for name, values, best, lowest in summary_rows(rows, uncertainty):
+        add(name, values, best, lowest)
+    return t
+
+
+def _bold_flags(best: list[float | None] | None, lowest: bool, count: int) -> list[bool]:
+    """Which of `count` entries are the best of their row (None entries never are)."""
+    if not best or all(v is None for v in best):
+        return [False] * count
+    pick = (min if lowest else max)(v for v in best if v is not None)
+    return [v is not None and v == pick for v in best]
+
+
+def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tuple]:
+    """(metric, values as text, values to pick the best from (or None), lower is better) per row:
+    the one list the terminal table, the HTML page and the CSV read."""
+    out = [
+        ("GPUs", [f"{r['gpus']} x {r['gpu']}" for r in rows], None, True),
+        ("model", [str(r.get("model", "")) for r in rows], None, True),
+        ("training budget", [r.get("tokens") or "n/a" for r in rows], None, True),
+        ("plan" + (" (best found)" if any(r.get("plan_searched") for r in rows) else ""),
+         [r.get("plan") or "n/a" for r in rows], None, True),
+        ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
+                            + (" (fits)" if r["fits"] else f" ({NO_FIT})") for r in rows], None, True),
+        ("step time", _mark(rows, [_time(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
+        ("throughput", _mark(rows, [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
+                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]), None, True),
+        ("MFU", [_pct(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
+        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
+         False),
+        ("time to train", _mark(rows, [_time(r["time_to_train_s"]) for r in rows]),
+         _if_fits(rows, "time_to_train_s"), True),
+        ("GPU-hour price (cloud)", [_money(r.get("gpu_hour_usd")) for r in rows], None, True),
+        ("cost (cloud)", _mark(rows, [_money(r["cost_usd"]) for r in rows]), _if_fits(rows, "cost_usd"), True),
+        ("purchase price (GPUs, servers, network)", [_money(r.get("purchase_usd")) for r in rows],
+         _if_fits(rows, "purchase_usd"), True),
+        ("cost (owned)", _mark(rows, [_money(r["on_prem_cost_usd"]) for r in rows]),
+         _if_fits(rows, "on_prem_cost_usd"), True),
+        ("owning beats renting after", [_months(r.get("break_even_months")) if r["fits"] else NO_FIT for r in rows],
+         _if_fits(rows, "break_even_months"), True),
+        ("cloud $ per M tokens", _mark(rows, ["n/a" if r.get("usd_per_million_tokens") is None
+                                              else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),
+         _if_fits(rows, "usd_per_million_tokens"), True),
+        ("energy (GPUs + hosts)", _mark(rows, ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh"
+                                               for r in rows]), _if_fits(rows, "energy_kwh"), True),
+        ("goodput (failures)", [_pct(r["goodput"]) for r in rows], None, True),
+    ]
     if uncertainty:
         d, w = uncertainty["designs"], uncertainty["wins"]
         n = uncertainty["samples"]
-        add(f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d])
-        add("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d])
-        add("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d])
-        add("fastest in", [_pct(x) for x in w["time_to_train_s"]], w["time_to_train_s"], lowest=False)
-        add("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]], w["cost_usd"], lowest=False)
-        add("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]], w["on_prem_cost_usd"], lowest=False)
-    return t
+        fit = [r["fits"] for r in rows]
+        out += [
+            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d], None, True),
+            ("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d], None, True),
+            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d], None, True),
+            ("fastest in", [_pct(x) for x in w["time_to_train_s"]],
+             [x if f else None for x, f in zip(w["time_to_train_s"], fit)], False),
+            ("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]],
+             [x if f else None for x, f in zip(w["cost_usd"], fit)], False),
+            ("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]],
+             [x if f else None for x, f in zip(w["on_prem_cost_usd"], fit)], False),
+        ]
+    return out
+
+
+def write_compare_csv(rows: list[dict], path: Path) -> Path:
+    """The comparison table as CSV: one line per design, the plain values of `compare --json`'s table."""
+    import csv
+
+    keys = [k for k in rows[0] if k not in ("scaling", "breakdown_s")] if rows else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: "" if r.get(k) is None else r.get(k) for k in keys})
+    return path
 
 
 def short_name(name: str) -> str:

@@ -12,8 +12,7 @@ import datetime as _dt
 from html import escape
 from pathlib import Path
 
-from scalesim.report.compare import _money, _pct, _range, _time
-from scalesim.units import format_bytes
+from scalesim.report.compare import NO_FIT, _bold_flags, _pct, summary_rows
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -61,34 +60,19 @@ def _value(v) -> str:
 
 
 def _summary(rows: list[dict], unc: dict | None) -> str:
-    """Designs side by side, one column each, one metric per row."""
-    metrics: list[tuple[str, list[str]]] = [
-        ("GPUs", [f"{r['gpus']} x {escape(r['gpu'])}" for r in rows]),
-        ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
-                            + (" (fits)" if r["fits"] else ' <span class="no">does NOT fit</span>') for r in rows]),
-        ("step time", [_time(r["step_time_s"]) for r in rows]),
-        ("throughput (tokens/s)", [f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else "n/a" for r in rows]),
-        ("MFU", [_pct(r["mfu"]) for r in rows]),
-        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows]),
-        ("time to train", [_time(r["time_to_train_s"]) for r in rows]),
-        ("cost, cloud", [_money(r["cost_usd"]) for r in rows]),
-        ("cost, owned", [_money(r["on_prem_cost_usd"]) for r in rows]),
-        ("cloud USD per million tokens", ["n/a" if r.get("usd_per_million_tokens") is None
-                                          else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),
-        ("energy, GPUs + hosts (kWh)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}" for r in rows]),
-        ("goodput (failures)", [_pct(r["goodput"]) for r in rows]),
-    ]
-    if unc:
-        d, w = unc["designs"], unc["wins"]
-        metrics += [
-            ("time to train, P10–P90", [_range(x["time_to_train_s"], _time) for x in d]),
-            ("cost, cloud, P10–P90", [_range(x["cost_usd"], _money) for x in d]),
-            ("cost, owned, P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d]),
-            ("fastest in (share of samples)", [_pct(x) for x in w["time_to_train_s"]]),
-            ("cheapest rented in", [_pct(x) for x in w["cost_usd"]]),
-            ("cheapest owned in", [_pct(x) for x in w["on_prem_cost_usd"]]),
-        ]
-    return _table(["metric"] + [r["scenario"] for r in rows], [[escape(name)] + values for name, values in metrics])
+    """Designs side by side, one column each, one metric per row; the best of a row among the designs
+    that fit in bold, a design that does not fit marked so and never bold."""
+    table = []
+    for name, values, best, lowest in summary_rows(rows, unc):
+        cells = [_cell(v, b) for v, b in zip(values, _bold_flags(best, lowest, len(values)))]
+        table.append([escape(name)] + cells)
+    return _table(["metric"] + [r["scenario"] for r in rows], table)
+
+
+def _cell(value: str, bold: bool) -> str:
+    text = escape(value).replace(f"({NO_FIT})", f'<span class="no">({NO_FIT})</span>')
+    text = text.replace(NO_FIT, f'<span class="no">{NO_FIT}</span>') if text == escape(NO_FIT) else text
+    return f"<b>{text}</b>" if bold else text
 
 
 def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim comparison") -> str:
