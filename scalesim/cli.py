@@ -20,6 +20,7 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
+from scalesim.heartbeat import heartbeat, lines as heartbeat_lines
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
@@ -99,7 +100,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     catalog = _catalog(catalog_dirs)
     setup = prepare(scenario, file, catalog=catalog)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
-    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext():
+    with _status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"):
         result = run_scenario(scenario, file, scaling_counts=counts, catalog=catalog)
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
@@ -133,6 +134,13 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
             click.echo(f"trace: {trace} (open in ui.perfetto.dev)")
     if not result.fits:
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _status(as_json: bool, what: str):
+    """A spinner on a terminal; on a pipe or a file, a line on stderr every 10 s."""
+    if not err_console.is_terminal:
+        return heartbeat(what)
+    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
 
 
 def _run_uncertainty(result, scenario, samples: int, seed: int | None) -> dict:
@@ -267,6 +275,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     with open_pool(parse_executor("local", workers)) as pool:
         catalog = _catalog(catalog_dirs)       # e.g. a calibrated folder, checked against every case
         finished = completed(pool, evaluate_group, [([cases[i] for i in g], catalog) for g in groups])
+        if not err_console.is_terminal:
+            finished = heartbeat_lines(finished, "validating: case groups simulated", len(groups))
         for k, group_outcomes in track(finished, total=len(groups), description="validating", console=err_console,
                                        disable=as_json or not err_console.is_terminal):
             if isinstance(group_outcomes, BaseException):
@@ -449,8 +459,10 @@ def _progress(disabled: bool):
     from rich.progress import track
 
     def wrap(items, description: str, total: int):
+        if not err_console.is_terminal and total:
+            return heartbeat_lines(items, description, total)
         return track(items, description=description, total=total, console=err_console,
-                     disable=disabled or not err_console.is_terminal or total == 0)
+                     disable=disabled or total == 0)
     return wrap
 
 
@@ -673,7 +685,10 @@ def _sweep_progress(disabled: bool):
             return Text("- plans/s" if speed is None else f"{speed:.2f} plans/s", style="progress.data.speed")
 
     def wrap(items, description: str, total: int):
-        if disabled or not err_console.is_terminal or total == 0:
+        if not err_console.is_terminal and total:
+            yield from heartbeat_lines(items, f"{description} plans", total)
+            return
+        if disabled or total == 0:
             yield from items
             return
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
