@@ -80,3 +80,34 @@ def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
                                     "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 1}})
     reason = run(huge, baseline=False).reason
     assert "not even all 4 GPUs of the cluster" in reason and "more nodes or a GPU with more memory" in reason
+
+
+def test_every_fix_run_suggests_is_a_plan_the_search_finds_fitting(tmp_path):
+    """One search: each change `run` proposes, applied, is a plan of `sweep --search`'s space that
+    the search also finds to fit (so it never says "no plan fits" where run knows one)."""
+    from scalesim.sweep import own_plan_point, run_sweep
+
+    base = scenario(mb=8, gpus=2)
+    base = base.with_changes(training={"global_batch": 16, "finetune_allowed": ["lora"]})
+    setup = prepare(base)
+    assert memory_of(setup).total > setup.gpu.memory_bytes
+    options = fit_options(setup, prepare, memory_of, simulate_setup, limit=20)
+    assert len(options) > 1
+    rows = {r["plan"]: r for r in run_sweep(base, None, [2], search=True)["rows"]}
+    for option in options:
+        fixed = base.with_changes(**_sections(option.change))
+        point = own_plan_point(fixed, 2)
+        assert rows[point.label]["status"] in ("ok", "dominated"), (option.change, rows[point.label])
+
+
+def _sections(change: str) -> dict:
+    """'parallel.zero: 3 and training.activation_checkpointing: full' -> {"parallel": {"zero": 3}, ...}."""
+    import re
+
+    out: dict = {}
+    for key, value in re.findall(r"(\w+\.\w+): (\w+)", change):
+        section, name = key.split(".")
+        out.setdefault(section, {})[name] = yaml.safe_load(value)
+    if "tp" in out.get("parallel", {}):
+        out["parallel"]["dp"] = 2 // out["parallel"]["tp"]
+    return out
