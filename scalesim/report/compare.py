@@ -180,8 +180,17 @@ def short_name(name: str) -> str:
     return name.split(" (")[0].split(",")[0].strip() or name
 
 
+def _design_label(r: dict) -> str:
+    return r["scenario"] + ("" if r.get("fits", True) else f" ({NO_FIT})")
+
+
 def _labels(rows: list[dict], width: int = 22) -> list[str]:
-    return [textwrap.fill(r["scenario"], width) for r in rows]
+    return [textwrap.fill(_design_label(r), width) for r in rows]
+
+
+def _hatch(rows: list[dict]) -> list[str]:
+    """Bars of designs that do not fit are hatched (and their labels say so)."""
+    return ["xx" if not r.get("fits", True) else "" for r in rows]
 
 
 def _save(fig, path: Path) -> Path:
@@ -201,16 +210,17 @@ def scaling_plot(rows: list[dict], path: Path) -> Path:
             continue
         xs = [p["gpus"] for p in points]
         ticks.update(xs)
-        ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="o", color=PALETTE[k % len(PALETTE)],
-                label=r["scenario"])
+        ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="os^Dv<>"[k % 7],
+                color=PALETTE[k % len(PALETTE)], linestyle=("-", "--", ":", "-.")[k % 4], linewidth=1.8,
+                markersize=7 - k % 3, alpha=0.9, label=_design_label(r))
     ax.axhline(100, color="grey", linestyle=":", linewidth=1, label="perfect scaling")
     if ticks and max(ticks) > 16:
         ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks), [str(x) for x in sorted(ticks)])
     ax.set_xlabel("GPUs (same per-GPU batch)")
     ax.set_ylabel("scaling efficiency (% of 1-GPU throughput per GPU)")
-    low = min([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
-    ax.set_ylim(max(0, math.floor(low / 10) * 10 - 10), 105)
+    high = max([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
+    ax.set_ylim(0, max(105, math.ceil(high / 10) * 10 + 5))         # 0-100% always: no zoomed-in drama
     ax.set_title("Scaling efficiency against GPU count")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
@@ -247,7 +257,8 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
-    bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4)
+    bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4,
+                    hatch=_hatch(rows), edgecolor="white")
     _label_above(ax_t, bars, ["n/a" if h is None else f"{h:,.1f} h" for h in hours], err, fontsize=8)
     ax_t.set_xticks(x, labels, fontsize=8)
     ax_t.set_ylabel("time to train (hours, failures included)")
@@ -260,16 +271,19 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     own = [r["on_prem_cost_usd"] for r in rows]
     err_c = _errorbars(cloud, [d["cost_usd"] for d in designs] if designs else None, 1)
     err_o = _errorbars(own, [d["on_prem_cost_usd"] for d in designs] if designs else None, 1)
-    b1 = ax_c.bar([i - width / 2 for i in x], [c or 0 for c in cloud], width, color="#4C72B0", yerr=err_c,
-                  capsize=3, label="cloud (GPU-hours x price)")
-    b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color="#55A868", yerr=err_o,
-                  capsize=3, label="on-premises (amortised purchase + power)")
+    colours = [PALETTE[k % len(PALETTE)] for k in x]           # one colour per design in every panel
+    b1 = ax_c.bar([i - width / 2 for i in x], [c or 0 for c in cloud], width, color=colours, yerr=err_c,
+                  capsize=3, hatch=_hatch(rows), edgecolor="white")
+    b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color=colours, yerr=err_o,
+                  capsize=3, alpha=0.55, hatch=_hatch(rows), edgecolor="white")
+    ax_c.legend(handles=[plt.Rectangle((0, 0), 1, 1, color="grey", label="cloud (GPU-hours x price)"),
+                         plt.Rectangle((0, 0), 1, 1, color="grey", alpha=0.55,
+                                       label="owned (amortised purchase + power)")], fontsize=8, loc="upper left")
     _label_above(ax_c, b1, [_money(c) for c in cloud], err_c)
     _label_above(ax_c, b2, [_money(c) for c in own], err_o)
     ax_c.set_xticks(x, labels, fontsize=8)
     ax_c.set_ylabel("cost to train (USD)")
     ax_c.set_title("Cost to train" + (f" ({budget})" if budget else ""))
-    ax_c.legend(fontsize=8, loc="upper left")
     ax_c.grid(axis="y", alpha=0.3)
     ax_c.margins(y=0.2)
     if designs:
@@ -288,12 +302,15 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
             if r[key] is not None:
                 options.append((r["time_to_train_s"] / 3600, r[key], k, kind, marker))
     fig, ax = plt.subplots(figsize=(10, 5.2))
-    front = set(pareto_front([(o[0], o[1]) for o in options]))
+    fitting = [i for i, o in enumerate(options) if rows[o[2]].get("fits", True)]
+    front = {fitting[j] for j in pareto_front([(options[i][0], options[i][1]) for i in fitting])}
     for i, (hours, cost, k, kind, marker) in enumerate(options):
-        ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)],
-                   edgecolors="black" if i in front else "none", linewidths=1.8, zorder=3)
-        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}",
-                    (hours, cost), textcoords="offset points", xytext=(8, 5), fontsize=8)
+        fits = rows[k].get("fits", True)
+        ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)] if fits else "none",
+                   edgecolors="black" if i in front else PALETTE[k % len(PALETTE)], linewidths=1.8, zorder=3)
+        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
+                    + ("" if fits else f" ({NO_FIT})"), (hours, cost), textcoords="offset points", xytext=(8, 5),
+                    fontsize=8)
     if front:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
@@ -303,13 +320,15 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
                plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
                           markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(r["scenario"], 70, placeholder="…")) for k, r in enumerate(rows)]
+                           label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel("time to train (hours, failures included)")
     ax.set_ylabel("cost to train (USD)")
     ax.set_title("Cost against time to train (lower left is better)")
     ax.grid(alpha=0.3)
     ax.margins(x=0.25, y=0.2)
+    ax.set_xlim(left=0)                      # from zero: distances read as ratios
+    ax.set_ylim(bottom=0)
     return _save(fig, path)
 
 
