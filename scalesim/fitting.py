@@ -79,8 +79,12 @@ def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
 
 
 def _fits(setup, memory_bytes: float, host_fit) -> bool:
-    """The plan's GPU memory fits, and so does its offloaded state on the host (when checked)."""
-    return memory_bytes <= setup.gpu.memory_bytes and (host_fit is None or host_fit(setup) is None)
+    """The plan's GPU memory fits with the searches' headroom (training.memory_headroom), and so
+    does its offloaded state on the host (when checked)."""
+    from scalesim.sweep import memory_headroom      # the search builds on the runner
+
+    return (memory_bytes * (1 + memory_headroom(setup.scenario)) <= setup.gpu.memory_bytes
+            and (host_fit is None or host_fit(setup) is None))
 
 
 def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_fit=None) -> list[FitOption]:

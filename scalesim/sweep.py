@@ -68,6 +68,7 @@ from pathlib import Path
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
 from scalesim.parallel.schedules import schedule
@@ -310,15 +311,24 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
         return _row(point, "failed", _failure(exc))
     capacity = setup.gpu.memory_bytes
     nodes = setup.scenario.cluster.nodes
-    if memory.total > capacity:
+    headroom = memory_headroom(base)
+    if memory.total * (1 + headroom) > capacity:
+        margin = "" if memory.total > capacity else f" with the {headroom:.0%} memory headroom (training.memory_headroom)"
         return _row(point, "does_not_fit", f"needs {memory.total / 2**30:.1f} GiB per GPU of "
-                    f"{capacity / 2**30:.1f} GiB", nodes=nodes, memory_per_gpu_bytes=memory.total,
+                    f"{capacity / 2**30:.1f} GiB{margin}", nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
     host = host_fit_reason(setup)
     if host is not None:
         return _row(point, "does_not_fit", host, nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
+
+
+def memory_headroom(scenario: Scenario) -> float:
+    """The share of a plan's need the searches keep free: training.memory_headroom, or the memory
+    model's measured error."""
+    own = scenario.training.memory_headroom
+    return MEMORY_MODEL_ERROR_FRACTION if own is None else own
 
 
 def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
