@@ -161,3 +161,13 @@ def test_compare_search_runs_each_design_at_the_best_plan_sweep_search_finds(des
         (alone,) = run_sweep(scenario_, file, [2], search=True)["best"]
         assert design["plan"]["searched"] and design["plan"]["label"] == alone["plan"] == row["plan"]
         assert row["fits"] and row["step_time_s"] == pytest.approx(alone["step_time_s"])
+
+
+def test_search_true_in_a_scenario_searches_that_design_only(designs, tmp_path):
+    data = yaml.safe_load(open(designs[1]))
+    searched = tmp_path / "searched.yaml"
+    searched.write_text(yaml.safe_dump({**data, "search": True}))
+    result = CliRunner().invoke(main, ["compare", designs[0], str(searched), "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    own, best = json.loads(result.output)["designs"]
+    assert not own["plan"]["searched"] and best["plan"]["searched"] and best["plan"]["found"]
