@@ -45,11 +45,11 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
     factor, unit = _scale(timeline.end_s)
-    shown = set(ranks)
 
     def row_name(stream: str) -> str:
         return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
 
+    shown, names = _collapse_identical(timeline, ranks, row_name)
     rows = sorted({(iv.rank, row_name(iv.stream)) for iv in timeline.intervals if iv.rank in shown})
     row_of = {row: y for y, row in enumerate(rows)}
     # One bar collection per row and colour: tens of thousands of tasks draw quickly.
@@ -75,19 +75,35 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
         thin = sorted(w for _, w in bars)[len(bars) // 2] < 4 * pixel if bars else True
         ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour, edgecolor="white",
                        linewidth=0.0 if crowded or thin else 0.3)
-    ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
+    ax.set_yticks(range(len(rows)), [f"{names[r]} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
     ax.set_xlim(0, timeline.end_s * factor)
     ax.set_title(title)
     kinds = [k for k in COLOURS if k in used]          # only what the plot shows
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
-    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.2 / max(1, len(rows))),
+    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
               ncol=max(1, len(kinds)), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")      # the legend below the axes is never cut
     plt.close(fig)
     return path
+
+
+def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
+    """Ranks whose every interval is the same drawn once: the first of each group, named with how
+    many GPUs it stands for ('GPU 0 (x8, identical)')."""
+    signature: dict[int, list] = {r: [] for r in ranks}
+    for iv in timeline.intervals:
+        if iv.rank in signature:
+            signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
+    groups: dict[tuple, list[int]] = {}
+    for r in ranks:
+        groups.setdefault(tuple(sorted(signature[r])), []).append(r)
+    names = {}
+    for members in groups.values():
+        names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
+    return set(names), names
 
 
 def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
