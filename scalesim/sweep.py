@@ -38,8 +38,11 @@ it was raised), so one bad plan never loses the others:
 Between the two, a fitting plan is `dominated` (not simulated) when
 
 - another fitting plan of the same GPU count, tp, pp, cp and micro-batch has
-  both a lower or equal ZeRO stage and a lighter or equal recompute: it does
-  the same work with no more communication and no more recomputation; or
+  a lower or equal ZeRO stage, a lighter or equal recompute and no more
+  offload: it does the same work with no more communication, recomputation
+  or host traffic; or
+- it offloads (or adapts instead of training) while the same plan offloading
+  (adapting) less fits; or
 - without pipeline parallelism, a fitting plan with the same tp, cp, ZeRO
   stage and recompute has a larger micro-batch: the same communication per
   step with fewer, larger kernels;
@@ -422,13 +425,13 @@ def mark_dominated(rows: list[dict], global_batch: int) -> None:
     fitting = [r for r in fitting if r["status"] == "ok"]
     groups: dict[tuple, list[dict]] = {}
     for r in fitting:
-        groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"], r["offload"], r["finetune"]),
-                          []).append(r)
+        groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"], r["finetune"]), []).append(r)
     for members in groups.values():
         for r in members:
             for other in members:
                 better = (other["zero"] <= r["zero"] and RECOMPUTE.index(other["recompute"])
-                          <= RECOMPUTE.index(r["recompute"]))
+                          <= RECOMPUTE.index(r["recompute"]) and OFFLOAD.index(other["offload"])
+                          <= OFFLOAD.index(r["offload"]))
                 if other is not r and better and other["status"] == "ok":
                     _dominate(r, other, "no more communication or recompute")
                     break
