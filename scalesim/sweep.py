@@ -574,11 +574,10 @@ def parse_counts(text: str) -> list[int]:
     return counts
 
 
-CSV_COLUMNS = ("gpus", "nodes", "plan", "dp", "tp", "pp", "cp", "zero", "micro_batch", "recompute", "offload",
-               "finetune", "status",
+CSV_COLUMNS = ("gpus", "nodes", "plan", "dp", "tp", "pp", "cp", "zero", "micro_batch", "recompute", "status",
                "reason", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
                "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s", "time_to_train_s",
-               "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput")
+               "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput", "offload", "finetune")
 
 
 def write_outputs(sweep: dict, directory: Path) -> dict[str, Path]:
