@@ -496,7 +496,10 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
     train, cloud and on-premises cost, energy. Plots: scaling efficiency
     against GPU count, time and cost bars, cost against time with the Pareto
-    front, step breakdown. Exit 3 when a design does not fit in memory.
+    front, step breakdown. Exit 3 when a design does not fit in memory (it is
+    then never bold nor on the Pareto front); exit 2 when the designs train
+    different models, sequence lengths or token budgets (--allow-different-work
+    ranks them anyway). With --search each design runs at its best fitting plan.
     """
     from scalesim.compare import budget_text, compare as run_compare
     from scalesim.report.compare import compare_plots, compare_table
@@ -612,6 +615,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     Each simulated plan is appended to <out>/points.jsonl as it finishes. An
     existing points file is never overwritten silently: give --resume to
     continue that sweep (Ctrl-C is safe) or --force to start over.
+    Exit 3 when no GPU count has a plan that runs and fits.
     """
     from scalesim.executors import parse_executor
     from scalesim.points_file import NAME, PointsFile
