@@ -1,5 +1,7 @@
 """Does it fit? The memory verdict and the model-checked suggestions."""
 
+import json
+
 import yaml
 from click.testing import CliRunner
 
@@ -21,10 +23,15 @@ def test_full_fine_tune_of_7b_on_one_4090_does_not_fit_and_says_why(tmp_path):
     path = tmp_path / "7b.yaml"
     path.write_text(yaml.safe_dump({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
                                     "model": "llama2-7b",
-                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4}}))
+                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4,
+                                                 "tokens": 1e8}}))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 3
     assert "needs" in result.output and "24.0 GiB" in result.output and "optimizer" in result.output
+    # no time or cost as if it could run; the JSON keeps them, with fits: false
+    assert "cost to train (cloud)" not in result.output and "time and cost to train" in result.output
+    data = json.loads(CliRunner().invoke(main, ["run", str(path), "--no-plots", "--json"]).output)
+    assert data["fits"] is False and data["time_to_train_s"] > 0 and data["cost_usd"] > 0
 
 
 def test_1_5b_on_eight_4090s_fits_with_zero3():
