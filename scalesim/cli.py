@@ -20,6 +20,7 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
+from scalesim.heartbeat import heartbeat, lines as heartbeat_lines
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 
@@ -110,7 +111,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     catalog = _catalog(catalog_dirs)
     setup = prepare(scenario, file, catalog=catalog)
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
-    with err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext(), \
+    with _status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
             time_limit(max_seconds):
         result = run_scenario(scenario, file, scaling_counts=counts, catalog=catalog)
     if plots:
@@ -144,6 +145,13 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
             click.echo(f"trace: {trace} (open in ui.perfetto.dev)")
     if not result.fits:
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def _status(as_json: bool, what: str):
+    """A spinner on a terminal; on a pipe or a file, a line on stderr every 10 s."""
+    if not err_console.is_terminal:
+        return heartbeat(what)
+    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
 
 
 def _run_uncertainty(result, scenario, samples: int, seed: int | None) -> dict:
@@ -282,6 +290,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     replaced: dict = {}
     with open_pool(parse_executor("local", workers)) as pool:
         finished = completed(pool, evaluate_group, [([cases[i] for i in g], cat) for g, cat in jobs])
+        if not err_console.is_terminal:
+            finished = heartbeat_lines(finished, "validating: case groups simulated", len(jobs))
         for k, group_outcomes in track(finished, total=len(jobs), description="validating", console=err_console,
                                        disable=as_json or not err_console.is_terminal):
             if isinstance(group_outcomes, BaseException):
@@ -476,8 +486,10 @@ def _progress(disabled: bool):
     from rich.progress import track
 
     def wrap(items, description: str, total: int):
+        if not err_console.is_terminal and total:
+            return heartbeat_lines(items, description, total)
         return track(items, description=description, total=total, console=err_console,
-                     disable=disabled or not err_console.is_terminal or total == 0)
+                     disable=disabled or total == 0)
     return wrap
 
 
@@ -493,17 +505,30 @@ def _progress(disabled: bool):
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
+@click.option("--search", is_flag=True,
+              help="Compare each design at its best fitting plan (the sweep --search search at its GPU count) "
+                   "[each scenario's own plan, or search: true in the scenario].")
+@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+              help="With --search: the best plan is the fastest to train or the cheapest (cloud).")
+@click.option("--allow-different-work", is_flag=True,
+              help="Rank designs whose model, sequence length or token budget differ (refused otherwise).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table as CSV (one row per design).")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
 @catalog_option
 @friendly_errors
-def compare(scenario_files, as_json, out, plots, samples, seed, report, max_seconds, catalog_dirs) -> None:
+def compare(scenario_files, as_json, out, plots, samples, seed, report, search, rank_by, allow_different_work,
+            csv_path, max_seconds, catalog_dirs) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
     train, cloud and on-premises cost, energy. Plots: scaling efficiency
     against GPU count, time and cost bars, cost against time with the Pareto
-    front, step breakdown. Exit 3 when a design does not fit in memory.
+    front, step breakdown. Exit 3 when a design does not fit in memory (it is
+    then never bold nor on the Pareto front); exit 2 when the designs train
+    different models, sequence lengths or token budgets (--allow-different-work
+    ranks them anyway). With --search each design runs at its best fitting plan.
     """
     from scalesim.compare import budget_text, compare as run_compare
     from scalesim.limits import time_limit
@@ -515,11 +540,17 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, max_seco
     if any(is_serving_file(f) for f in scenario_files):
         _compare_serving(scenario_files, as_json, out, plots)
         return
+    check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
     with time_limit(max_seconds):
         comparison = run_compare(list(scenario_files), scaling_counts=_scaling_counts, samples=samples, seed=seed,
-                                 progress=lambda items: _progress(as_json)(items, "simulating", len(items)),
-                                 catalog=_catalog(catalog_dirs))
+                                 progress=lambda items: _progress(as_json)(items, "simulating designs", len(items)),
+                                 catalog=_catalog(catalog_dirs), search=search, rank_by=rank_by,
+                                 allow_different_work=allow_different_work, search_progress=_sweep_progress(as_json))
     rows = comparison.rows()
+    if csv_path is not None:
+        from scalesim.report.compare import write_compare_csv
+
+        write_compare_csv(rows, csv_path)
     written = {}
     if plots or report is not None:
         directory = out or Path("plots") / "compare"
@@ -616,6 +647,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     Each simulated plan is appended to <out>/points.jsonl as it finishes. An
     existing points file is never overwritten silently: give --resume to
     continue that sweep (Ctrl-C is safe) or --force to start over.
+    Exit 3 when no GPU count has a plan that runs and fits.
     """
     from scalesim.executors import parse_executor
     from scalesim.points_file import NAME, PointsFile
@@ -645,11 +677,13 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
         files["plot"] = best_plan_plot(result, directory / "best.png")
     if as_json:
         click.echo(json.dumps(result, indent=2))
-        return
-    make_console().print(sweep_table(result))
-    for note in result["notes"]:
-        click.echo(f"note: {note}")
-    click.echo("results: " + ", ".join(str(p) for p in files.values()))
+    else:
+        make_console().print(sweep_table(result))
+        for note in result["notes"]:
+            click.echo(f"note: {note}")
+        click.echo("results: " + ", ".join(str(p) for p in files.values()))
+    if not any(b.get("status") == "ok" for b in result["best"]):
+        sys.exit(EXIT_DOES_NOT_FIT)          # no GPU count has a plan that runs and fits
 
 
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, as shells report Ctrl-C
@@ -688,7 +722,10 @@ def _sweep_progress(disabled: bool):
             return Text("- plans/s" if speed is None else f"{speed:.2f} plans/s", style="progress.data.speed")
 
     def wrap(items, description: str, total: int):
-        if disabled or not err_console.is_terminal or total == 0:
+        if not err_console.is_terminal and total:
+            yield from heartbeat_lines(items, f"{description} plans", total)
+            return
+        if disabled or total == 0:
             yield from items
             return
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -80,8 +80,12 @@ def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
 
 
 def _fits(setup, memory_bytes: float, host_fit) -> bool:
-    """The plan's GPU memory fits, and so does its offloaded state on the host (when checked)."""
-    return memory_bytes <= setup.gpu.memory_bytes and (host_fit is None or host_fit(setup) is None)
+    """The plan's GPU memory fits with the searches' headroom (training.memory_headroom), and so
+    does its offloaded state on the host (when checked)."""
+    from scalesim.sweep import memory_headroom      # the search builds on the runner
+
+    return (memory_bytes * (1 + memory_headroom(setup.scenario)) <= setup.gpu.memory_bytes
+            and (host_fit is None or host_fit(setup) is None))
 
 
 def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_fit=None) -> list[FitOption]:
@@ -160,3 +164,49 @@ def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOpti
         return f"{tried}{within}; more nodes or a GPU with more memory is needed"
     return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
                                      for o in options)
+
+
+def combined_option(setup, prepare, simulate_setup) -> FitOption | None:
+    """When no single change fits: the combination of ZeRO stage, offload (optimizer, then weights),
+    recompute, a smaller micro-batch and (where training.finetune_allowed permits) adapters, at the
+    plan's own split, that fits with the least of those changes; None if none does.
+
+    The combinations are the `sweep --search` plans of this split, checked by the same memory
+    pass (no simulation but of the one chosen), so run and the search agree on what fits.
+    """
+    from scalesim.sweep import FINETUNE, OFFLOAD, RECOMPUTE, check_points, own_plan_point, scenario_for, \
+        search_points     # the search builds on the runner: imported here, not at module level
+
+    base, gpus = setup.scenario, setup.gpus
+    own = own_plan_point(base, gpus)
+    if isinstance(own, str):
+        return None
+    points = [p for p in search_points(base, gpus, setup.file, setup.catalog)[0]
+              if (p.dp, p.tp, p.pp, p.cp) == (own.dp, own.tp, own.pp, own.cp) and p.micro_batch <= own.micro_batch]
+    rows = check_points(points, base, setup.file, {gpus: base}, catalog=setup.catalog)
+    fitting = [p for p, r in zip(points, rows) if r["status"] == "ok"]
+    if not fitting:
+        return None
+    best = min(fitting, key=lambda p: (FINETUNE.index(p.finetune), OFFLOAD.index(p.offload),
+                                       RECOMPUTE.index(p.recompute), p.zero, -p.micro_batch))
+    changed = prepare(scenario_for(base, best, setup.file, base), setup.file)
+    memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
+    return FitOption(_change_text(own, best), memory, simulate_setup(changed).end_s)
+
+
+def _change_text(own, new) -> str:
+    """The scenario keys that turn plan `own` into plan `new`."""
+    parts = []
+    if new.zero != own.zero:
+        parts.append(f"parallel.zero: {new.zero}")
+    if new.offload != own.offload:
+        parts.append("parallel.offload_optimizer: true")
+        if new.offload == "params":
+            parts.append("parallel.offload_params: true")
+    if new.recompute != own.recompute:
+        parts.append(f"training.activation_checkpointing: {new.recompute}")
+    if new.micro_batch != own.micro_batch:
+        parts.append(f"training.micro_batch: {new.micro_batch}")
+    if new.finetune != own.finetune:
+        parts.append(f"training.finetune: {new.finetune}")
+    return ", ".join(parts)

@@ -358,7 +358,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    from scalesim.fitting import describe, fit_options, more_gpus_option
+    from scalesim.fitting import combined_option, describe, fit_options, more_gpus_option
 
     prepare_here = partial(prepare, catalog=catalog)     # what-if plans resolve names as this run did
 
@@ -370,6 +370,8 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
                 reason += "; " + describe(options, setup.gpus, capacity)
     else:
         options = fit_options(setup, prepare_here, memory_of, simulate_setup, host_fit=host_fit_reason)
+        combined = None if options else combined_option(setup, prepare_here, simulate_setup)
+        options = options or ([combined] if combined is not None else [])
         more = None if options else more_gpus_option(setup, prepare_here, memory_of, simulate_setup, host_fit_reason)
         reason += "; " + describe(options, setup.gpus, capacity, more, len(setup.topology.gpus))
 

@@ -75,6 +75,10 @@ class TrainingSpec(Strict):
     lora: LoraSpec = LoraSpec()
     # Fine-tuning methods the fit search may propose (they change what is trained): [] proposes none.
     finetune_allowed: list[Literal["lora", "qlora"]] = []
+    # Share of the need kept free by the plan searches (sweep --search, compare --search, run's fixes):
+    # a plan qualifies when need x (1 + headroom) <= capacity. None: the memory model's measured error
+    # (scalesim/costs/memory.py, MEMORY_MODEL_ERROR_FRACTION), so a chosen plan is not a coin toss.
+    memory_headroom: float | None = pydantic.Field(default=None, ge=0.0, le=1.0)
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
@@ -199,6 +203,8 @@ class Scenario(Strict):
     reliability: ReliabilitySpec = ReliabilitySpec()
     uncertainty: UncertaintySpec = UncertaintySpec()
     source: list[str] = []
+    # compare this design at its best fitting plan (the `sweep --search` search), as `compare --search`
+    search: bool = False
 
     @pydantic.model_validator(mode="after")
     def _within_limits(self) -> "Scenario":

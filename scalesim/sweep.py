@@ -38,8 +38,11 @@ it was raised), so one bad plan never loses the others:
 Between the two, a fitting plan is `dominated` (not simulated) when
 
 - another fitting plan of the same GPU count, tp, pp, cp and micro-batch has
-  both a lower or equal ZeRO stage and a lighter or equal recompute: it does
-  the same work with no more communication and no more recomputation; or
+  a lower or equal ZeRO stage, a lighter or equal recompute and no more
+  offload: it does the same work with no more communication, recomputation
+  or host traffic; or
+- it offloads (or adapts instead of training) while the same plan offloading
+  (adapting) less fits; or
 - without pipeline parallelism, a fitting plan with the same tp, cp, ZeRO
   stage and recompute has a larger micro-batch: the same communication per
   step with fewer, larger kernels;
@@ -66,12 +69,13 @@ import json
 import math
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
 from scalesim.parallel.schedules import schedule
@@ -87,6 +91,13 @@ from scalesim.units import format_bytes
 RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_MEMORY = ("full", "selective", "none")       # least activation memory first
 ZERO_STAGES = (0, 1, 2, 3)
+# What the plan moves to host memory, least first: nothing, the optimizer state (ZeRO-Offload),
+# also the weights (parallel.offload_params, ZeRO-Infinity style). Each saves GPU memory and costs
+# PCIe traffic, so a plan offloads only when the same plan offloading less does not fit.
+OFFLOAD = ("none", "optimizer", "params")
+# What is trained, most first: the search proposes LoRA / QLoRA only where training.finetune_allowed
+# permits, and only for plans whose full training does not fit (they change the work).
+FINETUNE = ("none", "lora", "qlora")
 MAX_MICRO_BATCH = 64
 PIPELINE_MICRO_BATCHES = 8     # per stage: beyond this many micro-batches the 1F1B bubble is <= 1/9
 STATUSES = ("ok", "dominated", "does_not_fit", "not_available", "failed")
@@ -105,6 +116,8 @@ class PlanPoint:
     zero: int = 0
     micro_batch: int = 1
     recompute: str = "none"
+    offload: str = "none"
+    finetune: str = "none"
 
     @property
     def label(self) -> str:
@@ -112,7 +125,19 @@ class PlanPoint:
                                     if v > 1]
         parts += [f"zero{self.zero}"] if self.zero else []
         parts += [f"mb{self.micro_batch}"] + ([f"rc-{self.recompute}"] if self.recompute != "none" else [])
+        parts += {"none": [], "optimizer": ["offload-opt"], "params": ["offload-weights"]}[self.offload]
+        parts += [] if self.finetune == "none" else [self.finetune]
         return " ".join(parts)
+
+    def lighter(self) -> "PlanPoint | None":
+        """The same plan offloading one step less, or else fully training instead of adapting
+        (None for a plan with neither): the plan this one is only worth trying when that one does
+        not fit."""
+        if self.offload != "none":
+            return replace(self, offload=OFFLOAD[OFFLOAD.index(self.offload) - 1])
+        if self.finetune != "none":
+            return replace(self, finetune=FINETUNE[FINETUNE.index(self.finetune) - 1])
+        return None
 
 
 Progress = Callable[[Iterable, str, int], Iterable]
@@ -155,10 +180,14 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     """The scenario of one plan point (`grown`: the base already grown to the point's GPU count)."""
     if grown is None:
         grown, _ = cluster_for(base, point.gpus, file)
+    offload = {} if point.offload == "none" and point.finetune == "none" else {
+        "offload_optimizer": point.offload != "none" or base.parallel.offload_optimizer,
+        "offload_params": point.offload == "params" or base.parallel.offload_params}
+    finetune = {} if point.finetune == "none" else {"finetune": point.finetune}
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
-                  **_schedule_for(base, point)},
-        training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute})
+                  **_schedule_for(base, point), **offload},
+        training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune})
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "
@@ -209,7 +238,9 @@ def own_plan_point(base: Scenario, gpus: int) -> PlanPoint | str:
     mb = min(training.micro_batch, per_replica)
     while per_replica % mb:
         mb -= 1
-    return PlanPoint(gpus, dp, par.tp, par.pp, par.cp, par.zero, mb, training.activation_checkpointing)
+    offload = "params" if par.offload_params else "optimizer" if par.offload_optimizer else "none"
+    return PlanPoint(gpus, dp, par.tp, par.pp, par.cp, par.zero, mb, training.activation_checkpointing, offload,
+                     training.finetune)
 
 
 def search_points(base: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None
@@ -238,12 +269,23 @@ def search_points(base: Scenario, gpus: int, file: str | None = None, catalog: C
             for zero in ZERO_STAGES if dp > 1 else (0,):
                 for mb in micro:
                     for recompute in RECOMPUTE:
-                        points.append(PlanPoint(gpus, dp, tp, pp, cp, zero, mb, recompute))
+                        for offload, finetune in _memory_savers(base):
+                            points.append(PlanPoint(gpus, dp, tp, pp, cp, zero, mb, recompute, offload, finetune))
     return points, skipped
+
+
+def _memory_savers(base: Scenario) -> list[tuple[str, str]]:
+    """(offload, finetune) pairs the search tries: every offload, and the scenario's own fine-tuning
+    or the adapters training.finetune_allowed permits (never less adaptation than the scenario's)."""
+    t = base.training
+    own = FINETUNE.index(t.finetune)
+    methods = [m for m in FINETUNE if FINETUNE.index(m) == own or (FINETUNE.index(m) > own and m in t.finetune_allowed)]
+    return [(offload, method) for method in methods for offload in OFFLOAD]
 
 
 def _row(point: PlanPoint, status: str, reason: str | None = None, **values) -> dict:
     row = {**asdict(point), "plan": point.label, "status": status, "reason": reason}
+    row["fits"] = status in ("ok", "dominated")
     for key in ("nodes", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
                 "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s",
                 "time_to_train_s", "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput"):
@@ -277,15 +319,24 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
         return _row(point, "failed", _failure(exc))
     capacity = setup.gpu.memory_bytes
     nodes = setup.scenario.cluster.nodes
-    if memory.total > capacity:
+    headroom = memory_headroom(base)
+    if memory.total * (1 + headroom) > capacity:
+        margin = "" if memory.total > capacity else f" with the {headroom:.0%} memory headroom (training.memory_headroom)"
         return _row(point, "does_not_fit", f"needs {memory.total / 2**30:.1f} GiB per GPU of "
-                    f"{capacity / 2**30:.1f} GiB", nodes=nodes, memory_per_gpu_bytes=memory.total,
+                    f"{capacity / 2**30:.1f} GiB{margin}", nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
     host = host_fit_reason(setup)
     if host is not None:
         return _row(point, "does_not_fit", host, nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
+
+
+def memory_headroom(scenario: Scenario) -> float:
+    """The share of a plan's need the searches keep free: training.memory_headroom, or the memory
+    model's measured error."""
+    own = scenario.training.memory_headroom
+    return MEMORY_MODEL_ERROR_FRACTION if own is None else own
 
 
 def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
@@ -311,25 +362,37 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, gr
 
 def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
     """Whether plan q needs at most p's memory: same split, micro-batch no larger, recompute no
-    lighter, ZeRO stage no lower (activations grow with the micro-batch, also with a pipeline's
-    in-flight micro-batches; recompute and ZeRO only ever remove memory)."""
+    lighter, ZeRO stage, offload and adaptation no lower (activations grow with the micro-batch,
+    also with a pipeline's in-flight micro-batches; recompute, ZeRO, offload and adapters only
+    ever remove memory)."""
     return ((q.gpus, q.dp, q.tp, q.pp, q.cp) == (p.gpus, p.dp, p.tp, p.pp, p.cp) and q.micro_batch <= p.micro_batch
-            and RECOMPUTE_MEMORY.index(q.recompute) <= RECOMPUTE_MEMORY.index(p.recompute) and q.zero >= p.zero)
+            and RECOMPUTE_MEMORY.index(q.recompute) <= RECOMPUTE_MEMORY.index(p.recompute) and q.zero >= p.zero
+            and OFFLOAD.index(q.offload) >= OFFLOAD.index(p.offload)
+            and FINETUNE.index(q.finetune) >= FINETUNE.index(p.finetune))
 
 
 def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                  progress: Progress | None = None, catalog: Catalog | None = None) -> list[dict]:
     """`check_point` for every point (rows in the points' order), skipping the check of any plan
-    that needs at least the memory of one that already does not fit."""
-    order = sorted(range(len(points)), key=lambda i: (points[i].gpus, points[i].tp, points[i].pp,
+    that needs at least the memory of one that already does not fit, and of any plan that offloads
+    or adapts when the same plan doing less of that fits (memory first: no simulation here)."""
+    order = sorted(range(len(points)), key=lambda i: (FINETUNE.index(points[i].finetune),
+                                                        OFFLOAD.index(points[i].offload),
+                                                        points[i].gpus, points[i].tp, points[i].pp,
                                                         points[i].micro_batch,
                                                         RECOMPUTE_MEMORY.index(points[i].recompute),
                                                         -points[i].zero))
+    index = {p: i for i, p in enumerate(points)}
     rows: dict[int, dict] = {}
     too_big: dict[tuple, list[PlanPoint]] = {}
     for i in (progress or _plain)(order, "checking plans", len(order)):
         p = points[i]
         split = (p.gpus, p.dp, p.tp, p.pp, p.cp)
+        lighter = p.lighter()
+        if lighter in index and rows.get(index[lighter], {}).get("status") in ("ok", "dominated"):
+            rows[i] = _row(p, "dominated", f"{lighter.label} fits: "
+                           + ("no need to offload" if p.offload != "none" else "no need to adapt instead of training"))
+            continue
         smaller = next((q for q in too_big.get(split, []) if _needs_no_more_memory(q, p)), None)
         if smaller is not None:
             rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
@@ -345,7 +408,8 @@ def mark_dominated(rows: list[dict], global_batch: int) -> None:
     fitting = [r for r in rows if r["status"] == "ok"]
     by_split: dict[tuple, list[dict]] = {}
     for r in fitting:
-        by_split.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["zero"], r["recompute"]), []).append(r)
+        by_split.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["zero"], r["recompute"], r["offload"],
+                             r["finetune"]), []).append(r)
     for members in by_split.values():
         members.sort(key=lambda r: -r["micro_batch"])            # largest micro-batch first
         pp = members[0]["pp"]
@@ -366,12 +430,13 @@ def mark_dominated(rows: list[dict], global_batch: int) -> None:
     fitting = [r for r in fitting if r["status"] == "ok"]
     groups: dict[tuple, list[dict]] = {}
     for r in fitting:
-        groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"]), []).append(r)
+        groups.setdefault((r["gpus"], r["tp"], r["pp"], r["cp"], r["micro_batch"], r["finetune"]), []).append(r)
     for members in groups.values():
         for r in members:
             for other in members:
                 better = (other["zero"] <= r["zero"] and RECOMPUTE.index(other["recompute"])
-                          <= RECOMPUTE.index(r["recompute"]))
+                          <= RECOMPUTE.index(r["recompute"]) and OFFLOAD.index(other["offload"])
+                          <= OFFLOAD.index(r["offload"]))
                 if other is not r and better and other["status"] == "ok":
                     _dominate(r, other, "no more communication or recompute")
                     break
@@ -401,10 +466,13 @@ def rank_key(rank_by: str) -> Callable[[dict], tuple]:
 
 
 def best_rows(rows: list[dict], rank_by: str) -> dict[int, dict | None]:
-    """The best simulated plan that fits, per GPU count (None where nothing fits or runs)."""
+    """The best simulated plan that fits, per GPU count (None where nothing fits or runs); a plan
+    that trains the scenario's own way beats any that adapts instead (LoRA / QLoRA change the work)."""
     out: dict[int, dict | None] = {}
     for gpus in sorted({r["gpus"] for r in rows}):
         simulated = [r for r in rows if r["gpus"] == gpus and r["status"] == "ok" and r["step_time_s"] is not None]
+        least = min((FINETUNE.index(r.get("finetune", "none")) for r in simulated), default=0)
+        simulated = [r for r in simulated if FINETUNE.index(r.get("finetune", "none")) == least]
         out[gpus] = min(simulated, key=rank_key(rank_by)) if simulated else None
     return out
 
@@ -548,7 +616,7 @@ def parse_counts(text: str) -> list[int]:
 CSV_COLUMNS = ("gpus", "nodes", "plan", "dp", "tp", "pp", "cp", "zero", "micro_batch", "recompute", "status",
                "reason", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
                "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s", "time_to_train_s",
-               "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput")
+               "cost_usd", "on_prem_cost_usd", "energy_kwh", "goodput", "offload", "finetune")
 
 
 def write_outputs(sweep: dict, directory: Path) -> dict[str, Path]:

@@ -89,3 +89,85 @@ def test_report_is_one_self_contained_page(compared):
 def test_a_bad_file_exits_2_without_a_traceback(designs):
     result = CliRunner().invoke(main, ["compare", designs[0], "no/such.yaml"])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_designs_that_train_different_models_are_refused_naming_the_key(tmp_path, designs):
+    other = scenario(tmp_path, "bigger", "dgx-h100")
+    data = yaml.safe_load(open(other))
+    data["model"] = "gpt2-350m"
+    open(other, "w").write(yaml.safe_dump(data))
+    refused = CliRunner().invoke(main, ["compare", designs[0], other, "--no-plots"])
+    assert refused.exit_code == 2 and "model" in refused.output and "Traceback" not in refused.output
+    allowed = CliRunner().invoke(main, ["compare", designs[0], other, "--no-plots", "--json",
+                                        "--allow-different-work"])
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_a_design_that_does_not_fit_is_never_on_the_pareto_front(designs):
+    from dataclasses import replace
+
+    from scalesim.compare import compare
+
+    comparison = compare(designs)
+    front = {p["scenario"] for p in comparison.pareto()}
+    assert front                                     # someone is on it while everything fits
+    comparison.results = [replace(r, fits=False) if r.scenario in front else r for r in comparison.results]
+    assert not {p["scenario"] for p in comparison.pareto()} & front
+
+
+def _rows_where_the_misfit_looks_best():
+    good = {"file": "a.yaml", "scenario": "fits", "gpus": 2, "gpu": "h100", "fits": True, "plan": "dp2 mb2",
+            "memory_per_gpu_bytes": 10e9, "memory_capacity_bytes": 80e9, "step_time_s": 2.0, "tokens_per_s": 100.0,
+            "samples_per_s": 1.0, "mfu": 0.3, "scaling_efficiency": 0.9, "time_to_train_s": 2e4, "cost_usd": 200.0,
+            "on_prem_cost_usd": 100.0, "usd_per_million_tokens": 0.2, "energy_kwh": 50.0, "goodput": 0.99}
+    bad = {**good, "file": "b.yaml", "scenario": "too big", "fits": False, "memory_per_gpu_bytes": 150e9,
+           "step_time_s": 1.0, "mfu": 0.6, "scaling_efficiency": 0.95, "time_to_train_s": 1e4, "cost_usd": 100.0,
+           "on_prem_cost_usd": 50.0, "usd_per_million_tokens": 0.1, "energy_kwh": 25.0}
+    return [good, bad]
+
+
+def test_the_table_never_bolds_a_design_that_does_not_fit():
+    from scalesim.report.compare import compare_table
+
+    table = compare_table(_rows_where_the_misfit_looks_best())
+    misfit = [str(c) for c in table.columns[2]._cells]
+    assert not any("[bold]" in c for c in misfit)
+    assert any("[bold]" in str(c) for c in table.columns[1]._cells)
+    assert any("does not fit" in c for c in misfit)
+
+
+def test_the_html_report_never_bolds_a_design_that_does_not_fit():
+    import re
+
+    from scalesim.report.html import compare_html
+
+    html = compare_html({"table": _rows_where_the_misfit_looks_best(), "pareto_front": [], "designs": []}, {})
+    summary = html.split("<h2>Summary</h2>")[1].split("</table>")[0]
+    for row in re.findall(r"<tr>(.*?)</tr>", summary)[1:]:
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        assert "<b>" not in cells[2], row
+    assert "<b>" in summary and "does not fit" in summary
+
+
+def test_compare_search_runs_each_design_at_the_best_plan_sweep_search_finds(designs):
+    from scalesim.scenario import load_scenario
+    from scalesim.sweep import run_sweep
+
+    result = CliRunner().invoke(main, ["compare", *designs, "--search", "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    for row, design in zip(data["table"], data["designs"]):
+        scenario_, file = load_scenario(design["file"])
+        (alone,) = run_sweep(scenario_, file, [2], search=True)["best"]
+        assert design["plan"]["searched"] and design["plan"]["label"] == alone["plan"] == row["plan"]
+        assert row["fits"] and row["step_time_s"] == pytest.approx(alone["step_time_s"])
+
+
+def test_search_true_in_a_scenario_searches_that_design_only(designs, tmp_path):
+    data = yaml.safe_load(open(designs[1]))
+    searched = tmp_path / "searched.yaml"
+    searched.write_text(yaml.safe_dump({**data, "search": True}))
+    result = CliRunner().invoke(main, ["compare", designs[0], str(searched), "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    own, best = json.loads(result.output)["designs"]
+    assert not own["plan"]["searched"] and best["plan"]["searched"] and best["plan"]["found"]

@@ -1,5 +1,7 @@
 """Does it fit? The memory verdict and the model-checked suggestions."""
 
+import json
+
 import yaml
 from click.testing import CliRunner
 
@@ -21,10 +23,15 @@ def test_full_fine_tune_of_7b_on_one_4090_does_not_fit_and_says_why(tmp_path):
     path = tmp_path / "7b.yaml"
     path.write_text(yaml.safe_dump({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
                                     "model": "llama2-7b",
-                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4}}))
+                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4,
+                                                 "tokens": 1e8}}))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 3
     assert "needs" in result.output and "24.0 GiB" in result.output and "optimizer" in result.output
+    # no time or cost as if it could run; the JSON keeps them, with fits: false
+    assert "cost to train (cloud)" not in result.output and "time and cost to train" in result.output
+    data = json.loads(CliRunner().invoke(main, ["run", str(path), "--no-plots", "--json"]).output)
+    assert data["fits"] is False and data["time_to_train_s"] > 0 and data["cost_usd"] > 0
 
 
 def test_1_5b_on_eight_4090s_fits_with_zero3():
@@ -71,7 +78,10 @@ def test_when_no_single_change_fits_the_fewest_more_gpus_that_do_are_named_and_c
                                        "offload_optimizer": "offload_optimizer: true" in more.change},
                              training={"micro_batch": 1, "activation_checkpointing": "full"})
     assert memory_of(prepare(fewer)).total > setup.gpu.memory_bytes
-    assert "more GPUs would" in run(one, baseline=False).reason
+    # run itself first tries combinations on the one GPU: weights and optimizer offloaded (ZeRO-Infinity
+    # style) hold 7B on a 24 GiB card, so that is what it proposes, not more GPUs.
+    reason = run(one, baseline=False).reason
+    assert "would fit: " in reason and "parallel.offload_params: true" in reason
 
 
 def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
@@ -80,3 +90,34 @@ def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
                                     "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 1}})
     reason = run(huge, baseline=False).reason
     assert "not even all 4 GPUs of the cluster" in reason and "more nodes or a GPU with more memory" in reason
+
+
+def test_every_fix_run_suggests_is_a_plan_the_search_finds_fitting(tmp_path):
+    """One search: each change `run` proposes, applied, is a plan of `sweep --search`'s space that
+    the search also finds to fit (so it never says "no plan fits" where run knows one)."""
+    from scalesim.sweep import own_plan_point, run_sweep
+
+    base = scenario(mb=8, gpus=2)
+    base = base.with_changes(training={"global_batch": 16, "finetune_allowed": ["lora"]})
+    setup = prepare(base)
+    assert memory_of(setup).total > setup.gpu.memory_bytes
+    options = fit_options(setup, prepare, memory_of, simulate_setup, limit=20)
+    assert len(options) > 1
+    rows = {r["plan"]: r for r in run_sweep(base, None, [2], search=True)["rows"]}
+    for option in options:
+        fixed = base.with_changes(**_sections(option.change))
+        point = own_plan_point(fixed, 2)
+        assert rows[point.label]["status"] in ("ok", "dominated"), (option.change, rows[point.label])
+
+
+def _sections(change: str) -> dict:
+    """'parallel.zero: 3 and training.activation_checkpointing: full' -> {"parallel": {"zero": 3}, ...}."""
+    import re
+
+    out: dict = {}
+    for key, value in re.findall(r"(\w+\.\w+): (\w+)", change):
+        section, name = key.split(".")
+        out.setdefault(section, {})[name] = yaml.safe_load(value)
+    if "tp" in out.get("parallel", {}):
+        out["parallel"]["dp"] = 2 // out["parallel"]["tp"]
+    return out

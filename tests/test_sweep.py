@@ -125,8 +125,31 @@ def test_splits_an_interleaved_schedule_cannot_fill_run_1f1b_instead_of_being_dr
 
 
 def test_when_nothing_fits_the_sweep_says_how_much_memory_the_smallest_plan_needs(tmp_path):
-    big = {**BASE, "model": "gpt2-1.5b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}
+    big = {**BASE, "model": "llama3-405b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}   # not even offloaded
     scenario, file = write(tmp_path, big)
     (best,) = run_sweep(scenario, file, [1], search=True)["best"]
     assert best["status"] == "none"
     assert "smallest needs" in best["reason"] and "24.0 GiB" in best["reason"]
+
+
+def test_memory_headroom_keeps_the_chosen_plans_clear_of_the_capacity_and_never_speeds_them_up(tmp_path):
+    times = []
+    for headroom in (0.0, 0.5):
+        data = {**BASE, "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}, "model": "gpt2-350m",
+                "training": {**BASE["training"], "memory_headroom": headroom}}
+        scenario, file = write(tmp_path, data, f"h{headroom}.yaml")
+        sweep = run_sweep(scenario, file, [1], search=True)
+        for r in sweep["rows"]:
+            if r["status"] == "ok":
+                assert r["memory_per_gpu_bytes"] * (1 + headroom) <= r["memory_capacity_bytes"]
+        times.append(sweep["best"][0]["step_time_s"])
+    assert times[1] >= times[0]
+
+
+def test_sweep_exits_3_when_no_gpu_count_has_a_plan_that_fits(tmp_path):
+    big = {**BASE, "model": "llama3-405b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 1}}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(big))
+    result = CliRunner().invoke(main, ["sweep", str(path), "--gpus", "1", "--search", "--no-plots", "--workers", "1",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output

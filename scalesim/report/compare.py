@@ -61,51 +61,114 @@ def _range(p: dict | None, fmt) -> str:
     return f"{fmt(p['p10'])} – {fmt(p['p90'])}"
 
 
-def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
-    """Designs side by side (one column each): step, throughput, MFU, scaling, memory fit, time, cost, energy.
+NO_FIT = "does not fit"
 
-    The best value of each time, cost and energy row is bold.
-    """
+
+def _if_fits(rows: list[dict], key: str) -> list[float | None]:
+    """The row's values where the design fits, None where it does not: what may be bold."""
+    return [r.get(key) if r["fits"] else None for r in rows]
+
+
+def _mark(rows: list[dict], values: list[str]) -> list[str]:
+    """Values of designs that do not fit, marked so (a time or cost it cannot achieve)."""
+    return [v if r["fits"] else f"{v} ({NO_FIT})" for r, v in zip(rows, values)]
+
+
+def _months(x: float | None) -> str:
+    return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
+
+
+def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
+    """Designs side by side (one column each): plan, step, throughput, MFU, scaling, memory fit,
+    time, cost, energy. The best value of each time, cost and energy row among the designs that
+    fit is bold; a design that does not fit is never bold and its values say so."""
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
-                      "failures, restarts and checkpoint writes. Bold: best of the row.")
+                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
-        if best is not None and any(v is not None for v in best):
-            pick = (min if lowest else max)(v for v in best if v is not None)
-            values = [f"[bold]{v}[/bold]" if b == pick else v for v, b in zip(values, best)]
-        t.add_row(name, *values)
+        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, _bold_flags(best, lowest, len(values)))])
 
-    add("GPUs", [f"{r['gpus']} x {r['gpu']}" for r in rows])
-    add("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
-                           + (" (fits)" if r["fits"] else " [red](does NOT fit)[/red]") for r in rows])
-    add("step time", [_time(r["step_time_s"]) for r in rows], [r["step_time_s"] for r in rows])
-    add("throughput", [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
-                       else f"{r['samples_per_s']:,.1f} samples/s" for r in rows])
-    add("MFU", [_pct(r["mfu"]) for r in rows], [r["mfu"] for r in rows], lowest=False)
-    add("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows],
-        [r["scaling_efficiency"] for r in rows], lowest=False)
-    add("time to train", [_time(r["time_to_train_s"]) for r in rows], [r["time_to_train_s"] for r in rows])
-    add("cost (cloud)", [_money(r["cost_usd"]) for r in rows], [r["cost_usd"] for r in rows])
-    add("cost (owned)", [_money(r["on_prem_cost_usd"]) for r in rows], [r["on_prem_cost_usd"] for r in rows])
-    add("cloud $ per M tokens", ["n/a" if r.get("usd_per_million_tokens") is None
-                                 else f"${r['usd_per_million_tokens']:.4f}" for r in rows])
-    add("energy (GPUs + hosts)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh" for r in rows],
-        [r["energy_kwh"] for r in rows])
-    add("goodput (failures)", [_pct(r["goodput"]) for r in rows])
+    for name, values, best, lowest in summary_rows(rows, uncertainty):
+        add(name, values, best, lowest)
+    return t
+
+
+def _bold_flags(best: list[float | None] | None, lowest: bool, count: int) -> list[bool]:
+    """Which of `count` entries are the best of their row (None entries never are)."""
+    if not best or all(v is None for v in best):
+        return [False] * count
+    pick = (min if lowest else max)(v for v in best if v is not None)
+    return [v is not None and v == pick for v in best]
+
+
+def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tuple]:
+    """(metric, values as text, values to pick the best from (or None), lower is better) per row:
+    the one list the terminal table, the HTML page and the CSV read."""
+    out = [
+        ("GPUs", [f"{r['gpus']} x {r['gpu']}" for r in rows], None, True),
+        ("model", [str(r.get("model", "")) for r in rows], None, True),
+        ("training budget", [r.get("tokens") or "n/a" for r in rows], None, True),
+        ("plan" + (" (best found)" if any(r.get("plan_searched") for r in rows) else ""),
+         [r.get("plan") or "n/a" for r in rows], None, True),
+        ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
+                            + (" (fits)" if r["fits"] else f" ({NO_FIT})") for r in rows], None, True),
+        ("step time", _mark(rows, [_time(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
+        ("throughput", _mark(rows, [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
+                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]), None, True),
+        ("MFU", [_pct(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
+        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
+         False),
+        ("time to train", _mark(rows, [_time(r["time_to_train_s"]) for r in rows]),
+         _if_fits(rows, "time_to_train_s"), True),
+        ("GPU-hour price (cloud)", [_money(r.get("gpu_hour_usd")) for r in rows], None, True),
+        ("cost (cloud)", _mark(rows, [_money(r["cost_usd"]) for r in rows]), _if_fits(rows, "cost_usd"), True),
+        ("purchase price (GPUs, servers, network)", [_money(r.get("purchase_usd")) for r in rows],
+         _if_fits(rows, "purchase_usd"), True),
+        ("cost (owned)", _mark(rows, [_money(r["on_prem_cost_usd"]) for r in rows]),
+         _if_fits(rows, "on_prem_cost_usd"), True),
+        ("owning beats renting after", [_months(r.get("break_even_months")) if r["fits"] else NO_FIT for r in rows],
+         _if_fits(rows, "break_even_months"), True),
+        ("cloud $ per M tokens", _mark(rows, ["n/a" if r.get("usd_per_million_tokens") is None
+                                              else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),
+         _if_fits(rows, "usd_per_million_tokens"), True),
+        ("energy (GPUs + hosts)", _mark(rows, ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh"
+                                               for r in rows]), _if_fits(rows, "energy_kwh"), True),
+        ("goodput (failures)", [_pct(r["goodput"]) for r in rows], None, True),
+    ]
     if uncertainty:
         d, w = uncertainty["designs"], uncertainty["wins"]
         n = uncertainty["samples"]
-        add(f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d])
-        add("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d])
-        add("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d])
-        add("fastest in", [_pct(x) for x in w["time_to_train_s"]], w["time_to_train_s"], lowest=False)
-        add("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]], w["cost_usd"], lowest=False)
-        add("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]], w["on_prem_cost_usd"], lowest=False)
-    return t
+        fit = [r["fits"] for r in rows]
+        out += [
+            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d], None, True),
+            ("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d], None, True),
+            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d], None, True),
+            ("fastest in", [_pct(x) for x in w["time_to_train_s"]],
+             [x if f else None for x, f in zip(w["time_to_train_s"], fit)], False),
+            ("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]],
+             [x if f else None for x, f in zip(w["cost_usd"], fit)], False),
+            ("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]],
+             [x if f else None for x, f in zip(w["on_prem_cost_usd"], fit)], False),
+        ]
+    return out
+
+
+def write_compare_csv(rows: list[dict], path: Path) -> Path:
+    """The comparison table as CSV: one line per design, the plain values of `compare --json`'s table."""
+    import csv
+
+    keys = [k for k in rows[0] if k not in ("scaling", "breakdown_s")] if rows else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: "" if r.get(k) is None else r.get(k) for k in keys})
+    return path
 
 
 def short_name(name: str) -> str:
@@ -117,8 +180,17 @@ def short_name(name: str) -> str:
     return name.split(" (")[0].split(",")[0].strip() or name
 
 
+def _design_label(r: dict) -> str:
+    return r["scenario"] + ("" if r.get("fits", True) else f" ({NO_FIT})")
+
+
 def _labels(rows: list[dict], width: int = 22) -> list[str]:
-    return [textwrap.fill(r["scenario"], width) for r in rows]
+    return [textwrap.fill(_design_label(r), width) for r in rows]
+
+
+def _hatch(rows: list[dict]) -> list[str]:
+    """Bars of designs that do not fit are hatched (and their labels say so)."""
+    return ["xx" if not r.get("fits", True) else "" for r in rows]
 
 
 def _save(fig, path: Path) -> Path:
@@ -138,16 +210,17 @@ def scaling_plot(rows: list[dict], path: Path) -> Path:
             continue
         xs = [p["gpus"] for p in points]
         ticks.update(xs)
-        ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="o", color=PALETTE[k % len(PALETTE)],
-                label=r["scenario"])
+        ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="os^Dv<>"[k % 7],
+                color=PALETTE[k % len(PALETTE)], linestyle=("-", "--", ":", "-.")[k % 4], linewidth=1.8,
+                markersize=7 - k % 3, alpha=0.9, label=_design_label(r))
     ax.axhline(100, color="grey", linestyle=":", linewidth=1, label="perfect scaling")
     if ticks and max(ticks) > 16:
         ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks), [str(x) for x in sorted(ticks)])
     ax.set_xlabel("GPUs (same per-GPU batch)")
     ax.set_ylabel("scaling efficiency (% of 1-GPU throughput per GPU)")
-    low = min([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
-    ax.set_ylim(max(0, math.floor(low / 10) * 10 - 10), 105)
+    high = max([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
+    ax.set_ylim(0, max(105, math.ceil(high / 10) * 10 + 5))         # 0-100% always: no zoomed-in drama
     ax.set_title("Scaling efficiency against GPU count")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
@@ -184,7 +257,8 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
-    bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4)
+    bars = ax_t.bar(x, [h or 0 for h in hours], color=[PALETTE[k % len(PALETTE)] for k in x], yerr=err, capsize=4,
+                    hatch=_hatch(rows), edgecolor="white")
     _label_above(ax_t, bars, ["n/a" if h is None else f"{h:,.1f} h" for h in hours], err, fontsize=8)
     ax_t.set_xticks(x, labels, fontsize=8)
     ax_t.set_ylabel("time to train (hours, failures included)")
@@ -197,16 +271,19 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     own = [r["on_prem_cost_usd"] for r in rows]
     err_c = _errorbars(cloud, [d["cost_usd"] for d in designs] if designs else None, 1)
     err_o = _errorbars(own, [d["on_prem_cost_usd"] for d in designs] if designs else None, 1)
-    b1 = ax_c.bar([i - width / 2 for i in x], [c or 0 for c in cloud], width, color="#4C72B0", yerr=err_c,
-                  capsize=3, label="cloud (GPU-hours x price)")
-    b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color="#55A868", yerr=err_o,
-                  capsize=3, label="on-premises (amortised purchase + power)")
+    colours = [PALETTE[k % len(PALETTE)] for k in x]           # one colour per design in every panel
+    b1 = ax_c.bar([i - width / 2 for i in x], [c or 0 for c in cloud], width, color=colours, yerr=err_c,
+                  capsize=3, hatch=_hatch(rows), edgecolor="white")
+    b2 = ax_c.bar([i + width / 2 for i in x], [c or 0 for c in own], width, color=colours, yerr=err_o,
+                  capsize=3, alpha=0.55, hatch=_hatch(rows), edgecolor="white")
+    ax_c.legend(handles=[plt.Rectangle((0, 0), 1, 1, color="grey", label="cloud (GPU-hours x price)"),
+                         plt.Rectangle((0, 0), 1, 1, color="grey", alpha=0.55,
+                                       label="owned (amortised purchase + power)")], fontsize=8, loc="upper left")
     _label_above(ax_c, b1, [_money(c) for c in cloud], err_c)
     _label_above(ax_c, b2, [_money(c) for c in own], err_o)
     ax_c.set_xticks(x, labels, fontsize=8)
     ax_c.set_ylabel("cost to train (USD)")
     ax_c.set_title("Cost to train" + (f" ({budget})" if budget else ""))
-    ax_c.legend(fontsize=8, loc="upper left")
     ax_c.grid(axis="y", alpha=0.3)
     ax_c.margins(y=0.2)
     if designs:
@@ -225,12 +302,15 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
             if r[key] is not None:
                 options.append((r["time_to_train_s"] / 3600, r[key], k, kind, marker))
     fig, ax = plt.subplots(figsize=(10, 5.2))
-    front = set(pareto_front([(o[0], o[1]) for o in options]))
+    fitting = [i for i, o in enumerate(options) if rows[o[2]].get("fits", True)]
+    front = {fitting[j] for j in pareto_front([(options[i][0], options[i][1]) for i in fitting])}
     for i, (hours, cost, k, kind, marker) in enumerate(options):
-        ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)],
-                   edgecolors="black" if i in front else "none", linewidths=1.8, zorder=3)
-        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}",
-                    (hours, cost), textcoords="offset points", xytext=(8, 5), fontsize=8)
+        fits = rows[k].get("fits", True)
+        ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)] if fits else "none",
+                   edgecolors="black" if i in front else PALETTE[k % len(PALETTE)], linewidths=1.8, zorder=3)
+        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
+                    + ("" if fits else f" ({NO_FIT})"), (hours, cost), textcoords="offset points", xytext=(8, 5),
+                    fontsize=8)
     if front:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
@@ -240,13 +320,15 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
                plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
                           markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(r["scenario"], 70, placeholder="…")) for k, r in enumerate(rows)]
+                           label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel("time to train (hours, failures included)")
     ax.set_ylabel("cost to train (USD)")
     ax.set_title("Cost against time to train (lower left is better)")
     ax.grid(alpha=0.3)
     ax.margins(x=0.25, y=0.2)
+    ax.set_xlim(left=0)                      # from zero: distances read as ratios
+    ax.set_ylim(bottom=0)
     return _save(fig, path)
 
 

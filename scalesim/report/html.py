@@ -12,8 +12,7 @@ import datetime as _dt
 from html import escape
 from pathlib import Path
 
-from scalesim.report.compare import _money, _pct, _range, _time
-from scalesim.units import format_bytes
+from scalesim.report.compare import NO_FIT, _bold_flags, summary_rows
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -22,8 +21,11 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-botto
 table { border-collapse: collapse; font-size: 0.86em; margin: 0.6em 0; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
 th { background: #f3f3f3; } td.l, th.l { text-align: left; }
-img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; margin: 0.5em 0; }
 .no { color: #b00; font-weight: bold; } .note { color: #555; font-size: 0.9em; }
+.scroll { overflow-x: auto; max-width: 100%; } figure { margin: 0; }
+@media (max-width: 600px) { body { margin: 0.5em auto; padding: 0 0.4em; } table { font-size: 0.72em; }
+  th, td { padding: 2px 4px; } h1 { font-size: 1.25em; } }
 """
 
 PLOT_CAPTIONS = {
@@ -45,7 +47,7 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
     head = "".join(f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
                    + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _value(v) -> str:
@@ -61,41 +63,48 @@ def _value(v) -> str:
 
 
 def _summary(rows: list[dict], unc: dict | None) -> str:
-    """Designs side by side, one column each, one metric per row."""
-    metrics: list[tuple[str, list[str]]] = [
-        ("GPUs", [f"{r['gpus']} x {escape(r['gpu'])}" for r in rows]),
-        ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
-                            + (" (fits)" if r["fits"] else ' <span class="no">does NOT fit</span>') for r in rows]),
-        ("step time", [_time(r["step_time_s"]) for r in rows]),
-        ("throughput (tokens/s)", [f"{r['tokens_per_s']:,.0f}" if r.get("tokens_per_s") else "n/a" for r in rows]),
-        ("MFU", [_pct(r["mfu"]) for r in rows]),
-        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows]),
-        ("time to train", [_time(r["time_to_train_s"]) for r in rows]),
-        ("cost, cloud", [_money(r["cost_usd"]) for r in rows]),
-        ("cost, owned", [_money(r["on_prem_cost_usd"]) for r in rows]),
-        ("cloud USD per million tokens", ["n/a" if r.get("usd_per_million_tokens") is None
-                                          else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),
-        ("energy, GPUs + hosts (kWh)", ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f}" for r in rows]),
-        ("goodput (failures)", [_pct(r["goodput"]) for r in rows]),
-    ]
-    if unc:
-        d, w = unc["designs"], unc["wins"]
-        metrics += [
-            ("time to train, P10–P90", [_range(x["time_to_train_s"], _time) for x in d]),
-            ("cost, cloud, P10–P90", [_range(x["cost_usd"], _money) for x in d]),
-            ("cost, owned, P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d]),
-            ("fastest in (share of samples)", [_pct(x) for x in w["time_to_train_s"]]),
-            ("cheapest rented in", [_pct(x) for x in w["cost_usd"]]),
-            ("cheapest owned in", [_pct(x) for x in w["on_prem_cost_usd"]]),
-        ]
-    return _table(["metric"] + [r["scenario"] for r in rows], [[escape(name)] + values for name, values in metrics])
+    """Designs side by side, one column each, one metric per row; the best of a row among the designs
+    that fit in bold, a design that does not fit marked so and never bold."""
+    table = []
+    for name, values, best, lowest in summary_rows(rows, unc):
+        cells = [_cell(v, b) for v, b in zip(values, _bold_flags(best, lowest, len(values)))]
+        table.append([escape(name)] + cells)
+    return _table(["metric"] + [r["scenario"] for r in rows], table)
+
+
+def _cell(value: str, bold: bool) -> str:
+    text = escape(value).replace(f"({NO_FIT})", f'<span class="no">({NO_FIT})</span>')
+    text = text.replace(NO_FIT, f'<span class="no">{NO_FIT}</span>') if text == escape(NO_FIT) else text
+    return f"<b>{text}</b>" if bold else text
+
+
+def _assumptions(designs: list[dict]) -> str:
+    """One table: an input per row, its value for each design side by side, and its source(s)."""
+    inputs: dict[str, dict] = {}
+    for k, design in enumerate(designs):
+        rel = design.get("reliability") or {}
+        rows = [(a["input"], a["value"], str(a["source"])) for a in design.get("assumptions", [])] + [
+            ("checkpoint write (s)", rel.get("checkpoint_write_s"), "size / storage bandwidth"),
+            ("checkpoint interval (s)", rel.get("checkpoint_interval_s"),
+             "Young 1974: sqrt(2 x write x MTBF), capped at the run"),
+            ("goodput", rel.get("goodput"), "Daly 2006, exponential failures")]
+        for name, value, source in rows:
+            entry = inputs.setdefault(name, {"values": [None] * len(designs), "sources": []})
+            entry["values"][k] = value
+            if source not in entry["sources"]:
+                entry["sources"].append(source)
+    table = [[escape(name)] + ["–" if v is None else _value(v) for v in e["values"]]
+             + [escape("; ".join(e["sources"]))] for name, e in inputs.items()]
+    headers = ["input"] + [d["scenario"] for d in designs] + ["source"]
+    return _table(headers, table)
 
 
 def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim comparison") -> str:
     """The page for a comparison (`data` = `scalesim compare --json`)."""
     rows = data["table"]
     unc = data.get("uncertainty")
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'><title>{escape(title)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>",
              f"<p class='note'>Generated by scalesim on {_dt.date.today().isoformat()} from "
@@ -118,16 +127,7 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
         parts.append(f"<figure>{_img(path)}<figcaption class='note'>{escape(PLOT_CAPTIONS.get(name, ''))}"
                      "</figcaption></figure>")
     parts.append("<h2>Assumptions and sources</h2>")
-    for design in data["designs"]:
-        rel = design.get("reliability") or {}
-        parts.append(f"<h3>{escape(design['scenario'])}</h3>")
-        extra = [["checkpoint write (s)", _value(rel.get("checkpoint_write_s")), "size / storage bandwidth"],
-                 ["checkpoint interval (s)", _value(rel.get("checkpoint_interval_s")),
-                  "Young 1974: sqrt(2 x write x MTBF), capped at the run"],
-                 ["goodput", _pct(rel.get("goodput")), "Daly 2006, exponential failures"]]
-        rows_a = [[escape(a["input"]), _value(a["value"]), escape(str(a["source"]))]
-                  for a in design.get("assumptions", [])] + extra
-        parts.append(_table(["input", "value", "source"], rows_a, left=3))
+    parts.append(_assumptions(data["designs"]))
     parts.append("<h2>How to read this</h2><ul>"
                  "<li>Cloud cost = GPUs x wall-clock hours (failures, restarts and checkpoint writes included) "
                  "x the GPU-hour price.</li>"

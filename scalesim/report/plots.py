@@ -45,18 +45,21 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
     factor, unit = _scale(timeline.end_s)
-    shown = set(ranks)
 
     def row_name(stream: str) -> str:
         return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
 
+    shown, names = _collapse_identical(timeline, ranks, row_name)
     rows = sorted({(iv.rank, row_name(iv.stream)) for iv in timeline.intervals if iv.rank in shown})
     row_of = {row: y for y, row in enumerate(rows)}
     # One bar collection per row and colour: tens of thousands of tasks draw quickly.
     spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    used: set[str] = set()
     for iv in timeline.intervals:
         if iv.rank in shown and iv.end_s > iv.start_s:
-            colour = COLOURS.get(iv.kind, COLOURS["comm"])
+            kind = iv.kind if iv.kind in COLOURS else "comm"
+            used.add(kind)
+            colour = COLOURS[kind]
             spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
                 (iv.start_s * factor, iv.duration_s * factor))
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
@@ -67,20 +70,40 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
         crowded = len(bars) >= CROWDED_ROW_BARS
         if crowded:
             bars = _merge_spans(bars, 0.2 * pixel)
+        # White task edges only where bars are several pixels wide: on many thin bars (many
+        # micro-batches) the edges would wash the colour out and no longer match the legend.
+        thin = sorted(w for _, w in bars)[len(bars) // 2] < 4 * pixel if bars else True
         ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour, edgecolor="white",
-                       linewidth=0.0 if crowded else 0.3)
-    ax.set_yticks(range(len(rows)), [f"GPU {r} {s}" for r, s in rows])
+                       linewidth=0.0 if crowded or thin else 0.3)
+    ax.set_yticks(range(len(rows)), [f"{names[r]} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
     ax.set_xlim(0, timeline.end_s * factor)
     ax.set_title(title)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
-    ax.legend(handles, list(COLOURS), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.2 / len(rows)),
-              ncol=len(COLOURS), frameon=False)
+    kinds = [k for k in COLOURS if k in used]          # only what the plot shows
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
+    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
+              ncol=max(1, len(kinds)), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")      # the legend below the axes is never cut
     plt.close(fig)
     return path
+
+
+def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
+    """Ranks whose every interval is the same drawn once: the first of each group, named with how
+    many GPUs it stands for ('GPU 0 (x8, identical)')."""
+    signature: dict[int, list] = {r: [] for r in ranks}
+    for iv in timeline.intervals:
+        if iv.rank in signature:
+            signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
+    groups: dict[tuple, list[int]] = {}
+    for r in ranks:
+        groups.setdefault(tuple(sorted(signature[r])), []).append(r)
+    names = {}
+    for members in groups.values():
+        names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
+    return set(names), names
 
 
 def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
@@ -120,8 +143,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     layers = {"host_memory": 0, "cpu": 1, "pcie_switch": 2, "nic": 3, "gpu": 4, "nvswitch": 5}
     for node, data in graph.nodes(data=True):
         data["layer"] = layers.get(data["kind"], 3)
-    pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal")
-    pos = {n: (x, -y) for n, (x, y) in pos.items()}
+    pos = _ordered_layout(graph)
     colours = {"gpu": "#76B900", "pcie_switch": "#4C72B0", "cpu": "#C44E52", "host_memory": "#937860",
                "nvswitch": "#8172B2", "nic": "#DD8452"}
     fig, ax = plt.subplots(figsize=(11, 6))
@@ -129,7 +151,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
                            node_color=[colours.get(d["kind"], "grey") for _, d in graph.nodes(data=True)])
     nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
     nx.draw_networkx_edges(graph, pos, ax=ax, alpha=0.5)
-    labels = {(u, v): d["link"].name for u, v, d in graph.edges(data=True)}
+    labels = {(u, v): f"{d['link'].name}\n{d['link'].bw_bytes_per_s / 1e9:,.0f} GB/s" for u, v, d in graph.edges(data=True)}
     nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
     ax.set_title(title)
     ax.axis("off")
@@ -137,3 +159,24 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _natural(name) -> tuple:
+    """'gpu10' after 'gpu9': names compared by their text and number parts."""
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name)))
+
+
+def _ordered_layout(graph: nx.Graph) -> dict:
+    """One row per kind of part (memory, CPUs, switches, NICs, GPUs, NVSwitches), each row in
+    natural name order, so GPU 0..N read left to right."""
+    rows: dict[int, list] = {}
+    for node, data in graph.nodes(data=True):
+        rows.setdefault(data["layer"], []).append(node)
+    pos = {}
+    for layer, nodes in rows.items():
+        nodes.sort(key=_natural)
+        for i, node in enumerate(nodes):
+            pos[node] = ((i + 0.5) / len(nodes), -layer)
+    return pos

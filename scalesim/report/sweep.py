@@ -83,7 +83,10 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.margins(x=0.15, y=0.2)
-    subtitle = f"{sweep['scenario']}: best plan per GPU count, ranked by {sweep['rank_by']}"
+        if ax is not axes[1]:
+            ax.set_ylim(bottom=0)        # linear panels from zero: heights read as ratios
+    subtitle = (f"{sweep['scenario']}: best fitting plan per GPU count, ranked by {sweep['rank_by']}"
+                if sweep.get("search") else f"{sweep['scenario']}: the scenario's own plan at each GPU count")
     if missing:
         subtitle += f" (no plan runs and fits at {', '.join(missing)} GPUs)"
     fig.suptitle(subtitle, fontsize=11)

@@ -25,7 +25,7 @@ def result_table(r: StepResult) -> Table:
     t.add_row("memory per GPU", f"{format_bytes(r.memory_per_gpu_bytes)} of "
               f"{format_bytes(r.memory_capacity_bytes)} (fits: {fit})")
     t.add_row("  of which", ", ".join(f"{k} {format_bytes(v)}" for k, v in r.memory_breakdown.items()))
-    t.add_row("step time", format_time(r.step_time_s))
+    t.add_row("step time" if r.fits else "step time (if it fitted)", format_time(r.step_time_s))
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({_pct(seconds / r.step_time_s)})")
     if r.breakdown.host_bound > 0:
@@ -42,6 +42,12 @@ def result_table(r: StepResult) -> Table:
     if r.slowest_gpu_factor > 1.0:
         t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
                   f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
+    if not r.fits:
+        t.add_row("time and cost to train", "[red]none: the plan does not fit[/red], so it cannot run at any "
+                  "cost (run --json keeps the figures, with fits: false)")
+        if r.reason:
+            t.add_row("[red]does not fit[/red]", r.reason)
+        return t
     rel = r.reliability or {}
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
