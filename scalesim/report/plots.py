@@ -17,7 +17,9 @@ import networkx as nx  # noqa: E402
 from scalesim.engine.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
-           "optimizer": "#C44E52", "other": "#937860", "comm": "#DD8452"}
+           "optimizer": "#C44E52", "other": "#937860", "comm": "#DD8452",
+           "waiting for host": "#C8C8C8"}   # GPU work ready but not yet issued by the CPU
+GPU_WORK = ("forward", "backward", "recompute", "optimizer", "other")
 
 
 def _scale(seconds: float) -> tuple[float, str]:
@@ -62,6 +64,11 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
             colour = COLOURS[kind]
             spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
                 (iv.start_s * factor, iv.duration_s * factor))
+        if iv.rank in shown and iv.kind in GPU_WORK and iv.start_s > iv.ready_s:
+            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
+            used.add("waiting for host")
+            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], COLOURS["waiting for host"]), []).append(
+                (iv.ready_s * factor, (iv.start_s - iv.ready_s) * factor))
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
