@@ -31,7 +31,7 @@ from scalesim.models.spec import LayerSpec, MoESpec, OpSpec
 from scalesim.models.transformer import (SWIGLU_FLOP_PER_ELEMENT, block_activation_bytes, elementwise_op,
                                          gemm_op, norm_params, transformer_block)
 
-MOE_DISPATCH = ("norm_mlp", "router", "moe_permute")
+MOE_DISPATCH = ("norm_mlp", "router", "router_topk", "moe_permute")
 MOE_EXPERTS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down")
 ROUTERS = ("topk", "sigmoid")      # softmax top-k (Mixtral, Qwen3, gpt-oss); sigmoid + bias (DeepSeek-V3)
 # Routing: softmax or sigmoid over the experts, top-k selection, normalisation: a few FLOP per score.

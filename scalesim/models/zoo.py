@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from scalesim.errors import InputError, unknown_name
-from scalesim.models.moe import MLASpec
+from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
 from scalesim.models.spec import ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
@@ -263,7 +263,8 @@ def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = Non
 # ------------------------------------------------------------------ inline models
 
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
-_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name")
+_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe")
+_MOE_KEYS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "every", "capacity_factor", "router")
 _ALLOWED = ("kind",) + _REQUIRED + _OPTIONAL
 
 
@@ -329,8 +330,38 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
         raise InputError("required for an inline transformer (it has no default context length)",
                          key="training.seq_len", file=file)
     llama_style = ffn == "swiglu"
+    moe = _inline_moe(spec["moe"], ffn_hidden, f"{key}.moe", file) if spec.get("moe") is not None else None
     return build_transformer(model_name, seq_len=_check_seq_len(seq_len, file), layers=layers, hidden=hidden,
                              heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
                              tied_embeddings=tied, bias=not llama_style,
                              norm="rmsnorm" if llama_style else "layernorm",
-                             family="inline", source=("inline model from the scenario",))
+                             family="inline", source=("inline model from the scenario",), moe=moe)
+
+
+def _inline_moe(spec: Any, ffn_hidden: int, key: str, file: str | None) -> MoESpec:
+    """An inline model's `moe:` mapping (experts are SwiGLU MLPs, whatever the dense ffn)."""
+    if not isinstance(spec, Mapping):
+        raise InputError(f"must be a mapping with keys {', '.join(_MOE_KEYS)}", key=key, file=file)
+    for name in spec:
+        if name not in _MOE_KEYS:
+            raise InputError(f"unknown key '{name}'; allowed: {', '.join(_MOE_KEYS)}", key=f"{key}.{name}", file=file)
+    for name in ("experts", "top_k"):
+        if name not in spec:
+            raise InputError("required for an MoE model", key=f"{key}.{name}", file=file)
+    experts, top_k = _positive_int(spec, "experts", key, file), _positive_int(spec, "top_k", key, file)
+    if top_k > experts:
+        raise InputError(f"top_k ({top_k}) cannot exceed experts ({experts}); allowed: 1..{experts}",
+                         key=f"{key}.top_k", file=file)
+    width = _positive_int(spec, "expert_ffn_hidden", key, file) if "expert_ffn_hidden" in spec else ffn_hidden
+    shared = spec.get("shared_experts", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise InputError(f"must be a whole number >= 0, got {shared!r}", key=f"{key}.shared_experts", file=file)
+    every = _positive_int(spec, "every", key, file) if "every" in spec else 1
+    capacity = spec.get("capacity_factor")
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity < 1):
+        raise InputError(f"must be null or a number >= 1, got {capacity!r}", key=f"{key}.capacity_factor", file=file)
+    router = spec.get("router", "topk")
+    if router not in ROUTERS:
+        raise InputError(f"must be one of {', '.join(ROUTERS)}, got {router!r}", key=f"{key}.router", file=file)
+    return MoESpec(experts, top_k, width, shared_experts=shared, every=every,
+                   capacity_factor=None if capacity is None else float(capacity), router=router)

@@ -27,6 +27,7 @@ class Placement:
     dp: int
     pp: int
     order: tuple[str, ...] = DIMS     # innermost first
+    ep: int = 1                       # expert parallelism, cut from cp x dp (scalesim/parallel/experts.py)
 
     @property
     def size(self) -> int:

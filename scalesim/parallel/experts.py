@@ -1,0 +1,95 @@
+"""Expert parallelism: which GPU holds which experts, and what the busiest one does.
+
+Megatron-Core lays expert-parallel ranks out of the data-parallel ones
+(megatron/core/parallel_state.py, initialize_model_parallel with
+expert_model_parallel_size; its expert RankGenerator orders tp-ep-dp-pp): the
+tp x cp x dp ranks of a pipeline stage run attention as usual, while for the
+MoE MLP the cp x dp positions are re-cut into ep x edp, with the expert
+tensor-parallel size equal to tp (its default). Expert-parallel peers are
+consecutive positions (inside a node first with the default order);
+expert-data-parallel peers (edp = dp x cp / ep) hold the same experts and reduce
+their gradients (and shard them under ZeRO: Megatron's distributed optimizer
+keeps a separate expert-data-parallel buffer) over that group.
+
+Each of the `ep` ranks holds experts/ep experts and receives, on average, as
+many routed token copies as it sends (top_k per token). Routing is uneven:
+`imbalance` is the busiest expert's tokens over the mean. The busiest rank holds
+that expert plus experts/ep - 1 others at the mean, so it computes and
+receives 1 + (imbalance - 1) x ep / experts times the mean; every other rank
+waits for it at the combine, so that rank sets the pace (as the slowest GPU
+does in `costs/variability.py`). A capacity factor caps any expert at that
+multiple of the mean (tokens beyond it are dropped, GShard / Switch style).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scalesim.models.moe import MOE_EXPERTS
+from scalesim.models.spec import LayerSpec, MoESpec
+from scalesim.parallel.placement import Placement
+
+# Default busiest-expert / mean load, from Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing
+# Strategy for Mixture-of-Experts" (arXiv:2408.15664), Table 2, MaxVio_global (max load / mean - 1)
+# of 1B-parameter MoE models: 0.72 with an auxiliary balance loss, 0.04 with the loss-free
+# expert bias that DeepSeek-V3 trains with (DeepSeek-V3 Technical Report, sec. 2.1.2,
+# "Auxiliary-Loss-Free Load Balancing"). Softmax top-k routers (Mixtral, Qwen3, gpt-oss, Llama 4)
+# train with an auxiliary loss; sigmoid routers with a correction bias (DeepSeek-V3) without.
+# estimated: a validation-set (global) figure applied per step; per-batch imbalance is higher.
+DEFAULT_IMBALANCE = {"topk": 1.72, "sigmoid": 1.04}
+
+
+def default_imbalance(moe: MoESpec) -> float:
+    return DEFAULT_IMBALANCE.get(moe.router, DEFAULT_IMBALANCE["topk"])
+
+
+def rank_load_factor(moe: MoESpec, ep: int, imbalance: float) -> float:
+    """The busiest expert-parallel rank's routed tokens over the mean rank's.
+
+    >>> rank_load_factor(MoESpec(8, 2, 64), ep=8, imbalance=1.5)     # one expert per rank
+    1.5
+    >>> rank_load_factor(MoESpec(8, 2, 64), ep=1, imbalance=1.5)     # one rank holds them all
+    1.0
+    """
+    busiest = imbalance if moe.capacity_factor is None else min(imbalance, moe.capacity_factor)
+    return 1.0 + (max(busiest, 1.0) - 1.0) * ep / moe.experts
+
+
+def shard_experts(layer: LayerSpec, ep: int, load: float) -> LayerSpec:
+    """What the busiest of `ep` expert-parallel ranks runs and holds of an MoE block (already
+    split by tensor/context parallelism): experts/ep of the experts, each GEMM over the rows
+    the ep ranks route to it, `load` times the mean rank's tokens."""
+    if layer.expert_params == 0 or (ep == 1 and load == 1.0):
+        return layer
+    ops = []
+    for op in layer.ops:
+        if op.name in MOE_EXPERTS:
+            groups = max(1, op.groups // ep)
+            mnk = op.gemm_mnk
+            if mnk is not None:
+                mnk = (max(1, round(mnk[0] * ep * load)), mnk[1], mnk[2])
+            weights = 0.0 if mnk is None else op.groups * mnk[1] * mnk[2]
+            op = replace(op, flop=op.flop * load, elements_moved=(op.elements_moved - weights) * load + weights / ep,
+                         gemm_mnk=mnk, groups=groups)
+        ops.append(op)
+    local_experts = layer.expert_params // ep
+    return replace(layer, ops=tuple(ops), params=layer.params - layer.expert_params + local_experts,
+                   expert_params=local_experts)
+
+
+def expert_groups(placement: Placement, ep: int, coords: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(expert-parallel group, expert-data-parallel group) of the rank at `coords`.
+
+    Positions j = cp + CP x dp of the stage's data ranks are cut as j = e + ep x d
+    (Megatron-Core's tp-ep-dp-pp expert order): ep peers share d, edp peers share e.
+    """
+    cp = placement.cp
+    j = coords["cp"] + cp * coords["dp"]
+
+    def rank_at(position: int) -> int:
+        return placement.rank(**{**coords, "cp": position % cp, "dp": position // cp})
+
+    e, d = j % ep, j // ep
+    ep_group = tuple(rank_at(i + ep * d) for i in range(ep))
+    edp_group = tuple(sorted(rank_at(e + ep * i) for i in range(placement.cp * placement.dp // ep)))
+    return ep_group, edp_group
