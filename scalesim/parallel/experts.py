@@ -14,8 +14,10 @@ keeps a separate expert-data-parallel buffer) over that group.
 Each of the `ep` ranks holds experts/ep experts and receives, on average, as
 many routed token copies as it sends (top_k per token). Routing is uneven:
 `imbalance` is the busiest expert's tokens over the mean. The busiest rank holds
-that expert plus experts/ep - 1 others at the mean, so it computes and
-receives 1 + (imbalance - 1) x ep / experts times the mean; every other rank
+that expert plus experts/ep - 1 others, which share the shortfall the busiest
+one's excess leaves (`rank_load_factor`): with one expert per rank it computes
+and receives `imbalance` times the mean, with all experts on one rank exactly
+the mean; every other rank
 waits for it at the combine, so that rank sets the pace (as the slowest GPU
 does in `costs/variability.py`). A capacity factor caps any expert at that
 multiple of the mean (tokens beyond it are dropped, GShard / Switch style).
@@ -51,8 +53,12 @@ def rank_load_factor(moe: MoESpec, ep: int, imbalance: float) -> float:
     >>> rank_load_factor(MoESpec(8, 2, 64), ep=1, imbalance=1.5)     # one rank holds them all
     1.0
     """
-    busiest = imbalance if moe.capacity_factor is None else min(imbalance, moe.capacity_factor)
-    return 1.0 + (max(busiest, 1.0) - 1.0) * ep / moe.experts
+    busiest = max(1.0, imbalance if moe.capacity_factor is None else min(imbalance, moe.capacity_factor))
+    held = moe.experts // ep                       # experts on a rank
+    if moe.experts == 1:
+        return busiest
+    others = 1.0 - (busiest - 1.0) / (moe.experts - 1)     # the busiest expert's excess, taken from the rest
+    return (busiest + (held - 1) * others) / held
 
 
 def shard_experts(layer: LayerSpec, ep: int, load: float) -> LayerSpec:
