@@ -20,7 +20,8 @@ from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
-from scalesim.parallel.experts import default_imbalance, expert_groups, rank_load_factor, shard_experts
+from scalesim.parallel.experts import (default_imbalance, expert_groups, experts_whole, rank_load_factor,
+                                      shard_experts)
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
@@ -94,16 +95,21 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
 
 def _check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:
     """Expert parallelism needs an MoE model, and ep must divide the experts and dp x cp."""
-    ep, cp = scenario.parallel.ep, scenario.parallel.cp
+    ep, cp, tp, etp = scenario.parallel.ep, scenario.parallel.cp, scenario.parallel.tp, scenario.parallel.etp
+    if etp is not None and etp not in (1, tp):
+        raise InputError(f"etp ({etp}) must be 1 (experts whole) or tp ({tp}); allowed: 1, {tp}",
+                         file=file, key="parallel.etp")
+    data = dp * cp * (tp if etp == 1 else 1)
     if ep == 1:
         return
     if model.moe is None:
         raise InputError(f"ep ({ep}) splits the experts of a mixture-of-experts model; {model.name} has none: "
                          f"allowed: 1", file=file, key="parallel.ep")
     experts = model.moe.experts
-    allowed = [e for e in range(1, experts + 1) if experts % e == 0 and (dp * cp) % e == 0]
-    if experts % ep or (dp * cp) % ep:
-        raise InputError(f"ep ({ep}) must divide the experts ({experts}) and dp x cp ({dp} x {cp} = {dp * cp}); "
+    allowed = [e for e in range(1, experts + 1) if experts % e == 0 and data % e == 0]
+    what = f"dp x cp{' x tp' if etp == 1 else ''} = {data}"
+    if experts % ep or data % ep:
+        raise InputError(f"ep ({ep}) must divide the experts ({experts}) and {what}; "
                          f"allowed: {', '.join(map(str, allowed))}", file=file, key="parallel.ep")
 
 
@@ -169,7 +175,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     _check_plan(scenario, model, count, dp, file)
     finetune = _finetune_of(scenario, model, file)
     plan = ParallelPlan(
-        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-")), ep=par.ep),
+        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-")), ep=par.ep,
+                            etp=par.etp),
         micro_batch=training.micro_batch,
         micro_batches=training.global_batch // (dp * training.micro_batch),
         precision=training.precision,
@@ -243,7 +250,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
     boundary = model_boundary_bytes(setup.model) / pl.cp / (pl.tp if sp else 1)
     worst = None
     for stage in range(pl.pp):
-        layers = [shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0)
+        layers = [shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0, pl.tp if experts_whole(pl) else 1)
                   for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage]]
         order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
@@ -327,10 +334,10 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         return per_replica * pl.dp / simulate_setup(setup).end_s / gpus
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
-                                "virtual_stages": 1, "sequence_parallel": False, "ep": 1}}
+                                "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None}}
         dp = 1
     else:
-        if gpus % (pl.tp * pl.pp * pl.cp) or (gpus // (pl.tp * pl.pp)) % pl.ep:
+        if gpus % (pl.tp * pl.pp * pl.cp) or (gpus // (pl.tp * pl.pp) * (pl.tp if pl.etp == 1 else 1)) % pl.ep:
             return None
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)

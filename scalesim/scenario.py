@@ -120,6 +120,9 @@ class ParallelSpec(Strict):
     # Expert parallelism (MoE models): experts split over ep ranks cut from cp x dp, as Megatron-Core
     # does (scalesim/parallel/experts.py); must divide the experts and dp x cp.
     ep: pydantic.PositiveInt = 1
+    # Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): None = tp (experts split
+    # like the MLP); 1 = experts whole, expert parallelism cut from tp x cp x dp (ep must divide it).
+    etp: pydantic.PositiveInt | None = None
     # MoE dispatch/combine all-to-alls overlap other work (Megatron-Core --overlap-moe-expert-parallel-comm,
     # DeepSeek-V3's DualPipe) instead of blocking the layer.
     moe_overlap: bool = False

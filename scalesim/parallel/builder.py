@@ -40,7 +40,7 @@ from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.ddp import ddp_buckets
-from scalesim.parallel.experts import expert_groups, rank_load_factor, shard_experts
+from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import schedule
@@ -143,7 +143,7 @@ class StepBuilder:
                 block = local.kind == "transformer_block"
                 is_moe = local.expert_params > 0
                 if is_moe:
-                    local = shard_experts(local, pl.ep, load)
+                    local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1)
                     halves = split_moe(local)
                 else:
                     halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
@@ -354,6 +354,8 @@ class StepBuilder:
         sp = plan.sequence_parallel and pl.tp > 1
         tasks: list = []
         overlapped: list[int] = []              # all-to-alls left to finish under moe_overlap
+        whole = experts_whole(pl)               # experts not split by tp: MoE on sequence-parallel shards
+        expert_span = ("tp", "dp", "cp") if whole else ("dp", "cp")
         counters: dict = {}
         last_compute: list[int | None] = [None]
         reductions: list[int] = []
@@ -414,7 +416,7 @@ class StepBuilder:
                 flop = part.forward_flop * (2 if kind == "backward" else 1)
                 deps = (dep,) + deps_gather if first else (wait,)
                 last = i == len(work.parts) - 1
-                if work.is_block and sp and kind != "backward" and (not work.moe or i <= 1):
+                if work.is_block and sp and kind != "backward" and (not work.moe or i <= (0 if whole else 1)):
                     wait_ag = tp_op("all_gather", deps)
                     deps = (wait_ag,) if wait_ag is not None else deps
                 cp_wait = None
@@ -428,12 +430,12 @@ class StepBuilder:
                     layer_computes.append(c)
                     first = False
                 wait = c
-                if work.is_block and pl.tp > 1 and (not work.moe or i == 0 or last):
+                if work.is_block and pl.tp > 1 and (not work.moe or i == 0 or last and not (whole and sp)):
                     t = tp_op("reduce_scatter" if sp and kind != "backward" else "all_reduce", (c,))
                     wait = t if t is not None else wait
                 if work.moe and i in (1, 2) and pl.ep > 1:
                     a = self._collective(tasks, counters, "ep_dispatch" if i == 1 else "ep_combine", "all_to_all",
-                                         ep_group, self.a2a_bytes, "ep", (wait,), ("dp", "cp"))
+                                         ep_group, self.a2a_bytes, "ep", (wait,), expert_span)
                     if a is not None and plan.moe_overlap:
                         overlapped.append(a)
                     elif a is not None:
@@ -493,7 +495,7 @@ class StepBuilder:
                         reductions.append(self._collective(
                             tasks, counters, "expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
                             edp_group, self._expert_trained(w.layer) * self.grad_bytes_per_param, "comm", (dep,),
-                            ("dp", "cp")))
+                            expert_span))
                     while plan.overlap_grad_reduce and pending and pending[0][1] == position:
                         size = pending.pop(0)[0]
                         reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size,

@@ -61,14 +61,25 @@ def rank_load_factor(moe: MoESpec, ep: int, imbalance: float) -> float:
     return (busiest + (held - 1) * others) / held
 
 
-def shard_experts(layer: LayerSpec, ep: int, load: float) -> LayerSpec:
+def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1) -> LayerSpec:
     """What the busiest of `ep` expert-parallel ranks runs and holds of an MoE block (already
     split by tensor/context parallelism): experts/ep of the experts, each GEMM over the rows
-    the ep ranks route to it, `load` times the mean rank's tokens."""
-    if layer.expert_params == 0 or (ep == 1 and load == 1.0):
+    the ep ranks route to it, `load` times the mean rank's tokens.
+
+    whole_over_tp: the tensor-parallel size when experts are NOT split by it (expert tensor
+    parallelism 1, Megatron-Core --expert-tensor-parallel-size 1): each TP rank then sends
+    its 1/tp of the tokens (sequence parallel) through whole experts -- the same FLOP as the
+    split GEMMs, with tp times the expert weights.
+    """
+    if layer.expert_params == 0 or (ep == 1 and load == 1.0 and whole_over_tp == 1):
         return layer
+    t = whole_over_tp
     ops = []
     for op in layer.ops:
+        if op.name in MOE_EXPERTS and t > 1 and op.gemm_mnk is not None:
+            m, n, k = op.gemm_mnk
+            n, k = (n, k * t) if op.name == "expert_down" else (n * t, k)
+            op = replace(op, gemm_mnk=(max(1, m // t), n, k))
         if op.name in MOE_EXPERTS:
             groups = max(1, op.groups // ep)
             mnk = op.gemm_mnk
@@ -78,24 +89,33 @@ def shard_experts(layer: LayerSpec, ep: int, load: float) -> LayerSpec:
             op = replace(op, flop=op.flop * load, elements_moved=(op.elements_moved - weights) * load + weights / ep,
                          gemm_mnk=mnk, groups=groups)
         ops.append(op)
-    local_experts = layer.expert_params // ep
+    local_experts = layer.expert_params * t // ep
     return replace(layer, ops=tuple(ops), params=layer.params - layer.expert_params + local_experts,
                    expert_params=local_experts)
+
+
+def experts_whole(placement: Placement) -> bool:
+    """Expert tensor parallelism 1 under tp > 1: experts whole, expert parallelism over tp too."""
+    return placement.etp == 1 and placement.tp > 1
 
 
 def expert_groups(placement: Placement, ep: int, coords: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(expert-parallel group, expert-data-parallel group) of the rank at `coords`.
 
-    Positions j = cp + CP x dp of the stage's data ranks are cut as j = e + ep x d
-    (Megatron-Core's tp-ep-dp-pp expert order): ep peers share d, edp peers share e.
+    Positions j = cp + CP x dp of the stage's data ranks (j = tp + TP x (cp + CP x dp) when
+    experts are whole, expert tensor parallelism 1) are cut as j = e + ep x d (Megatron-Core's
+    tp-ep-dp-pp expert order): ep peers share d, edp peers share e.
     """
+    tp = placement.tp if experts_whole(placement) else 1
     cp = placement.cp
-    j = coords["cp"] + cp * coords["dp"]
+    j = (coords["tp"] if tp > 1 else 0) + tp * (coords["cp"] + cp * coords["dp"])
 
     def rank_at(position: int) -> int:
-        return placement.rank(**{**coords, "cp": position % cp, "dp": position // cp})
+        inner = {"tp": position % tp} if tp > 1 else {}
+        rest = position // tp
+        return placement.rank(**{**coords, **inner, "cp": rest % cp, "dp": rest // cp})
 
     e, d = j % ep, j // ep
     ep_group = tuple(rank_at(i + ep * d) for i in range(ep))
-    edp_group = tuple(sorted(rank_at(e + ep * i) for i in range(placement.cp * placement.dp // ep)))
+    edp_group = tuple(sorted(rank_at(e + ep * i) for i in range(tp * placement.cp * placement.dp // ep)))
     return ep_group, edp_group

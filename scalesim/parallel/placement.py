@@ -28,6 +28,7 @@ class Placement:
     pp: int
     order: tuple[str, ...] = DIMS     # innermost first
     ep: int = 1                       # expert parallelism, cut from cp x dp (scalesim/parallel/experts.py)
+    etp: int | None = None            # expert tensor parallelism: tp [None] or 1 (experts whole, EP over tp too)
 
     @property
     def size(self) -> int:
