@@ -86,3 +86,22 @@ def test_ep_on_a_dense_model_exits_2_naming_the_key(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "parallel.ep" in result.output and "Traceback" not in result.output
+
+
+def test_whole_experts_cut_expert_parallelism_from_tensor_parallel_ranks_too():
+    pl = Placement(tp=2, cp=1, dp=4, pp=1, ep=8, etp=1)
+    ep_group, edp_group = expert_groups(pl, 8, pl.coords(3))
+    assert ep_group == tuple(range(8)) and edp_group == (3,)
+
+
+def test_whole_experts_hold_tp_times_the_expert_weights_of_split_ones():
+    split = memory_of(prepare(scenario(tp=2, dp=4, ep=4, sequence_parallel=True)))
+    whole = memory_of(prepare(scenario(tp=2, dp=4, ep=4, etp=1, sequence_parallel=True)))
+    assert whole.weights > split.weights
+
+
+def test_an_unknown_moe_key_is_refused_with_the_allowed_ones():
+    bad = {**TINY_MOE, "moe": {**TINY_MOE["moe"], "topk": 2}}
+    with pytest.raises(InputError) as info:
+        prepare(Scenario.model_validate({**scenario().model_dump(), "model": bad}))
+    assert info.value.key == "model.moe.topk" and "top_k" in str(info.value)
