@@ -105,3 +105,9 @@ def test_an_unknown_moe_key_is_refused_with_the_allowed_ones():
     with pytest.raises(InputError) as info:
         prepare(Scenario.model_validate({**scenario().model_dump(), "model": bad}))
     assert info.value.key == "model.moe.topk" and "top_k" in str(info.value)
+
+
+def test_overlapping_the_all_to_alls_is_never_slower():
+    blocking = simulate_setup(prepare(scenario("rtx4090-pcie-8", ep=8))).end_s
+    overlapped = simulate_setup(prepare(scenario("rtx4090-pcie-8", ep=8, moe_overlap=True))).end_s
+    assert overlapped <= blocking
