@@ -170,7 +170,8 @@ _ZOO: dict[str, _Entry] = {
     # 61 blocks, the first 3 dense (18432 wide); MLA; 1 shared + 256 routed experts of 2048, top-8,
     # sigmoid routing with the auxiliary-loss-free bias. The multi-token-prediction module (14B,
     # HF's 685B total) is left out, as the paper's 671B does.
-    "deepseek-v3": _tok("deepseek", "671B total, 37B active", "DeepSeek-V3, 61 x 7168, MLA, 1 shared + 256 routed top-8",
+    "deepseek-v3": _tok("deepseek", "671B total, 37B active",
+                        "DeepSeek-V3, 61 x 7168, MLA, 1 shared + 256 routed top-8",
                         DEEPSEEK_V3_SOURCE, 4096,
                         dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
                              moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
@@ -182,7 +183,8 @@ _ZOO: dict[str, _Entry] = {
                          GPT_OSS_SOURCE.format("120b"), 131072,
                          dict(layers=36, ffn_hidden=2880, moe=MoESpec(128, 4, 2880), **_GPT_OSS), learned=False),
     # Text model only (the vision encoder is not modelled): 16 routed experts top-1 plus a shared one.
-    "llama4-scout": _tok("llama4", "109B total, 17B active", "Llama 4 Scout, 48 x 5120, 16 experts top-1 + 1 shared, GQA 8",
+    "llama4-scout": _tok("llama4", "109B total, 17B active",
+                         "Llama 4 Scout, 48 x 5120, 16 experts top-1 + 1 shared, GQA 8",
                          LLAMA4_SOURCE, 8192,
                          dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, vocab=202048,
                               ffn_hidden=8192, moe=MoESpec(16, 1, 8192, shared_experts=1), **_MOE), learned=False),
