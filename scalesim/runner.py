@@ -21,6 +21,8 @@ from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import check_step_size, estimated_tasks, time_limit
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.builder import ParallelPlan, build_program
+from scalesim.parallel.experts import (default_imbalance, expert_groups, experts_whole, rank_load_factor,
+                                      shard_experts)
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
@@ -73,6 +75,7 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
                   f"allowed: {', '.join(str(t) for t in range(1, model.heads + 1) if model.heads % t == 0 and t <= 64)}")
     if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
+    _check_experts(scenario, model, dp, file)
     if par.virtual_stages > 1 and par.pp_schedule != "interleaved":
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
@@ -90,6 +93,34 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
                   f"micro-batches per step on each data-parallel replica (global_batch / (dp x micro_batch)); "
                   f"scalesim plays out every one, so at most {MAX_MICRO_BATCHES:,} are allowed: raise "
                   f"training.micro_batch or lower training.global_batch")
+
+
+def _check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:
+    """Expert parallelism needs an MoE model, and ep must divide the experts and dp x cp."""
+    ep, cp, tp, etp = scenario.parallel.ep, scenario.parallel.cp, scenario.parallel.tp, scenario.parallel.etp
+    if etp is not None and etp not in (1, tp):
+        raise InputError(f"etp ({etp}) must be 1 (experts whole) or tp ({tp}); allowed: 1, {tp}",
+                         file=file, key="parallel.etp")
+    data = dp * cp * (tp if etp == 1 else 1)
+    if ep == 1:
+        return
+    if model.moe is None:
+        raise InputError(f"ep ({ep}) splits the experts of a mixture-of-experts model; {model.name} has none: "
+                         f"allowed: 1", file=file, key="parallel.ep")
+    experts = model.moe.experts
+    allowed = [e for e in range(1, experts + 1) if experts % e == 0 and data % e == 0]
+    what = f"dp x cp{' x tp' if etp == 1 else ''} = {data}"
+    if experts % ep or data % ep:
+        raise InputError(f"ep ({ep}) must divide the experts ({experts}) and {what}; "
+                         f"allowed: {', '.join(map(str, allowed))}", file=file, key="parallel.ep")
+
+
+def moe_imbalance(scenario: Scenario, model: ModelSpec) -> float:
+    """The scenario's busiest-expert / mean load, or the router's published default."""
+    if model.moe is None:
+        return 1.0
+    given = scenario.training.moe_imbalance
+    return default_imbalance(model.moe) if given is None else given
 
 
 def autocast_style(precision: str, par) -> bool:
@@ -146,7 +177,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     _check_plan(scenario, model, count, dp, file)
     finetune = _finetune_of(scenario, model, file)
     plan = ParallelPlan(
-        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-"))),
+        placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-")), ep=par.ep,
+                            etp=par.etp),
         micro_batch=training.micro_batch,
         micro_batches=training.global_batch // (dp * training.micro_batch),
         precision=training.precision,
@@ -171,6 +203,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         host_dispatch_s=DISPATCH_S_PER_OP if design.host.dispatch_us_per_op is None
         else design.host.dispatch_us_per_op * 1e-6,
         cuda_graphs=training.cuda_graphs,
+        moe_imbalance=moe_imbalance(scenario, model),
+        moe_overlap=par.moe_overlap,
     )
     try:
         model_chunks(model, plan.chunks)
@@ -227,7 +261,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
     boundary = model_boundary_bytes(setup.model) / pl.cp / (pl.tp if sp else 1)
     worst = None
     for stage in range(pl.pp):
-        layers = [shard_layer(layer, pl.tp, pl.cp, sp)
+        layers = [shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0, pl.tp if experts_whole(pl) else 1)
                   for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage]]
         order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
@@ -239,12 +273,26 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
                       grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
                       bucket_view=setup.scenario.parallel.gradient_as_bucket_view)
         if plan.finetune is None and not plan.offload_params:
-            memory = training_memory(layers, fp32_weights=plan.fp32_weights, **common)
+            memory = training_memory(layers, fp32_weights=plan.fp32_weights, **common, **_expert_memory(setup))
         else:
             memory = finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
         if worst is None or memory.total > worst.total:
             worst = memory
     return worst
+
+
+def _expert_memory(setup: Setup) -> dict:
+    """MoE models: expert state sharded over the expert-data-parallel ranks, and the all-to-all
+    buffers (tokens sent and received by the busiest rank, dispatch and combine) of one layer."""
+    model, plan = setup.model, setup.plan
+    if model.moe is None:
+        return {}
+    pl = plan.placement
+    _, edp = expert_groups(pl, pl.ep, pl.coords(0))
+    load = rank_load_factor(model.moe, pl.ep, plan.moe_imbalance)
+    tokens = plan.micro_batch * (model.tokens_per_sample or 0) / pl.cp / pl.tp
+    buffers = 2 * 2 * tokens * model.moe.top_k * (model.hidden or 0) * ELEMENT_BYTES[plan.precision] * load
+    return {"expert_shards": len(edp), "transient_bytes": buffers}
 
 
 def host_offload_bytes_per_node(setup: Setup) -> float:
@@ -298,10 +346,10 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         return per_replica * pl.dp / simulate_setup(setup).end_s / gpus
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
-                                "virtual_stages": 1, "sequence_parallel": False}}
+                                "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None}}
         dp = 1
     else:
-        if gpus % (pl.tp * pl.pp * pl.cp):
+        if gpus % (pl.tp * pl.pp * pl.cp) or (gpus // (pl.tp * pl.pp) * (pl.tp if pl.etp == 1 else 1)) % pl.ep:
             return None
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)
@@ -314,6 +362,8 @@ def plan_summary(plan: ParallelPlan) -> dict:
     pl = plan.placement
     out = {"dp": pl.dp, "tp": pl.tp, "pp": pl.pp, "cp": pl.cp, "zero": plan.zero,
            "micro_batch": plan.micro_batch, "micro_batches": plan.micro_batches, "precision": plan.precision}
+    if pl.ep > 1:
+        out["ep"] = pl.ep
     if plan.finetune is not None:
         out["finetune"] = f"{plan.finetune.method} r{plan.finetune.rank} {','.join(plan.finetune.targets)}"
     if plan.offload_params:

@@ -94,6 +94,9 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # Mixture of experts: the busiest expert's routed tokens over the mean (>= 1); None takes the
+    # router's published default (scalesim/parallel/experts.py, DEFAULT_IMBALANCE).
+    moe_imbalance: float | None = pydantic.Field(None, ge=1.0)
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None
@@ -119,6 +122,15 @@ class ParallelSpec(Strict):
     tp: pydantic.PositiveInt = 1
     pp: pydantic.PositiveInt = 1
     cp: pydantic.PositiveInt = 1
+    # Expert parallelism (MoE models): experts split over ep ranks cut from cp x dp, as Megatron-Core
+    # does (scalesim/parallel/experts.py); must divide the experts and dp x cp.
+    ep: pydantic.PositiveInt = 1
+    # Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): None = tp (experts split
+    # like the MLP); 1 = experts whole, expert parallelism cut from tp x cp x dp (ep must divide it).
+    etp: pydantic.PositiveInt | None = None
+    # MoE dispatch/combine all-to-alls overlap other work (Megatron-Core --overlap-moe-expert-parallel-comm,
+    # DeepSeek-V3's DualPipe) instead of blocking the layer.
+    moe_overlap: bool = False
     zero: Literal[0, 1, 2, 3] = 0
     offload_optimizer: bool = False     # ZeRO-Offload: optimizer state and update on the CPU
     # ZeRO-Infinity / FSDP CPU offload of the weights themselves: they live in host memory and

@@ -123,7 +123,7 @@ STREAM_BYTES_PER_SM_CYCLE = 8.0
 SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
 
 
-def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
+def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> float:
     """Fraction of the large-GEMM rate an m x n output reaches, from tile and wave quantization.
 
     The output is cut into tiles; tiles run in waves of one per SM; a partial
@@ -135,19 +135,26 @@ def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
     >>> gemm_shape_efficiency(512, 512, get_gpu("a100-80gb-sxm")) < 0.5
     True
     """
-    return _shape_efficiency(m, n, gpu.sms, compute_sms(gpu))
+    return _shape_efficiency(m, n, gpu.sms, compute_sms(gpu), groups)
 
 
-def _shape_efficiency(m: int, n: int, sms: int, free_sms: int | None = None) -> float:
+def _shape_efficiency(m: int, n: int, sms: int, free_sms: int | None = None, groups: int = 1) -> float:
     """The tile is the one best on all `sms` (cuBLAS picks its kernel for the whole GPU);
-    its tiles then run in waves over the `free_sms` the GPU's other kernels leave."""
+    its tiles then run in waves over the `free_sms` the GPU's other kernels leave.
+
+    A grouped GEMM (`groups` GEMMs of m x n, MoE experts) runs all groups' tiles in one
+    launch, each group's rows padded to the tile (DeepGEMM's contiguous layout aligns
+    every expert's segment to the M block: github.com/deepseek-ai/DeepGEMM README,
+    "Grouped GEMMs (contiguous layout)"; CUTLASS grouped GEMM schedules tiles the same
+    way), so few tokens per expert waste the padded rows of their tiles.
+    """
     if sms <= 0:
         return 1.0
     free = sms if free_sms is None else free_sms
 
     def efficiency(tile_m: int, tile_n: int, rate: float, on: int) -> float:
-        tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
-        return rate * (m * n) / (math.ceil(tiles / on) * on * tile_m * tile_n)
+        tiles = groups * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+        return rate * (groups * m * n) / (math.ceil(tiles / on) * on * tile_m * tile_n)
 
     tile = max(TILES, key=lambda t: efficiency(*t, sms))
     return min(efficiency(*tile, free), 1.0)
@@ -169,7 +176,7 @@ def sm_fraction(gpu: GpuSpec) -> float:
 REFERENCE_GEMM = 8192
 
 
-def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
+def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> float:
     """Shape efficiency relative to the catalog's reference GEMM on the whole GPU, at most 1.
 
     With SMs held by communication the GEMM runs on fewer SMs: fewer tiles per
@@ -179,7 +186,7 @@ def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec) -> float:
     GPU's FLOP rate.
     """
     reference = _shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu.sms)
-    return min(1.0, gemm_shape_efficiency(m, n, gpu) / reference) * sm_fraction(gpu)
+    return min(1.0, gemm_shape_efficiency(m, n, gpu, groups) / reference) * sm_fraction(gpu)
 
 
 def achieved_peak_flop_per_s(gpu: GpuSpec, precision: str) -> float:
@@ -301,17 +308,17 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     elif op.gemm_mnk is not None:
         m, n, k = op.gemm_mnk
         m *= batch
-        bytes_moved = (m * k + k * n + m * n) * ebytes
+        bytes_moved = (m * k + k * n + m * n) * ebytes * op.groups      # grouped: every expert's weights
     else:
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = relative_shape_efficiency(m, n, gpu) if op.gemm_mnk is not None else sm_fraction(gpu)
+        shape = relative_shape_efficiency(m, n, gpu, op.groups) if op.gemm_mnk is not None else sm_fraction(gpu)
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
             # read 2 bytes, write 1 per input element (TE FP8 primer).
-            cast_s = _stream_s(3 * m * k, gpu) + KERNEL_OVERHEAD_S
+            cast_s = _stream_s(3 * m * k * op.groups, gpu) + KERNEL_OVERHEAD_S
     else:
         compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu))
     layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format)

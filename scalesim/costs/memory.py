@@ -146,7 +146,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
-                    bucket_view: bool = False) -> MemoryBreakdown:
+                    bucket_view: bool = False, expert_shards: int | None = None,
+                    transient_bytes: float = 0.0) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -162,20 +163,32 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     fp32_weights: mixed precision as PyTorch autocast does it -- fp32 weights
     and gradients updated in place, no separate master copy -- instead of
     16-bit weights and gradients with fp32 masters (Megatron, DeepSpeed).
+    MoE: the layers' `expert_params` (already split by expert parallelism) are
+    sharded over the `expert_shards` expert-data-parallel GPUs instead
+    (Megatron-Core's distributed optimizer); `transient_bytes` (all-to-all
+    buffers) add to the activations.
     """
-    params = float(sum(layer.params for layer in layers))
+    experts = float(sum(layer.expert_params for layer in layers))
+    params = float(sum(layer.params for layer in layers)) - experts
+    eshards = shards if expert_shards is None else expert_shards
     w, g, o = state_bytes_per_param(precision, optimizer)
     if fp32_weights and w < 4:
         w, g, o = 4.0, 4.0, o - 4.0
-    weights = params * w / (shards if zero >= 3 else 1)
+
+    def sharded(per_param: float, stage: int) -> float:
+        return (params * per_param / (shards if zero >= stage else 1)
+                + experts * per_param / (eshards if zero >= stage else 1))
+
+    weights = sharded(w, 3)
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
-    grads = params * g / (shards if zero >= 2 else 1)
+    grads = sharded(g, 2)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
-    opt = 0.0 if offload_optimizer else params * o / (shards if zero >= 1 else 1)
-    buckets = params * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
+    opt = 0.0 if offload_optimizer else sharded(o, 1)
+    per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
+    buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight)
+                                   boundary_bytes_per_sample, in_flight) + transient_bytes
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 

@@ -38,6 +38,7 @@ class OpSpec:
     gemm_mnk: tuple[int, int, int] | None = None
     score_elements: float = 0.0
     causal: bool = False
+    groups: int = 1     # grouped GEMM (MoE experts): `groups` GEMMs of gemm_mnk each; flop is their sum
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class LayerSpec:
     ops: tuple[OpSpec, ...]
     activation_bytes: float
     attention_score_bytes: float = 0.0
+    expert_params: int = 0          # of `params`, the routed experts' (split by expert parallelism)
+    active_params: int | None = None    # parameters one token uses (MoE: top_k of the experts); None = all
 
     @property
     def forward_flop(self) -> float:
@@ -88,7 +91,40 @@ class ModelSpec:
     kv_heads: int | None = None
     vocab: int | None = None
     source: tuple[str, ...] = ()
+    moe: "MoESpec | None" = None
 
     @property
     def params(self) -> int:
         return sum(layer.params for layer in self.layers)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token goes through (all of them for dense models)."""
+        return sum(layer.params if layer.active_params is None else layer.active_params for layer in self.layers)
+
+
+@dataclass(frozen=True, slots=True)
+class MoESpec:
+    """A mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022, Switch Transformer).
+
+    experts: routed experts per MoE layer; top_k: experts each token goes to;
+    expert_ffn_hidden: each expert's MLP width; shared_experts: experts every
+    token goes through (DeepSeekMoE, Dai et al. 2024), of `shared_ffn_hidden`
+    [expert_ffn_hidden] width; every: an MoE layer every N blocks (the others
+    dense); first_dense: leading dense blocks (DeepSeek-V3: 3); capacity_factor:
+    tokens an expert takes at most, over the mean (None: no cap, no drops).
+    """
+
+    experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_experts: int = 0
+    every: int = 1
+    capacity_factor: float | None = None
+    router: str = "topk"
+    first_dense: int = 0
+    shared_ffn_hidden: int | None = None
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether block `index` (from 0) has the MoE MLP."""
+        return index >= self.first_dense and (index - self.first_dense) % self.every == self.every - 1

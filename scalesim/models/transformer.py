@@ -242,13 +242,15 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                       max_positions: int | None = None, post_norm: bool = False,
                       token_types: int = 0, head: str = "lm", family: str = "inline",
                       source: tuple[str, ...] = (), head_dim: int | None = None, qkv_bias: bool = False,
-                      sandwich_norm: bool = False) -> ModelSpec:
+                      sandwich_norm: bool = False, moe=None, mla=None) -> ModelSpec:
     """A token transformer (decoder or encoder) built for sequences of seq_len tokens.
 
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
       rotary positions (Llama), which have no parameters.
     post_norm: BERT's post-LayerNorm blocks, whose extra norm sits in the embedding.
     head: "lm" (projection to vocab + loss) or "bert" (pooler, MLM and NSP heads).
+    moe: a `MoESpec` (mixture-of-experts MLP in its MoE blocks); mla: an `MLASpec` (DeepSeek's
+      multi-head latent attention); both built by `scalesim.models.moe`.
 
     Arguments are assumed valid (the zoo validates user input); impossible shapes
     raise ValueError.
@@ -263,16 +265,23 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     block = dict(s=s, h=h, heads=heads, kv_heads=kv_heads, f=f, ffn=ffn, bias=bias, norm=norm,
                  post_norm=post_norm, rotary=max_positions is None, causal=head == "lm",
                  head_dim=head_dim, qkv_bias=qkv_bias, sandwich_norm=sandwich_norm)
-    blocks = [transformer_block(f"block{i}", **block) for i in range(layers)]
+    if moe is None and mla is None:
+        blocks = [transformer_block(f"block{i}", **block) for i in range(layers)]
+    else:
+        from scalesim.models.moe import moe_block   # moe builds on this module's blocks
+        blocks = [moe_block(f"block{i}", moe=moe if moe is not None and moe.is_moe_layer(i) else None, mla=mla,
+                            **block) for i in range(layers)]
     tail = [] if post_norm else [final_norm(s, h, norm)]
     tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"
                 else bert_pretraining_head(s, h, vocab))
     all_layers = (emb, *blocks, *tail)
-    params = sum(layer.params for layer in all_layers)
+    # MoE: N in 6N counts the parameters a token goes through (active), as MoE MFU is reported
+    # (Megatron-Core MoE, DeepSeek-V3); equal to all parameters for dense models.
+    params = sum(layer.params if layer.active_params is None else layer.active_params for layer in all_layers)
     return ModelSpec(name=name, family=family, layers=all_layers, tokens_per_sample=s,
                      model_flop_per_sample=palm_model_flop_per_sample(params, layers, h, s),
                      hidden=h, num_layers=layers, heads=heads, kv_heads=kv_heads, vocab=vocab,
-                     source=tuple(source))
+                     source=tuple(source), moe=moe)
 
 
 def build_vit(name: str, *, layers: int, hidden: int, heads: int, ffn_hidden: int | None = None,

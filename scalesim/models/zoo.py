@@ -16,8 +16,9 @@ from functools import lru_cache
 from typing import Any
 
 from scalesim.errors import InputError, unknown_name
+from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
-from scalesim.models.spec import ModelSpec
+from scalesim.models.spec import ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
 
 GPT2_SOURCE = "Radford et al. 2019, GPT-2; Hugging Face configs openai-community/gpt2{,-medium,-large,-xl}"
@@ -32,6 +33,13 @@ QWEN25_SOURCE = "Qwen Team 2024, 'Qwen2.5 Technical Report', Table 1; " + HF.for
 GEMMA2_SOURCE = "Gemma Team 2024, 'Gemma 2', Table 1; " + HF.format("google/gemma-2-{}")
 LLAMA32_SOURCE = "Meta 2024, Llama 3.2 model card; " + HF.format("meta-llama/Llama-3.2-{}")
 PHI3_SOURCE = "Abdin et al. 2024, 'Phi-3 Technical Report', sec. 2; " + HF.format("microsoft/Phi-3-mini-4k-instruct")
+MIXTRAL_SOURCE = "Jiang et al. 2024, 'Mixtral of Experts', Table 1; " + HF.format("mistralai/Mixtral-{}-v0.1")
+QWEN3_SOURCE = "Qwen Team 2025, 'Qwen3 Technical Report', Table 2; " + HF.format("Qwen/Qwen3-{}")
+DEEPSEEK_V3_SOURCE = ("DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', sec. 4.2 (671B total, 37B activated); "
+                      + HF.format("deepseek-ai/DeepSeek-V3"))
+GPT_OSS_SOURCE = "OpenAI 2025, 'gpt-oss-120b & gpt-oss-20b Model Card', Table 1; " + HF.format("openai/gpt-oss-{}")
+LLAMA4_SOURCE = "Meta 2025, Llama 4 model card (Scout: 17B active, 109B total); " + HF.format(
+    "meta-llama/Llama-4-Scout-17B-16E")
 RESNET_SOURCE = "He et al. 2015, 'Deep Residual Learning', Table 1; torchvision resnet50 / resnet152 (v1.5)"
 
 # Family defaults; per-model shapes below.
@@ -41,6 +49,10 @@ _LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  
 _QWEN25 = dict(vocab=152064, qkv_bias=True, **_LLAMA)      # Qwen2: biases on q, k, v only
 _GEMMA2 = dict(vocab=256000, ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=True,
                sandwich_norm=True)                           # GeGLU has SwiGLU's shape; 4 norms a block
+_MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
+_QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
+_GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
+                norm="rmsnorm", tied_embeddings=False)           # attention sinks (64 per block) left out
 _BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
 
 
@@ -137,6 +149,45 @@ _ZOO: dict[str, _Entry] = {
     "phi-3-mini": _tok("phi3", "3,821,079,552 (HF Phi-3-mini-4k-instruct)", "Phi-3 mini 4k, 32 x 3072, fused qkv and gate-up",
                        PHI3_SOURCE, 4096, dict(layers=32, hidden=3072, heads=32, vocab=32064, ffn_hidden=8192,
                                                **_LLAMA), learned=False),
+    # Mixtures of experts (issue 22). Sliding-window and chunked attention (gpt-oss, Llama 4)
+    # are not modelled; every layer attends over the whole sequence.
+    "mixtral-8x7b": _tok("mixtral", "46.7B total, 12.9B active", "Mixtral 8x7B, 32 x 4096, 8 experts top-2, GQA 8",
+                         MIXTRAL_SOURCE.format("8x7B"), 32768,
+                         dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000, ffn_hidden=14336,
+                              moe=MoESpec(8, 2, 14336), **_MOE), learned=False),
+    "mixtral-8x22b": _tok("mixtral", "141B total, 39B active", "Mixtral 8x22B, 56 x 6144, 8 experts top-2, GQA 8",
+                          MIXTRAL_SOURCE.format("8x22B"), 65536,
+                          dict(layers=56, hidden=6144, heads=48, kv_heads=8, vocab=32768, ffn_hidden=16384,
+                               moe=MoESpec(8, 2, 16384), **_MOE), learned=False),
+    "qwen3-30b-a3b": _tok("qwen3", "30.5B total, 3.3B active", "Qwen3-30B-A3B, 48 x 2048, 128 experts top-8, GQA 4",
+                          QWEN3_SOURCE.format("30B-A3B"), 32768,
+                          dict(layers=48, hidden=2048, heads=32, kv_heads=4, ffn_hidden=768,
+                               moe=MoESpec(128, 8, 768), **_QWEN3_MOE), learned=False),
+    "qwen3-235b-a22b": _tok("qwen3", "235B total, 22B active", "Qwen3-235B-A22B, 94 x 4096, 128 experts top-8, GQA 4",
+                            QWEN3_SOURCE.format("235B-A22B"), 32768,
+                            dict(layers=94, hidden=4096, heads=64, kv_heads=4, ffn_hidden=1536,
+                                 moe=MoESpec(128, 8, 1536), **_QWEN3_MOE), learned=False),
+    # 61 blocks, the first 3 dense (18432 wide); MLA; 1 shared + 256 routed experts of 2048, top-8,
+    # sigmoid routing with the auxiliary-loss-free bias. The multi-token-prediction module (14B,
+    # HF's 685B total) is left out, as the paper's 671B does.
+    "deepseek-v3": _tok("deepseek", "671B total, 37B active",
+                        "DeepSeek-V3, 61 x 7168, MLA, 1 shared + 256 routed top-8",
+                        DEEPSEEK_V3_SOURCE, 4096,
+                        dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
+                             moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
+                             mla=MLASpec(1536, 512, 128, 64, 128), **_MOE), learned=False),
+    "gpt-oss-20b": _tok("gpt-oss", "20.9B total, 3.6B active", "gpt-oss-20b, 24 x 2880, 32 experts top-4, GQA 8",
+                        GPT_OSS_SOURCE.format("20b"), 131072,
+                        dict(layers=24, ffn_hidden=2880, moe=MoESpec(32, 4, 2880), **_GPT_OSS), learned=False),
+    "gpt-oss-120b": _tok("gpt-oss", "116.8B total, 5.1B active", "gpt-oss-120b, 36 x 2880, 128 experts top-4, GQA 8",
+                         GPT_OSS_SOURCE.format("120b"), 131072,
+                         dict(layers=36, ffn_hidden=2880, moe=MoESpec(128, 4, 2880), **_GPT_OSS), learned=False),
+    # Text model only (the vision encoder is not modelled): 16 routed experts top-1 plus a shared one.
+    "llama4-scout": _tok("llama4", "109B total, 17B active",
+                         "Llama 4 Scout, 48 x 5120, 16 experts top-1 + 1 shared, GQA 8",
+                         LLAMA4_SOURCE, 8192,
+                         dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, vocab=202048,
+                              ffn_hidden=8192, moe=MoESpec(16, 1, 8192, shared_experts=1), **_MOE), learned=False),
     "bert-base": _tok("bert", "110M", "BERT base, 12 x 768, MLM+NSP pre-training heads", BERT_SOURCE, 512,
                       dict(layers=12, hidden=768, heads=12, **_BERT)),
     "bert-large": _tok("bert", "335,141,888 (HF bert-large-uncased, with pooler)",
@@ -152,7 +203,8 @@ _ZOO: dict[str, _Entry] = {
                         (RESNET_SOURCE,), config=dict(depth=152)),
 }
 
-TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "mistral", "qwen2.5", "gemma2", "phi3", "bert", "inline")
+TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "mistral", "qwen2.5", "gemma2", "phi3", "mixtral", "qwen3",
+                  "deepseek", "gpt-oss", "llama4", "bert", "inline")
 VISION_FAMILIES = ("vit", "resnet")
 
 
@@ -167,6 +219,7 @@ def model_info() -> list[dict]:
     for name, entry in _ZOO.items():
         spec = get_model(name, seq_len=None)
         rows.append({"name": name, "family": entry.family, "params": spec.params,
+                     "active_params": spec.active_params,
                      "published_params": entry.published, "seq_len": spec.tokens_per_sample,
                      "description": entry.description, "source": "; ".join(entry.source)})
     return rows
@@ -212,7 +265,8 @@ def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = Non
 # ------------------------------------------------------------------ inline models
 
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
-_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name")
+_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe")
+_MOE_KEYS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "every", "capacity_factor", "router")
 _ALLOWED = ("kind",) + _REQUIRED + _OPTIONAL
 
 
@@ -278,8 +332,38 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
         raise InputError("required for an inline transformer (it has no default context length)",
                          key="training.seq_len", file=file)
     llama_style = ffn == "swiglu"
+    moe = _inline_moe(spec["moe"], ffn_hidden, f"{key}.moe", file) if spec.get("moe") is not None else None
     return build_transformer(model_name, seq_len=_check_seq_len(seq_len, file), layers=layers, hidden=hidden,
                              heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
                              tied_embeddings=tied, bias=not llama_style,
                              norm="rmsnorm" if llama_style else "layernorm",
-                             family="inline", source=("inline model from the scenario",))
+                             family="inline", source=("inline model from the scenario",), moe=moe)
+
+
+def _inline_moe(spec: Any, ffn_hidden: int, key: str, file: str | None) -> MoESpec:
+    """An inline model's `moe:` mapping (experts are SwiGLU MLPs, whatever the dense ffn)."""
+    if not isinstance(spec, Mapping):
+        raise InputError(f"must be a mapping with keys {', '.join(_MOE_KEYS)}", key=key, file=file)
+    for name in spec:
+        if name not in _MOE_KEYS:
+            raise InputError(f"unknown key '{name}'; allowed: {', '.join(_MOE_KEYS)}", key=f"{key}.{name}", file=file)
+    for name in ("experts", "top_k"):
+        if name not in spec:
+            raise InputError("required for an MoE model", key=f"{key}.{name}", file=file)
+    experts, top_k = _positive_int(spec, "experts", key, file), _positive_int(spec, "top_k", key, file)
+    if top_k > experts:
+        raise InputError(f"top_k ({top_k}) cannot exceed experts ({experts}); allowed: 1..{experts}",
+                         key=f"{key}.top_k", file=file)
+    width = _positive_int(spec, "expert_ffn_hidden", key, file) if "expert_ffn_hidden" in spec else ffn_hidden
+    shared = spec.get("shared_experts", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise InputError(f"must be a whole number >= 0, got {shared!r}", key=f"{key}.shared_experts", file=file)
+    every = _positive_int(spec, "every", key, file) if "every" in spec else 1
+    capacity = spec.get("capacity_factor")
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity < 1):
+        raise InputError(f"must be null or a number >= 1, got {capacity!r}", key=f"{key}.capacity_factor", file=file)
+    router = spec.get("router", "topk")
+    if router not in ROUTERS:
+        raise InputError(f"must be one of {', '.join(ROUTERS)}, got {router!r}", key=f"{key}.router", file=file)
+    return MoESpec(experts, top_k, width, shared_experts=shared, every=every,
+                   capacity_factor=None if capacity is None else float(capacity), router=router)

@@ -41,10 +41,11 @@ from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.ddp import ddp_buckets
+from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.schedules import schedule
-from scalesim.parallel.sharding import shard_layer, split_attention_mlp
+from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe
 from scalesim.parallel.stages import model_chunks
 from scalesim.program import CollectiveTask, ComputeTask, Program
 from scalesim.topology import Topology
@@ -78,6 +79,10 @@ class ParallelPlan:
     # CPU time to issue one eager op (costs/host.py); 0 leaves the host out of the simulation.
     host_dispatch_s: float = 0.0
     cuda_graphs: bool = False       # each layer's kernels launched as one CUDA graph (costs/host.py)
+    # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
+    # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
+    moe_imbalance: float = 1.0
+    moe_overlap: bool = False
 
     @property
     def chunks_per_stage(self) -> int:
@@ -97,6 +102,7 @@ class _LayerWork:
     is_block: bool
     halves: tuple[LayerSpec, ...] = ()    # the layer specs behind `parts`
     host_s: tuple[dict[str, float], ...] = ()   # per part: host time to issue each pass's kernels
+    moe: bool = False                     # an MoE block: parts are attention, route, experts, combine
 
 
 class StepBuilder:
@@ -126,6 +132,8 @@ class StepBuilder:
         self.symmetric = symmetric
         chunks = model_chunks(model, plan.chunks)
         sp = plan.sequence_parallel and pl.tp > 1
+        moe = model.moe
+        load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
         self.chunk_work: list[list[_LayerWork]] = []
         interned: dict[tuple, LayerSpec] = {}
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
@@ -135,12 +143,17 @@ class StepBuilder:
             for layer in chunk:
                 local = shard_layer(layer, pl.tp, pl.cp, sp)
                 block = local.kind == "transformer_block"
-                halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
+                is_moe = local.expert_params > 0
+                if is_moe:
+                    local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1)
+                    halves = split_moe(local)
+                else:
+                    halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
                 # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 parts = tuple(self._layer_time(h, gpu) for h in halves)
-                work.append(_LayerWork(local, parts, block and len(halves) == 2, tuple(halves),
-                                       tuple(self._host_times(h) for h in halves)))
+                work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
+                                       tuple(self._host_times(h) for h in halves), is_moe))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp
@@ -150,6 +163,11 @@ class StepBuilder:
         self.pp_bytes = self.activation_bytes / (pl.tp if sp else 1)
         kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
+        # Each rank dispatches top_k copies of its tokens (1/tp of them per TP rank, as Megatron-Core's
+        # all-to-all dispatcher with sequence parallelism does); the busiest rank receives `load` times
+        # the mean and all wait for it, so every rank's all-to-all is timed at that size.
+        self.a2a_bytes = (plan.micro_batch * tokens * moe.top_k * hidden * ebytes / pl.tp * load
+                          if moe is not None else 0.0)
         _, self.grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
         if plan.grad_reduce_dtype is not None:
             self.grad_bytes_per_param = ELEMENT_BYTES[plan.grad_reduce_dtype]
@@ -284,6 +302,10 @@ class StepBuilder:
         """Parameters with gradients and optimizer state: all, or the adapters under LoRA."""
         return layer.params if self.plan.finetune is None else trainable_params(layer, self.plan.finetune)
 
+    def _expert_trained(self, layer: LayerSpec) -> int:
+        """Of the layer's trained parameters, the routed experts' (reduced over expert-data-parallel ranks)."""
+        return layer.expert_params if self.plan.finetune is None else 0
+
     def _stored(self, layer: LayerSpec) -> float:
         """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
         if self.plan.finetune is None:
@@ -347,8 +369,12 @@ class StepBuilder:
         tp_group = pl.group("tp", coords)
         cp_group = pl.group("cp", coords)
         grad_group = pl.grad_group(coords)
+        ep_group, edp_group = expert_groups(pl, pl.ep, coords) if self.model.moe is not None else ((rank,), grad_group)
         sp = plan.sequence_parallel and pl.tp > 1
         tasks: list = []
+        overlapped: list[int] = []              # all-to-alls left to finish under moe_overlap
+        whole = experts_whole(pl)               # experts not split by tp: MoE on sequence-parallel shards
+        expert_span = ("tp", "dp", "cp") if whole else ("dp", "cp")
         counters: dict = {}
         last_compute: list[int | None] = [None]
         reductions: list[int] = []
@@ -391,9 +417,12 @@ class StepBuilder:
                     return fetched
                 gathered_once.add(work.layer.name)
             family = "zero3" if plan.zero >= 3 else "zero"
+            experts = self._expert_trained(work.layer) * self.weight_bytes_per_param
             g = self._collective(tasks, counters, family, "all_gather", grad_group,
-                                 self._stored(work.layer), "comm", (ahead,), ("dp", "cp"))
-            return fetched if g is None else (g,)
+                                 self._stored(work.layer) - experts, "comm", (ahead,), ("dp", "cp"))
+            e = self._collective(tasks, counters, family + "_experts", "all_gather", edp_group, experts, "comm",
+                                 (ahead,), ("dp", "cp"))
+            return fetched + tuple(x for x in (g, e) if x is not None)
 
         def run_layer(work: _LayerWork, kind: str, dep: int | None, backward: bool,
                       deps_gather: tuple[int, ...] = ()) -> int | None:
@@ -405,7 +434,8 @@ class StepBuilder:
                            "backward": part.backward_s}[kind]
                 flop = part.forward_flop * (2 if kind == "backward" else 1)
                 deps = (dep,) + deps_gather if first else (wait,)
-                if work.is_block and sp and kind != "backward":
+                last = i == len(work.parts) - 1
+                if work.is_block and sp and kind != "backward" and (not work.moe or i <= (0 if whole else 1)):
                     wait_ag = tp_op("all_gather", deps)
                     deps = (wait_ag,) if wait_ag is not None else deps
                 cp_wait = None
@@ -419,9 +449,16 @@ class StepBuilder:
                     layer_computes.append(c)
                     first = False
                 wait = c
-                if work.is_block and pl.tp > 1:
+                if work.is_block and pl.tp > 1 and (not work.moe or i == 0 or last and not (whole and sp)):
                     t = tp_op("reduce_scatter" if sp and kind != "backward" else "all_reduce", (c,))
                     wait = t if t is not None else wait
+                if work.moe and i in (1, 2) and pl.ep > 1:
+                    a = self._collective(tasks, counters, "ep_dispatch" if i == 1 else "ep_combine", "all_to_all",
+                                         ep_group, self.a2a_bytes, "ep", (wait,), expert_span)
+                    if a is not None and plan.moe_overlap:
+                        overlapped.append(a)
+                    elif a is not None:
+                        wait = a
                 if cp_wait is not None:
                     # the next step waits for both the attention half and the K/V exchange
                     tasks.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))
@@ -449,7 +486,8 @@ class StepBuilder:
                     nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
                     dep = self._p2p(tasks, nxt, rank, "grad", mb, g, "pp_recv_next", ())
                 final = mb == last_mb
-                grads = [self._trained(w.layer) * self.grad_bytes_per_param for w in reversed(work)]
+                grads = [(self._trained(w.layer) - self._expert_trained(w.layer)) * self.grad_bytes_per_param
+                         for w in reversed(work)]
                 pending = (ddp_buckets(grads, plan.bucket_bytes)
                            if final and plan.zero < 3 and len(grad_group) > 1 else [])
                 op = "all_reduce" if plan.zero == 0 else "reduce_scatter"
@@ -466,11 +504,17 @@ class StepBuilder:
                                           sum(h["recompute"] for h in w.host_s))
                             gathered = ()
                     dep = run_layer(w, "backward", dep, True, gathered)
+                    dense = self._trained(w.layer) - self._expert_trained(w.layer)
                     if plan.zero >= 3 and len(grad_group) > 1:
                         r = self._collective(tasks, counters, "grad", "reduce_scatter", grad_group,
-                                             self._trained(w.layer) * self.grad_bytes_per_param, "comm", (dep,),
-                                             ("dp", "cp"))
+                                             dense * self.grad_bytes_per_param, "comm", (dep,), ("dp", "cp"))
                         reductions.append(r)
+                    if self._expert_trained(w.layer) and (plan.zero >= 3 or final):
+                        # expert gradients: over the expert-data-parallel ranks, as each layer finishes
+                        reductions.append(self._collective(
+                            tasks, counters, "expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
+                            edp_group, self._expert_trained(w.layer) * self.grad_bytes_per_param, "comm", (dep,),
+                            expert_span))
                     while plan.overlap_grad_reduce and pending and pending[0][1] == position:
                         size = pending.pop(0)[0]
                         reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size,
@@ -481,14 +525,16 @@ class StepBuilder:
                 if g > 0:
                     prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
                     self._p2p(tasks, rank, prev, "grad", mb, g - 1, "pp_send_prev", (dep,))
-        params_local = sum(self._trained(w.layer) for work in (self.chunk_work[c * pl.pp + stage]
-                                                       for c in range(plan.chunks_per_stage)) for w in work)
+        local_works = [w for c in range(plan.chunks_per_stage) for w in self.chunk_work[c * pl.pp + stage]]
+        experts_local = sum(self._expert_trained(w.layer) for w in local_works)
+        params_local = sum(self._trained(w.layer) for w in local_works) - experts_local    # dense part
         shard = len(grad_group) if plan.zero >= 1 else 1
-        done = tuple(r for r in reductions if r is not None)
+        expert_shard = len(edp_group) if plan.zero >= 1 else 1
+        done = tuple(r for r in reductions + overlapped if r is not None)
         if plan.offload_optimizer:
-            opt = self._offloaded_step(tasks, rank, params_local / shard, done)
+            opt = self._offloaded_step(tasks, rank, params_local / shard + experts_local / expert_shard, done)
         else:
-            opt_params = params_local / shard
+            opt_params = params_local / shard + experts_local / expert_shard
             # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
             # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
             # are issued only after it.
@@ -503,6 +549,8 @@ class StepBuilder:
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             self._collective(tasks, counters, "zero", "all_gather", grad_group,
                              params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
+            self._collective(tasks, counters, "zero_experts", "all_gather", edp_group,
+                             experts_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
         return tuple(tasks)
 
     def _offloaded_step(self, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:

@@ -27,6 +27,8 @@ class Placement:
     dp: int
     pp: int
     order: tuple[str, ...] = DIMS     # innermost first
+    ep: int = 1                       # expert parallelism, cut from cp x dp (scalesim/parallel/experts.py)
+    etp: int | None = None            # expert tensor parallelism: tp [None] or 1 (experts whole, EP over tp too)
 
     @property
     def size(self) -> int:

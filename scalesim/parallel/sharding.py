@@ -17,13 +17,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.models.moe import MOE_DISPATCH, MOE_EXPERTS
 from scalesim.models.spec import LayerSpec, OpSpec
 
-COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate")
-ROW_PARALLEL = ("attn_out", "mlp_down")
-HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu")       # work on split heads / ffn columns
+# MoE experts split as the MLP does (expert tensor parallelism = tp, Megatron-Core's default);
+# MLA's up-projections split by heads, its down-projections and the router are replicated.
+COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate", "expert_gate", "expert_up", "shared_gate", "shared_up",
+                   "mla_q_up", "mla_kv_up")
+ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
+HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu")  # split heads / ffn columns
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder")
-ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "norm_attn_post", "residual_attn")
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "norm_attn_post", "residual_attn",
+                  "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
+# An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
+# router and permute, then (dispatch) the experts, then (combine) unpermute and shared experts.
+MOE_DISPATCH_PART, MOE_EXPERT_PART = MOE_DISPATCH, MOE_EXPERTS
 # Korthikanti et al. 2022: of 34 sbh bytes per block, 10 are not split by TP
 # without sequence parallelism (layer-norm inputs, dropout masks, residuals).
 UNSPLIT_ACTIVATION_SHARE = 10 / 34
@@ -60,6 +68,7 @@ def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool) -> LayerSpec:
         share = 1 / tp if sp else UNSPLIT_ACTIVATION_SHARE + (1 - UNSPLIT_ACTIVATION_SHARE) / tp
         acts = layer.activation_bytes * share / cp
         params = layer.params // tp
+        layer = replace(layer, expert_params=layer.expert_params // tp)
     else:
         acts = layer.activation_bytes / (tp if sp or layer.kind in ("head", "embedding") else 1) / cp
         params = layer.params // tp if layer.kind in ("head", "embedding") else layer.params
@@ -73,3 +82,14 @@ def split_attention_mlp(layer: LayerSpec) -> tuple[LayerSpec, LayerSpec]:
     second = tuple(op for op in layer.ops if op.name not in ATTENTION_HALF)
     return (replace(layer, name=f"{layer.name}.attn", ops=first),
             replace(layer, name=f"{layer.name}.mlp", ops=second))
+
+
+def split_moe(layer: LayerSpec) -> tuple[LayerSpec, ...]:
+    """An MoE block as attention, router + permute, experts, and unpermute + shared experts."""
+    def part(suffix: str, keep) -> LayerSpec:
+        return replace(layer, name=f"{layer.name}.{suffix}", ops=tuple(op for op in layer.ops if keep(op.name)))
+
+    return (part("attn", lambda n: n in ATTENTION_HALF),
+            part("route", lambda n: n in MOE_DISPATCH_PART),
+            part("experts", lambda n: n in MOE_EXPERT_PART),
+            part("combine", lambda n: n not in ATTENTION_HALF + MOE_DISPATCH_PART + MOE_EXPERT_PART))

@@ -130,9 +130,11 @@ def topology_description(design: NodeDesign, graph: nx.Graph) -> Table:
 
 def models_table() -> Table:
     t = Table(title="Model zoo", title_justify="left")
-    for col in ("name", "family", "parameters", "default seq_len", "source"):
+    for col in ("name", "family", "parameters", "active", "default seq_len", "source"):
         t.add_column(col, overflow="fold")
     for m in model_info():
-        t.add_row(m["name"], m["family"], f"{m['params'] / 1e6:,.1f} M", str(m.get("seq_len") or "-"),
-                  str(m["source"]))
+        active = m.get("active_params", m["params"])
+        t.add_row(m["name"], m["family"], f"{m['params'] / 1e6:,.1f} M",
+                  "all" if active == m["params"] else f"{active / 1e6:,.1f} M",
+                  str(m.get("seq_len") or "-"), str(m["source"]))
     return t

@@ -57,7 +57,10 @@ def test_all_required_names_are_in_the_zoo():
                 "llama3-405b", "bert-base", "bert-large", "vit-b16", "vit-l16", "resnet50", "resnet152",
                 # fine-tuning (issue 21)
                 "mistral-7b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma2-9b",
-                "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini"]
+                "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini",
+                # mixtures of experts (issue 22)
+                "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+                "gpt-oss-20b", "gpt-oss-120b", "llama4-scout"]
     assert sorted(model_names()) == sorted(required)
 
 
@@ -90,7 +93,7 @@ def test_tied_and_untied_heads():
 @pytest.mark.parametrize("name", [n for n in model_names() if not n.startswith(("vit", "resnet"))])
 def test_palm_model_flop_formula(name):
     m = model(name)
-    s, n = m.tokens_per_sample, m.params
+    s, n = m.tokens_per_sample, m.active_params          # MoE: the parameters a token goes through
     per_token = 6 * n + 12 * m.num_layers * m.hidden * s          # PaLM, Appendix B
     assert m.model_flop_per_sample == pytest.approx(per_token * s, rel=1e-12)
     assert m.model_flop_per_sample - 6 * n * s == pytest.approx(12 * m.num_layers * m.hidden * s * s)
@@ -128,7 +131,7 @@ def test_gemm_and_conv_flop_are_2mnk_and_ops_are_sane(name):
             assert op.flop >= 0 and op.elements_moved > 0
             if op.kind in ("gemm", "conv"):
                 m, n, k = op.gemm_mnk
-                assert op.flop == 2 * m * n * k
+                assert op.flop == 2 * m * n * k * op.groups      # grouped GEMMs: groups of m x n x k
             else:
                 assert op.gemm_mnk is None
 
