@@ -57,6 +57,9 @@ class Case(Strict):
     collective: CollectiveCase | None = None
     scenario: str | None = None             # path relative to validation/ (training or serving)
     excluded: str | None = None             # why this measurement is not a prediction target
+    # Why the simulator does not run this case yet (e.g. far too slow to simulate): reported as
+    # skipped with the reason, never silently dropped, and simulated once the reason is gone.
+    skip: str | None = None
     # Not in shared/validation (the tracked reference set): reported beside its figure, not in it.
     supplementary: bool = False
     known_miss: str | None = None           # what is known about a large error (counted all the same)
@@ -198,8 +201,8 @@ def _predict(case: Case, catalog=None) -> dict[str, float]:
 
 def target_key(case: Case) -> str:
     """What a case simulates: cases with the same key share one simulation."""
-    if case.excluded is not None:
-        return f"excluded:{case.id}"
+    if case.excluded is not None or case.skip is not None:
+        return f"not simulated:{case.id}"
     if case.collective is not None:
         return "collective:" + case.collective.model_dump_json()
     return f"scenario:{case.scenario}"
@@ -211,6 +214,8 @@ def evaluate_group(cases: list[Case], catalog=None) -> list[Outcome]:
     first = cases[0]
     if first.excluded is not None:
         return [Outcome(c, "excluded", None, c.excluded) for c in cases]
+    if first.skip is not None:
+        return [Outcome(c, "skipped", None, c.skip) for c in cases]
     try:
         metrics = _predict(first, catalog)
     except InputError as exc:
