@@ -224,10 +224,6 @@ def evaluate_group(cases: list[Case], catalog=None) -> list[Outcome]:
             Outcome(c, "skipped", None, f"the simulation gives no {c.metric} for this case") for c in cases]
 
 
-def evaluate(case: Case, catalog=None) -> Outcome:
-    return evaluate_group([case], catalog)[0]
-
-
 def groups_of(cases: list[Case]) -> list[list[int]]:
     """Indices of the cases, grouped by what they simulate, in first-seen order."""
     groups: dict[str, list[int]] = {}
