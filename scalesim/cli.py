@@ -274,8 +274,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     from rich.progress import track
 
     from scalesim.executors import completed, open_pool, parse_executor
-    from scalesim.report.validation import parity_plot, validation_table
     from scalesim.loso import load_fits, loso_jobs, loso_summaries
+    from scalesim.report.validation import parity_plot, validation_json, validation_table
     from scalesim.validation import evaluate_group, groups_of, load_cases, summaries
 
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
@@ -307,15 +307,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
         plot.parent.mkdir(parents=True, exist_ok=True)
         parity_plot(outcomes, plot)
     if as_json:
-        apart = ("overall", "in_sample", "disputed", "supplementary", "serving")
-        summary = {**rows["overall"].to_json(), "loso_median_abs_error": loso["overall"].median_abs_error,
-                   "loso_max_abs_error": loso["overall"].max_abs_error, "loso_count": loso["overall"].count}
-        click.echo(json.dumps({"cases": [o.to_json() | _loso_error(replaced.get(i, o)) for i, o in enumerate(outcomes)],
-                               "summary": summary,
-                               "loso_by_category": {k: v.to_json() for k, v in loso.items() if k != "overall"},
-                               "by_category": {k: v.to_json() for k, v in rows.items() if k not in apart},
-                               **{k: rows[k].to_json() for k in apart[1:] if k in rows}},
-                              indent=2))
+        click.echo(json.dumps(validation_json(outcomes, rows, loso, replaced), indent=2))
         return
     console = make_console()
     for table in validation_table(outcomes, rows, loso):
@@ -363,10 +355,6 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
             click.echo("plots: " + ", ".join(str(p) for p in written))
     if not result["fits"]:
         sys.exit(EXIT_DOES_NOT_FIT)
-
-
-def _loso_error(outcome) -> dict:
-    return {"loso_predicted": outcome.predicted, "loso_error": outcome.error}
 
 
 def _design_nics(spec: str, catalog=None) -> int | None:

@@ -25,6 +25,25 @@ def _pct_abs(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+APART = ("in_sample", "disputed", "supplementary", "serving")      # summary rows beside the headline
+
+
+def validation_json(outcomes, summaries: dict, loso: dict, replaced: dict) -> dict:
+    """`validate --json`: every case (with its out-of-sample prediction), the headline summary with
+    its leave-one-source-out figures, the categories, and the rows kept apart."""
+    def case(i, o):
+        out = replaced.get(i, o)
+        return {**o.to_json(), "loso_predicted": out.predicted, "loso_error": out.error}
+
+    overall = loso["overall"]
+    return {"cases": [case(i, o) for i, o in enumerate(outcomes)],
+            "summary": {**summaries["overall"].to_json(), "loso_median_abs_error": overall.median_abs_error,
+                        "loso_max_abs_error": overall.max_abs_error, "loso_count": overall.count},
+            "loso_by_category": {k: v.to_json() for k, v in loso.items() if k != "overall"},
+            "by_category": {k: v.to_json() for k, v in summaries.items() if k not in ("overall", *APART)},
+            **{k: summaries[k].to_json() for k in APART if k in summaries}}
+
+
 def validation_table(outcomes, summaries: dict, loso: dict | None = None) -> list[Table]:
     """The cases, then the summary: in-sample figures and, per category and overall, the
     leave-one-source-out ones (`loso`: each source predicted with constants fitted without it)."""
