@@ -21,6 +21,7 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog, load_catalog
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, read_yaml, validate
+from scalesim.validation import group_of, groups_of, summarise
 
 
 class Fit(Strict):
@@ -99,8 +100,6 @@ def loso_catalogs(cases, catalog: Catalog | None, fits: list[Fit]) -> dict[str, 
 def loso_jobs(cases, catalog: Catalog | None, fits: list[Fit]) -> list[tuple[list[int], Catalog]]:
     """(case indices, catalog) to re-predict: each fitted source's counted cases, grouped by what
     they simulate, with its catalog without the fits it fed."""
-    from scalesim.validation import group_of, groups_of
-
     jobs = []
     for source, without in loso_catalogs(cases, catalog, fits).items():
         counted = [i for i, c in enumerate(cases)
@@ -112,8 +111,6 @@ def loso_jobs(cases, catalog: Catalog | None, fits: list[Fit]) -> list[tuple[lis
 def loso_summaries(outcomes: list, replaced: dict[int, object]) -> dict:
     """Per category and overall: every counted case (reference and in-sample) predicted out of
     sample - re-predicted where a fit used its source, as it is elsewhere."""
-    from scalesim.validation import group_of, summarise
-
     counted = [replaced.get(i, o) for i, o in enumerate(outcomes)
                if group_of(o.case) in ("reference", "in_sample")]
     rows = {c: summarise([o for o in counted if o.case.category == c])
