@@ -130,9 +130,11 @@ def _read_yaml(filename: str, shown_as: str) -> dict:
     return data
 
 
-def _lookup(kind: str, name: Any, table: dict, key: str | None):
+def _lookup(kind: str, name: Any, table: Mapping, key: str | None, alternative: str = ""):
+    """table[name], or an InputError naming the key and the names allowed (`alternative`: what
+    else the key accepts, for the message)."""
     if not isinstance(name, str):
-        raise InputError(f"expected a {kind} name (a string), got {name!r}", key=key)
+        raise InputError(f"expected a {kind} name (a string){alternative}, got {name!r}", key=key)
     if name not in table:
         raise unknown_name(kind, name, table, key=key)
     return table[name]

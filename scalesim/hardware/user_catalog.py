@@ -36,7 +36,7 @@ import yaml
 
 from scalesim.errors import InputError, unknown_name
 from scalesim.hardware.catalog import _DOC_FIELDS, _GPU_FIELDS as GPU_YAML_FIELDS, _LINK_FIELDS as LINK_YAML_FIELDS
-from scalesim.hardware.catalog import catalog_notes, gpus, links, load_gpu_mapping, load_link_mapping
+from scalesim.hardware.catalog import _lookup, catalog_notes, gpus, links, load_gpu_mapping, load_link_mapping
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.schema import read_yaml
 
@@ -58,6 +58,7 @@ _LINK_FIELDS = {"kind": "kind", "bandwidth": "bw_bytes_per_s", "latency": "laten
                 "efficiency": "efficiency", "description": "description",
                 "in_network_reduction": "in_network_reduction"}
 _EXTRA_KEYS = ("base", "name", "memory_gb")
+BASE_HINT = " or a mapping with base: NAME"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,10 @@ class Catalog:
         return {link.name: link for link in self.link_specs}
 
     def gpu(self, name: Any, *, key: str | None = None) -> GpuSpec:
-        return _lookup("GPU", name, self.gpus(), key)
+        return _lookup("GPU", name, self.gpus(), key, BASE_HINT)
 
     def link(self, name: Any, *, key: str | None = None) -> LinkSpec:
-        return _lookup("link", name, self.links(), key)
+        return _lookup("link", name, self.links(), key, BASE_HINT)
 
     def origin(self, name: str) -> str:
         """The file an entry came from, or 'built-in catalog'."""
@@ -227,14 +228,6 @@ def _spec_fields(spec: Any, table: Mapping[str, str]) -> dict:
         if spec.fp8_gemm_efficiency is not None:
             out["fp8_gemm_efficiency"] = spec.fp8_gemm_efficiency
     return {k: v for k, v in out.items() if not (k == "sms" and v == 0)}
-
-
-def _lookup(kind: str, name: Any, table: Mapping, key: str | None):
-    if not isinstance(name, str):
-        raise InputError(f"expected a {kind} name (a string) or a mapping with base: NAME, got {name!r}", key=key)
-    if name not in table:
-        raise unknown_name(kind, name, table, key=key)
-    return table[name]
 
 
 def dump_entries(entries: Mapping[str, Mapping]) -> str:
