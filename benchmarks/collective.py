@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scalesim.collective_bench import time_collective  # noqa: E402
+from scalesim.app.collective_bench import time_collective  # noqa: E402
 from scalesim.collectives import plan_collective  # noqa: E402
 from scalesim.topology import Fabric, build_cluster, load_node_design  # noqa: E402
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scalesim.scenario import load_scenario  # noqa: E402
-from scalesim.sweep import check_points, cluster_for, evaluate_point, run_sweep, search_points  # noqa: E402
+from scalesim.app.sweep import check_points, cluster_for, evaluate_point, run_sweep, search_points  # noqa: E402
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Run: python benchmarks/sweep_executors.py [--scenario FILE] [--gpus N] [--runs local:1,local:2,dask-local:2]
 Default: Llama 3 70B on 64 H100 (scenarios/64xh100-llama3-70b.yaml) searched at
 64 GPUs: about 1,200 plans, 4 of them simulated after the memory checks and
-pruning (45 before the step-time bound of scalesim/search_bounds.py) (the checks, about 5 s, run in the main process on every executor).
+pruning (45 before the step-time bound of scalesim/parallel/bounds.py) (the checks, about 5 s, run in the main process on every executor).
 Wall time covers the whole sweep, pool or cluster start-up included; each run
 also checks that its rows equal the first run's. The last column is the
 machine's 1-minute load average before the run: figures taken on a busy
@@ -18,9 +18,9 @@ import os
 import time
 from pathlib import Path
 
-from scalesim.executors import parse_executor
+from scalesim.app.executors import parse_executor
 from scalesim.scenario import load_scenario
-from scalesim.sweep import run_sweep
+from scalesim.app.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 

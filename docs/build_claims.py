@@ -39,12 +39,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-import scalesim.runner as runner  # noqa: E402
+import scalesim.app.run as runner  # noqa: E402
 from scalesim.costs.memory import FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param  # noqa: E402
 from scalesim.errors import InputError  # noqa: E402
 from scalesim.hardware import get_gpu  # noqa: E402
 from scalesim.models import get_model  # noqa: E402
-from scalesim.runner import memory_of, prepare, run, simulate_setup  # noqa: E402
+from scalesim.app.run import memory_of, prepare, run, simulate_setup  # noqa: E402
 from scalesim.scenario import Scenario, load_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1274,7 +1274,7 @@ def claim_vision_vs_language(ctx: Ctx) -> Section:
         head = f"Partly: within one server every model keeps {span(all8)}; across servers they part ways."
     nv_all = [v for (d, _), c in curves.items() if d == dnv for v in c.values()]
     # Why efficiency drops from 2 to 4 servers: the all-reduce's bus bandwidth on that fabric.
-    from scalesim.collective_bench import time_collective
+    from scalesim.app.collective_bench import time_collective
     from scalesim.topology import Fabric, build_cluster, load_node_design
 
     fab = s4090.cluster.fabric
@@ -1336,7 +1336,7 @@ side and B the first on the other: the grid's resolution, not a finer claim. Eve
 plot on this page comes from running scalesim (`python3 docs/build_claims.py` rebuilds it); the
 articles' own figures are not used (several are wrong, see `shared/reference`).
 
-How the points are simulated: scalesim's library API (`scalesim.runner`), one optimizer step
+How the points are simulated: scalesim's library API (`scalesim.app.run`), one optimizer step
 per point, symmetric ranks simulated once; prices, power and failure rates are the catalog's
 defaults (`scalesim hardware`), so costs are indicative. Where a claim needs a model size the
 zoo lacks, the size comes from a ladder of Llama-shaped transformers (SwiGLU, 128-wide heads,

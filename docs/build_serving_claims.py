@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from scalesim.report.serving import latency_throughput_plot
-from scalesim.serve import serve
+from scalesim.app.serve import serve
 from scalesim.serving.spec import ServingScenario, load_serving_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

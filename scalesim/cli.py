@@ -20,7 +20,7 @@ from rich.console import Console
 from scalesim.report.tables import make_console
 
 from scalesim.errors import InputError
-from scalesim.heartbeat import heartbeat, lines as heartbeat_lines
+from scalesim.app.heartbeat import heartbeat, lines as heartbeat_lines
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 
@@ -101,7 +101,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     """
     from scalesim.limits import time_limit
     from scalesim.report.tables import print_table, result_table
-    from scalesim.runner import prepare, run as run_scenario
+    from scalesim.app.run import prepare, run as run_scenario
     from scalesim.scenario import load_scenario
 
     directory = out or Path("plots") / slug(scenario_file.stem)
@@ -155,7 +155,7 @@ def _status(as_json: bool, what: str):
 
 
 def _run_uncertainty(result, scenario, samples: int, seed: int | None) -> dict:
-    from scalesim.uncertainty import Spread, monte_carlo
+    from scalesim.app.uncertainty import Spread, monte_carlo
 
     mc = monte_carlo([result.inputs], [Spread.from_spec(scenario.uncertainty)], samples=samples,
                      seed=scenario.uncertainty.seed if seed is None else seed)
@@ -217,7 +217,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
     reduce_scatter, all_gather and all_to_all, 1 otherwise), nccl-tests'
     definitions, so busbw is comparable to link bandwidth.
     """
-    from scalesim.collective_bench import build_topology, parse_sizes, time_collective
+    from scalesim.app.collective_bench import build_topology, parse_sizes, time_collective
     from scalesim.report.collective import collective_plot, collective_table
 
     from scalesim.topology import Fabric
@@ -273,10 +273,10 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     """
     from rich.progress import track
 
-    from scalesim.executors import completed, open_pool, parse_executor
-    from scalesim.loso import load_fits, loso_jobs, loso_summaries
+    from scalesim.app.executors import completed, open_pool, parse_executor
+    from scalesim.app.loso import load_fits, loso_jobs, loso_summaries
     from scalesim.report.validation import parity_plot, validation_json, validation_table
-    from scalesim.validation import evaluate_group, groups_of, load_cases, summaries
+    from scalesim.app.validate import evaluate_group, groups_of, load_cases, summaries
 
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
@@ -333,7 +333,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
     """
     from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
-    from scalesim.serve import rate_list, serve as run_serve
+    from scalesim.app.serve import rate_list, serve as run_serve
     from scalesim.serving.spec import load_serving_scenario
 
     check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out")
@@ -358,7 +358,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
 
 
 def _design_nics(spec: str, catalog=None) -> int | None:
-    from scalesim.collective_bench import resolve_design
+    from scalesim.app.collective_bench import resolve_design
 
     return resolve_design(spec, catalog)[0].nics.count or None
 
@@ -378,10 +378,10 @@ def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
 
     MEASUREMENTS: nccl-tests / rccl-tests output as printed (all_reduce_perf,
     all_gather_perf, ...), and .csv files of GEMM and memory-bandwidth results
-    with the header kind,precision,m,n,k,value (see scalesim/measurements.py).
+    with the header kind,precision,m,n,k,value (see scalesim/app/measurements.py).
     Prints every figure against the catalog before and after.
     """
-    from scalesim.calibrate import calibrate as fit
+    from scalesim.app.calibrate import calibrate as fit
     from scalesim.report.calibration import calibration_tables
 
     check_output_dir(out, "--out")
@@ -518,10 +518,10 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     different models, sequence lengths or token budgets (--allow-different-work
     ranks them anyway). With --search each design runs at its best fitting plan.
     """
-    from scalesim.compare import budget_text, compare as run_compare
+    from scalesim.app.compare import budget_text, compare as run_compare
     from scalesim.limits import time_limit
-    from scalesim.report.compare import compare_plots, compare_table
-    from scalesim.serve_compare import is_serving_file
+    from scalesim.report.comparison import compare_plots, compare_table
+    from scalesim.app.serve_compare import is_serving_file
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
     check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
@@ -536,7 +536,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
                                  allow_different_work=allow_different_work, search_progress=_sweep_progress(as_json))
     rows = comparison.rows()
     if csv_path is not None:
-        from scalesim.report.compare import write_compare_csv
+        from scalesim.report.comparison import write_compare_csv
 
         write_compare_csv(rows, csv_path)
     written = {}
@@ -570,7 +570,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
 def _compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool) -> None:
     """`compare` over serving scenarios: each design at its highest rate under the SLO."""
     from scalesim.report.serving import serving_compare_table, serving_pareto_plot
-    from scalesim.serve_compare import compare_serving, is_serving_file
+    from scalesim.app.serve_compare import compare_serving, is_serving_file
 
     training = [str(f) for f in scenario_files if not is_serving_file(f)]
     if training:
@@ -637,11 +637,11 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     continue that sweep (Ctrl-C is safe) or --force to start over.
     Exit 3 when no GPU count has a plan that runs and fits.
     """
-    from scalesim.executors import parse_executor
-    from scalesim.points_file import NAME, PointsFile
-    from scalesim.report.sweep import best_plan_plot, sweep_table
+    from scalesim.app.executors import parse_executor
+    from scalesim.app.points_file import NAME, PointsFile
+    from scalesim.report.sweep_table import best_plan_plot, sweep_table
     from scalesim.scenario import load_scenario
-    from scalesim.sweep import parse_counts, run_sweep, write_outputs
+    from scalesim.app.sweep import parse_counts, run_sweep, write_outputs
 
     counts = parse_counts(gpu_counts)
     executor = parse_executor(executor_name, workers)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalesim.engine.timeline import Interval, Timeline
+from scalesim.timeline import Interval, Timeline
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
@@ -169,3 +169,17 @@ class StepResult:
             "reliability": self.reliability,
             "assumptions": self.assumptions,
         }
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both coordinates (both minimised).
+
+    >>> pareto_front([(1, 5), (2, 2), (3, 3), (4, 1)])
+    [0, 1, 3]
+    """
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any((ox <= x and oy <= y) and (ox < x or oy < y) for j, (ox, oy) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return front

@@ -71,7 +71,7 @@ def test_a_step_with_too_many_tasks_is_refused_naming_what_drives_it(tmp_path):
 
 
 def test_a_big_step_on_few_gpus_simulates_one_rank_for_its_peers():
-    from scalesim.runner import prepare, simulate_setup
+    from scalesim.app.run import prepare, simulate_setup
     from scalesim.scenario import load_scenario
 
     s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
@@ -90,7 +90,7 @@ def test_tiny_gradient_buckets_are_refused(tmp_path):
 
 
 def test_a_time_limit_stops_a_library_run_with_an_input_error():
-    from scalesim.runner import run
+    from scalesim.app.run import run
     from scalesim.scenario import load_scenario
 
     s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
@@ -117,10 +117,10 @@ def test_a_time_to_train_beyond_a_century_is_shown_in_years(tmp_path):
 def test_every_validation_scenario_is_within_the_limits():
     # The limits refuse only what no real system needs: every published measurement's plan
     # (up to Megatron-LM's 1T-parameter GPT on 3,072 A100s) still passes them.
-    from scalesim.runner import prepare
+    from scalesim.app.run import prepare
     from scalesim.scenario import load_scenario
 
-    from scalesim.serve_compare import is_serving_file
+    from scalesim.app.serve_compare import is_serving_file
 
     files = [p for p in sorted((ROOT / "validation" / "scenarios").glob("*.yaml")) if not is_serving_file(p)]
     assert len(files) > 30

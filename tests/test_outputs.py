@@ -42,12 +42,12 @@ def test_an_output_under_a_file_is_refused_naming_the_option(afile, args, option
 
 
 def test_the_check_comes_before_the_simulation(afile, monkeypatch):
-    import scalesim.compare
+    import scalesim.app.compare
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("simulated before the output path was checked")
 
-    monkeypatch.setattr(scalesim.compare, "compare", must_not_run)
+    monkeypatch.setattr(scalesim.app.compare, "compare", must_not_run)
     refused(["compare", SCENARIO, "--no-plots", "--report", f"{afile}/r.html"], "--report")
 
 

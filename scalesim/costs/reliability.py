@@ -34,7 +34,7 @@ GPU, HBM, host, network, software, normalised per GPU):
   and its public logbook) ran about 7.5 hours between interruptions
   (glennklockwood.com/garden/job-reliability): ~1.3e-4 per GPU-hour, 7x
   higher, on a younger cluster with less automation. The uncertainty spread
-  in scalesim/uncertainty.py covers both.
+  in scalesim/app/uncertainty.py covers both.
 - Non-ECC cards (GeForce; `ecc: false` or unknown in the catalog): no large
   training run on them has published its failure log. We ASSUME twice the ECC
   rate: memory errors that ECC corrects or reports become silent corruption

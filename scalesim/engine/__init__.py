@@ -6,6 +6,6 @@ are fluid flows that share link bandwidth max-min fairly.
 
 from scalesim.fairshare import max_min_rates
 from scalesim.engine.simulator import simulate
-from scalesim.engine.timeline import Interval, Timeline
+from scalesim.timeline import Interval, Timeline
 
 __all__ = ["Interval", "Timeline", "max_min_rates", "simulate"]

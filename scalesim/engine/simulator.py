@@ -23,7 +23,7 @@ from scalesim.collectives.estimate import flow_components, flows_time_s, plan_ti
 from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.engine.host import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
-from scalesim.engine.timeline import Interval, Timeline
+from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
 

@@ -12,7 +12,7 @@ def _error(predicted: float, measured: float) -> str:
 
 
 def calibration_tables(fits) -> list[Table]:
-    """One table per fit (scalesim.calibrate.Fit): its rows and the median |error| of the fitted rows."""
+    """One table per fit (scalesim.app.calibrate.Fit): its rows and the median |error| of the fitted rows."""
     tables = []
     for fit in fits:
         fitted = [c for c in fit.checks if c.fitted]

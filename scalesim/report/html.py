@@ -12,7 +12,7 @@ import datetime as _dt
 from html import escape
 from pathlib import Path
 
-from scalesim.report.compare import NO_FIT, _bold_flags, summary_rows
+from scalesim.report.comparison import NO_FIT, _bold_flags, summary_rows
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
-from scalesim.engine.timeline import Timeline  # noqa: E402
+from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
            "optimizer": "#C44E52", "other": "#937860", "comm": "#DD8452",

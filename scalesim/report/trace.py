@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scalesim.engine.timeline import Timeline
+from scalesim.timeline import Timeline
 
 US_PER_S = 1e6
 GPU_WORK_KINDS = ("forward", "backward", "recompute", "optimizer", "other")   # compute tasks, not calls

@@ -84,7 +84,7 @@ class ServingSpec(Strict):
     # memory left after weights, activations and the framework goes to the KV cache.
     kv_cache_free_memory_fraction: float | None = pydantic.Field(None, gt=0.0, le=1.0)
     # Host (CPU) time per iteration not hidden behind the GPU; None: the documented default
-    # (scalesim/serve.py, HOST_OVERHEAD_S).
+    # (scalesim/app/serve.py, HOST_OVERHEAD_S).
     host_overhead_ms: pydantic.NonNegativeFloat | None = None
     requests: RequestsSpec
     slo: SloSpec = SloSpec()

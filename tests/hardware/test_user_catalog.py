@@ -2,7 +2,7 @@
 
 import pytest
 
-from scalesim.collective_bench import time_collective
+from scalesim.app.collective_bench import time_collective
 from scalesim.errors import InputError
 from scalesim.hardware import get_gpu, get_link
 from scalesim.hardware.user_catalog import BUILTIN, builtin_catalog, catalog_dirs, catalog_for, load_catalog

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.report.trace import chrome_trace
-from scalesim.runner import run
+from scalesim.app.run import run
 from scalesim.scenario import load_scenario
 
 TINY = {"name": "tiny 4x A100", "cluster": {"node": "dgx-a100", "gpus": 4}, "model": "gpt2-124m",

@@ -3,7 +3,7 @@
 import networkx as nx
 import pytest
 
-from scalesim.collective_bench import time_collective
+from scalesim.app.collective_bench import time_collective
 from scalesim.collectives.ring import mesh_rings, ring_orders
 from scalesim.errors import InputError
 from scalesim.topology.design import NvlinkDesign

@@ -139,7 +139,7 @@ def megatron_flop_per_step(model, batch: int, seq: int) -> float:
 
 
 def _predict_collective(case: CollectiveCase, catalog=None) -> dict[str, float]:
-    from scalesim.collective_bench import time_collective
+    from scalesim.app.collective_bench import time_collective
     from scalesim.topology import Fabric, build_cluster, load_node_design
     from scalesim.units import parse_bytes
 
@@ -151,7 +151,7 @@ def _predict_collective(case: CollectiveCase, catalog=None) -> dict[str, float]:
 
 
 def _predict_training(path: Path, catalog=None) -> dict[str, float]:
-    from scalesim.runner import run
+    from scalesim.app.run import run
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(path)
@@ -176,7 +176,7 @@ def _predict_training(path: Path, catalog=None) -> dict[str, float]:
 def _predict_serving(path: Path) -> dict[str, float]:
     """A serving scenario at its own load: output tokens/s and requests/s of all its replicas, and the
     median time to first token (`ttft_s`)."""
-    from scalesim.serve import serve
+    from scalesim.app.serve import serve
     from scalesim.serving.spec import load_serving_scenario
 
     scenario, file = load_serving_scenario(path)

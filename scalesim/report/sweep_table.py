@@ -1,6 +1,6 @@
 """Sweep results: the best plan per GPU count as a table and a plot.
 
-Reads the JSON-able sweep object of `scalesim.sweep.run_sweep`; never simulates.
+Reads the JSON-able sweep object of `scalesim.app.sweep.run_sweep`; never simulates.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.compare import _money, _pct, _time  # noqa: E402
+from scalesim.report.comparison import _money, _pct, _time  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 

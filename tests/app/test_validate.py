@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.validation import CATEGORIES, load_cases
+from scalesim.app.validate import CATEGORIES, load_cases
 
 
 def test_every_case_cites_a_source_and_ids_are_unique():
@@ -51,7 +51,7 @@ def test_conv_model_cases_state_the_memory_format_they_ran():
     # validation scenario of a conv model must say which one its source used rather than rely on
     # the default.
     from scalesim.scenario import load_scenario
-    from scalesim.validation import cases_file
+    from scalesim.app.validate import cases_file
 
     checked = 0
     for case in load_cases():
@@ -69,7 +69,7 @@ def test_conv_model_cases_state_the_memory_format_they_ran():
 
 def test_cases_far_off_print_what_is_known_and_still_count():
     from scalesim.report.validation import FAR_OFF, validation_table
-    from scalesim.validation import Outcome, summarise
+    from scalesim.app.validate import Outcome, summarise
 
     by_id = {c.id: c for c in load_cases()}
     known = by_id["nccl-h100pcie-x2-nvlink-bridge"]
@@ -114,7 +114,7 @@ def test_the_overall_figure_counts_only_the_shared_reference_set():
 
     import pytest
 
-    published = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published.yaml"
+    published = Path(__file__).resolve().parents[3] / "shared" / "validation" / "published.yaml"
     if not published.exists():
         pytest.skip(f"reference set not beside this checkout ({published})")
     reference = {m["id"] for m in yaml.safe_load(published.read_text())["measurements"]}

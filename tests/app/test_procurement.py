@@ -3,7 +3,7 @@
 import pytest
 
 from scalesim.costs import economics as econ
-from scalesim.runner import run
+from scalesim.app.run import run
 from scalesim.scenario import Scenario
 
 
@@ -55,10 +55,10 @@ def test_busy_fraction_is_measured_per_gpu_and_lies_in_zero_one():
 def test_a_gpu_without_an_fp8_measurement_says_its_fp8_figure_is_an_upper_bound():
     from pathlib import Path
 
-    from scalesim.procurement import model_assumptions
-    from scalesim.runner import prepare
+    from scalesim.app.procurement import model_assumptions
+    from scalesim.app.run import prepare
     from scalesim.scenario import load_scenario
-    claims = Path(__file__).resolve().parents[1] / "scenarios" / "claims" / "fp8"
+    claims = Path(__file__).resolve().parents[2] / "scenarios" / "claims" / "fp8"
     rtx = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml"))))
     h100 = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml"))))
     assert "upper bound" in rtx["GEMM efficiency (large GEMMs)"]
@@ -68,10 +68,10 @@ def test_a_gpu_without_an_fp8_measurement_says_its_fp8_figure_is_an_upper_bound(
 def test_a_power_limited_clock_is_listed_where_the_catalog_sets_one():
     from pathlib import Path
 
-    from scalesim.procurement import model_assumptions
-    from scalesim.runner import prepare
+    from scalesim.app.procurement import model_assumptions
+    from scalesim.app.run import prepare
     from scalesim.scenario import load_scenario
-    claims = Path(__file__).resolve().parents[1] / "scenarios" / "claims" / "fp8"
+    claims = Path(__file__).resolve().parents[2] / "scenarios" / "claims" / "fp8"
     h100 = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml")))}
     rtx = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml")))}
     key = "sustained clock in training (fraction of benchmark clock)"

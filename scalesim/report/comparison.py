@@ -1,6 +1,6 @@
 """Side-by-side comparison of designs: terminal table and plots.
 
-Reads the comparison rows `scalesim.compare` assembles (plain dicts, the
+Reads the comparison rows `scalesim.app.compare` assembles (plain dicts, the
 same as `scalesim compare --json`); never simulates. Plots (PNG, matplotlib
 Agg): scaling efficiency against GPU count, time and cost to train as bars,
 cost against time with the Pareto front marked, and the step breakdown as
@@ -19,26 +19,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from scalesim.result import pareto_front  # noqa: E402
 from scalesim.units import format_bytes, format_time, format_usd  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
            "#CCB974", "#64B5CD")
 PARTS = (("compute", "compute", "#4C72B0"), ("exposed_comm", "exposed communication", "#DD8452"),
          ("bubble", "idle / pipeline bubble", "#8C8C8C"), ("other", "optimizer and other", "#C44E52"))
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both coordinates (both minimised).
-
-    >>> pareto_front([(1, 5), (2, 2), (3, 3), (4, 1)])
-    [0, 1, 3]
-    """
-    front = []
-    for i, (x, y) in enumerate(points):
-        dominated = any((ox <= x and oy <= y) and (ox < x or oy < y) for j, (ox, oy) in enumerate(points) if j != i)
-        if not dominated:
-            front.append(i)
-    return front
 
 
 def _money(x: float | None) -> str:

@@ -21,7 +21,7 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog, load_catalog
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, read_yaml, validate
-from scalesim.validation import group_of, groups_of, summarise
+from scalesim.app.validate import group_of, groups_of, summarise
 
 
 class Fit(Strict):

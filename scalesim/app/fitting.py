@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.errors import InputError
-from scalesim.search_bounds import fastest
+from scalesim.parallel.bounds import fastest
 from scalesim.units import format_bytes, format_time
 
 
@@ -82,7 +82,7 @@ def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
 def _fits(setup, memory_bytes: float, host_fit) -> bool:
     """The plan's GPU memory fits with the searches' headroom (training.memory_headroom), and so
     does its offloaded state on the host (when checked)."""
-    from scalesim.sweep import memory_headroom      # the search builds on the runner
+    from scalesim.app.sweep import memory_headroom      # the search builds on the runner
 
     return (memory_bytes * (1 + memory_headroom(setup.scenario)) <= setup.gpu.memory_bytes
             and (host_fit is None or host_fit(setup) is None))
@@ -174,7 +174,7 @@ def combined_option(setup, prepare, simulate_setup) -> FitOption | None:
     The combinations are the `sweep --search` plans of this split, checked by the same memory
     pass (no simulation but of the one chosen), so run and the search agree on what fits.
     """
-    from scalesim.sweep import FINETUNE, OFFLOAD, RECOMPUTE, check_points, own_plan_point, scenario_for, \
+    from scalesim.app.sweep import FINETUNE, OFFLOAD, RECOMPUTE, check_points, own_plan_point, scenario_for, \
         search_points     # the search builds on the runner: imported here, not at module level
 
     base, gpus = setup.scenario, setup.gpus

@@ -6,8 +6,8 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.fitting import fit_options
-from scalesim.runner import memory_of, prepare, run, simulate_setup
+from scalesim.app.fitting import fit_options
+from scalesim.app.run import memory_of, prepare, run, simulate_setup
 from scalesim.scenario import Scenario
 
 
@@ -60,8 +60,8 @@ def test_zero_offload_frees_the_optimizer_state_and_pays_in_pcie_and_cpu_time():
 
 
 def test_when_no_single_change_fits_the_fewest_more_gpus_that_do_are_named_and_checked():
-    from scalesim.fitting import more_gpus_option
-    from scalesim.runner import host_fit_reason
+    from scalesim.app.fitting import more_gpus_option
+    from scalesim.app.run import host_fit_reason
 
     one = Scenario.model_validate({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
                                    "model": "llama2-7b",
@@ -95,7 +95,7 @@ def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
 def test_every_fix_run_suggests_is_a_plan_the_search_finds_fitting(tmp_path):
     """One search: each change `run` proposes, applied, is a plan of `sweep --search`'s space that
     the search also finds to fit (so it never says "no plan fits" where run knows one)."""
-    from scalesim.sweep import own_plan_point, run_sweep
+    from scalesim.app.sweep import own_plan_point, run_sweep
 
     base = scenario(mb=8, gpus=2)
     base = base.with_changes(training={"global_batch": 16, "finetune_allowed": ["lora"]})

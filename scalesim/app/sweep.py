@@ -29,9 +29,9 @@ it was raised), so one bad plan never loses the others:
    much memory (a micro-batch no smaller, recompute no heavier, ZeRO stage no
    higher).
 2. `evaluate_point`: simulate one step and cost the run. This is the
-   expensive part: it runs on an executor (scalesim/executors.py: this
+   expensive part: it runs on an executor (scalesim/app/executors.py: this
    process, a process pool or a Dask cluster) and each row is written to the
-   points file as it finishes (scalesim/points_file.py), so `--resume` skips
+   points file as it finishes (scalesim/app/points_file.py), so `--resume` skips
    the plans already simulated. Rows are ordered by point, never by
    completion: every executor gives the same output, byte for byte.
 
@@ -54,7 +54,7 @@ Between the two, a fitting plan is `dominated` (not simulated) when
 
 Heuristics, documented as such; `exhaustive` turns the pruning off. Exact, also off with
 `exhaustive`: the plans left are simulated in fixed waves, lowest step-time bound first
-(scalesim/search_bounds.py: compute at full speed, the pipeline's fill and drain), and a plan
+(scalesim/parallel/bounds.py: compute at full speed, the pipeline's fill and drain), and a plan
 whose bound exceeds the best step already simulated at its GPU count is `dominated` without
 being simulated (it cannot be best by time or by cost).
 
@@ -76,15 +76,15 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
-from scalesim.executors import ExecutorSpec, completed, open_pool
+from scalesim.app.executors import ExecutorSpec, completed, open_pool
 from scalesim.models import get_model
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.stages import model_chunks
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.points_file import PointsFile
-from scalesim.runner import host_fit_reason, memory_of, prepare, run
+from scalesim.app.points_file import PointsFile
+from scalesim.app.run import host_fit_reason, memory_of, prepare, run
 from scalesim.scenario import Scenario
-from scalesim.search_bounds import beaten, best_steps, bound_waves, setup_bound_s
+from scalesim.parallel.bounds import beaten, best_steps, bound_waves, setup_bound_s
 from scalesim.topology import load_node_design
 from scalesim.units import format_bytes
 
@@ -532,7 +532,7 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
     """`evaluate_point` of each point on the executor (rows of the points file reused), by point.
 
     `prune`: simulate in waves, lowest step-time bound first, and mark `dominated` the plans
-    whose bound exceeds the best step simulated at their GPU count (scalesim/search_bounds.py).
+    whose bound exceeds the best step simulated at their GPU count (scalesim/parallel/bounds.py).
     """
     earlier: dict[PlanPoint, dict] = {}
     for p in points:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalesim.errors import InputError
-from scalesim.report.compare import pareto_front
-from scalesim.serve import serve
+from scalesim.result import pareto_front
+from scalesim.app.serve import serve
 from scalesim.serving.spec import ServingScenario, load_serving_scenario
 from scalesim.topology.design import read_yaml
 

@@ -15,11 +15,11 @@ import json
 
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.report.compare import pareto_front
+from scalesim.result import pareto_front
 from scalesim.result import StepResult
-from scalesim.runner import prepare, run
+from scalesim.app.run import prepare, run
 from scalesim.scenario import Scenario, load_scenario
-from scalesim.sweep import PlanPoint, cluster_for, own_plan_point, run_sweep, scenario_for
+from scalesim.app.sweep import PlanPoint, cluster_for, own_plan_point, run_sweep, scenario_for
 
 
 @dataclass
@@ -175,7 +175,7 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
         results.append(_run(scenario, file, scaling_counts, catalog))
     comparison = Comparison([f for _, f in loaded], chosen, results, plans=plans)
     if samples:
-        from scalesim.uncertainty import Spread, monte_carlo
+        from scalesim.app.uncertainty import Spread, monte_carlo
 
         picked_seed = seed if seed is not None else loaded[0][0].uncertainty.seed
         comparison.uncertainty = monte_carlo([r.inputs for r in results],

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scalesim.calibrate import calibrate, gpu_of_device
+from scalesim.app.calibrate import calibrate, gpu_of_device
 from scalesim.cli import main
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import load_catalog
-from scalesim.measurements import parse_benchmark_csv, parse_nccl_tests
+from scalesim.app.measurements import parse_benchmark_csv, parse_nccl_tests
 
-SAMPLE = Path(__file__).parent / "data" / "nccl-tests-sample.txt"
+SAMPLE = Path(__file__).parents[1] / "data" / "nccl-tests-sample.txt"
 
 
 def invoke(*args):

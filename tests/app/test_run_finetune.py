@@ -8,11 +8,11 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.costs.compute import layer_time
-from scalesim.fitting import fit_options
-from scalesim.runner import memory_of, prepare, simulate_setup
+from scalesim.app.fitting import fit_options
+from scalesim.app.run import memory_of, prepare, simulate_setup
 from scalesim.scenario import Scenario
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args):

@@ -6,8 +6,8 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.hardware.user_catalog import load_catalog
-from scalesim.loso import catalog_without, load_fits, loso_jobs, source_key
-from scalesim.validation import load_cases
+from scalesim.app.loso import catalog_without, load_fits, loso_jobs, source_key
+from scalesim.app.validate import load_cases
 
 
 def test_every_fit_names_the_cases_it_was_fitted_on_and_they_name_it():

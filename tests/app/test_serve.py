@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.serve import IterationTimer, prepare_serving, serve
+from scalesim.app.serve import IterationTimer, prepare_serving, serve
 from scalesim.serving.spec import ServingScenario
 
 SMALL = {

@@ -3,7 +3,7 @@
 import io
 import time
 
-from scalesim.heartbeat import heartbeat, lines
+from scalesim.app.heartbeat import heartbeat, lines
 
 
 def test_long_work_says_what_and_how_far_at_every_interval():

@@ -408,7 +408,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     memory = memory_of(setup)
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    from scalesim.fitting import combined_option, describe, fit_options, more_gpus_option
+    from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
 
     prepare_here = partial(prepare, catalog=catalog)     # what-if plans resolve names as this run did
 
@@ -438,7 +438,7 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=file, key="training.tokens")
-    from scalesim.procurement import run_inputs
+    from scalesim.app.procurement import run_inputs
 
     inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s)
     money = training_economics(inputs)

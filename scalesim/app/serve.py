@@ -205,7 +205,7 @@ def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float
 def cost_per_million(setup: ServeSetup, tokens_per_s: float, busy_fraction: float) -> dict:
     """USD per million output tokens for an hour of serving at this throughput: rented GPU-hours
     (cloud) and amortised purchase plus electricity (owned), as `costs.economics` prices training."""
-    from scalesim.procurement import nodes_used, ownership
+    from scalesim.app.procurement import nodes_used, ownership
 
     if tokens_per_s <= 0:
         return {"cloud": None, "owned": None}
@@ -314,7 +314,7 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
     s = setup.scenario.serving
     return [
         {"input": "host overhead per iteration (s)", "value": timer.host_s,
-         "source": "scenario" if s.host_overhead_ms is not None else "estimate (scalesim/serve.py HOST_OVERHEAD_S)"},
+         "source": "scenario" if s.host_overhead_ms is not None else "estimate (scalesim/app/serve.py HOST_OVERHEAD_S)"},
         {"input": "KV cache block (tokens)", "value": BLOCK_TOKENS, "source": "vLLM default --block-size"},
         {"input": "KV cache memory", "value": s.gpu_memory_utilization if s.kv_cache_free_memory_fraction is None
          else s.kv_cache_free_memory_fraction,

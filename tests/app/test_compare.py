@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.report.compare import pareto_front
+from scalesim.result import pareto_front
 
 
 def scenario(tmp_path, name, node, **training):
@@ -106,7 +106,7 @@ def test_designs_that_train_different_models_are_refused_naming_the_key(tmp_path
 def test_a_design_that_does_not_fit_is_never_on_the_pareto_front(designs):
     from dataclasses import replace
 
-    from scalesim.compare import compare
+    from scalesim.app.compare import compare
 
     comparison = compare(designs)
     front = {p["scenario"] for p in comparison.pareto()}
@@ -127,7 +127,7 @@ def _rows_where_the_misfit_looks_best():
 
 
 def test_the_table_never_bolds_a_design_that_does_not_fit():
-    from scalesim.report.compare import compare_table
+    from scalesim.report.comparison import compare_table
 
     table = compare_table(_rows_where_the_misfit_looks_best())
     misfit = [str(c) for c in table.columns[2]._cells]
@@ -151,7 +151,7 @@ def test_the_html_report_never_bolds_a_design_that_does_not_fit():
 
 def test_compare_search_runs_each_design_at_the_best_plan_sweep_search_finds(designs):
     from scalesim.scenario import load_scenario
-    from scalesim.sweep import run_sweep
+    from scalesim.app.sweep import run_sweep
 
     result = CliRunner().invoke(main, ["compare", *designs, "--search", "--json", "--no-plots"])
     assert result.exit_code == 0, result.output

@@ -124,7 +124,7 @@ def _process_context():
     process that already imported the sweep), else spawn."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["scalesim.sweep"])
+        context.set_forkserver_preload(["scalesim.app.sweep"])
         return context
     return multiprocessing.get_context("spawn")
 

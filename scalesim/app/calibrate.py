@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalesim.collective_bench import time_collective
+from scalesim.app.collective_bench import time_collective
 from scalesim.costs.compute import relative_shape_efficiency
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec, LinkSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
-from scalesim.measurements import BandwidthPoint, GemmPoint, NcclTestsLog, read_measurements
+from scalesim.app.measurements import BandwidthPoint, GemmPoint, NcclTestsLog, read_measurements
 from scalesim.schema import read_yaml
 from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, builtin_topology_names, load_node_design
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from scalesim.runner import prepare, simulate_setup
+from scalesim.app.run import prepare, simulate_setup
 from scalesim.scenario import load_scenario
-from scalesim.search_bounds import beaten, fastest, setup_bound_s
+from scalesim.parallel.bounds import beaten, fastest, setup_bound_s
 
 CASES = [
     ("scenarios/8x4090-ddp.yaml", {}),

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import scalesim.sweep as sweep_module
+import scalesim.app.sweep as sweep_module
 from scalesim.cli import main
 from scalesim.errors import InputError
-from scalesim.executors import ExecutorSpec, completed, open_pool, parse_executor
-from scalesim.points_file import NAME, PointsFile
+from scalesim.app.executors import ExecutorSpec, completed, open_pool, parse_executor
+from scalesim.app.points_file import NAME, PointsFile
 from scalesim.scenario import load_scenario
-from scalesim.sweep import PlanPoint, cluster_for, run_sweep
+from scalesim.app.sweep import PlanPoint, cluster_for, run_sweep
 
 # GPT-2 124M on one DGX H100, searched at 2 and 4 GPUs: 19 simulated plans in about 2 s.
 BASE = {"name": "executors gpt2-124m", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "gpt2-124m",

@@ -6,7 +6,7 @@ import pytest
 
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs, training_economics
 from scalesim.hardware import get_gpu
-from scalesim.uncertainty import Spread, lognormal_factors, monte_carlo
+from scalesim.app.uncertainty import Spread, lognormal_factors, monte_carlo
 
 
 def inputs(gpu="h100-sxm", tokens_per_s=4e5) -> RunInputs:
