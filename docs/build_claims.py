@@ -1275,13 +1275,13 @@ def claim_vision_vs_language(ctx: Ctx) -> Section:
     nv_all = [v for (d, _), c in curves.items() if d == dnv for v in c.values()]
     # Why efficiency drops from 2 to 4 servers: the all-reduce's bus bandwidth on that fabric.
     from scalesim.app.collective_bench import time_collective
-    from scalesim.topology import Fabric, build_cluster, load_node_design
+    from scalesim.topology import build_cluster, load_node_design
 
     fab = s4090.cluster.fabric
     bench = []
     for nodes in (2, max(2, math.ceil(gpus / 8))):
         topo = build_cluster(load_node_design(s4090.cluster.node), nodes=nodes,
-                             fabric=Fabric(fab.link, fab.nics_per_node, fab.topology, fab.oversubscription))
+                             fabric=fab.as_fabric())
         row = time_collective(topo, "all_reduce", 8 * nodes, 256 * 2**20)
         bench.append(f"{nodes} servers {row.busbw_GBps:.1f} GB/s ({row.algo})")
     verdict = (f"**{head}** In one server of {in_node} RTX 4090s the vision models keep {span(vis8)} scaling "

@@ -14,6 +14,7 @@ import pydantic
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
 from scalesim.schema import Strict, validate
+from scalesim.topology.cluster import Fabric
 from scalesim.topology.design import read_yaml
 
 
@@ -22,6 +23,10 @@ class FabricSpec(Strict):
     nics_per_node: pydantic.PositiveInt = 8
     topology: Literal["fat-tree", "rail-optimized", "single-switch"] = "fat-tree"
     oversubscription: pydantic.PositiveFloat = 1.0
+
+    def as_fabric(self) -> Fabric:
+        """The topology layer's fabric: the one place a scenario's `fabric:` becomes a Fabric."""
+        return Fabric(self.link, self.nics_per_node, self.topology, self.oversubscription)
 
 
 class ClusterSpec(Strict):

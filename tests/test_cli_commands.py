@@ -16,7 +16,7 @@ def invoke(*args):
 def test_collective_json_rows_follow_the_contract_and_nccl_tests_definitions():
     result = invoke("collective", "--topology", "dgx-a100", "--op", "all_gather", "--sizes", "1M:4M", "--json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert [r["bytes"] for r in rows] == [2**20, 2**21, 2**22]
     for r in rows:
         assert {"op", "algo", "gpus", "bytes", "time_s", "algbw_GBps", "busbw_GBps"} <= set(r)
@@ -36,7 +36,7 @@ def test_collective_across_nodes_needs_a_fabric():
     result = invoke("collective", "--topology", "dgx-h100", "--nodes", "2", "--sizes", "1M")
     assert result.exit_code == 2 and "--fabric" in result.output
     ok = invoke("collective", "--topology", "dgx-h100", "--nodes", "2", "--fabric", "ib-ndr", "--sizes", "1G", "--json")
-    assert json.loads(ok.output)[0]["gpus"] == 16
+    assert json.loads(ok.stdout)[0]["gpus"] == 16
 
 
 def test_bad_sizes_and_algorithms_exit_2():
@@ -49,7 +49,7 @@ def test_catalog_listings():
     for command in (["hardware"], ["topologies"], ["models"], ["hardware", "h100-sxm"]):
         result = invoke(*command)
         assert result.exit_code == 0 and result.output.strip()
-    data = json.loads(invoke("hardware", "--json").output)
+    data = json.loads(invoke("hardware", "--json").stdout)
     assert {g["name"] for g in data["gpus"]} >= {"rtx4090", "a100-80gb-sxm", "h100-sxm", "b200"}
     assert all(g["source"] for g in data["gpus"] + data["links"])
     assert invoke("hardware", "h100-sxn").exit_code == 2
@@ -61,7 +61,7 @@ def test_a_catalog_entry_shows_what_was_estimated_or_fitted_and_why():
     detail = invoke("hardware", "h100-sxm").output
     assert "training_clock_fraction: FITTED" in " ".join(detail.split())
     assert "estimated" in invoke("hardware", "rtx3090").output
-    data = json.loads(invoke("hardware", "--json").output)
+    data = json.loads(invoke("hardware", "--json").stdout)
     by_name = {e["name"]: e for e in data["gpus"] + data["links"]}
     assert "memory_bw_efficiency" in by_name["rtx3090"]["estimated"]
     assert any("nccl#1161" in note for note in by_name["nvlink4-bridge"]["notes"])

@@ -28,7 +28,7 @@ def test_a_scenario_with_an_a100_given_80_gb_runs(tmp_path):
     path.write_text(SCENARIO.format(name="big-a100", node="{gpu: {base: a100-40gb-pcie, memory_gb: 80}, gpus: 2}"))
     result = invoke("run", str(path), "--json", "--no-plots")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["memory_capacity_bytes"] == 80 * GiB
+    assert json.loads(result.stdout)["memory_capacity_bytes"] == 80 * GiB
 
 
 def test_a_node_file_resolves_next_to_the_scenario_from_any_directory(tmp_path, monkeypatch):
@@ -40,7 +40,7 @@ def test_a_node_file_resolves_next_to_the_scenario_from_any_directory(tmp_path, 
     monkeypatch.chdir(tmp_path / "elsewhere")
     result = invoke("run", os.path.relpath(scenario), "--json", "--no-plots")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["memory_capacity_bytes"] == 48 * GiB   # the L40S of my-node.yaml
+    assert json.loads(result.stdout)["memory_capacity_bytes"] == 48 * GiB   # the L40S of my-node.yaml
 
 
 def test_a_catalog_folder_shows_in_hardware_with_its_file_and_feeds_run(tmp_path):
@@ -56,7 +56,7 @@ def test_a_catalog_folder_shows_in_hardware_with_its_file_and_feeds_run(tmp_path
     assert invoke("run", str(scenario), "--json", "--no-plots").exit_code == 2      # unknown without the folder
     via_env = invoke("run", str(scenario), "--json", "--no-plots", env={"SCALESIM_CATALOG": str(folder)})
     assert via_env.exit_code == 0, via_env.output
-    assert json.loads(via_env.output)["memory_capacity_bytes"] == 96 * GiB
+    assert json.loads(via_env.stdout)["memory_capacity_bytes"] == 96 * GiB
 
 
 def test_mistakes_exit_2_naming_the_key(tmp_path):
@@ -77,5 +77,5 @@ def test_sweep_takes_the_catalog_folder_to_every_plan(tmp_path):
     result = invoke("sweep", str(scenario), "--gpus", "2", "--catalog", str(folder), "--workers", "1",
                     "--no-plots", "--json", "--out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
-    best = json.loads(result.output)["best"][0]
+    best = json.loads(result.stdout)["best"][0]
     assert best["status"] == "ok" and best["memory_capacity_bytes"] == 96 * GiB

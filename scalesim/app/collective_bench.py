@@ -77,9 +77,7 @@ def resolve_design(spec: str, catalog: Catalog | None = None) -> tuple[NodeDesig
         if isinstance(data, dict) and "cluster" in data:
             scenario, file = load_scenario(path)
             cluster = scenario.cluster
-            fabric = None if cluster.fabric is None else Fabric(
-                cluster.fabric.link, cluster.fabric.nics_per_node, cluster.fabric.topology,
-                cluster.fabric.oversubscription)
+            fabric = None if cluster.fabric is None else cluster.fabric.as_fabric()
             return (load_node_design(cluster.node, key="cluster.node", file=file, catalog=catalog), fabric,
                     cluster.nodes)
     return load_node_design(spec, key="--topology", catalog=catalog), None, 1

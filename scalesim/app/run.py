@@ -30,7 +30,7 @@ from scalesim.parallel.size import step_counts
 from scalesim.parallel.stages import model_chunks
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario, resolved_attention
-from scalesim.topology import Fabric, Topology, cached_cluster, load_node_design
+from scalesim.topology import Topology, cached_cluster, load_node_design
 from scalesim.units import format_bytes
 
 
@@ -148,8 +148,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
     fabric = scenario.cluster.fabric
     try:
-        topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else Fabric(
-            fabric.link, fabric.nics_per_node, fabric.topology, fabric.oversubscription), catalog=catalog)
+        topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric(),
+                                  catalog=catalog)
     except InputError as exc:
         inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
         raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None

@@ -19,6 +19,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.paths import data_dir
+from scalesim.scenario import FabricSpec
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
@@ -27,9 +28,9 @@ METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", 
            "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s", "ttft_s")
 
 
-class FabricCase(Strict):
-    link: str
-    nics_per_node: pydantic.PositiveInt = 8
+class FabricCase(FabricSpec):
+    """A collective case's fabric: a scenario's `fabric:`, rail-optimized unless it says otherwise."""
+
     topology: Literal["fat-tree", "rail-optimized", "single-switch"] = "rail-optimized"
 
 
@@ -140,11 +141,11 @@ def megatron_flop_per_step(model, batch: int, seq: int) -> float:
 
 def _predict_collective(case: CollectiveCase, catalog=None) -> dict[str, float]:
     from scalesim.app.collective_bench import time_collective
-    from scalesim.topology import Fabric, build_cluster, load_node_design
+    from scalesim.topology import build_cluster, load_node_design
     from scalesim.units import parse_bytes
 
     design = load_node_design(case.topology, key="collective.topology", catalog=catalog)
-    fabric = None if case.fabric is None else Fabric(case.fabric.link, case.fabric.nics_per_node, case.fabric.topology)
+    fabric = None if case.fabric is None else case.fabric.as_fabric()
     topology = build_cluster(design, nodes=case.nodes, fabric=fabric, catalog=catalog)
     row = time_collective(topology, case.op, case.gpus or len(topology.gpus), parse_bytes(case.size), case.algo)
     return {"busbw_GBps": row.busbw_GBps, "algbw_GBps": row.algbw_GBps}

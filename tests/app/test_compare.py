@@ -32,7 +32,7 @@ def compared(designs, tmp_path_factory):
     result = CliRunner().invoke(main, ["compare", *designs, "--json", "--out", str(out), "--samples", "50",
                                        "--report", str(report)])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output), out, report
+    return json.loads(result.stdout), out, report
 
 
 def test_json_holds_a_row_and_a_full_run_object_per_design(compared, designs):
@@ -75,7 +75,7 @@ def test_monte_carlo_wins_add_up_and_repeat_with_the_seed(compared, designs, tmp
     for shares in data["uncertainty"]["wins"].values():
         assert sum(shares) == pytest.approx(1.0)
     again = CliRunner().invoke(main, ["compare", *designs, "--json", "--no-plots", "--samples", "50"])
-    assert json.loads(again.output)["uncertainty"] == data["uncertainty"]
+    assert json.loads(again.stdout)["uncertainty"] == data["uncertainty"]
 
 
 def test_report_is_one_self_contained_page(compared):
@@ -155,7 +155,7 @@ def test_compare_search_runs_each_design_at_the_best_plan_sweep_search_finds(des
 
     result = CliRunner().invoke(main, ["compare", *designs, "--search", "--json", "--no-plots"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     for row, design in zip(data["table"], data["designs"]):
         scenario_, file = load_scenario(design["file"])
         (alone,) = run_sweep(scenario_, file, [2], search=True)["best"]
@@ -169,5 +169,5 @@ def test_search_true_in_a_scenario_searches_that_design_only(designs, tmp_path):
     searched.write_text(yaml.safe_dump({**data, "search": True}))
     result = CliRunner().invoke(main, ["compare", designs[0], str(searched), "--json", "--no-plots"])
     assert result.exit_code == 0, result.output
-    own, best = json.loads(result.output)["designs"]
+    own, best = json.loads(result.stdout)["designs"]
     assert not own["plan"]["searched"] and best["plan"]["searched"] and best["plan"]["found"]

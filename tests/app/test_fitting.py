@@ -30,7 +30,7 @@ def test_full_fine_tune_of_7b_on_one_4090_does_not_fit_and_says_why(tmp_path):
     assert "needs" in result.output and "24.0 GiB" in result.output and "optimizer" in result.output
     # no time or cost as if it could run; the JSON keeps them, with fits: false
     assert "cost to train (cloud)" not in result.output and "time and cost to train" in result.output
-    data = json.loads(CliRunner().invoke(main, ["run", str(path), "--no-plots", "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, ["run", str(path), "--no-plots", "--json"]).stdout)
     assert data["fits"] is False and data["time_to_train_s"] > 0 and data["cost_usd"] > 0
 
 

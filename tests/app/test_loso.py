@@ -38,7 +38,7 @@ def test_only_the_fitted_sources_cases_are_predicted_again():
 def test_validate_reports_the_out_of_sample_figure_beside_the_in_sample_one():
     result = CliRunner().invoke(main, ["validate", "--only", "collective", "--json", "--workers", "1"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     summary = report["summary"]
     assert {"loso_median_abs_error", "loso_max_abs_error"} <= set(summary)
     refit = [c for c in report["cases"] if c["loso_error"] != c["error"]]

@@ -112,7 +112,7 @@ def test_a_plan_that_does_not_fit_exits_3_and_says_why(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--json", "--no-plots"])
     assert result.exit_code == 3
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["fits"] is False and out["memory_per_gpu_bytes"] > out["memory_capacity_bytes"]
     assert "activations" in out["reason"]
 

@@ -109,7 +109,7 @@ def test_the_same_seed_gives_identical_json(tmp_path):
     a = cli(path, "--json", "--no-plots", "--rates", "1,8")
     b = cli(path, "--json", "--no-plots", "--rates", "1,8")
     assert a.exit_code == 0 and a.output == b.output
-    keys = json.loads(a.output)
+    keys = json.loads(a.stdout)
     for key in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s", "requests_per_s", "kv_cache_tokens",
                 "kv_cache_peak_fraction", "preemptions", "max_rate_under_slo", "cost_per_million_tokens_usd"):
         assert key in keys
@@ -157,7 +157,7 @@ def test_weights_that_do_not_fit_at_the_chosen_tp_exit_3(tmp_path):
     data["model"] = "llama3-70b"
     result = cli(write(tmp_path, data), "--json", "--no-plots")
     assert result.exit_code == 3, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["fits"] is False and "serving.tp" in out["reason"] and out["ttft_s"] is None
 
 

@@ -34,7 +34,7 @@ def test_two_designs_side_by_side_with_a_pareto_front(tmp_path):
     two = write(tmp_path, "two.yaml", name="two H100", cluster={"node": "dgx-h100", "gpus": 2})
     result = CliRunner().invoke(main, ["compare", one, two, "--json", "--no-plots"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     rows = {r["scenario"]: r for r in data["table"]}
     # Two replicas of the same GPU sustain at least the rate one does under the same SLO.
     assert rows["two H100"]["max_rate_under_slo"] >= rows["one H100"]["max_rate_under_slo"]
