@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scalesim.scenario import load_scenario  # noqa: E402
-from scalesim.app.sweep import check_points, cluster_for, evaluate_point, run_sweep, search_points  # noqa: E402
+from scalesim.app.plans import check_points, cluster_for, search_points  # noqa: E402
+from scalesim.app.sweep import evaluate_point, run_sweep  # noqa: E402
 
 
 def main() -> None:

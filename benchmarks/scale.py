@@ -36,7 +36,7 @@ def scenario(gpus: int) -> dict:
 
 def child(gpus: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from scalesim.app.run import prepare, simulate_setup
+    from scalesim.app.setup import prepare, simulate_setup
     from scalesim.scenario import Scenario
 
     setup = prepare(Scenario.model_validate(scenario(gpus)))

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from scalesim.engine import simulate  # noqa: E402
 from scalesim.parallel import build_program  # noqa: E402
-from scalesim.app.run import prepare  # noqa: E402
+from scalesim.app.setup import prepare  # noqa: E402
 from scalesim.scenario import load_scenario  # noqa: E402
 
 REPEATS = 7

@@ -39,12 +39,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-import scalesim.app.run as runner  # noqa: E402
+import scalesim.app.setup as runner  # noqa: E402
 from scalesim.costs.memory import FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param  # noqa: E402
 from scalesim.errors import InputError  # noqa: E402
 from scalesim.hardware import get_gpu  # noqa: E402
 from scalesim.models import get_model  # noqa: E402
-from scalesim.app.run import memory_of, prepare, run, simulate_setup  # noqa: E402
+from scalesim.app.setup import memory_of, prepare, simulate_setup  # noqa: E402
+from scalesim.app.run import run  # noqa: E402
 from scalesim.scenario import Scenario, load_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,7 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from scalesim.errors import InputError  # noqa: E402
-from scalesim.app.run import memory_of, prepare, run  # noqa: E402
+from scalesim.app.setup import memory_of, prepare  # noqa: E402
+from scalesim.app.run import run  # noqa: E402
 from scalesim.scenario import Scenario, load_scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

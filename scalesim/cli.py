@@ -101,7 +101,8 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     """
     from scalesim.limits import time_limit
     from scalesim.report.tables import print_table, result_table
-    from scalesim.app.run import prepare, run as run_scenario
+    from scalesim.app.setup import prepare
+    from scalesim.app.run import run_setup
     from scalesim.scenario import load_scenario
 
     directory = out or Path("plots") / slug(scenario_file.stem)
@@ -113,7 +114,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     counts = _scaling_counts(setup.gpus) if (scaling and plots) else []
     with _status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
             time_limit(max_seconds):
-        result = run_scenario(scenario, file, scaling_counts=counts, catalog=catalog)
+        result = run_setup(setup, scaling_counts=counts)
     if plots:
         from scalesim.report.plots import scaling_plot, timeline_plot
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import scalesim.app.run
+import scalesim.app.setup
 
 SCRIPT = Path(__file__).resolve().parent.parent / "docs" / "build_claims.py"
 
@@ -32,12 +32,12 @@ def builder():
 
 @pytest.fixture(scope="module")
 def two_builds(builder, tmp_path_factory):
-    before = scalesim.app.run.FULL_SIMULATION_MAX_GPUS
+    before = scalesim.app.setup.FULL_SIMULATION_MAX_GPUS
     first = tmp_path_factory.mktemp("claims-a")
     second = tmp_path_factory.mktemp("claims-b")
     written = builder.build(first, quick=True, log=lambda _m: None)
     builder.build(second, quick=True, log=lambda _m: None)
-    assert scalesim.app.run.FULL_SIMULATION_MAX_GPUS == before      # the build restores the runner
+    assert scalesim.app.setup.FULL_SIMULATION_MAX_GPUS == before      # the build restores the runner
     return first, second, written
 
 

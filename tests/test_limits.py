@@ -71,7 +71,7 @@ def test_a_step_with_too_many_tasks_is_refused_naming_what_drives_it(tmp_path):
 
 
 def test_a_big_step_on_few_gpus_simulates_one_rank_for_its_peers():
-    from scalesim.app.run import prepare, simulate_setup
+    from scalesim.app.setup import prepare, simulate_setup
     from scalesim.scenario import load_scenario
 
     s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
@@ -117,7 +117,7 @@ def test_a_time_to_train_beyond_a_century_is_shown_in_years(tmp_path):
 def test_every_validation_scenario_is_within_the_limits():
     # The limits refuse only what no real system needs: every published measurement's plan
     # (up to Megatron-LM's 1T-parameter GPT on 3,072 A100s) still passes them.
-    from scalesim.app.run import prepare
+    from scalesim.app.setup import prepare
     from scalesim.scenario import load_scenario
 
     from scalesim.app.serve_compare import is_serving_file

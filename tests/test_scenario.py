@@ -49,7 +49,7 @@ def test_load_scenario_raises_input_error_with_the_file(tmp_path):
 
 def test_a_fabric_typo_is_refused_on_a_one_node_cluster_too():
     from scalesim import InputError
-    from scalesim.app.run import prepare
+    from scalesim.app.setup import prepare
 
     base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
     one_node = base.with_changes(cluster={"fabric": {"link": "ib-ndrr"}})

@@ -17,9 +17,11 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.result import pareto_front
 from scalesim.result import StepResult
-from scalesim.app.run import prepare, run
+from scalesim.app.setup import prepare
+from scalesim.app.run import run
 from scalesim.scenario import Scenario, load_scenario
-from scalesim.app.sweep import PlanPoint, cluster_for, own_plan_point, run_sweep, scenario_for
+from scalesim.app.plans import PlanPoint, cluster_for, own_plan_point, scenario_for
+from scalesim.app.sweep import run_sweep
 
 
 @dataclass

@@ -2,8 +2,7 @@
 
 Each candidate change is a modified scenario whose memory is computed by the
 same model (and whose step is simulated, to rank the candidates by what they
-cost in time), so every suggestion is checked, not guessed. Wiring level,
-like `runner`.
+cost in time), so every suggestion is checked, not guessed.
 """
 
 from __future__ import annotations
@@ -11,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
+                                scenario_for, search_points)
+from scalesim.app.setup import Setup, prepare, simulate_setup
 from scalesim.errors import InputError
 from scalesim.parallel.bounds import fastest
 from scalesim.units import format_bytes, format_time
@@ -82,13 +84,11 @@ def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
 def _fits(setup, memory_bytes: float, host_fit) -> bool:
     """The plan's GPU memory fits with the searches' headroom (training.memory_headroom), and so
     does its offloaded state on the host (when checked)."""
-    from scalesim.app.sweep import memory_headroom      # the search builds on the runner
-
     return (memory_bytes * (1 + memory_headroom(setup.scenario)) <= setup.gpu.memory_bytes
             and (host_fit is None or host_fit(setup) is None))
 
 
-def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_fit=None) -> list[FitOption]:
+def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first.
 
     `host_fit(setup)` returns why a plan's offloaded state overflows host memory
@@ -102,22 +102,22 @@ def fit_options(setup, prepare, memory_of, simulate_setup, limit: int = 4, host_
     found: list[FitOption] = []
     for change, sections in candidates:
         try:
-            changed = prepare(setup.scenario.with_changes(**sections), setup.file)
+            changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog)
         except (InputError, ValueError):
             continue
-        memory = memory_of(changed).total
+        memory = changed.step.memory.total
         if _fits(changed, memory, host_fit):
             found.append(FitOption(change, memory, None))
     tried = found[: 2 * limit]
     changed = [prepare(setup.scenario.with_changes(**next(s for c, s in candidates if c == option.change)),
-                       setup.file) for option in tried]
+                       setup.file, catalog=setup.catalog) for option in tried]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here.
     return [FitOption(tried[i].change, tried[i].memory_bytes, step)
             for i, step in fastest(changed, lambda s: simulate_setup(s, True).end_s, limit)]
 
 
-def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -> FitOption | None:
+def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
     """The fewest of the cluster's GPUs (doubling) that hold the model with ZeRO-3, full
     recompute and micro-batch 1 (then also with the optimizer offloaded); None if none do.
 
@@ -137,10 +137,10 @@ def more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit=None) -
                                          **({"dp": dp} if par.dp is not None else {})},
                             "training": {"micro_batch": 1, "global_batch": batch, "activation_checkpointing": "full"}}
                 try:
-                    changed = prepare(setup.scenario.with_changes(**sections), setup.file)
+                    changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog)
                 except (InputError, ValueError):
                     continue
-                memory = memory_of(changed).total
+                memory = changed.step.memory.total
                 if _fits(changed, memory, host_fit):
                     change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
                               + (", parallel.offload_optimizer: true" if offload else "")
@@ -166,7 +166,7 @@ def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOpti
                                      for o in options)
 
 
-def combined_option(setup, prepare, simulate_setup) -> FitOption | None:
+def combined_option(setup: Setup) -> FitOption | None:
     """When no single change fits: the combination of ZeRO stage, offload (optimizer, then weights),
     recompute, a smaller micro-batch and (where training.finetune_allowed permits) adapters, at the
     plan's own split, that fits with the least of those changes; None if none does.
@@ -174,9 +174,6 @@ def combined_option(setup, prepare, simulate_setup) -> FitOption | None:
     The combinations are the `sweep --search` plans of this split, checked by the same memory
     pass (no simulation but of the one chosen), so run and the search agree on what fits.
     """
-    from scalesim.app.sweep import FINETUNE, OFFLOAD, RECOMPUTE, check_points, own_plan_point, scenario_for, \
-        search_points     # the search builds on the runner: imported here, not at module level
-
     base, gpus = setup.scenario, setup.gpus
     own = own_plan_point(base, gpus)
     if isinstance(own, str):
@@ -189,7 +186,7 @@ def combined_option(setup, prepare, simulate_setup) -> FitOption | None:
         return None
     best = min(fitting, key=lambda p: (FINETUNE.index(p.finetune), OFFLOAD.index(p.offload),
                                        RECOMPUTE.index(p.recompute), p.zero, -p.micro_batch))
-    changed = prepare(scenario_for(base, best, setup.file, base), setup.file)
+    changed = prepare(scenario_for(base, best, setup.file, base), setup.file, catalog=setup.catalog)
     memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
     return FitOption(_change_text(own, best), memory, simulate_setup(changed).end_s)
 

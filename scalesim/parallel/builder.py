@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
-from scalesim.costs.finetune import (FinetuneSpec, adapter_ops, adapter_shapes, finetune_layer_time,
+from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
@@ -43,54 +43,12 @@ from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
-from scalesim.parallel.placement import Placement
+from scalesim.parallel.plan import ParallelPlan
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe
 from scalesim.parallel.stages import model_chunks
 from scalesim.program import CollectiveTask, ComputeTask, Program
 from scalesim.topology import Topology
-
-
-@dataclass(frozen=True, slots=True)
-class ParallelPlan:
-    placement: Placement
-    micro_batch: int
-    micro_batches: int              # micro-batches per optimizer step per data-parallel replica
-    precision: str
-    optimizer: str
-    checkpointing: str
-    attention: str
-    zero: int = 0
-    sequence_parallel: bool = False
-    schedule: str = "1f1b"
-    virtual_stages: int = 1
-    bucket_bytes: float = 25 * 2**20
-    overlap_grad_reduce: bool = True
-    # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
-    # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
-    overlap_param_gather: bool = False
-    offload_optimizer: bool = False
-    offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
-    finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)
-    memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
-    grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
-    fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
-    slowest_gpu_factor: float = 1.0  # GPU work takes this much longer: the job's slowest GPU sets the pace
-    # CPU time to issue one eager op (costs/host.py); 0 leaves the host out of the simulation.
-    host_dispatch_s: float = 0.0
-    cuda_graphs: bool = False       # each layer's kernels launched as one CUDA graph (costs/host.py)
-    # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
-    # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
-    moe_imbalance: float = 1.0
-    moe_overlap: bool = False
-
-    @property
-    def chunks_per_stage(self) -> int:
-        return self.virtual_stages if self.schedule == "interleaved" else 1
-
-    @property
-    def chunks(self) -> int:
-        return self.placement.pp * self.chunks_per_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +78,7 @@ class StepBuilder:
     """
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
-                 symmetric: bool = True):
+                 symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None):
         self.model, self.gpu, self.topology, self.plan = model, gpu, topology, plan
         pl = plan.placement
         if symmetric:
@@ -130,7 +88,8 @@ class StepBuilder:
         self._simulated_set = set(self.simulated)
         self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
         self.symmetric = symmetric
-        chunks = model_chunks(model, plan.chunks)
+        if chunks is None:
+            chunks = model_chunks(model, plan.chunks)
         sp = plan.sequence_parallel and pl.tp > 1
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
@@ -586,5 +545,6 @@ class StepBuilder:
 
 
 def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
-                  symmetric: bool = True) -> Program:
-    return StepBuilder(model, gpu, topology, plan, symmetric).program()
+                  symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None) -> Program:
+    """The per-rank program of one step (`chunks`: the model already cut for the plan's pipeline)."""
+    return StepBuilder(model, gpu, topology, plan, symmetric, chunks).program()

@@ -7,7 +7,8 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.app.fitting import fit_options
-from scalesim.app.run import memory_of, prepare, run, simulate_setup
+from scalesim.app.setup import memory_of, prepare, simulate_setup
+from scalesim.app.run import run
 from scalesim.scenario import Scenario
 
 
@@ -41,7 +42,7 @@ def test_1_5b_on_eight_4090s_fits_with_zero3():
 
 def test_every_suggestion_fits_when_applied():
     setup = prepare(scenario(mb=8))
-    options = fit_options(setup, prepare, memory_of, simulate_setup)
+    options = fit_options(setup)
     assert options
     for option in options:
         assert option.memory_bytes <= setup.gpu.memory_bytes
@@ -61,14 +62,14 @@ def test_zero_offload_frees_the_optimizer_state_and_pays_in_pcie_and_cpu_time():
 
 def test_when_no_single_change_fits_the_fewest_more_gpus_that_do_are_named_and_checked():
     from scalesim.app.fitting import more_gpus_option
-    from scalesim.app.run import host_fit_reason
+    from scalesim.app.setup import host_fit_reason
 
     one = Scenario.model_validate({"name": "7b", "cluster": {"node": "rtx4090-pcie-4", "gpus": 1},
                                    "model": "llama2-7b",
                                    "training": {"seq_len": 2048, "global_batch": 4, "micro_batch": 4}})
     setup = prepare(one)
-    assert fit_options(setup, prepare, memory_of, simulate_setup) == []
-    more = more_gpus_option(setup, prepare, memory_of, simulate_setup, host_fit_reason)
+    assert fit_options(setup) == []
+    more = more_gpus_option(setup, host_fit_reason)
     assert more is not None and more.memory_bytes <= setup.gpu.memory_bytes
     gpus = int(more.change.split("cluster.gpus: ")[1].split()[0])
     assert 1 < gpus <= 4
@@ -95,13 +96,14 @@ def test_a_model_no_gpu_count_of_the_cluster_holds_says_so():
 def test_every_fix_run_suggests_is_a_plan_the_search_finds_fitting(tmp_path):
     """One search: each change `run` proposes, applied, is a plan of `sweep --search`'s space that
     the search also finds to fit (so it never says "no plan fits" where run knows one)."""
-    from scalesim.app.sweep import own_plan_point, run_sweep
+    from scalesim.app.plans import own_plan_point
+    from scalesim.app.sweep import run_sweep
 
     base = scenario(mb=8, gpus=2)
     base = base.with_changes(training={"global_batch": 16, "finetune_allowed": ["lora"]})
     setup = prepare(base)
     assert memory_of(setup).total > setup.gpu.memory_bytes
-    options = fit_options(setup, prepare, memory_of, simulate_setup, limit=20)
+    options = fit_options(setup, limit=20)
     assert len(options) > 1
     rows = {r["plan"]: r for r in run_sweep(base, None, [2], search=True)["rows"]}
     for option in options:

@@ -56,7 +56,7 @@ def test_a_gpu_without_an_fp8_measurement_says_its_fp8_figure_is_an_upper_bound(
     from pathlib import Path
 
     from scalesim.app.procurement import model_assumptions
-    from scalesim.app.run import prepare
+    from scalesim.app.setup import prepare
     from scalesim.scenario import load_scenario
     claims = Path(__file__).resolve().parents[2] / "scenarios" / "claims" / "fp8"
     rtx = dict((name, source) for name, _value, source in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml"))))
@@ -69,7 +69,7 @@ def test_a_power_limited_clock_is_listed_where_the_catalog_sets_one():
     from pathlib import Path
 
     from scalesim.app.procurement import model_assumptions
-    from scalesim.app.run import prepare
+    from scalesim.app.setup import prepare
     from scalesim.scenario import load_scenario
     claims = Path(__file__).resolve().parents[2] / "scenarios" / "claims" / "fp8"
     h100 = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8xh100-fp8.yaml")))}

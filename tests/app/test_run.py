@@ -127,7 +127,7 @@ def test_run_writes_labelled_plots(tmp_path):
 def _grad_bytes_and_memory(scenario):
     from scalesim.parallel.builder import build_program
     from scalesim.program import CollectiveTask
-    from scalesim.app.run import memory_of, prepare
+    from scalesim.app.setup import memory_of, prepare
     setup = prepare(scenario)
     program = build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric=True)
     sent = sum(t.plan.size_bytes for t in program.tasks[0]
@@ -165,7 +165,7 @@ def test_zero_offload_keeps_16_bit_weights_on_the_gpu():
 def test_offloaded_optimizer_state_must_fit_in_the_nodes_host_memory():
     import yaml
 
-    from scalesim.app.run import host_offload_bytes_per_node, prepare
+    from scalesim.app.setup import host_offload_bytes_per_node, prepare
     from scalesim.scenario import Scenario
     design = yaml.safe_load((ROOT / "topologies" / "dgx-h100.yaml").read_text())
     assert design["host"]["memory_gb"] == 2000          # DGX H100: 2 TB (MLPerf system description)
@@ -203,10 +203,10 @@ def test_suggestions_are_checked_against_host_memory_too():
     assert offloaded.fits is False and "parallel.offload_optimizer: false" in offloaded.reason
     # Out of GPU memory: offload would fit the GPUs but not the host, so it is not offered.
     from scalesim.app.fitting import fit_options
-    from scalesim.app.run import host_fit_reason, memory_of, prepare, simulate_setup
+    from scalesim.app.setup import host_fit_reason, memory_of, prepare, simulate_setup
     setup = prepare(scenario(zero=0))
-    gpu_only = [o.change for o in fit_options(setup, prepare, memory_of, simulate_setup, limit=20)]
-    checked = [o.change for o in fit_options(setup, prepare, memory_of, simulate_setup, limit=20,
+    gpu_only = [o.change for o in fit_options(setup, limit=20)]
+    checked = [o.change for o in fit_options(setup, limit=20,
                                              host_fit=host_fit_reason)]
     assert "parallel.offload_optimizer: true" in gpu_only
     assert "parallel.offload_optimizer: true" not in checked and "parallel.zero: 1" in checked
@@ -214,7 +214,7 @@ def test_suggestions_are_checked_against_host_memory_too():
 
 def test_flash3_on_an_ampere_gpu_is_an_input_error_naming_the_key():
     from scalesim.errors import InputError
-    from scalesim.app.run import prepare
+    from scalesim.app.setup import prepare
     from scalesim.scenario import Scenario
     scenario = Scenario.model_validate({
         "name": "fa3", "cluster": {"node": "dgx-a100", "gpus": 8}, "model": "llama2-7b",
@@ -223,7 +223,7 @@ def test_flash3_on_an_ampere_gpu_is_an_input_error_naming_the_key():
         prepare(scenario)
     assert err.value.key == "training.attention" and "hopper" in str(err.value)
     # flash2 and flash keep the same memory: neither stores the score matrices.
-    from scalesim.app.run import memory_of
+    from scalesim.app.setup import memory_of
     fa2 = prepare(scenario.with_changes(training={"attention": "flash2"}))
     fa = prepare(scenario.with_changes(training={"attention": "flash"}))
     assert memory_of(fa2).total == memory_of(fa).total
@@ -245,7 +245,7 @@ def test_a_spread_of_gpu_speeds_costs_throughput_on_many_gpus_and_nothing_on_one
 
 @pytest.mark.parametrize("plan", [{"dp": 16}, {"dp": 2, "tp": 4, "pp": 2}, {"dp": 16, "zero": 3}])
 def test_a_faster_fabric_or_more_nics_never_slows_a_step(plan):
-    from scalesim.app.run import prepare, simulate_setup
+    from scalesim.app.setup import prepare, simulate_setup
     from scalesim.scenario import Scenario
 
     def step_s(link, nics):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from scalesim.cli import main
 from scalesim.costs.compute import layer_time
 from scalesim.app.fitting import fit_options
-from scalesim.app.run import memory_of, prepare, simulate_setup
+from scalesim.app.setup import memory_of, prepare, simulate_setup
 from scalesim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,10 +71,10 @@ def test_fit_search_proposes_lora_and_qlora_only_when_allowed():
     big = dict(model="llama2-7b", seq_len=2048)
     setup = prepare(scenario(**big))
     assert memory_of(setup).total > setup.gpu.memory_bytes
-    changes = [o.change for o in fit_options(setup, prepare, memory_of, simulate_setup)]
+    changes = [o.change for o in fit_options(setup)]
     assert not any("finetune" in c for c in changes)
     allowed = prepare(scenario(**big, finetune_allowed=["lora", "qlora"]))
-    options = fit_options(allowed, prepare, memory_of, simulate_setup)
+    options = fit_options(allowed)
     assert any("training.finetune: lora" in o.change for o in options)
     assert all(o.memory_bytes <= allowed.gpu.memory_bytes for o in options)
 

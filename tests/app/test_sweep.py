@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from scalesim.cli import main
 from scalesim.errors import InputError
 from scalesim.scenario import load_scenario
-from scalesim.app.sweep import PlanPoint, cluster_for, evaluate_point, parse_counts, run_sweep
+from scalesim.app.plans import PlanPoint, cluster_for
+from scalesim.app.sweep import evaluate_point, parse_counts, run_sweep
 
 BASE = {"name": "sweep gpt2-124m", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "gpt2-124m",
         "training": {"precision": "bf16", "seq_len": 512, "global_batch": 16, "micro_batch": 4, "tokens": 1e8}}

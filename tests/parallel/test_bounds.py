@@ -2,7 +2,7 @@
 
 import pytest
 
-from scalesim.app.run import prepare, simulate_setup
+from scalesim.app.setup import prepare, simulate_setup
 from scalesim.scenario import load_scenario
 from scalesim.parallel.bounds import beaten, fastest, setup_bound_s
 

@@ -10,7 +10,7 @@ from scalesim.parallel.builder import build_program
 from scalesim.parallel.experts import expert_groups
 from scalesim.parallel.placement import Placement
 from scalesim.program import CollectiveTask
-from scalesim.app.run import memory_of, prepare, simulate_setup
+from scalesim.app.setup import memory_of, prepare, simulate_setup
 from scalesim.scenario import Scenario
 
 TINY_MOE = {"kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000, "ffn": "swiglu",

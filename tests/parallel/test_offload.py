@@ -6,7 +6,7 @@ import pytest
 from scalesim.costs.finetune import stored_weight_bytes
 from scalesim.parallel.builder import build_program
 from scalesim.program import CollectiveTask
-from scalesim.app.run import prepare, simulate_setup
+from scalesim.app.setup import prepare, simulate_setup
 from scalesim.scenario import Scenario
 
 

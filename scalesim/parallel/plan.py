@@ -1,0 +1,52 @@
+"""A parallel plan: how one optimizer step is split over the GPUs and which techniques it uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalesim.costs.finetune import FinetuneSpec
+from scalesim.parallel.placement import Placement
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelPlan:
+    placement: Placement
+    micro_batch: int
+    micro_batches: int              # micro-batches per optimizer step per data-parallel replica
+    precision: str
+    optimizer: str
+    checkpointing: str
+    attention: str
+    zero: int = 0
+    sequence_parallel: bool = False
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    bucket_bytes: float = 25 * 2**20
+    overlap_grad_reduce: bool = True
+    # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
+    # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
+    overlap_param_gather: bool = False
+    offload_optimizer: bool = False
+    offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
+    finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)
+    memory_format: str = "nhwc"     # conv activation layout (scalesim/costs/compute.py)
+    grad_reduce_dtype: str | None = None   # data-parallel gradient reduction; None: the gradients' own
+    fp32_weights: bool = False      # PyTorch autocast style: fp32 weights and gradients (costs/memory.py)
+    slowest_gpu_factor: float = 1.0  # GPU work takes this much longer: the job's slowest GPU sets the pace
+    # CPU time to issue one eager op (costs/host.py); 0 leaves the host out of the simulation.
+    host_dispatch_s: float = 0.0
+    cuda_graphs: bool = False       # each layer's kernels launched as one CUDA graph (costs/host.py)
+    # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
+    # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
+    moe_imbalance: float = 1.0
+    moe_overlap: bool = False
+    # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
+    gradient_as_bucket_view: bool = False
+
+    @property
+    def chunks_per_stage(self) -> int:
+        return self.virtual_stages if self.schedule == "interleaved" else 1
+
+    @property
+    def chunks(self) -> int:
+        return self.placement.pp * self.chunks_per_stage

@@ -1,0 +1,123 @@
+"""One training step compiled: what (model, plan, GPU, cluster) come to, derived once.
+
+The per-stage layers (cut into pipeline chunks, sharded by tensor, context and
+expert parallelism), each stage's micro-batch order, the peak memory and the
+per-rank program are all read from here, by the run, the plan search, the
+what-if fixes, the validation and the claims page; none of them derives its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS
+from scalesim.costs.finetune import finetune_memory
+from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
+from scalesim.errors import InputError
+from scalesim.hardware import GpuSpec
+from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel.builder import build_program
+from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
+from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.schedules import Step, in_flight, schedule
+from scalesim.parallel.sharding import shard_layer
+from scalesim.parallel.stages import model_chunks
+from scalesim.program import Program
+from scalesim.topology import Topology
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage as each of its ranks holds it."""
+
+    layers: tuple[LayerSpec, ...]     # its chunks' layers, sharded (experts at their mean load)
+    order: tuple[Step, ...]           # its forward / backward passes in schedule order
+    in_flight: float                  # micro-batches whose activations it holds at the peak
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """A step ready to simulate and to size; build it with `compile_step`."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    topology: Topology
+    plan: ParallelPlan
+    every_rank: bool                  # simulate each rank, or one per stage for its identical peers
+    chunks: tuple[tuple[LayerSpec, ...], ...]
+    stages: tuple[Stage, ...]
+
+    @cached_property
+    def program(self) -> Program:
+        return build_program(self.model, self.gpu, self.topology, self.plan, symmetric=not self.every_rank,
+                             chunks=self.chunks)
+
+    @cached_property
+    def memory(self) -> MemoryBreakdown:
+        """Peak memory of the most loaded pipeline stage."""
+        return max((stage_memory(self.model, self.plan, stage) for stage in self.stages), key=lambda m: m.total)
+
+    def optimizer_state_bytes(self) -> float:
+        """The optimizer state of the most loaded stage, as it would be held on the GPU (what
+        ZeRO-Offload moves to the host)."""
+        kept = replace(self.plan, offload_optimizer=False, offload_params=False, fp32_weights=False)
+        return max((stage_memory(self.model, kept, stage) for stage in self.stages),
+                   key=lambda m: m.total).optimizer
+
+
+def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
+                 every_rank: bool) -> CompiledStep:
+    """Cut, shard and order the step; InputError when the plan's pipeline cannot be formed."""
+    pl = plan.placement
+    chunks = tuple(model_chunks(model, plan.chunks))
+    sp = plan.sequence_parallel and pl.tp > 1
+    stages = []
+    for stage in range(pl.pp):
+        layers = tuple(shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0,
+                                     pl.tp if experts_whole(pl) else 1)
+                       for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage])
+        order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
+        # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
+        stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage))
+    return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages))
+
+
+def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBreakdown:
+    """Peak memory of one rank of `stage`."""
+    pl = plan.placement
+    sp = plan.sequence_parallel and pl.tp > 1
+    common = dict(micro_batch=plan.micro_batch, in_flight=stage.in_flight, precision=plan.precision,
+                  optimizer=plan.optimizer, checkpointing=plan.checkpointing,
+                  flash_attention=plan.attention in FLASH_KINDS,
+                  boundary_bytes_per_sample=model_boundary_bytes(model) / pl.cp / (pl.tp if sp else 1),
+                  zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
+                  grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
+                  bucket_view=plan.gradient_as_bucket_view)
+    if plan.finetune is None and not plan.offload_params:
+        return training_memory(stage.layers, fp32_weights=plan.fp32_weights, **common,
+                               **_expert_memory(model, plan))
+    return finetune_memory(stage.layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
+
+
+def _expert_memory(model: ModelSpec, plan: ParallelPlan) -> dict:
+    """MoE models: expert state sharded over the expert-data-parallel ranks, and the all-to-all
+    buffers (tokens sent and received by the busiest rank, dispatch and combine) of one layer."""
+    if model.moe is None:
+        return {}
+    pl = plan.placement
+    _, edp = expert_groups(pl, pl.ep, pl.coords(0))
+    load = rank_load_factor(model.moe, pl.ep, plan.moe_imbalance)
+    tokens = plan.micro_batch * (model.tokens_per_sample or 0) / pl.cp / pl.tp
+    buffers = 2 * 2 * tokens * model.moe.top_k * (model.hidden or 0) * ELEMENT_BYTES[plan.precision] * load
+    return {"expert_shards": len(edp), "transient_bytes": buffers}
+
+
+def pipeline_runs(model: ModelSpec, schedule_name: str, pp: int, virtual_stages: int, micro_batches: int) -> bool:
+    """Whether the pipeline schedule can run this split (enough layers, micro-batches it accepts)."""
+    try:
+        model_chunks(model, pp * virtual_stages)
+        schedule(schedule_name, 0, pp, micro_batches, virtual_stages)
+    except (InputError, ValueError):
+        return False
+    return True
