@@ -123,7 +123,7 @@ STREAM_BYTES_PER_SM_CYCLE = 8.0
 SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
 
 
-def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> float:
+def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1, held_sms: int = 0) -> float:
     """Fraction of the large-GEMM rate an m x n output reaches, from tile and wave quantization.
 
     The output is cut into tiles; tiles run in waves of one per SM; a partial
@@ -135,7 +135,7 @@ def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> floa
     >>> gemm_shape_efficiency(512, 512, get_gpu("a100-80gb-sxm")) < 0.5
     True
     """
-    return _shape_efficiency(m, n, gpu.sms, compute_sms(gpu), groups)
+    return _shape_efficiency(m, n, gpu.sms, compute_sms(gpu, held_sms), groups)
 
 
 def _shape_efficiency(m: int, n: int, sms: int, free_sms: int | None = None, groups: int = 1) -> float:
@@ -160,14 +160,15 @@ def _shape_efficiency(m: int, n: int, sms: int, free_sms: int | None = None, gro
     return min(efficiency(*tile, free), 1.0)
 
 
-def compute_sms(gpu: GpuSpec) -> int:
-    """SMs left to compute kernels: all of them, less those NCCL's blocks hold (`GpuSpec.sms_held`)."""
-    return max(gpu.sms - gpu.sms_held, 1) if gpu.sms > 0 else 0
+def compute_sms(gpu: GpuSpec, held_sms: int = 0) -> int:
+    """SMs left to compute kernels: all of them, less the `held_sms` that overlapped NCCL kernels'
+    blocks hold (the `held_sms` argument of every timing function here; 0: the GPU alone)."""
+    return max(gpu.sms - held_sms, 1) if gpu.sms > 0 else 0
 
 
-def sm_fraction(gpu: GpuSpec) -> float:
+def sm_fraction(gpu: GpuSpec, held_sms: int = 0) -> float:
     """Share of the GPU's SMs compute has; its FLOP rate and SM-issued bandwidth scale with it."""
-    return compute_sms(gpu) / gpu.sms if gpu.sms > 0 else 1.0
+    return compute_sms(gpu, held_sms) / gpu.sms if gpu.sms > 0 else 1.0
 
 
 # The catalog's gemm_efficiency is measured on large square GEMMs (8192^3 in
@@ -176,7 +177,7 @@ def sm_fraction(gpu: GpuSpec) -> float:
 REFERENCE_GEMM = 8192
 
 
-def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> float:
+def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1, held_sms: int = 0) -> float:
     """Shape efficiency relative to the catalog's reference GEMM on the whole GPU, at most 1.
 
     With SMs held by communication the GEMM runs on fewer SMs: fewer tiles per
@@ -186,7 +187,7 @@ def relative_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1) -> 
     GPU's FLOP rate.
     """
     reference = _shape_efficiency(REFERENCE_GEMM, REFERENCE_GEMM, gpu.sms)
-    return min(1.0, gemm_shape_efficiency(m, n, gpu, groups) / reference) * sm_fraction(gpu)
+    return min(1.0, gemm_shape_efficiency(m, n, gpu, groups, held_sms) / reference) * sm_fraction(gpu, held_sms)
 
 
 def achieved_peak_flop_per_s(gpu: GpuSpec, precision: str) -> float:
@@ -202,7 +203,7 @@ def _memory_s(bytes_moved: float, gpu: GpuSpec) -> float:
     return bytes_moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
 
 
-def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
+def streaming_bw_bytes_per_s(gpu: GpuSpec, held_sms: int = 0) -> float:
     """Rate at which framework memory-bound kernels move bytes: the lower of the
     achieved DRAM bandwidth and what the SMs can issue (STREAM_BYTES_PER_SM_CYCLE).
 
@@ -217,15 +218,15 @@ def streaming_bw_bytes_per_s(gpu: GpuSpec) -> float:
     if gpu.sms <= 0 or gpu.sm_clock_hz <= 0:
         return dram
     per_clock = gpu.stream_bytes_per_sm_cycle or STREAM_BYTES_PER_SM_CYCLE
-    return min(dram, compute_sms(gpu) * gpu.sm_clock_hz * gpu.training_clock_fraction * per_clock)
+    return min(dram, compute_sms(gpu, held_sms) * gpu.sm_clock_hz * gpu.training_clock_fraction * per_clock)
 
 
-def _stream_s(bytes_moved: float, gpu: GpuSpec) -> float:
-    return bytes_moved / streaming_bw_bytes_per_s(gpu)
+def _stream_s(bytes_moved: float, gpu: GpuSpec, held_sms: int = 0) -> float:
+    return bytes_moved / streaming_bw_bytes_per_s(gpu, held_sms)
 
 
 def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,
-                     backward: bool = False) -> float:
+                     backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
     Flash attention's backward is taken as twice its forward. Materialised
@@ -236,7 +237,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
     peak = (gpu.peak_flop_per_s("bf16" if precision == "fp8" else precision) * gpu.training_clock_fraction
-            * sm_fraction(gpu))
+            * sm_fraction(gpu, held_sms))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
@@ -247,7 +248,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
-    scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu)
+    scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
 
@@ -263,7 +264,8 @@ def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     return table[gpu.arch]
 
 
-def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str) -> float:
+def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str,
+                        held_sms: int = 0) -> float:
     """Forward time of the NCHW<->NHWC conversions around one conv (0 in NHWC or FP32/TF32).
 
     >>> from scalesim.hardware import get_gpu
@@ -281,19 +283,19 @@ def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, me
         return 0.0
     _, n, k = op.gemm_mnk
     activations = op.elements_moved - k * n          # input + output elements per sample
-    return (_stream_s(LAYOUT_PASSES_FORWARD * activations * batch * ELEMENT_BYTES[precision], gpu)
+    return (_stream_s(LAYOUT_PASSES_FORWARD * activations * batch * ELEMENT_BYTES[precision], gpu, held_sms)
             + 2 * KERNEL_OVERHEAD_S)
 
 
 def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
-              memory_format: str = "nhwc") -> float:
+              memory_format: str = "nhwc", held_sms: int = 0) -> float:
     """Forward time of one op for a micro-batch of `batch` samples.
 
     A conv in NCHW 16-bit training also pays its layout conversions
     (`layout_conversion_s`), serialised with the conv itself.
     """
     if op.kind == "attention":
-        return attention_time_s(op, gpu, precision, batch, attention)
+        return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":
@@ -313,16 +315,17 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = relative_shape_efficiency(m, n, gpu, op.groups) if op.gemm_mnk is not None else sm_fraction(gpu)
+        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms) if op.gemm_mnk is not None
+                 else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
             # read 2 bytes, write 1 per input element (TE FP8 primer).
-            cast_s = _stream_s(3 * m * k * op.groups, gpu) + KERNEL_OVERHEAD_S
+            cast_s = _stream_s(3 * m * k * op.groups, gpu, held_sms) + KERNEL_OVERHEAD_S
     else:
-        compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu))
-    layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format)
-    memory_s = _memory_s(bytes_moved, gpu) if op.kind in MATMUL_KINDS else _stream_s(bytes_moved, gpu)
+        compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu, held_sms))
+    layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format, held_sms)
+    memory_s = _memory_s(bytes_moved, gpu) if op.kind in MATMUL_KINDS else _stream_s(bytes_moved, gpu, held_sms)
     return max(compute_s, memory_s) + cast_s + layout_s + KERNEL_OVERHEAD_S
 
 
@@ -335,8 +338,8 @@ class LayerTime:
     matmul_forward_s: float
 
 
-def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
-               checkpointing: str = "none", attention: str = "flash", memory_format: str = "nhwc") -> LayerTime:
+def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, checkpointing: str = "none",
+               attention: str = "flash", memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
@@ -349,12 +352,12 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
     attention_s = 0.0
     matmul = 0.0
     for op in layer.ops:
-        t = op_time_s(op, gpu, precision, batch, attention, memory_format)
+        t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
         if op.kind == "attention":
-            bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True)
+            bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
         else:
@@ -365,7 +368,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)
 
 
-def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str = "adamw") -> float:
+def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str = "adamw",
+                     held_sms: int = 0) -> float:
     """One optimizer update over `params` parameters: memory-bound streaming.
 
     Mixed-precision Adam reads and writes the fp32 master weight and both fp32
@@ -382,7 +386,7 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
         per_param = 16.0
     else:
         per_param = 28.0
-    return _stream_s(params * per_param, gpu) + KERNEL_OVERHEAD_S
+    return _stream_s(params * per_param, gpu, held_sms) + KERNEL_OVERHEAD_S
 
 
 def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int,

@@ -172,9 +172,9 @@ def stored_weight_bytes(layer: LayerSpec, precision: str, spec: FinetuneSpec | N
     return q * per_weight + (layer.params - q) * ebytes
 
 
-def dequantize_s(weights: float, gpu: GpuSpec) -> float:
+def dequantize_s(weights: float, gpu: GpuSpec, held_sms: int = 0) -> float:
     """One NF4 -> 16-bit dequantisation of `weights` weights: memory-bound, read 4.127 bits, write 2 bytes."""
-    return weights * (NF4_BYTES_PER_WEIGHT + DEQUANT_OUTPUT_BYTES) / streaming_bw_bytes_per_s(gpu) \
+    return weights * (NF4_BYTES_PER_WEIGHT + DEQUANT_OUTPUT_BYTES) / streaming_bw_bytes_per_s(gpu, held_sms) \
         + KERNEL_OVERHEAD_S
 
 
@@ -198,32 +198,32 @@ def adapter_ops(shape: tuple[str, int, int, int], rank: int, batch: int) -> tupl
 
 def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, spec: FinetuneSpec,
                         checkpointing: str = "none", attention: str = "flash",
-                        memory_format: str = "nhwc") -> LayerTime:
+                        memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
     """Forward, backward and recompute time of a layer whose base weights are frozen (module docstring)."""
     fwd = bwd = attention_s = matmul = 0.0
     if layer.kind != "embedding":
         for op in layer.ops:
-            t = op_time_s(op, gpu, precision, batch, attention, memory_format)
+            t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
             fwd += t
             if op.kind == "attention":
                 attention_s += t
                 matmul += t
-                bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True)
+                bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
             elif op.kind in MATMUL_KINDS:
                 matmul += t
                 bwd += t                             # the input-gradient GEMM only
             else:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
     else:
-        fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format) for op in layer.ops)
+        fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms) for op in layer.ops)
     flop = layer.forward_flop * batch
     for shape in adapter_shapes(layer, spec):
         forward, backward = adapter_ops(shape, spec.rank, batch)
-        fwd += sum(op_time_s(op, gpu, precision, 1) for op in forward)
-        bwd += sum(op_time_s(op, gpu, precision, 1) for op in backward)
+        fwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in forward)
+        bwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in backward)
         flop += sum(op.flop for op in forward if op.kind == "gemm")
     if spec.quantized:
-        dequant = sum(dequantize_s(op.gemm_mnk[1] * op.gemm_mnk[2], gpu)
+        dequant = sum(dequantize_s(op.gemm_mnk[1] * op.gemm_mnk[2], gpu, held_sms)
                       for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)
         fwd += dequant
         bwd += dequant

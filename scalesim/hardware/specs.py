@@ -51,10 +51,6 @@ class GpuSpec:
     # in scalesim/costs/compute.py (STREAM_BYTES_PER_SM_CYCLE). Set per GPU only by a catalog
     # overlay (e.g. validate's leave-one-source-out refit).
     stream_bytes_per_sm_cycle: float | None = None
-    # SMs other kernels hold while this GPU's compute runs: NCCL's blocks during overlapped
-    # communication. 0 in the catalog; the program builder sets it to time compute under
-    # overlap (scalesim/costs/compute.py, `compute_sms`).
-    sms_held: int = 0
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

@@ -29,7 +29,7 @@ pipeline schedule:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
@@ -110,7 +110,7 @@ class StepBuilder:
                     halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
                 # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
-                parts = tuple(self._layer_time(h, gpu) for h in halves)
+                parts = tuple(self._layer_time(h) for h in halves)
                 work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
                                        tuple(self._host_times(h) for h in halves), is_moe))
             self.chunk_work.append(work)
@@ -134,13 +134,14 @@ class StepBuilder:
 
     # ------------------------------------------------------------------ helpers
 
-    def _layer_time(self, layer: LayerSpec, gpu: GpuSpec) -> LayerTime:
+    def _layer_time(self, layer: LayerSpec, held_sms: int = 0) -> LayerTime:
+        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels."""
         plan = self.plan
         if plan.finetune is not None:
-            return finetune_layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.finetune,
-                                       plan.checkpointing, plan.attention, plan.memory_format)
-        return layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                          plan.attention, plan.memory_format)
+            return finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
+                                       plan.checkpointing, plan.attention, plan.memory_format, held_sms)
+        return layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                          plan.attention, plan.memory_format, held_sms)
 
     def _host_times(self, layer: LayerSpec) -> dict[str, float]:
         """Host time to issue one micro-batch's kernels of the layer, per pass."""
@@ -176,8 +177,8 @@ class StepBuilder:
                     plan.memory_format, plan.optimizer, content, blocks) + \
             (() if plan.finetune is None else (plan.finetune,))
         if memo_key not in memo:
-            alone = seconds_on(self.gpu)
-            held = seconds_on(replace(self.gpu, sms_held=blocks))
+            alone = seconds_on(0)
+            held = seconds_on(blocks)
             memo[memo_key] = held / alone if alone > 0 else 1.0
         return memo[memo_key]
 
@@ -351,7 +352,7 @@ class StepBuilder:
         def layer_timing(layers: tuple[LayerSpec, ...], kind: str) -> tuple:
             attribute = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}[kind]
             return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
-                    lambda gpu: sum(getattr(self._layer_time(h, gpu), attribute) for h in layers))
+                    lambda held_sms: sum(getattr(self._layer_time(h, held_sms), attribute) for h in layers))
 
         def tp_op(op: str, deps) -> int | None:
             return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps,
@@ -501,8 +502,8 @@ class StepBuilder:
             opt = compute("optimizer step", "optimizer",
                           optimizer_time_s(opt_params, self.gpu, plan.precision, plan.optimizer), 0.0,
                           deps=done, timing=(("optimizer", opt_params), ("optimizer", opt_params),
-                                             lambda gpu: optimizer_time_s(opt_params, gpu, plan.precision,
-                                                                          plan.optimizer)),
+                                             lambda held_sms: optimizer_time_s(opt_params, self.gpu, plan.precision,
+                                                                               plan.optimizer, held_sms)),
                           host_s=launch_host_s(layers_local, plan.host_dispatch_s, False),
                           host_sync=plan.host_dispatch_s > 0)
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:

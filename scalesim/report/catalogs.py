@@ -51,8 +51,8 @@ def _from(catalog: Catalog, name: str) -> str:
 
 
 def _shown_fields(spec) -> list[str]:
-    """A spec's catalog fields; `sms_held` is set while timing overlap, never by the catalog."""
-    return [f for f in spec.__slots__ if f != "sms_held"]
+    """A spec's catalog fields."""
+    return list(spec.__slots__)
 
 
 def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
