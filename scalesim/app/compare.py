@@ -17,8 +17,9 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.result import pareto_front
 from scalesim.result import StepResult
+from scalesim.app.caches import Caches
 from scalesim.app.setup import prepare
-from scalesim.app.run import run
+from scalesim.app.run import run_setup
 from scalesim.scenario import Scenario, load_scenario
 from scalesim.app.plans import PlanPoint, cluster_for, own_plan_point, scenario_for
 from scalesim.app.sweep import run_sweep
@@ -168,13 +169,13 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
     results, plans, chosen = [], [], []
     iterable = progress(loaded) if progress else loaded
     for scenario, file in iterable:
-        if search or scenario.search:
+        searched = search or scenario.search
+        if searched:
             scenario, plan = best_plan(scenario, file, rank_by, catalog, search_progress)
-        else:
-            plan = own_plan(scenario, prepare(scenario, file, catalog=catalog).gpus)
+        setup = prepare(scenario, file, catalog=catalog, caches=Caches())
         chosen.append(scenario)
-        plans.append(plan)
-        results.append(_run(scenario, file, scaling_counts, catalog))
+        plans.append(plan if searched else own_plan(scenario, setup.gpus))
+        results.append(run_setup(setup, scaling_counts=None if scaling_counts is None else scaling_counts(setup.gpus)))
     comparison = Comparison([f for _, f in loaded], chosen, results, plans=plans)
     if samples:
         from scalesim.app.uncertainty import Spread, monte_carlo
@@ -184,10 +185,3 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
                                              [Spread.from_spec(s.uncertainty) for s in chosen],
                                              samples=samples, seed=picked_seed)
     return comparison
-
-
-def _run(scenario: Scenario, file: str, scaling_counts, catalog: Catalog | None = None) -> StepResult:
-    if scaling_counts is None:
-        return run(scenario, file, catalog=catalog)
-    return run(scenario, file, scaling_counts=scaling_counts(prepare(scenario, file, catalog=catalog).gpus),
-               catalog=catalog)

@@ -102,7 +102,8 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     found: list[FitOption] = []
     for change, sections in candidates:
         try:
-            changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog)
+            changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
+                              caches=setup.caches)
         except (InputError, ValueError):
             continue
         memory = changed.step.memory.total
@@ -110,7 +111,8 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
             found.append(FitOption(change, memory, None))
     tried = found[: 2 * limit]
     changed = [prepare(setup.scenario.with_changes(**next(s for c, s in candidates if c == option.change)),
-                       setup.file, catalog=setup.catalog) for option in tried]
+                       setup.file, catalog=setup.catalog,
+                              caches=setup.caches) for option in tried]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here.
     return [FitOption(tried[i].change, tried[i].memory_bytes, step)
@@ -137,7 +139,8 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                                          **({"dp": dp} if par.dp is not None else {})},
                             "training": {"micro_batch": 1, "global_batch": batch, "activation_checkpointing": "full"}}
                 try:
-                    changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog)
+                    changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
+                              caches=setup.caches)
                 except (InputError, ValueError):
                     continue
                 memory = changed.step.memory.total
@@ -180,13 +183,14 @@ def combined_option(setup: Setup) -> FitOption | None:
         return None
     points = [p for p in search_points(base, gpus, setup.file, setup.catalog)[0]
               if (p.dp, p.tp, p.pp, p.cp) == (own.dp, own.tp, own.pp, own.cp) and p.micro_batch <= own.micro_batch]
-    rows = check_points(points, base, setup.file, {gpus: base}, catalog=setup.catalog)
+    rows = check_points(points, base, setup.file, {gpus: base}, catalog=setup.catalog, caches=setup.caches)
     fitting = [p for p, r in zip(points, rows) if r["status"] == "ok"]
     if not fitting:
         return None
     best = min(fitting, key=lambda p: (FINETUNE.index(p.finetune), OFFLOAD.index(p.offload),
                                        RECOMPUTE.index(p.recompute), p.zero, -p.micro_batch))
-    changed = prepare(scenario_for(base, best, setup.file, base), setup.file, catalog=setup.catalog)
+    changed = prepare(scenario_for(base, best, setup.file, base), setup.file, catalog=setup.catalog,
+                              caches=setup.caches)
     memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
     return FitOption(_change_text(own, best), memory, simulate_setup(changed).end_s)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pydantic
 
+from scalesim.app.caches import Caches
 from scalesim.app.setup import host_fit_reason, prepare
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.errors import InputError
@@ -224,10 +225,10 @@ def _failure(exc: BaseException) -> str:
 
 
 def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
-                catalog: Catalog | None = None) -> dict:
+                catalog: Catalog | None = None, caches: Caches | None = None) -> dict:
     """Can the plan run, and does it fit? No simulation."""
     try:
-        setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog)
+        setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
@@ -267,7 +268,8 @@ def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
 
 
 def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
-                 progress: Progress | None = None, catalog: Catalog | None = None) -> list[dict]:
+                 progress: Progress | None = None, catalog: Catalog | None = None,
+                 caches: Caches | None = None) -> list[dict]:
     """`check_point` for every point (rows in the points' order), skipping the check of any plan
     that needs at least the memory of one that already does not fit, and of any plan that offloads
     or adapts when the same plan doing less of that fits (memory first: no simulation here)."""
@@ -292,7 +294,7 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
         if smaller is not None:
             rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
             continue
-        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog)
+        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog, caches)
         if rows[i]["status"] == "does_not_fit":
             too_big.setdefault(split, []).append(p)
     return [rows[i] for i in range(len(points))]

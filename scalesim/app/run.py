@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.app.caches import Caches
 from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
 from scalesim.app.procurement import run_inputs
 from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup
@@ -55,8 +56,8 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)
     scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
-    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus,
-                                                     catalog=setup.catalog)).end_s / gpus
+    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog,
+                                                     caches=setup.caches)).end_s / gpus
 
 
 def plan_summary(plan: ParallelPlan) -> dict:
@@ -84,18 +85,18 @@ def _with_trainable(summary: dict, setup: Setup) -> dict:
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
         baseline: bool = True, catalog: Catalog | None = None, max_seconds: float | None = None,
-        every_rank: bool | None = None) -> StepResult:
+        every_rank: bool | None = None, caches: Caches | None = None) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
 
     `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
     `max_seconds`: raise scalesim.limits.TimeLimitExceeded (an InputError) after that much wall time.
-    `every_rank`: see `prepare`.
+    `every_rank`, `caches`: see `prepare`.
     """
     if max_seconds is not None:
         with time_limit(max_seconds):
             return run(scenario, file, scaling_counts=scaling_counts, baseline=baseline, catalog=catalog,
-                       every_rank=every_rank)
-    return run_setup(prepare(scenario, file, catalog=catalog, every_rank=every_rank),
+                       every_rank=every_rank, caches=caches)
+    return run_setup(prepare(scenario, file, catalog=catalog, every_rank=every_rank, caches=caches),
                      scaling_counts=scaling_counts, baseline=baseline)
 
 

@@ -25,7 +25,7 @@ from scalesim.serving.metrics import meets_slo, summarise
 from scalesim.serving.scheduler import Batch, Scheduler
 from scalesim.serving.spec import ServingScenario
 from scalesim.serving.workload import generate
-from scalesim.topology import Topology, cached_cluster, load_node_design
+from scalesim.topology import Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
 
 # Host (CPU) time per iteration that the GPU waits for: scheduling, input preparation,
@@ -87,7 +87,7 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None) -> Serve
     """Resolve names, check the plan and size the KV cache (does not simulate)."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
     fabric = scenario.cluster.fabric
-    topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric())
+    topology = build_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric())
     model = get_model(scenario.model, seq_len=1, key="model", file=file)
     count = _check_plan(scenario, model, len(topology.gpus), file)
     s = scenario.serving

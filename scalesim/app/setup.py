@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalesim.app.caches import Caches
+
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
-from scalesim.costs.finetune import finetune_spec, host_weight_bytes, trainable_params
+from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown
 from scalesim.costs.variability import slowest_gpu_factor
@@ -25,7 +27,7 @@ from scalesim.parallel.plan import ParallelPlan
 from scalesim.parallel.size import step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
 from scalesim.scenario import Scenario, resolved_attention
-from scalesim.topology import Topology, cached_cluster, load_node_design
+from scalesim.topology import NodeDesign, Topology, load_node_design
 from scalesim.units import format_bytes
 
 
@@ -43,6 +45,7 @@ class Setup:
     step: CompiledStep                          # per-stage layers, schedule, memory, program
     host_memory_bytes: float | None = None      # per node, from the design's host.memory_gb
     catalog: Catalog | None = None              # where its GPU and link names resolved [built-in]
+    caches: Caches | None = None                # what its command reuses: plans derived from it share them
 
 
 # Each micro-batch of a step is simulated as its own tasks (about 1,000 micro-batches a
@@ -138,16 +141,40 @@ def grad_reduce_dtype(precision: str, par) -> str:
 
 
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None,
-            catalog: Catalog | None = None, every_rank: bool | None = None) -> Setup:
+            catalog: Catalog | None = None, every_rank: bool | None = None, caches: Caches | None = None) -> Setup:
     """Resolve catalog names (in `catalog`, [the built-in one]), check the parallel plan and
     compile the step; `gpus` overrides the count (dp follows). `every_rank`: simulate each
     rank (True) or one per pipeline stage for its identical peers (False); None chooses by size
-    (`simulates_every_rank`)."""
+    (`simulates_every_rank`). `caches`: what the calling command reuses (a fresh one if None)."""
+    caches = Caches() if caches is None else caches
+    design, topology, count = _cluster_of(scenario, file, gpus, catalog, caches)
+    par, training = scenario.parallel, scenario.training
+    gpu = topology.gpu_spec
+    _check_gpu(gpu, training, file)
+    model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
+    dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
+    _check_plan(scenario, model, count, dp, file)
+    plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
+    if every_rank is None:
+        every_rank = simulates_every_rank(count, model, plan)
+    try:
+        step = compile_step(model, gpu, topology, plan, every_rank, caches.memo(topology))
+    except InputError as exc:
+        raise exc.located(file=file) from None
+    check_step_size(**step_counts(model, plan, count if every_rank else par.pp), file=file)
+    host = design.host.memory_gb
+    return Setup(scenario, file, model, topology, gpu, count, plan, step, None if host is None else host * 1e9,
+                 catalog, caches)
+
+
+def _cluster_of(scenario: Scenario, file: str | None, gpus: int | None, catalog: Catalog | None,
+                caches: Caches) -> tuple[NodeDesign, Topology, int]:
+    """The scenario's node design, its cluster, and how many of its GPUs the run uses."""
     design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
     fabric = scenario.cluster.fabric
     try:
-        topology = cached_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric(),
-                                  catalog=catalog)
+        topology = caches.cluster(design, scenario.cluster.nodes, None if fabric is None else fabric.as_fabric(),
+                                  catalog)
     except InputError as exc:
         inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
         raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None
@@ -157,9 +184,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         raise InputError(f"asks for {count} GPUs but the cluster has {available} "
                          f"({scenario.cluster.nodes} x {design.name}); allowed: 1..{available}",
                          file=file, key="cluster.gpus")
-    par = scenario.parallel
-    training = scenario.training
-    gpu = topology.gpu_spec
+    return design, topology, count
+
+
+def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
+    """The GPU runs the scenario's precision and attention kernel."""
     try:
         gpu.peak_flop_per_s(training.precision)
     except InputError as exc:
@@ -169,12 +198,13 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
             flash_efficiency(gpu, training.attention)
         except ValueError as exc:
             raise InputError(str(exc), file=file, key="training.attention") from None
-    model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
-    model_parallel = par.tp * par.pp * par.cp
-    dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
-    _check_plan(scenario, model, count, dp, file)
-    finetune = _finetune_of(scenario, model, file)
-    plan = ParallelPlan(
+
+
+def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: int, dp: int,
+             finetune: FinetuneSpec | None) -> ParallelPlan:
+    """The scenario's parallel plan, every default resolved."""
+    par, training = scenario.parallel, scenario.training
+    return ParallelPlan(
         placement=Placement(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, order=tuple(par.order.split("-")), ep=par.ep,
                             etp=par.etp),
         micro_batch=training.micro_batch,
@@ -205,16 +235,6 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         moe_overlap=par.moe_overlap,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
     )
-    if every_rank is None:
-        every_rank = simulates_every_rank(count, model, plan)
-    try:
-        step = compile_step(model, gpu, topology, plan, every_rank)
-    except InputError as exc:
-        raise exc.located(file=file) from None
-    check_step_size(**step_counts(model, plan, count if every_rank else par.pp), file=file)
-    host = design.host.memory_gb
-    return Setup(scenario, file, model, topology, gpu, count, plan, step, None if host is None else host * 1e9,
-                 catalog)
 
 
 def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
@@ -250,7 +270,7 @@ def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
     """One step played out; `symmetric` overrides how the setup was compiled (one rank per stage)."""
     step = setup.step
     if symmetric is not None and symmetric == step.every_rank:
-        step = compile_step(step.model, step.gpu, step.topology, step.plan, every_rank=not symmetric)
+        step = compile_step(step.model, step.gpu, step.topology, step.plan, not symmetric, step.memo)
     return simulate(step.program)
 
 

@@ -73,6 +73,7 @@ from pathlib import Path
 
 import pydantic
 
+from scalesim.app.caches import Caches
 from scalesim.app.executors import ExecutorSpec, completed, open_pool
 from scalesim.app.plans import (FINETUNE, INTERLEAVED_FALLBACK_NOTE, OFFLOAD, RECOMPUTE, PlanPoint, Progress, _failure, _plain, _row, _why, check_points,
                                 cluster_for, own_plan_point, scenario_for, search_points)
@@ -81,7 +82,7 @@ from scalesim.app.run import run
 from scalesim.app.setup import prepare
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.parallel.bounds import beaten, best_steps, bound_waves, setup_bound_s
+from scalesim.parallel.bounds import beaten, best_steps, bound_waves, compiled_bound_s
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
 
@@ -91,11 +92,11 @@ IN_PROCESS = ExecutorSpec("local", 1)
 
 
 def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
-                   catalog: Catalog | None = None) -> dict:
+                   catalog: Catalog | None = None, caches: Caches | None = None) -> dict:
     """Simulate one step of the plan and cost the whole run: one result row."""
     try:
         scenario = scenario_for(base, point, file, grown)
-        result = run(scenario, file, baseline=False, catalog=catalog)
+        result = run(scenario, file, baseline=False, catalog=catalog, caches=caches)
     except (InputError, pydantic.ValidationError) as exc:
         return _row(point, "not_available", _why(exc))
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -216,12 +217,14 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                 rows.append(_row(PlanPoint(gpus, 0), "not_available", own))
             else:
                 points.append(own)
-    checked = check_points(points, base, file, grown, progress, catalog)
+    caches = Caches()           # this sweep's clusters and plans, reused by every plan simulated here
+    checked = check_points(points, base, file, grown, progress, catalog, caches)
     if search and not exhaustive:
         mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
     by_point.update(simulate_points([p for p in points if by_point[p]["status"] == "ok"], base, file, grown,
-                                    executor, points_file, progress, catalog, prune=search and not exhaustive))
+                                    executor, points_file, progress, catalog, prune=search and not exhaustive,
+                                    caches=caches))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     best = best_rows(rows, rank_by)
@@ -236,12 +239,14 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
 def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                     executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
                     progress: Progress = _plain, catalog: Catalog | None = None,
-                    prune: bool = False) -> dict[PlanPoint, dict]:
+                    prune: bool = False, caches: Caches | None = None) -> dict[PlanPoint, dict]:
     """`evaluate_point` of each point on the executor (rows of the points file reused), by point.
 
     `prune`: simulate in waves, lowest step-time bound first, and mark `dominated` the plans
     whose bound exceeds the best step simulated at their GPU count (scalesim/parallel/bounds.py).
+    `caches` serve the bounds and the simulations run in this process (other processes keep their own).
     """
+    caches = Caches() if caches is None else caches
     earlier: dict[PlanPoint, dict] = {}
     for p in points:
         row = points_file.finished(asdict(p)) if points_file is not None else None
@@ -252,15 +257,16 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
         waves, bounds = [pending] if pending else [], {}
     else:
         # Waves over every point, reused ones included, so that a resumed search prunes the same plans.
-        bounds = {p: setup_bound_s(prepare(scenario_for(base, p, file, grown.get(p.gpus)), file, catalog=catalog))
-                  for p in points}
+        bounds = {p: compiled_bound_s(prepare(scenario_for(base, p, file, grown.get(p.gpus)), file, catalog=catalog,
+                                              caches=caches).step) for p in points}
         waves = bound_waves(sorted(points, key=lambda p: bounds[p]))
         pending = [p for p in points if p not in earlier]
     rows = dict(earlier)
     if not pending:
         return rows
     with open_pool(executor) as pool:
-        finished = _in_waves(pool, waves, bounds, earlier, base, file, grown, catalog)
+        shared = caches if executor.kind == "local" and executor.workers == 1 else None   # never pickled
+        finished = _in_waves(pool, waves, bounds, earlier, base, file, grown, catalog, shared)
         for p, row in progress(finished, "simulating", len(pending)):
             rows[p] = row
             if points_file is not None and not (bounds and row["status"] == "dominated"):   # pruned: not simulated
@@ -269,7 +275,8 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
 
 
 def _in_waves(pool, waves: list[list[PlanPoint]], bounds: dict[PlanPoint, float], earlier: dict[PlanPoint, dict],
-              base: Scenario, file: str | None, grown: dict[int, Scenario], catalog: Catalog | None):
+              base: Scenario, file: str | None, grown: dict[int, Scenario], catalog: Catalog | None,
+              caches: Caches | None):
     """(point, row) of each point not in `earlier`, as each finishes, wave after wave. With
     `bounds`, a plan whose bound exceeds the best step simulated in the earlier waves (in this
     run or, resumed, in an earlier one) at its GPU count is marked dominated, not simulated."""
@@ -281,8 +288,9 @@ def _in_waves(pool, waves: list[list[PlanPoint]], bounds: dict[PlanPoint, float]
         for p in [p for p in wave if beaten(bounds[p], best.get(p.gpus))] if bounds else []:
             wave.remove(p)
             yield p, _row(p, "dominated", f"its compute alone takes at least {bounds[p]:.4g} s per step "
-                          f"(search_bounds.py), more than the {best[p.gpus]:.4g} s of a simulated plan")
-        payloads = [(p, base, file, grown.get(p.gpus), catalog) for p in wave]  # ~3 kB each (more with a catalog)
+                          f"(parallel/bounds.py), more than the {best[p.gpus]:.4g} s of a simulated plan")
+        payloads = [(p, base, file, grown.get(p.gpus), catalog, caches)   # ~3 kB each (more with a catalog)
+                    for p in wave]
         for i, row in completed(pool, evaluate_point, payloads):
             if isinstance(row, Exception):            # the task itself was lost (a worker died, ...)
                 row = _row(wave[i], "failed", _failure(row))

@@ -67,8 +67,10 @@ def protocols_for(algo: str, topology: Topology, ranks: tuple[int, ...]) -> list
 
 
 def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
-                    algo: str = "auto", protocol: str = "auto") -> CollectivePlan:
-    """The collective expanded onto the topology with the chosen (or fastest) algorithm and protocol."""
+                    algo: str = "auto", protocol: str = "auto", memo: dict | None = None) -> CollectivePlan:
+    """The collective expanded onto the topology with the chosen (or fastest) algorithm and protocol.
+
+    `memo`: the caller's cache of plans on this topology (see scalesim/app/caches.py); None plans anew."""
     check_time()                    # a caller's wall-clock limit (scalesim/limits.py)
     ranks = tuple(ranks)
     if op not in OPS:
@@ -78,8 +80,8 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
     if protocol not in PROTOCOLS + ("auto",):
         raise InputError(f"unknown protocol '{protocol}'; allowed: auto, {', '.join(PROTOCOLS)}", key="protocol")
     key = ("plan", op, ranks, size_bytes, algo, protocol)
-    if key in topology.memo:
-        return topology.memo[key]
+    if memo is not None and key in memo:
+        return memo[key]
     possible = algorithms_for(op, topology, ranks)
     if algo != "auto" and algo not in possible:
         raise InputError(f"algorithm '{algo}' cannot run {op} on these GPUs; allowed here: "
@@ -97,5 +99,6 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
             plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
             timed.append((plan_time_s(plan, topology.capacity_bytes_per_s), len(timed), plan))
         best = min(timed)[2]
-    topology.memo[key] = best
+    if memo is not None:
+        memo[key] = best
     return best

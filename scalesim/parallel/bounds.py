@@ -93,9 +93,9 @@ def _optimizer_s(builder: StepBuilder, stage: int) -> float:
     return optimizer_time_s(params / shards, builder.gpu, plan.precision, plan.optimizer) * plan.slowest_gpu_factor
 
 
-def step_lower_bound_s(model, gpu, topology, plan: ParallelPlan) -> float:
+def step_lower_bound_s(model, gpu, topology, plan: ParallelPlan, chunks=None, memo: dict | None = None) -> float:
     """A time the simulated step of this plan can never beat (module docstring)."""
-    builder = StepBuilder(model, gpu, topology, plan, symmetric=True)
+    builder = StepBuilder(model, gpu, topology, plan, symmetric=True, chunks=chunks, memo=memo)
     pp = plan.placement.pp
     stages = [_stage_compute(builder, s) for s in range(pp)]
     optimizer = [_optimizer_s(builder, s) for s in range(pp)]
@@ -114,10 +114,10 @@ def beaten(bound_s: float, best_s: float | None) -> bool:
     return best_s is not None and bound_s > best_s * (1 + MARGIN)
 
 
-def setup_bound_s(setup) -> float:
-    """`step_lower_bound_s` of a prepared setup (runner.Setup); 0 (never skip) if it cannot be formed."""
+def compiled_bound_s(step) -> float:
+    """`step_lower_bound_s` of a compiled step (parallel/step.py); 0 (never skip) if it cannot be formed."""
     try:
-        return step_lower_bound_s(setup.model, setup.gpu, setup.topology, setup.plan)
+        return step_lower_bound_s(step.model, step.gpu, step.topology, step.plan, step.chunks, step.memo)
     except (ValueError, KeyError, ZeroDivisionError):
         return 0.0
 
@@ -145,7 +145,7 @@ def fastest(setups: list, simulate_s, limit: int) -> list[tuple[int, float]]:
     """(index, simulated step) of the `limit` fastest setups, fastest first (ties in list order),
     as simulating all of them would give; setups whose bound exceeds the `limit`-th fastest step
     found so far are never simulated (lowest bound first)."""
-    bounds = [setup_bound_s(s) for s in setups]
+    bounds = [compiled_bound_s(s.step) for s in setups]
     timed: list[tuple[float, int]] = []
     for i in sorted(range(len(setups)), key=lambda i: (bounds[i], i)):
         kept = sorted(timed)[:limit]

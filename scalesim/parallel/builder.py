@@ -78,8 +78,11 @@ class StepBuilder:
     """
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
-                 symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None):
+                 symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None,
+                 memo: dict | None = None):
         self.model, self.gpu, self.topology, self.plan = model, gpu, topology, plan
+        # The caller's cache of plans and timings on this topology (scalesim/app/caches.py), or this build's.
+        self.memo = {} if memo is None else memo
         pl = plan.placement
         if symmetric:
             self.simulated = tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp))
@@ -170,7 +173,7 @@ class StepBuilder:
     def _held_factor(self, content: tuple, seconds_on, share: float) -> float:
         """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
         its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone."""
-        memo = self.topology.memo
+        memo = self.memo
         blocks = round(share * self.gpu.sms)
         plan = self.plan
         memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
@@ -210,12 +213,12 @@ class StepBuilder:
         the other dimensions except pp.
         """
         if not self.symmetric:
-            return plan_collective(op, self.topology, group, size)
+            return plan_collective(op, self.topology, group, size, memo=self.memo)
         key = ("with-copies", op, group, size, span)
-        memo = self.topology.memo
+        memo = self.memo
         if key in memo:
             return memo[key]
-        plan = plan_collective(op, self.topology, group, size)
+        plan = plan_collective(op, self.topology, group, size, memo=memo)
         pl = self.plan.placement
         base = pl.coords(group[0])
         vary = [d for d in ("tp", "cp", "dp") if d not in span]
@@ -238,7 +241,7 @@ class StepBuilder:
             if not any(topo.server_of(r) in near for r in copy):
                 continue
             # A copy of a symmetric group runs the same algorithm as the group itself.
-            other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol)
+            other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol, memo)
             if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
                 extra.append(other)
         if extra:
@@ -253,7 +256,7 @@ class StepBuilder:
 
     def _sm_share(self, plan: CollectivePlan) -> float:
         key = ("sm-share", plan.op, plan.algo, plan.ranks)
-        memo = self.topology.memo
+        memo = self.memo
         if key not in memo:
             memo[key] = sm_share(plan, self.topology, self.gpu.sms)
         return memo[key]
@@ -278,7 +281,8 @@ class StepBuilder:
         seq = counters.get(("fetch", rank), 0)
         counters[("fetch", rank)] = seq + 1
         plan = host_copy_plan(self.topology, rank, movers(self.topology, rank, self.plan.placement.size,
-                                                          self.symmetric), self._stored(layer) / shards, False)
+                                                          self.symmetric), self._stored(layer) / shards, False,
+                              self.memo)
         tasks.append(CollectiveTask(f"fetch {layer.name}", f"offload/fetch/{rank}/{seq}", plan,
                                     deps=() if dep is None else (dep,), stream="offload"))
         return len(tasks) - 1
@@ -526,7 +530,7 @@ class StepBuilder:
         # Simulated once per stage, a rank's copies stand for the whole server's
         # (they share PCIe switches and host memory), so all of them are on the links.
         ranks = movers(topo, rank, self.plan.placement.size, self.symmetric)
-        down = host_copy_plan(topo, rank, ranks, params * self.grad_bytes_per_param, True)
+        down = host_copy_plan(topo, rank, ranks, params * self.grad_bytes_per_param, True, self.memo)
         tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
         d2h = len(tasks) - 1
         share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
@@ -535,7 +539,7 @@ class StepBuilder:
         cpu = len(tasks) - 1
         if self.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
             return cpu
-        up = host_copy_plan(topo, rank, ranks, params * self.weight_bytes_per_param, False)
+        up = host_copy_plan(topo, rank, ranks, params * self.weight_bytes_per_param, False, self.memo)
         tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
         return len(tasks) - 1
 
@@ -546,6 +550,8 @@ class StepBuilder:
 
 
 def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
-                  symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None) -> Program:
-    """The per-rank program of one step (`chunks`: the model already cut for the plan's pipeline)."""
-    return StepBuilder(model, gpu, topology, plan, symmetric, chunks).program()
+                  symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None,
+                  memo: dict | None = None) -> Program:
+    """The per-rank program of one step (`chunks`: the model already cut for the plan's pipeline;
+    `memo`: the caller's cache of collective plans and timings on this topology)."""
+    return StepBuilder(model, gpu, topology, plan, symmetric, chunks, memo).program()

@@ -27,14 +27,14 @@ def movers(topology: Topology, rank: int, size: int, symmetric: bool) -> list[in
 
 
 def host_copy_plan(topology: Topology, rank: int, ranks: list[int], size_bytes: float,
-                   to_host: bool) -> CollectivePlan:
+                   to_host: bool, memo: dict) -> CollectivePlan:
     """One copy of `size_bytes` per rank in `ranks`, GPU to host (`to_host`) or back, as one call of `rank`.
 
-    Kept in the topology's memo: offloaded weights make one such copy per layer and pass, and
-    identical layers give identical plans."""
+    Kept in `memo` (the caller's, per topology): offloaded weights make one such copy per layer
+    and pass, and identical layers give identical plans."""
     key = ("host-copy", rank, tuple(ranks), size_bytes, to_host)
-    if key not in topology.memo:
+    if key not in memo:
         src, dst = ("gpu", "host") if to_host else ("host", "gpu")
         flows = tuple(Flow(src, dst, topology.host_route(r, to_host), size_bytes) for r in ranks)
-        topology.memo[key] = CollectivePlan("offload", "direct", (rank,), size_bytes, (Phase(0.0, flows),))
-    return topology.memo[key]
+        memo[key] = CollectivePlan("offload", "direct", (rank,), size_bytes, (Phase(0.0, flows),))
+    return memo[key]

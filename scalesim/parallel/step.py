@@ -8,7 +8,7 @@ what-if fixes, the validation and the claims page; none of them derives its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS
@@ -47,11 +47,13 @@ class CompiledStep:
     every_rank: bool                  # simulate each rank, or one per stage for its identical peers
     chunks: tuple[tuple[LayerSpec, ...], ...]
     stages: tuple[Stage, ...]
+    # The caller's cache of collective plans and timings on this topology (scalesim/app/caches.py).
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def program(self) -> Program:
         return build_program(self.model, self.gpu, self.topology, self.plan, symmetric=not self.every_rank,
-                             chunks=self.chunks)
+                             chunks=self.chunks, memo=self.memo)
 
     @cached_property
     def memory(self) -> MemoryBreakdown:
@@ -67,7 +69,7 @@ class CompiledStep:
 
 
 def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
-                 every_rank: bool) -> CompiledStep:
+                 every_rank: bool, memo: dict | None = None) -> CompiledStep:
     """Cut, shard and order the step; InputError when the plan's pipeline cannot be formed."""
     pl = plan.placement
     chunks = tuple(model_chunks(model, plan.chunks))
@@ -80,7 +82,7 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
         order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
         stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage))
-    return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages))
+    return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages), {} if memo is None else memo)
 
 
 def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBreakdown:

@@ -111,25 +111,3 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
         nic_names.append([n for n, d in part.nodes(data=True) if d["kind"] == "nic"])
     _fabric_graph(g, nic_names, fabric, link)
     return Topology(g, f"{nodes}x {design.name}")
-
-
-_RECENT_CLUSTERS: dict[tuple, Topology] = {}
-RECENT_CLUSTERS_KEPT = 4
-
-
-def cached_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None = None,
-                   catalog: Catalog | None = None) -> Topology:
-    """`build_cluster`, reusing one of the last few clusters built with the same inputs.
-
-    A run simulates the same cluster several times (the scaling curve, fit
-    suggestions, sweeps over plans); building 2,048 node graphs each time
-    cost more than simulating the step. Topologies are immutable apart from
-    their caches, which are keyed by content, so sharing one is safe.
-    """
-    key = (design.model_dump_json(), nodes, fabric, catalog)      # the catalog by content
-    if key not in _RECENT_CLUSTERS:
-        topology = build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
-        if len(_RECENT_CLUSTERS) >= RECENT_CLUSTERS_KEPT:
-            del _RECENT_CLUSTERS[next(iter(_RECENT_CLUSTERS))]
-        _RECENT_CLUSTERS[key] = topology
-    return _RECENT_CLUSTERS[key]

@@ -71,7 +71,7 @@ class Topology:
         self._from_nic: dict[str, tuple[str, ...]] = {}     # its NIC -> GPU
         self._fabric_paths: dict[tuple[str, str], tuple[str, ...]] = {}   # leaf to leaf
         self._nic_uplinks: dict[str, tuple[str, ...]] = {}
-        self.memo: dict = {}          # caches of layers above (collective plans), per topology
+        self._routes_memo: dict = {}  # its own derived routes and link classes (layers above keep theirs)
 
     @property
     def gpu_spec(self) -> GpuSpec:
@@ -220,15 +220,15 @@ class Topology:
     def link_class(self, src: int, dst: int) -> str:
         """'nvlink', 'pci' or 'net': which of NCCL's latency tables a copy falls in (AMD's xGMI counts as NVLink)."""
         key = ("link-class", src, dst)
-        if key not in self.memo:
+        if key not in self._routes_memo:
             kinds = {self._resource_kind[r] for r in self.route(src, dst)}
             if kinds & {"infiniband", "roce", "ethernet"}:
-                self.memo[key] = "net"
+                self._routes_memo[key] = "net"
             elif kinds and kinds <= {"nvlink", "nvswitch", "xgmi"}:
-                self.memo[key] = "nvlink"
+                self._routes_memo[key] = "nvlink"
             else:
-                self.memo[key] = "pci"
-        return self.memo[key]
+                self._routes_memo[key] = "pci"
+        return self._routes_memo[key]
 
     def via_host_memory(self, src: int, dst: int) -> bool:
         """True when a copy between two GPUs is staged in host memory (no peer-to-peer)."""
@@ -265,10 +265,10 @@ class Topology:
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """Link resource ids of the copy from rank src to rank dst."""
         key = ("route", src, dst)
-        if key not in self.memo:
+        if key not in self._routes_memo:
             nodes = self.path(src, dst)
-            self.memo[key] = tuple(self._resource[(u, v)] for u, v in zip(nodes, nodes[1:]))
-        return self.memo[key]
+            self._routes_memo[key] = tuple(self._resource[(u, v)] for u, v in zip(nodes, nodes[1:]))
+        return self._routes_memo[key]
 
     def latency_s(self, src: int, dst: int) -> float:
         nodes = self.path(src, dst)

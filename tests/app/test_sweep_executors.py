@@ -68,9 +68,9 @@ def whole(tmp_path_factory, scenario_path):
 
 
 def test_the_reference_sweep_simulates_enough_plans_to_tell_orders_apart(in_process):
-    # some simulated, some skipped by the step-time bound (search_bounds.py): executors must agree on both
+    # some simulated, some skipped by the step-time bound (parallel/bounds.py): executors must agree on both
     assert sum(r["status"] == "ok" for r in in_process["rows"]) >= 5
-    assert any("search_bounds" in (r["reason"] or "") for r in in_process["rows"])
+    assert any("parallel/bounds.py" in (r["reason"] or "") for r in in_process["rows"])
 
 
 def test_a_local_process_pool_finds_the_same_rows_in_the_same_order(scenario_path, in_process):

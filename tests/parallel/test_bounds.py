@@ -4,7 +4,7 @@ import pytest
 
 from scalesim.app.setup import prepare, simulate_setup
 from scalesim.scenario import load_scenario
-from scalesim.parallel.bounds import beaten, fastest, setup_bound_s
+from scalesim.parallel.bounds import beaten, compiled_bound_s, fastest
 
 CASES = [
     ("scenarios/8x4090-ddp.yaml", {}),
@@ -24,7 +24,7 @@ CASES = [
 def test_no_simulated_step_beats_the_bound(path, changes):
     scenario, file = load_scenario(path)
     setup = prepare(scenario.with_changes(**changes) if changes else scenario, file)
-    bound = setup_bound_s(setup)
+    bound = compiled_bound_s(setup.step)
     assert 0 < bound <= simulate_setup(setup).end_s
 
 

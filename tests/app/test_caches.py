@@ -1,0 +1,45 @@
+"""A command reuses the clusters it builds and the plans on them; nothing outlives its Caches."""
+
+from scalesim.app.caches import CLUSTERS_KEPT, Caches
+from scalesim.app.setup import prepare
+from scalesim.engine import simulate
+from scalesim.scenario import Scenario
+from scalesim.topology import Fabric, load_node_design
+
+
+def test_the_same_cluster_is_built_once_and_a_different_one_is_not_confused_with_it():
+    caches = Caches()
+    design = load_node_design("dgx-h100")
+    fabric = Fabric("ib-ndr", 8, "rail-optimized")
+    first = caches.cluster(design, 2, fabric, None)
+    assert caches.cluster(design, 2, fabric, None) is first
+    other = caches.cluster(design, 3, fabric, None)
+    assert other is not first and len(other.gpus) == 24
+    assert caches.cluster(design, 2, Fabric("ib-hdr", 8, "rail-optimized"), None) is not first
+    assert Caches().cluster(design, 2, fabric, None) is not first       # another command builds its own
+
+
+def test_an_evicted_cluster_takes_its_plans_with_it():
+    caches = Caches()
+    design = load_node_design("dgx-h100")
+    first = caches.cluster(design, 1, None, None)
+    caches.memo(first)["plan"] = "kept"
+    for nodes in range(2, CLUSTERS_KEPT + 2):
+        caches.cluster(design, nodes, Fabric("ib-ndr", 8, "rail-optimized"), None)
+    assert len(caches.clusters) == CLUSTERS_KEPT and id(first) not in caches.memos
+
+
+SCENARIO = {"name": "t", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "gpt2-124m",
+            "training": {"global_batch": 64, "micro_batch": 8, "seq_len": 1024, "precision": "bf16"}}
+
+
+def test_steps_prepared_with_shared_caches_simulate_as_steps_prepared_alone():
+    scenario = Scenario.model_validate(SCENARIO)
+    shared = Caches()
+    warm = prepare(scenario, caches=shared)
+    warm.step.program                   # fills the plans of this cluster
+    again = prepare(scenario, caches=shared)
+    alone = prepare(scenario)
+    assert again.topology is warm.topology and alone.topology is not warm.topology
+    assert again.step.memo is warm.step.memo and shared.memo(warm.topology)
+    assert simulate(again.step.program).end_s == simulate(alone.step.program).end_s
