@@ -378,15 +378,19 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
     gradient (28 B). SGD with momentum: weight and momentum read+write plus
     the gradient. (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
     """
+    return _stream_s(params * optimizer_bytes_per_param(precision, optimizer), gpu, held_sms) + KERNEL_OVERHEAD_S
+
+
+def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
+    """Bytes an optimizer update reads and writes per parameter (`optimizer_time_s`), on the GPU
+    or, offloaded, from the host's memory."""
     if optimizer == "sgd":
-        per_param = 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
-    elif optimizer in ("adamw-8bit", "paged-adamw-8bit"):
+        return 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
+    if optimizer in ("adamw-8bit", "paged-adamw-8bit"):
         # 8-bit Adam (Dettmers et al. 2022): moments read and written as 1 byte each (4 B), the
         # weight (or fp32 master) read and written, the gradient read, the 16-bit copy written: 16 B.
-        per_param = 16.0
-    else:
-        per_param = 28.0
-    return _stream_s(params * per_param, gpu, held_sms) + KERNEL_OVERHEAD_S
+        return 16.0
+    return 28.0
 
 
 def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int,

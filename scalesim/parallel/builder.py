@@ -33,17 +33,17 @@ from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
-from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_time_s
+from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_bytes_per_param
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
-from scalesim.parallel.ddp import ddp_buckets
-from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
+from scalesim.parallel.experts import experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.rank_program import RankProgram
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe
 from scalesim.parallel.stages import model_chunks
@@ -79,10 +79,11 @@ class StepBuilder:
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
                  symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None,
-                 memo: dict | None = None):
+                 memo: dict | None = None, orders: tuple | None = None):
         self.model, self.gpu, self.topology, self.plan = model, gpu, topology, plan
         # The caller's cache of plans and timings on this topology (scalesim/app/caches.py), or this build's.
         self.memo = {} if memo is None else memo
+        self.orders = orders                           # per stage: its passes in schedule order
         pl = plan.placement
         if symmetric:
             self.simulated = tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp))
@@ -324,206 +325,25 @@ class StepBuilder:
                                     host_s=dispatch_s, host_sync=sync))
         return len(tasks) - 1
 
-    # ------------------------------------------------------------------ one rank
+    # ------------------------------------------------------------------ ranks
+
+    def stage_order(self, stage: int) -> tuple:
+        """The stage's forward / backward passes in schedule order (the compiled step's, when given)."""
+        if self.orders is not None:
+            return self.orders[stage]
+        plan = self.plan
+        return tuple(schedule(plan.schedule, stage, plan.placement.pp, plan.micro_batches, plan.chunks_per_stage))
 
     def rank_tasks(self, rank: int) -> tuple:
-        plan, pl = self.plan, self.plan.placement
-        coords = pl.coords(rank)
-        stage = coords["pp"]
-        tp_group = pl.group("tp", coords)
-        cp_group = pl.group("cp", coords)
-        grad_group = pl.grad_group(coords)
-        ep_group, edp_group = expert_groups(pl, pl.ep, coords) if self.model.moe is not None else ((rank,), grad_group)
-        sp = plan.sequence_parallel and pl.tp > 1
-        tasks: list = []
-        overlapped: list[int] = []              # all-to-alls left to finish under moe_overlap
-        whole = experts_whole(pl)               # experts not split by tp: MoE on sequence-parallel shards
-        expert_span = ("tp", "dp", "cp") if whole else ("dp", "cp")
-        counters: dict = {}
-        last_compute: list[int | None] = [None]
-        reductions: list[int] = []
-        layer_computes: list[int] = []          # first compute task of each layer run, in order
-
-        def compute(name: str, kind: str, seconds: float, flop: float, deps=(), timing=None,
-                    host_s: float = 0.0, host_sync: bool = False) -> int:
-            tasks.append(ComputeTask(name, kind, seconds * plan.slowest_gpu_factor,
-                                     deps=tuple(d for d in deps if d is not None), flop=flop,
-                                     held=-1 if timing is None else self._held_row(timing),
-                                     host_s=host_s, host_sync=host_sync))
-            last_compute[0] = len(tasks) - 1
-            return last_compute[0]
-
-        def layer_timing(layers: tuple[LayerSpec, ...], kind: str) -> tuple:
-            attribute = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}[kind]
-            return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
-                    lambda held_sms: sum(getattr(self._layer_time(h, held_sms), attribute) for h in layers))
-
-        def tp_op(op: str, deps) -> int | None:
-            return self._collective(tasks, counters, "tp", op, tp_group, self.activation_bytes, "tp", deps,
-                                    ("tp",))
-
-        gathered_once: set[str] = set()
-
-        def gather(work: _LayerWork) -> tuple[int, ...]:
-            """All-gather a layer's parameters, at most two layers ahead of compute: before every
-            forward and backward under ZeRO-3/FSDP; before its first forward of the step under
-            ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
-            ahead = layer_computes[-2] if len(layer_computes) >= 2 else None
-            fetched = ()
-            if plan.offload_params:
-                shards = len(grad_group) if plan.zero >= 3 else 1
-                ahead = self._fetch(tasks, counters, rank, work.layer, shards, ahead)
-                fetched = (ahead,)
-            if len(grad_group) <= 1:
-                return fetched
-            if plan.zero < 3:
-                if not (plan.overlap_param_gather and plan.zero >= 1) or work.layer.name in gathered_once:
-                    return fetched
-                gathered_once.add(work.layer.name)
-            family = "zero3" if plan.zero >= 3 else "zero"
-            experts = self._expert_trained(work.layer) * self.weight_bytes_per_param
-            g = self._collective(tasks, counters, family, "all_gather", grad_group,
-                                 self._stored(work.layer) - experts, "comm", (ahead,), ("dp", "cp"))
-            e = self._collective(tasks, counters, family + "_experts", "all_gather", edp_group, experts, "comm",
-                                 (ahead,), ("dp", "cp"))
-            return fetched + tuple(x for x in (g, e) if x is not None)
-
-        def run_layer(work: _LayerWork, kind: str, dep: int | None, backward: bool,
-                      deps_gather: tuple[int, ...] = ()) -> int | None:
-            """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
-            wait = dep
-            first = True
-            for i, part in enumerate(work.parts):
-                seconds = {"forward": part.forward_s, "recompute": part.recompute_s,
-                           "backward": part.backward_s}[kind]
-                flop = part.forward_flop * (2 if kind == "backward" else 1)
-                deps = (dep,) + deps_gather if first else (wait,)
-                last = i == len(work.parts) - 1
-                if work.is_block and sp and kind != "backward" and (not work.moe or i <= (0 if whole else 1)):
-                    wait_ag = tp_op("all_gather", deps)
-                    deps = (wait_ag,) if wait_ag is not None else deps
-                cp_wait = None
-                if work.is_block and pl.cp > 1 and i == 0:
-                    cp_wait = self._collective(tasks, counters, "cp", "all_gather", cp_group, self.cp_bytes,
-                                               "cp", deps, ("cp",))
-                c = compute(f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else ""),
-                            kind, seconds, flop, deps, layer_timing((work.halves[i],), kind),
-                            work.host_s[i][kind])
-                if first:
-                    layer_computes.append(c)
-                    first = False
-                wait = c
-                if work.is_block and pl.tp > 1 and (not work.moe or i == 0 or last and not (whole and sp)):
-                    t = tp_op("reduce_scatter" if sp and kind != "backward" else "all_reduce", (c,))
-                    wait = t if t is not None else wait
-                if work.moe and i in (1, 2) and pl.ep > 1:
-                    a = self._collective(tasks, counters, "ep_dispatch" if i == 1 else "ep_combine", "all_to_all",
-                                         ep_group, self.a2a_bytes, "ep", (wait,), expert_span)
-                    if a is not None and plan.moe_overlap:
-                        overlapped.append(a)
-                    elif a is not None:
-                        wait = a
-                if cp_wait is not None:
-                    # the next step waits for both the attention half and the K/V exchange
-                    tasks.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))
-                    wait = len(tasks) - 1
-            return wait
-
-        order = schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
-        last_mb = plan.micro_batches - 1
-        for kind, mb, local_chunk in order:
-            g = local_chunk * pl.pp + stage
-            work = self.chunk_work[g]
-            if kind == "F":
-                dep = None
-                if g > 0:
-                    prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
-                    dep = self._p2p(tasks, prev, rank, "act", mb, g, "pp_recv_prev", ())
-                for w in work:
-                    dep = run_layer(w, "forward", dep, False, gather(w))
-                if g < plan.chunks - 1:
-                    nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
-                    self._p2p(tasks, rank, nxt, "act", mb, g + 1, "pp_send_next", (dep,))
-            else:
-                dep = None
-                if g < plan.chunks - 1:
-                    nxt = pl.rank(**{**coords, "pp": (g + 1) % pl.pp})
-                    dep = self._p2p(tasks, nxt, rank, "grad", mb, g, "pp_recv_next", ())
-                final = mb == last_mb
-                grads = [(self._trained(w.layer) - self._expert_trained(w.layer)) * self.grad_bytes_per_param
-                         for w in reversed(work)]
-                pending = (ddp_buckets(grads, plan.bucket_bytes)
-                           if final and plan.zero < 3 and len(grad_group) > 1 else [])
-                op = "all_reduce" if plan.zero == 0 else "reduce_scatter"
-                for position, w in enumerate(reversed(work)):
-                    gathered = gather(w)
-                    if plan.checkpointing == "full":
-                        dep = run_layer(w, "recompute", dep, True, gathered)
-                        gathered = ()
-                    elif plan.checkpointing == "selective":
-                        seconds = sum(p.recompute_s for p in w.parts)
-                        if seconds > 0:
-                            dep = compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
-                                          (dep,) + gathered, layer_timing(w.halves, "recompute"),
-                                          sum(h["recompute"] for h in w.host_s))
-                            gathered = ()
-                    dep = run_layer(w, "backward", dep, True, gathered)
-                    dense = self._trained(w.layer) - self._expert_trained(w.layer)
-                    if plan.zero >= 3 and len(grad_group) > 1:
-                        r = self._collective(tasks, counters, "grad", "reduce_scatter", grad_group,
-                                             dense * self.grad_bytes_per_param, "comm", (dep,), ("dp", "cp"))
-                        reductions.append(r)
-                    if self._expert_trained(w.layer) and (plan.zero >= 3 or final):
-                        # expert gradients: over the expert-data-parallel ranks, as each layer finishes
-                        reductions.append(self._collective(
-                            tasks, counters, "expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
-                            edp_group, self._expert_trained(w.layer) * self.grad_bytes_per_param, "comm", (dep,),
-                            expert_span))
-                    while plan.overlap_grad_reduce and pending and pending[0][1] == position:
-                        size = pending.pop(0)[0]
-                        reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size,
-                                                           "comm", (dep,), ("dp", "cp")))
-                for size, _ in pending:
-                    reductions.append(self._collective(tasks, counters, "grad", op, grad_group, size, "comm",
-                                                       (dep,), ("dp", "cp")))
-                if g > 0:
-                    prev = pl.rank(**{**coords, "pp": (g - 1) % pl.pp})
-                    self._p2p(tasks, rank, prev, "grad", mb, g - 1, "pp_send_prev", (dep,))
-        local_works = [w for c in range(plan.chunks_per_stage) for w in self.chunk_work[c * pl.pp + stage]]
-        experts_local = sum(self._expert_trained(w.layer) for w in local_works)
-        params_local = sum(self._trained(w.layer) for w in local_works) - experts_local    # dense part
-        shard = len(grad_group) if plan.zero >= 1 else 1
-        expert_shard = len(edp_group) if plan.zero >= 1 else 1
-        done = tuple(r for r in reductions + overlapped if r is not None)
-        if plan.offload_optimizer:
-            opt = self._offloaded_step(tasks, rank, params_local / shard + experts_local / expert_shard, done)
-        else:
-            opt_params = params_local / shard + experts_local / expert_shard
-            # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
-            # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
-            # are issued only after it.
-            layers_local = sum(len(self.chunk_work[c * pl.pp + stage]) for c in range(plan.chunks_per_stage))
-            opt = compute("optimizer step", "optimizer",
-                          optimizer_time_s(opt_params, self.gpu, plan.precision, plan.optimizer), 0.0,
-                          deps=done, timing=(("optimizer", opt_params), ("optimizer", opt_params),
-                                             lambda held_sms: optimizer_time_s(opt_params, self.gpu, plan.precision,
-                                                                               plan.optimizer, held_sms)),
-                          host_s=launch_host_s(layers_local, plan.host_dispatch_s, False),
-                          host_sync=plan.host_dispatch_s > 0)
-        if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
-            self._collective(tasks, counters, "zero", "all_gather", grad_group,
-                             params_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
-            self._collective(tasks, counters, "zero_experts", "all_gather", edp_group,
-                             experts_local * self.weight_bytes_per_param, "comm", (opt,), ("dp", "cp"))
-        return tuple(tasks)
+        return RankProgram(self, rank).tasks()
 
     def _offloaded_step(self, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:
         """ZeRO-Offload (Ren et al. 2021): gradients to host memory, the update on the CPU, weights back.
 
         The copies are flows from the GPU to its socket's memory and back, so
         they share PCIe and host memory with everything else. The CPU Adam
-        update streams the same 28 bytes per parameter as on the GPU
-        (`optimizer_time_s`), from the socket's memory, shared by the GPUs of
+        update streams the same bytes per parameter as on the GPU
+        (`optimizer_bytes_per_param`), from the socket's memory, shared by the GPUs of
         the socket (memory-bound, as DeepSpeed's vectorised CPU Adam is).
         """
         topo = self.topology
@@ -534,8 +354,8 @@ class StepBuilder:
         tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
         d2h = len(tasks) - 1
         share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
-        tasks.append(ComputeTask("CPU optimizer step", "optimizer", params * 28.0 / share, deps=(d2h,),
-                                 stream="cpu"))
+        cpu_s = params * optimizer_bytes_per_param(self.plan.precision, self.plan.optimizer) / share
+        tasks.append(ComputeTask("CPU optimizer step", "optimizer", cpu_s, deps=(d2h,), stream="cpu"))
         cpu = len(tasks) - 1
         if self.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
             return cpu
@@ -551,7 +371,8 @@ class StepBuilder:
 
 def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,
                   symmetric: bool = True, chunks: tuple[tuple[LayerSpec, ...], ...] | None = None,
-                  memo: dict | None = None) -> Program:
+                  memo: dict | None = None, orders: tuple | None = None) -> Program:
     """The per-rank program of one step (`chunks`: the model already cut for the plan's pipeline;
-    `memo`: the caller's cache of collective plans and timings on this topology)."""
-    return StepBuilder(model, gpu, topology, plan, symmetric, chunks, memo).program()
+    `memo`: the caller's cache of collective plans and timings on this topology; `orders`: each
+    stage's passes in schedule order)."""
+    return StepBuilder(model, gpu, topology, plan, symmetric, chunks, memo, orders).program()

@@ -53,7 +53,7 @@ class CompiledStep:
     @cached_property
     def program(self) -> Program:
         return build_program(self.model, self.gpu, self.topology, self.plan, symmetric=not self.every_rank,
-                             chunks=self.chunks, memo=self.memo)
+                             chunks=self.chunks, memo=self.memo, orders=tuple(s.order for s in self.stages))
 
     @cached_property
     def memory(self) -> MemoryBreakdown:

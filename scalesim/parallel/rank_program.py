@@ -1,0 +1,241 @@
+"""One rank's tasks for one optimizer step: its pipeline schedule played into compute and calls.
+
+`StepBuilder` (builder.py) holds what every rank shares (layer timings, collective plans);
+`RankProgram` holds one rank's state while its task list grows: its groups, the tasks so far,
+the layers already gathered, the reductions the optimizer step waits for. What runs is
+described in builder.py's module docstring.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.compute import optimizer_time_s
+from scalesim.costs.host import launch_host_s
+from scalesim.models.spec import LayerSpec
+from scalesim.parallel.ddp import ddp_buckets
+from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.program import ComputeTask
+
+PASS_SECONDS = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}
+
+
+class RankProgram:
+    """Builds the task list of `rank`; `tasks()` returns it (call once)."""
+
+    def __init__(self, builder, rank: int):
+        self.b, self.rank = builder, rank
+        self.plan, self.pl = builder.plan, builder.plan.placement
+        pl = self.pl
+        self.coords = pl.coords(rank)
+        self.stage = self.coords["pp"]
+        self.tp_group = pl.group("tp", self.coords)
+        self.cp_group = pl.group("cp", self.coords)
+        self.grad_group = pl.grad_group(self.coords)
+        self.ep_group, self.edp_group = (expert_groups(pl, pl.ep, self.coords) if builder.model.moe is not None
+                                         else ((rank,), self.grad_group))
+        self.sp = self.plan.sequence_parallel and pl.tp > 1
+        self.whole = experts_whole(pl)          # experts not split by tp: MoE on sequence-parallel shards
+        self.expert_span = ("tp", "dp", "cp") if self.whole else ("dp", "cp")
+        self.list: list = []
+        self.overlapped: list[int] = []         # all-to-alls left to finish under moe_overlap
+        self.counters: dict = {}
+        self.reductions: list[int] = []
+        self.layer_computes: list[int] = []     # first compute task of each layer run, in order
+        self.gathered_once: set[str] = set()
+
+    def tasks(self) -> tuple:
+        for kind, mb, local_chunk in self.b.stage_order(self.stage):
+            g = local_chunk * self.pl.pp + self.stage
+            if kind == "F":
+                self._forward(g, mb)
+            else:
+                self._backward(g, mb)
+        self._optimizer_step()
+        return tuple(self.list)
+
+    # ------------------------------------------------------------------ tasks
+
+    def compute(self, name: str, kind: str, seconds: float, flop: float, deps=(), timing=None,
+                host_s: float = 0.0, host_sync: bool = False) -> int:
+        self.list.append(ComputeTask(name, kind, seconds * self.plan.slowest_gpu_factor,
+                                     deps=tuple(d for d in deps if d is not None), flop=flop,
+                                     held=-1 if timing is None else self.b._held_row(timing),
+                                     host_s=host_s, host_sync=host_sync))
+        return len(self.list) - 1
+
+    def layer_timing(self, layers: tuple[LayerSpec, ...], kind: str) -> tuple:
+        """(row key, content key, seconds with held SMs) of a compute task: see `_held_row`."""
+        attribute = PASS_SECONDS[kind]
+        b = self.b
+        return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
+                lambda held_sms: sum(getattr(b._layer_time(h, held_sms), attribute) for h in layers))
+
+    def call(self, kind: str, op: str, group: tuple[int, ...], size: float, stream: str, deps,
+             span: tuple[str, ...] = ()) -> int | None:
+        return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span)
+
+    def tp_op(self, op: str, deps) -> int | None:
+        return self.call("tp", op, self.tp_group, self.b.activation_bytes, "tp", deps, ("tp",))
+
+    def neighbour(self, g: int) -> int:
+        """The rank holding global chunk `g` at this rank's tp/cp/dp position."""
+        return self.pl.rank(**{**self.coords, "pp": g % self.pl.pp})
+
+    # ------------------------------------------------------------------ layers
+
+    def gather(self, work) -> tuple[int, ...]:
+        """All-gather a layer's parameters, at most two layers ahead of compute: before every
+        forward and backward under ZeRO-3/FSDP; before its first forward of the step under
+        ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
+        plan, b = self.plan, self.b
+        ahead = self.layer_computes[-2] if len(self.layer_computes) >= 2 else None
+        fetched = ()
+        if plan.offload_params:
+            shards = len(self.grad_group) if plan.zero >= 3 else 1
+            ahead = b._fetch(self.list, self.counters, self.rank, work.layer, shards, ahead)
+            fetched = (ahead,)
+        if len(self.grad_group) <= 1:
+            return fetched
+        if plan.zero < 3:
+            if not (plan.overlap_param_gather and plan.zero >= 1) or work.layer.name in self.gathered_once:
+                return fetched
+            self.gathered_once.add(work.layer.name)
+        family = "zero3" if plan.zero >= 3 else "zero"
+        experts = b._expert_trained(work.layer) * b.weight_bytes_per_param
+        g = self.call(family, "all_gather", self.grad_group, b._stored(work.layer) - experts, "comm", (ahead,),
+                      ("dp", "cp"))
+        e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
+        return fetched + tuple(x for x in (g, e) if x is not None)
+
+    def run_layer(self, work, kind: str, dep: int | None, backward: bool,
+                  deps_gather: tuple[int, ...] = ()) -> int | None:
+        """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
+        wait = dep
+        for i, part in enumerate(work.parts):
+            deps = (dep,) + deps_gather if i == 0 else (wait,)
+            if work.is_block and self.sp and kind != "backward" and (not work.moe or i <= (0 if self.whole else 1)):
+                wait_ag = self.tp_op("all_gather", deps)
+                deps = (wait_ag,) if wait_ag is not None else deps
+            cp_wait = None
+            if work.is_block and self.pl.cp > 1 and i == 0:
+                cp_wait = self.call("cp", "all_gather", self.cp_group, self.b.cp_bytes, "cp", deps, ("cp",))
+            name = f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else "")
+            c = self.compute(name, kind, getattr(part, PASS_SECONDS[kind]),
+                             part.forward_flop * (2 if kind == "backward" else 1), deps,
+                             self.layer_timing((work.halves[i],), kind), work.host_s[i][kind])
+            if i == 0:
+                self.layer_computes.append(c)
+            wait = self._after_part(work, kind, i, c)
+            if cp_wait is not None:
+                # the next step waits for both the attention half and the K/V exchange
+                self.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))
+                wait = len(self.list) - 1
+        return wait
+
+    def _after_part(self, work, kind: str, i: int, c: int) -> int:
+        """The TP collective after part `i` of a layer, and an MoE block's all-to-alls."""
+        wait = c
+        last = i == len(work.parts) - 1
+        if work.is_block and self.pl.tp > 1 and (not work.moe or i == 0 or last and not (self.whole and self.sp)):
+            t = self.tp_op("reduce_scatter" if self.sp and kind != "backward" else "all_reduce", (c,))
+            wait = t if t is not None else wait
+        if work.moe and i in (1, 2) and self.pl.ep > 1:
+            a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
+                          "ep", (wait,), self.expert_span)
+            if a is not None and self.plan.moe_overlap:
+                self.overlapped.append(a)
+            elif a is not None:
+                wait = a
+        return wait
+
+    # ------------------------------------------------------------------ passes
+
+    def _forward(self, g: int, mb: int) -> None:
+        dep = None
+        if g > 0:
+            dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
+        for w in self.b.chunk_work[g]:
+            dep = self.run_layer(w, "forward", dep, False, self.gather(w))
+        if g < self.plan.chunks - 1:
+            self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
+
+    def _backward(self, g: int, mb: int) -> None:
+        plan, b = self.plan, self.b
+        work = b.chunk_work[g]
+        dep = None
+        if g < plan.chunks - 1:
+            dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
+        final = mb == plan.micro_batches - 1
+        grads = [(b._trained(w.layer) - b._expert_trained(w.layer)) * b.grad_bytes_per_param for w in reversed(work)]
+        pending = (ddp_buckets(grads, plan.bucket_bytes)
+                   if final and plan.zero < 3 and len(self.grad_group) > 1 else [])
+        for position, w in enumerate(reversed(work)):
+            dep = self._layer_backward(w, dep)
+            self._reduce_layer(w, dep, final)
+            while plan.overlap_grad_reduce and pending and pending[0][1] == position:
+                self._reduce_bucket(pending.pop(0)[0], dep)
+        for size, _ in pending:
+            self._reduce_bucket(size, dep)
+        if g > 0:
+            b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
+
+    def _layer_backward(self, w, dep: int | None) -> int | None:
+        """Recompute (full or selective checkpointing), then the layer's backward."""
+        gathered = self.gather(w)
+        if self.plan.checkpointing == "full":
+            dep = self.run_layer(w, "recompute", dep, True, gathered)
+            gathered = ()
+        elif self.plan.checkpointing == "selective":
+            seconds = sum(p.recompute_s for p in w.parts)
+            if seconds > 0:
+                dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
+                                   (dep,) + gathered, self.layer_timing(w.halves, "recompute"),
+                                   sum(h["recompute"] for h in w.host_s))
+                gathered = ()
+        return self.run_layer(w, "backward", dep, True, gathered)
+
+    def _reduce_layer(self, w, dep: int | None, final: bool) -> None:
+        """ZeRO-3 reduce-scatters each layer's gradients; expert gradients go over the
+        expert-data-parallel ranks as each layer finishes."""
+        plan, b = self.plan, self.b
+        expert = b._expert_trained(w.layer)
+        if plan.zero >= 3 and len(self.grad_group) > 1:
+            self.reductions.append(self.call("grad", "reduce_scatter", self.grad_group,
+                                             (b._trained(w.layer) - expert) * b.grad_bytes_per_param, "comm",
+                                             (dep,), ("dp", "cp")))
+        if expert and (plan.zero >= 3 or final):
+            self.reductions.append(self.call("expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
+                                             self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),
+                                             self.expert_span))
+
+    def _reduce_bucket(self, size: float, dep: int | None) -> None:
+        op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
+        self.reductions.append(self.call("grad", op, self.grad_group, size, "comm", (dep,), ("dp", "cp")))
+
+    def _optimizer_step(self) -> None:
+        """The update of this rank's shard (on the GPU, or offloaded), then ZeRO-1/2's all-gather."""
+        plan, pl, b = self.plan, self.pl, self.b
+        local_works = [w for c in range(plan.chunks_per_stage) for w in b.chunk_work[c * pl.pp + self.stage]]
+        experts_local = sum(b._expert_trained(w.layer) for w in local_works)
+        params_local = sum(b._trained(w.layer) for w in local_works) - experts_local    # dense part
+        shard = len(self.grad_group) if plan.zero >= 1 else 1
+        expert_shard = len(self.edp_group) if plan.zero >= 1 else 1
+        done = tuple(r for r in self.reductions + self.overlapped if r is not None)
+        params = params_local / shard + experts_local / expert_shard
+        if plan.offload_optimizer:
+            opt = b._offloaded_step(self.list, self.rank, params, done)
+        else:
+            # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
+            # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
+            # are issued only after it.
+            timing = (("optimizer", params), ("optimizer", params),
+                      lambda held_sms: optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer, held_sms))
+            opt = self.compute("optimizer step", "optimizer",
+                               optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer), 0.0,
+                               deps=done, timing=timing,
+                               host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
+                               host_sync=plan.host_dispatch_s > 0)
+        if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
+            self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param, "comm",
+                      (opt,), ("dp", "cp"))
+            self.call("zero_experts", "all_gather", self.edp_group, experts_local * b.weight_bytes_per_param,
+                      "comm", (opt,), ("dp", "cp"))
