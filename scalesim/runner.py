@@ -271,7 +271,7 @@ def memory_of(setup: Setup) -> MemoryBreakdown:
                       flash_attention=plan.attention in FLASH_KINDS, boundary_bytes_per_sample=boundary,
                       zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
                       grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
-                      bucket_view=setup.scenario.parallel.gradient_as_bucket_view)
+                      bucket_view=setup.scenario.parallel.gradient_as_bucket_view, cross_entropy=t.cross_entropy)
         if plan.finetune is None and not plan.offload_params:
             memory = training_memory(layers, fp32_weights=plan.fp32_weights, **common, **_expert_memory(setup))
         else:
