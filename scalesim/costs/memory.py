@@ -223,6 +223,13 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
     grads = sharded(g, 2)
+    if zero == 1 and grad_reduce_bytes is not None and grad_reduce_bytes > g:
+        # Gradients accumulated and reduced in a wider type live in a buffer of that type, for every
+        # parameter (ZeRO-1 shards only the optimizer state): Megatron-Core's distributed optimizer
+        # holds "bf16 parameters, fp32 gradients" in 6 + 12/d bytes per parameter (Megatron Core
+        # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
+        # "for all parameters even when Zero 1 is used" (optim/gradient_accumulator.py).
+        grads = sharded(grad_reduce_bytes, 2)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)

@@ -79,3 +79,15 @@ def test_the_band_is_tight_exactly_near_the_capacity(need, capacity):
         assert verdict == "does_not_fit"
     if abs(need - capacity) <= 0.01 * capacity:
         assert verdict == "tight"
+
+
+def test_zero1_with_fp32_gradient_reduction_holds_megatrons_6_plus_12_over_d_bytes():
+    # Megatron Core docs, Distributed Optimizer: "bf16 parameters, fp32 gradients: 6 + 12/d" bytes per parameter.
+    from scalesim.costs.memory import training_memory
+    model = get_model("gpt2-124m", seq_len=1024)
+    d = 8
+    m = training_memory(model.layers, micro_batch=1, in_flight=1, precision="bf16", optimizer="adamw",
+                        checkpointing="full", flash_attention=True, boundary_bytes_per_sample=0.0,
+                        zero=1, shards=d, grad_reduce_bytes=4)
+    params = sum(layer.params for layer in model.layers)
+    assert m.weights + m.gradients + m.optimizer == pytest.approx(params * (6 + 12 / d))
