@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS, flash_efficiency
+from scalesim.costs.eager import eager_model
 from scalesim.costs.economics import training_economics
 from scalesim.costs.finetune import finetune_memory, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
@@ -172,6 +173,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         except ValueError as exc:
             raise InputError(str(exc), file=file, key="training.attention") from None
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
+    if training.elementwise_kernels == "eager":
+        model = eager_model(model, training.precision)
     model_parallel = par.tp * par.pp * par.cp
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // model_parallel)
     _check_plan(scenario, model, count, dp, file)

@@ -86,6 +86,10 @@ class TrainingSpec(Strict):
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
     # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
     cross_entropy: Literal["fused", "fp32-upcast", "eager"] = "fused"
+    # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
+    # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
+    # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
+    elementwise_kernels: Literal["fused", "eager"] = "fused"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
