@@ -20,6 +20,11 @@ Llama follows op for op:
 - SwiGLU (`w2(F.silu(w1(x)) * w3(x))`): `silu` (2 + 2), the product (4 + 2):
   10 bytes per output element in 2 kernels, where a fused kernel moves 6.
 
+Hugging Face's LlamaRMSNorm runs the same RMSNorm sequence; its RoPE
+(`q * cos + rotate_half(q) * sin`: negate, concatenate, two products, a sum)
+moves about the same 20 bytes per element in five kernels, counted here as
+torchtitan's three.
+
 Backward runs each piece's own backward kernel (autograd), priced as every
 element-wise op is (scalesim/costs/compute.py). Applies to 16-bit and fp8
 training; in fp32 the casts do not exist and the model is left as it is.
