@@ -84,7 +84,17 @@ class TrainingSpec(Strict):
     # a plan qualifies when need x (1 + headroom) <= capacity. None: the memory model's measured error
     # (scalesim/costs/memory.py, MEMORY_MODEL_ERROR_FRACTION), so a chosen plan is not a coin toss.
     memory_headroom: float | None = pydantic.Field(default=None, ge=0.0, le=1.0)
-    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    # selective: Megatron-LM's attention-core recompute; selective-op: torchtitan's per-op policy
+    # (saves every other matmul output and attention, recomputes the rest; scalesim/costs/recompute.py).
+    activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
+    # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
+    # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
+    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
+    cross_entropy: Literal["fused", "fp32-upcast", "eager"] = "fused"
+    # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
+    # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
+    # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
+    elementwise_kernels: Literal["fused", "eager"] = "fused"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from scalesim.app.caches import Caches
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
+from scalesim.costs.eager import eager_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown
@@ -152,6 +153,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     gpu = topology.gpu_spec
     _check_gpu(gpu, training, file)
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
+    if training.elementwise_kernels == "eager":
+        model = eager_model(model, training.precision)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
@@ -234,6 +237,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         moe_imbalance=moe_imbalance(scenario, model),
         moe_overlap=par.moe_overlap,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
+        cross_entropy=training.cross_entropy,
     )
 
 

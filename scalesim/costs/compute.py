@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
+from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -343,7 +344,9 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
-    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5).
+    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5);
+    selective-op re-runs what torchtitan's per-op policy does not save
+    (scalesim/costs/recompute.py).
     A matmul's backward is twice its forward, layout conversions included
     (data- and weight-gradient passes each convert their tensors again).
     """
@@ -351,8 +354,10 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     bwd = 0.0
     attention_s = 0.0
     matmul = 0.0
+    times = []
     for op in layer.ops:
         t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
+        times.append(t)
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
@@ -364,7 +369,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
-    recompute = {"none": 0.0, "selective": attention_s, "full": fwd}[checkpointing]
+    recompute = {"none": 0.0, "selective": attention_s, "full": fwd,
+                 SELECTIVE_OP: recomputed_time_s(layer, times)}[checkpointing]
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)
 
 

@@ -33,6 +33,7 @@ from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KIN
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    layers_activation_bytes, state_bytes_per_param)
+from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.models.transformer import elementwise_op, gemm_op
@@ -201,9 +202,11 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                         memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
     """Forward, backward and recompute time of a layer whose base weights are frozen (module docstring)."""
     fwd = bwd = attention_s = matmul = 0.0
+    times = []
     if layer.kind != "embedding":
         for op in layer.ops:
             t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
+            times.append(t)
             fwd += t
             if op.kind == "attention":
                 attention_s += t
@@ -227,7 +230,9 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                       for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)
         fwd += dequant
         bwd += dequant
-    recompute = {"none": 0.0, "selective": attention_s, "full": fwd}[checkpointing]
+    # selective-op: the base layer's unsaved ops (adapters and dequantisation are left out)
+    recompute = {"none": 0.0, "selective": attention_s, "full": fwd,
+                 SELECTIVE_OP: recomputed_time_s(layer, times) if times else 0.0}[checkpointing]
     return LayerTime(fwd, bwd, recompute, flop, matmul)
 
 
@@ -243,7 +248,7 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     offload_params: bool = False, grad_reduce_bytes: float | None = None,
-                    bucket_view: bool = False) -> MemoryBreakdown:
+                    bucket_view: bool = False, cross_entropy: str = "fused") -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
 
     Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
@@ -270,7 +275,7 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                                            default=0)
     trained = float(sum(trainable_params(layer, spec) for layer in layers))
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight)
+                                   boundary_bytes_per_sample, in_flight, cross_entropy)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
         grads = 2 * max((layer.params for layer in layers), default=0) * g

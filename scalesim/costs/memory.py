@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalesim.costs.recompute import SELECTIVE_OP, saved_bytes_per_sample
 from scalesim.models.spec import ModelSpec
 
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers: a CUDA context alone
@@ -26,10 +27,11 @@ FRAGMENTATION = 0.05
 # How far the memory model's peak can be from a real run's, as a fraction of the need: a need
 # within this band of the capacity, on either side, is "tight" (a real run could go either way).
 # MEASURED: the median absolute error over the 39 measured-peak-memory reference cases of
-# `scalesim validate` (metric peak_memory_GiB: nanotron's benchmark runs, under-predicted ~31%,
-# and torchtitan's, over-predicted ~32% as its per-op selective checkpointing is not modelled),
-# 33.6% on 3 Dec 2026. Wide because the model is: narrow it by fixing the model, not this figure.
-MEMORY_MODEL_ERROR_FRACTION = 0.34
+# `scalesim validate` (metric peak_memory_GiB: nanotron's benchmark runs, still under-predicted
+# ~20%, and torchtitan's, within ~9% since per-op checkpointing, the eager loss's peak and
+# fp32 ZeRO-1 gradients are modelled), 18.2% on 3 Dec 2026 (33.6% before those mechanisms).
+# Wide because the model is: narrow it by fixing the model, not this figure.
+MEMORY_MODEL_ERROR_FRACTION = 0.18
 
 
 def fit_confidence(need_bytes: float, capacity_bytes: float,
@@ -92,27 +94,66 @@ def state_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float,
     return w, g, opt
 
 
+# Bytes per logit element live at the loss's peak, by cross-entropy implementation (16-bit logits):
+# fused: Megatron-LM's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py) casts the
+#   logits to fp32 (4) while the 16-bit logits (2) are live, then exponentiates and normalises in
+#   place and keeps that softmax (4) for backward, whose gradient it writes in place: peak 6.
+# fp32-upcast: nanotron's sharded_cross_entropy(..., dtype=torch.float) (parallel/tensor_parallel/
+#   functional.py): 16-bit logits (2), their fp32 cast (4) and the max-shifted fp32 copy (4) that
+#   becomes the kept softmax: peak 10; backward again in place.
+# eager: F.cross_entropy(logits.float(), labels) (torchtitan's loss, Hugging Face's causal-LM loss):
+#   log_softmax keeps its fp32 output (4); backward allocates nll_loss's dense fp32 gradient (4)
+#   and log_softmax's fp32 input gradient (4) while that output is still held: peak 12.
+CROSS_ENTROPY_PEAK_BYTES = {"fused": 6.0, "fp32-upcast": 10.0, "eager": 12.0}
+# What the heads' activation_bytes already keep per logit element (fp32 logits, Korthikanti et al.
+# 2022 sec. 4.3): the loss adds its peak beyond these, once, at the end of forward.
+HEAD_LOGIT_BYTES = 4.0
+
+
+def loss_peak_bytes(layers, micro_batch: int, cross_entropy: str = "fused") -> float:
+    """Bytes the loss holds at its peak beyond what the head keeps, for one micro-batch, on a GPU
+    holding `layers` (0 unless the head is among them; logits already split by TP / CP).
+
+    >>> from scalesim.models.transformer import lm_head
+    >>> head = lm_head(4, 8, 100, tied=False)
+    >>> loss_peak_bytes([head], 1, "eager") == 8 * 4 * 100, loss_peak_bytes([head], 1, "fused") == 2 * 4 * 100
+    (True, True)
+    """
+    extra = CROSS_ENTROPY_PEAK_BYTES[cross_entropy] - HEAD_LOGIT_BYTES
+    logits = sum(op.elements_moved / 2 for layer in layers for op in layer.ops if op.name == "cross_entropy")
+    return logits * micro_batch * extra
+
+
 def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpointing: str,
                             flash_attention: bool, boundary_bytes_per_sample: float,
-                            in_flight: float = 1.0) -> float:
+                            in_flight: float = 1.0, cross_entropy: str = "fused") -> float:
     """Activations held at the peak of backward by these layers, with `in_flight` micro-batches live.
 
     none: every layer's saved tensors; selective: attention scores are
     recomputed, not stored; full: only each block's input
     (`boundary_bytes_per_sample`, 2*s*h in 16-bit) is kept per micro-batch,
-    plus one block's full activations while it is recomputed.
+    plus one block's full activations while it is recomputed; selective-op:
+    each block keeps its input and the outputs torchtitan's per-op policy saves
+    (scalesim/costs/recompute.py), plus one block's full activations while it is
+    recomputed. The loss's peak (`loss_peak_bytes`) comes at the end of forward,
+    before any block is recomputed: with checkpointing the larger of the two counts.
     """
     scale = 2.0 if precision in ("fp32", "tf32") else 1.0
     per_layer = []
     for layer in layers:
         scores = layer.attention_score_bytes if (not flash_attention and checkpointing == "none") else 0.0
         per_layer.append((layer.activation_bytes + scores) * micro_batch * scale)
-    if checkpointing != "full":
-        return sum(per_layer) * in_flight
-    boundary = boundary_bytes_per_sample * micro_batch * scale
+    loss = loss_peak_bytes(layers, micro_batch, cross_entropy)
+    if checkpointing not in ("full", SELECTIVE_OP):
+        return sum(per_layer) * in_flight + loss
     blocks = [a for layer, a in zip(layers, per_layer) if layer.kind == "transformer_block"]
     others = sum(a for layer, a in zip(layers, per_layer) if layer.kind != "transformer_block")
-    return (boundary * len(blocks) + others) * in_flight + max(blocks, default=0.0)
+    if checkpointing == SELECTIVE_OP:
+        kept = sum(min(a, saved_bytes_per_sample(layer, boundary_bytes_per_sample) * micro_batch * scale)
+                   for layer, a in zip(layers, per_layer) if layer.kind == "transformer_block")
+    else:
+        kept = boundary_bytes_per_sample * micro_batch * scale * len(blocks)
+    return (kept + others) * in_flight + max(max(blocks, default=0.0), loss)
 
 
 def model_boundary_bytes(model: ModelSpec) -> float:
@@ -147,7 +188,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, expert_shards: int | None = None,
-                    transient_bytes: float = 0.0) -> MemoryBreakdown:
+                    transient_bytes: float = 0.0, cross_entropy: str = "fused") -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -183,12 +224,19 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
     grads = sharded(g, 2)
+    if zero == 1 and grad_reduce_bytes is not None and grad_reduce_bytes > g:
+        # Gradients accumulated and reduced in a wider type live in a buffer of that type, for every
+        # parameter (ZeRO-1 shards only the optimizer state): Megatron-Core's distributed optimizer
+        # holds "bf16 parameters, fp32 gradients" in 6 + 12/d bytes per parameter (Megatron Core
+        # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
+        # "for all parameters even when Zero 1 is used" (optim/gradient_accumulator.py).
+        grads = sharded(grad_reduce_bytes, 2)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight) + transient_bytes
+                                   boundary_bytes_per_sample, in_flight, cross_entropy) + transient_bytes
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 

@@ -42,7 +42,7 @@ def _stage_compute(builder: StepBuilder, stage: int) -> tuple[float, float, floa
     stage's compute before the optimizer step), in seconds at full speed."""
     plan: ParallelPlan = builder.plan
     pl = plan.placement
-    recompute = plan.checkpointing in ("full", "selective")
+    recompute = plan.checkpointing in ("full", "selective", "selective-op")
     factor = plan.slowest_gpu_factor
     tp_forward, tp_backward = _tp_calls_s(builder, stage)
     first_forward = first_backward = per_micro_batch = 0.0

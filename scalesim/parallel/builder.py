@@ -38,6 +38,7 @@ from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
+from scalesim.costs.recompute import recomputed_kernels
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.experts import experts_whole, rank_load_factor, shard_experts
@@ -165,7 +166,8 @@ class StepBuilder:
             if plan.finetune.quantized:          # one NF4 dequantisation kernel per GEMM and pass
                 forward += gemms
                 backward += gemms
-        recompute = {"full": forward, "selective": attention}.get(plan.checkpointing, 0)
+        recompute = {"full": forward, "selective": attention,
+                     "selective-op": recomputed_kernels(layer)}.get(plan.checkpointing, 0)
         return {"forward": launch_host_s(forward, plan.host_dispatch_s, plan.cuda_graphs),
                 "backward": launch_host_s(backward, plan.host_dispatch_s, plan.cuda_graphs, backward=True),
                 # recomputation re-runs the Python forward of the checkpointed part

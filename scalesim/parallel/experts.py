@@ -34,6 +34,7 @@ from scalesim.parallel.placement import Placement
 # Default busiest-expert / mean load, from Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing
 # Strategy for Mixture-of-Experts" (arXiv:2408.15664), Table 2, MaxVio_global (max load / mean - 1)
 # of 1B-parameter MoE models: 0.72 with an auxiliary balance loss, 0.04 with the loss-free
+# (3B models: 0.52 and 0.04; the 1B figures are taken, re-checked against Table 2 on 3 Dec 2026)
 # expert bias that DeepSeek-V3 trains with (DeepSeek-V3 Technical Report, sec. 2.1.2,
 # "Auxiliary-Loss-Free Load Balancing"). Softmax top-k routers (Mixtral, Qwen3, gpt-oss, Llama 4)
 # train with an auxiliary loss; sigmoid routers with a correction bias (DeepSeek-V3) without.

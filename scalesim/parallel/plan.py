@@ -42,6 +42,7 @@ class ParallelPlan:
     moe_overlap: bool = False
     # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
     gradient_as_bucket_view: bool = False
+    cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
 
     @property
     def chunks_per_stage(self) -> int:

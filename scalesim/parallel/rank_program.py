@@ -184,7 +184,7 @@ class RankProgram:
         if self.plan.checkpointing == "full":
             dep = self.run_layer(w, "recompute", dep, True, gathered)
             gathered = ()
-        elif self.plan.checkpointing == "selective":
+        elif self.plan.checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,

@@ -95,7 +95,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   boundary_bytes_per_sample=model_boundary_bytes(model) / pl.cp / (pl.tp if sp else 1),
                   zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
                   grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
-                  bucket_view=plan.gradient_as_bucket_view)
+                  bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy)
     if plan.finetune is None and not plan.offload_params:
         return training_memory(stage.layers, fp32_weights=plan.fp32_weights, **common,
                                **_expert_memory(model, plan))

@@ -103,6 +103,15 @@ def test_full_recompute_costs_time_but_not_model_flops_and_saves_memory():
     assert recompute.memory_breakdown["activations"] < plain.memory_breakdown["activations"]
 
 
+def test_per_op_checkpointing_sits_between_none_and_full_in_time_and_memory():
+    scenario, file = load("8xa100-ddp")
+    runs = {mode: run(scenario.with_changes(training={"activation_checkpointing": mode}), file)
+            for mode in ("none", "selective-op", "full")}
+    assert runs["none"].step_time_s < runs["selective-op"].step_time_s < runs["full"].step_time_s
+    acts = {mode: r.memory_breakdown["activations"] for mode, r in runs.items()}
+    assert acts["full"] < acts["selective-op"] < acts["none"]
+
+
 def test_a_plan_that_does_not_fit_exits_3_and_says_why(tmp_path):
     import yaml
     data = yaml.safe_load((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text())

@@ -380,3 +380,13 @@ def test_the_built_in_catalog_files_have_no_duplicate_keys():
     for name in ("gpus.yaml", "links.yaml"):
         text = (resources.files("scalesim.hardware") / "data" / name).read_text(encoding="utf-8")
         assert parse_yaml_text(text, file=name)
+
+
+def test_the_500w_hbm2e_h100_is_never_faster_than_the_700w_part():
+    # Same GH100 SXM die (torchtitan's Grand Teton hosts): a lower power limit sustains a lower clock,
+    # and HBM2e at 2.4 TB/s moves less than HBM3 at 3.35 TB/s.
+    from scalesim.costs.compute import achieved_peak_flop_per_s, streaming_bw_bytes_per_s
+    low, sxm = get_gpu("h100-sxm-96gb-500w"), get_gpu("h100-sxm")
+    assert low.tdp_w < sxm.tdp_w and low.training_clock_fraction < sxm.training_clock_fraction
+    assert achieved_peak_flop_per_s(low, "bf16") < achieved_peak_flop_per_s(sxm, "bf16")
+    assert streaming_bw_bytes_per_s(low) <= streaming_bw_bytes_per_s(sxm)

@@ -1,0 +1,107 @@
+"""Per-op selective activation checkpointing, as torchtitan runs it (`selective_ac_option = "op"`).
+
+Megatron-LM's selective recomputation (Korthikanti et al. 2022, sec. 5) re-runs
+only the attention core; with flash attention, which stores no scores, it saves
+nothing. torchtitan's per-op policy is different: each transformer block is
+wrapped in `torch.utils.checkpoint` with a selective-checkpoint policy that
+MUST_SAVEs the outputs of the ops in a save list and recomputes everything
+else in backward (torchtitan `parallelisms/parallelize_llama.py` at 9dec370,
+`_save_list` and `_custom_policy`, Dec 2024; later
+`distributed/activation_checkpoint.py`):
+
+- saved: the output of every *odd* `aten.mm` of the block (a counter per
+  block; "Saves output of all compute ops, except every second mm"), the
+  scaled-dot-product attention outputs, and tensor-parallel reduce-scatters;
+- recomputed: every second `aten.mm` and every other op (norms, rotary
+  embedding, SwiGLU, residual adds).
+
+A Llama block issues its projections as separate mm calls in the order
+wq, wk, wv, wo, w1, w3, w2, so wq, wv, w1, w2 and the attention output are
+kept, and wk, wo, w3 re-run in backward. What the block holds for backward
+is its input (kept by the checkpoint) plus those outputs; during its backward
+the recomputation rebuilds the rest of the block, so one block's full
+activations are live at a time, as under full checkpointing.
+
+Pure functions over a layer's ops (already split by tensor / context
+parallelism: the shapes are one GPU's). scalesim fuses q, k and v into one
+`qkv` GEMM; it counts here as the three mm calls torchtitan issues, split by
+the attention output's width (the `attn_out` GEMM's input).
+"""
+
+from __future__ import annotations
+
+from scalesim.models.spec import LayerSpec, OpSpec
+
+SELECTIVE_OP = "selective-op"
+GEMM_KINDS = ("gemm", "conv")
+
+
+def _q_width(layer: LayerSpec) -> int | None:
+    """Columns of q (heads x head_dim, per GPU): the input width of the attention-output GEMM."""
+    for op in layer.ops:
+        if op.name == "attn_out" and op.gemm_mnk is not None:
+            return op.gemm_mnk[2]
+    return None
+
+
+def matmul_calls(layer: LayerSpec) -> list[tuple[int, float, float]]:
+    """The mm calls a block issues, in order: (op index, share of that op's work, output elements
+    per sample). A fused `qkv` GEMM is three calls (q, k, v), split by the q width.
+
+    >>> from scalesim.models.transformer import transformer_block
+    >>> b = transformer_block("b", s=8, h=64, heads=4, kv_heads=1, f=128, ffn="swiglu", bias=False, norm="rmsnorm")
+    >>> [(b.ops[i].name, round(share, 3)) for i, share, _ in matmul_calls(b)]
+    [('qkv', 0.667), ('qkv', 0.167), ('qkv', 0.167), ('attn_out', 1.0), ('mlp_gate', 1.0), ('mlp_up', 1.0), ('mlp_down', 1.0)]
+    """
+    calls = []
+    q = _q_width(layer)
+    for i, op in enumerate(layer.ops):
+        if op.kind not in GEMM_KINDS or op.gemm_mnk is None:
+            continue
+        m, n, _ = op.gemm_mnk
+        if op.name == "qkv" and q is not None and 0 < q < n:
+            kv = (n - q) / 2
+            calls += [(i, q / n, m * q), (i, kv / n, m * kv), (i, kv / n, m * kv)]
+        else:
+            calls.append((i, 1.0, float(m * n * op.groups)))
+    return calls
+
+
+def recomputed_shares(layer: LayerSpec) -> list[float]:
+    """Share of each op's forward work re-run in backward under per-op selective checkpointing:
+    1 for non-matmul ops, 0 for attention (saved), the even mm calls' share for matmuls."""
+    shares = [0.0 if op.kind == "attention" else (0.0 if op.kind in GEMM_KINDS else 1.0) for op in layer.ops]
+    for position, (i, share, _) in enumerate(matmul_calls(layer), start=1):
+        if position % 2 == 0:
+            shares[i] += share
+    return shares
+
+
+def recomputed_kernels(layer: LayerSpec) -> int:
+    """Kernels the recomputation launches: every non-matmul, non-attention op and each even mm call."""
+    others = sum(1 for op in layer.ops if op.kind not in GEMM_KINDS and op.kind != "attention")
+    return others + len(matmul_calls(layer)) // 2
+
+
+def _attention_output_elements(layer: LayerSpec, ops: tuple[OpSpec, ...]) -> float:
+    """Elements per sample the attention core writes: the input of the GEMM after it (attn_out)."""
+    for op in ops:
+        if op.name == "attn_out" and op.gemm_mnk is not None:
+            m, _, k = op.gemm_mnk
+            return float(m * k)
+    return 0.0
+
+
+def saved_bytes_per_sample(layer: LayerSpec, boundary_bytes_per_sample: float) -> float:
+    """16-bit bytes one block keeps for backward per sample: its input, the odd mm calls'
+    outputs and the attention output (its fp32 log-sum-exp, heads x s x 4 bytes, is left out)."""
+    outputs = sum(elements for position, (_, _, elements) in enumerate(matmul_calls(layer), start=1)
+                  if position % 2 == 1)
+    has_attention = any(op.kind == "attention" for op in layer.ops)
+    attention = _attention_output_elements(layer, layer.ops) if has_attention else 0.0
+    return boundary_bytes_per_sample + 2.0 * (outputs + attention)
+
+
+def recomputed_time_s(layer: LayerSpec, op_times_s: list[float]) -> float:
+    """Forward time re-run in backward, given each op's forward time (in `layer.ops` order)."""
+    return sum(t * share for t, share in zip(op_times_s, recomputed_shares(layer)))

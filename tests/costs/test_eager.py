@@ -1,0 +1,50 @@
+"""Eager PyTorch element-wise kernels (torchtitan without torch.compile) against fused ones."""
+
+import pytest
+
+from scalesim.costs.compute import layer_time
+from scalesim.costs.eager import eager_layer, eager_model, eager_ops
+from scalesim.costs.host import layer_kernels
+from scalesim.hardware import get_gpu
+from scalesim.models import get_model
+from scalesim.models.transformer import norm_op, transformer_block
+from scalesim.parallel.sharding import shard_layer
+
+
+def llama_block(norm="rmsnorm"):
+    return transformer_block("b", s=4096, h=4096, heads=32, kv_heads=8, f=14336, ffn="swiglu", bias=False,
+                             norm=norm, rotary=True)
+
+
+def test_torchtitans_rmsnorm_moves_36_bytes_per_element_in_eight_kernels():
+    # x.float() 6, pow 8, mean 4, +eps and rsqrt ~0, x*rsqrt 8, type_as 6, *weight 4 (models/norms.py RMSNorm)
+    n = 4096 * 4096
+    pieces = eager_ops(norm_op("norm_attn", n, 4096, "rmsnorm"))
+    assert len(pieces) == 8
+    assert sum(p.elements_moved for p in pieces) * 2 == pytest.approx(36 * n)
+
+
+def test_layernorm_and_gemms_are_left_as_they_are():
+    block = llama_block("layernorm")
+    kept = [op for op in block.ops if op.kind in ("gemm", "attention") or op.kind == "norm"]
+    assert all(eager_ops(op) == [op] for op in kept)
+
+
+def test_eager_kernels_are_never_faster_and_launch_more():
+    block, gpu = llama_block(), get_gpu("h100-sxm")
+    fused, eager = layer_time(block, gpu, "bf16", 1), layer_time(eager_layer(block), gpu, "bf16", 1)
+    assert eager.forward_s > fused.forward_s and eager.backward_s > fused.backward_s
+    assert eager.matmul_forward_s == pytest.approx(fused.matmul_forward_s)
+    assert layer_kernels(eager_layer(block), "flash")[0] > layer_kernels(block, "flash")[0]
+
+
+def test_tensor_parallelism_still_splits_the_eager_pieces():
+    eager = eager_layer(llama_block())
+    split = shard_layer(eager, 4, 1, True)
+    moved = sum(op.elements_moved for op in eager.ops if op.name in ("rope", "swiglu"))
+    assert sum(op.elements_moved for op in split.ops if op.name in ("rope", "swiglu")) == pytest.approx(moved / 4)
+
+
+def test_fp32_training_has_no_casts_to_add():
+    model = get_model("llama3-8b", seq_len=1024)
+    assert eager_model(model, "fp32") is model
