@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
-from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
+from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
 # (Transformer Engine) keeps activations between ops in 16-bit, so 2.
@@ -397,9 +397,3 @@ def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
         # weight (or fp32 master) read and written, the gradient read, the 16-bit copy written: 16 B.
         return 16.0
     return 28.0
-
-
-def model_forward_time_s(model: ModelSpec, gpu: GpuSpec, precision: str, batch: int,
-                         memory_format: str = "nhwc") -> float:
-    return sum(layer_time(layer, gpu, precision, batch, memory_format=memory_format).forward_s
-               for layer in model.layers)
