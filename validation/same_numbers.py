@@ -43,7 +43,7 @@ def skipped_scenarios() -> set[Path]:
 def scenario_files(only: str | None = None) -> list[Path]:
     files = sorted(p.relative_to(ROOT) for folder in FOLDERS for p in (ROOT / folder).rglob("*.yaml"))
     skipped = skipped_scenarios()
-    return [f for f in files if (only is None or only in str(f)) and f not in skipped]
+    return [f for f in files if (only is None or str(f).startswith(only)) and f not in skipped]
 
 
 def command_for(path: Path) -> list[str]:
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--write", type=Path, help="run every scenario and keep its output in this folder")
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", help="only scenario paths containing this text")
+    parser.add_argument("--only", help="only scenario paths starting with this text (e.g. scenarios/)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one scenario may take [300]")
     parser.add_argument("--keep", action="store_true", help="reuse outputs already in the --write folder")
     args = parser.parse_args()
