@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
+from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -91,10 +92,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
     ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
               ncol=max(1, len(kinds)), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")      # the legend below the axes is never cut
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
 
 
 def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
@@ -139,10 +137,7 @@ def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
     ax.set_xticks(xs)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
@@ -162,10 +157,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
     ax.set_title(title)
     ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _natural(name) -> tuple:

@@ -6,11 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesim.result import StepResult
+from scalesim.report.formatting import percent
 from scalesim.units import format_bytes, format_time, format_usd
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def result_table(r: StepResult) -> Table:
@@ -27,7 +24,7 @@ def result_table(r: StepResult) -> Table:
     t.add_row("  of which", ", ".join(f"{k} {format_bytes(v)}" for k, v in r.memory_breakdown.items()))
     t.add_row("step time" if r.fits else "step time (if it fitted)", format_time(r.step_time_s))
     for part, seconds in r.breakdown.as_dict().items():
-        t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({_pct(seconds / r.step_time_s)})")
+        t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({percent(seconds / r.step_time_s)})")
     if r.breakdown.host_bound > 0:
         t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} (GPU waits for the CPU to "
                   "issue kernels; training.cuda_graphs removes most of it)")
@@ -37,8 +34,8 @@ def result_table(r: StepResult) -> Table:
                   + " (NCCL kernels hold SMs while hidden communication runs; included above)")
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
-    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")
-    t.add_row("scaling efficiency", _pct(r.scaling_efficiency) + _above_linear_note(r))
+    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})")
+    t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
     if r.slowest_gpu_factor > 1.0:
         t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
                   f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
@@ -55,7 +52,7 @@ def result_table(r: StepResult) -> Table:
     if rel:
         mtbf, interval = rel.get("mtbf_s"), rel.get("checkpoint_interval_s")
         interruptions = rel.get("expected_interruptions")
-        t.add_row("  failures", f"goodput {_pct(rel.get('goodput'))}, job MTBF "
+        t.add_row("  failures", f"goodput {percent(rel.get('goodput'))}, job MTBF "
                   f"{'none (no failures)' if mtbf is None else format_time(mtbf)}"
                   + ("" if interruptions is None else f", {interruptions:,.2f} expected interruptions")
                   + (", one checkpoint at the end" if interval is None else f", checkpoint every {format_time(interval)}")
