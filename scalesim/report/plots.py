@@ -55,21 +55,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     shown, names = _collapse_identical(timeline, ranks, row_name)
     rows = sorted({(iv.rank, row_name(iv.stream)) for iv in timeline.intervals if iv.rank in shown})
     row_of = {row: y for y, row in enumerate(rows)}
-    # One bar collection per row and colour: tens of thousands of tasks draw quickly.
-    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    used: set[str] = set()
-    for iv in timeline.intervals:
-        if iv.rank in shown and iv.end_s > iv.start_s:
-            kind = iv.kind if iv.kind in COLOURS else "comm"
-            used.add(kind)
-            colour = COLOURS[kind]
-            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
-                (iv.start_s * factor, iv.duration_s * factor))
-        if iv.rank in shown and iv.kind in GPU_WORK and iv.start_s > iv.ready_s:
-            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
-            used.add("waiting for host")
-            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], COLOURS["waiting for host"]), []).append(
-                (iv.ready_s * factor, (iv.start_s - iv.ready_s) * factor))
+    spans, used = _bar_spans(timeline, shown, lambda iv: row_of[(iv.rank, row_name(iv.stream))], factor)
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
@@ -93,6 +79,25 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
               ncol=max(1, len(kinds)), frameon=False)
     return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
+
+
+def _bar_spans(timeline: Timeline, shown: set[int], row_of, factor: float
+               ) -> tuple[dict[tuple[int, str], list[tuple[float, float]]], set[str]]:
+    """One bar collection per row and colour (tens of thousands of tasks draw quickly), in the
+    plot's time unit (`factor` per second), and the kinds of work drawn."""
+    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    used: set[str] = set()
+    for iv in timeline.intervals:
+        if iv.rank in shown and iv.end_s > iv.start_s:
+            kind = iv.kind if iv.kind in COLOURS else "comm"
+            used.add(kind)
+            spans.setdefault((row_of(iv), COLOURS[kind]), []).append((iv.start_s * factor, iv.duration_s * factor))
+        if iv.rank in shown and iv.kind in GPU_WORK and iv.start_s > iv.ready_s:
+            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
+            used.add("waiting for host")
+            spans.setdefault((row_of(iv), COLOURS["waiting for host"]), []).append(
+                (iv.ready_s * factor, (iv.start_s - iv.ready_s) * factor))
+    return spans, used
 
 
 def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:

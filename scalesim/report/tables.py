@@ -11,9 +11,25 @@ from scalesim.units import format_bytes, format_time, format_usd
 
 
 def result_table(r: StepResult) -> Table:
+    """`scalesim run`'s table: the step (memory, time and where it goes, throughput), then the run
+    (time, failures, cost and energy to train) when the plan fits."""
     t = Table(title=f"{r.scenario}", show_header=False, title_justify="left")
     t.add_column("metric", style="bold")
     t.add_column("value")
+    _step_rows(t, r)
+    if not r.fits:
+        t.add_row("time and cost to train", "[red]none: the plan does not fit[/red], so it cannot run at any "
+                  "cost (run --json keeps the figures, with fits: false)")
+        if r.reason:
+            t.add_row("[red]does not fit[/red]", r.reason)
+        return t
+    _training_rows(t, r)
+    if r.reason:
+        t.add_row("[red]does not fit[/red]", r.reason)
+    return t
+
+
+def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items()))
     fit = "yes" if r.fits else "[red]NO[/red]"
@@ -39,12 +55,9 @@ def result_table(r: StepResult) -> Table:
     if r.slowest_gpu_factor > 1.0:
         t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
                   f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
-    if not r.fits:
-        t.add_row("time and cost to train", "[red]none: the plan does not fit[/red], so it cannot run at any "
-                  "cost (run --json keeps the figures, with fits: false)")
-        if r.reason:
-            t.add_row("[red]does not fit[/red]", r.reason)
-        return t
+
+
+def _training_rows(t: Table, r: StepResult) -> None:
     rel = r.reliability or {}
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
@@ -72,9 +85,6 @@ def result_table(r: StepResult) -> Table:
         energy = (r.economics or {}).get("energy_kwh") or {}
         t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "
                   f"{energy.get('host', 0):,.1f}; {energy.get('facility', 0):,.1f} with PUE)")
-    if r.reason:
-        t.add_row("[red]does not fit[/red]", r.reason)
-    return t
 
 
 def _usd(x: float | None) -> str:
