@@ -7,7 +7,6 @@ path and what is allowed, plus the closest valid key when they mistyped one.
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic

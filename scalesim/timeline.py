@@ -36,5 +36,3 @@ class Timeline:
     def for_rank(self, rank: int) -> list[Interval]:
         return [iv for iv in self.intervals if iv.rank == rank]
 
-    def rank_end_s(self, rank: int) -> float:
-        return max((iv.end_s for iv in self.intervals if iv.rank == rank), default=0.0)

@@ -32,7 +32,7 @@ from pathlib import Path
 from scalesim.app.collective_bench import time_collective
 from scalesim.costs.compute import relative_shape_efficiency
 from scalesim.errors import InputError
-from scalesim.hardware import GpuSpec, LinkSpec
+from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
 from scalesim.app.measurements import BandwidthPoint, GemmPoint, NcclTestsLog, read_measurements
 from scalesim.schema import read_yaml

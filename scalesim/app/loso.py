@@ -21,7 +21,8 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog, load_catalog
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, read_yaml, validate
-from scalesim.app.validate import group_of, groups_of, summarise
+from scalesim.app.executors import completed, open_pool, parse_executor
+from scalesim.app.validate import evaluate_group, group_of, groups_of, summarise
 
 
 class Fit(Strict):
@@ -117,3 +118,28 @@ def loso_summaries(outcomes: list, replaced: dict[int, object]) -> dict:
             for c in sorted({o.case.category for o in counted})}
     rows["overall"] = summarise(counted)
     return rows
+
+
+def evaluate_all(cases, catalog: Catalog | None, workers: int | None, progress=None) -> tuple[list, dict]:
+    """`validate`: every case predicted with `catalog`, then each fitted source's cases again
+    without the fits it fed (leave one source out). Returns the outcomes in case order and the
+    re-predicted ones by case index; `progress(finished, total)` may wrap the groups as they end.
+
+    Cases that share a scenario are simulated once; the long ones go first so that the pool
+    never waits on one at the end. Results are the same for any number of workers.
+    """
+    groups = sorted(groups_of(cases), key=lambda g: all(cases[i].fast for i in g))
+    jobs = [(g, catalog) for g in groups] + loso_jobs(cases, catalog, load_fits())
+    outcomes: list = [None] * len(cases)
+    replaced: dict = {}
+    with open_pool(parse_executor("local", workers)) as pool:
+        finished = completed(pool, evaluate_group, [([cases[i] for i in g], cat) for g, cat in jobs])
+        for k, group_outcomes in (finished if progress is None else progress(finished, len(jobs))):
+            if isinstance(group_outcomes, BaseException):
+                raise group_outcomes
+            for i, outcome in zip(jobs[k][0], group_outcomes):
+                if k < len(groups):
+                    outcomes[i] = outcome
+                else:
+                    replaced[i] = outcome
+    return outcomes, replaced

@@ -96,7 +96,8 @@ def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes:
         size = rel.checkpoint_bytes(params, training.precision, training.optimizer)
         sources["checkpoint_bytes"] = "weights + optimizer state per parameter (scalesim/costs/reliability.py)"
     bandwidth = spec.storage_write_GBps_per_node * 1e9 * nodes
-    sources["storage_write_GBps_per_node"] = (rel.SOURCE_STORAGE if spec.storage_write_GBps_per_node == 1.0
+    sources["storage_write_GBps_per_node"] = (rel.SOURCE_STORAGE if spec.storage_write_GBps_per_node * 1e9
+                                              == rel.STORAGE_WRITE_BYTES_PER_S_PER_NODE
                                               else "scenario")
     sources["restart_s"] = rel.SOURCE_RESTART if spec.restart_s == rel.RESTART_S else "scenario"
     sources["checkpoint_interval_s"] = ("scenario" if spec.checkpoint_interval_s is not None

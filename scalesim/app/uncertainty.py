@@ -137,3 +137,10 @@ def monte_carlo(inputs: list[RunInputs], spreads: list[Spread], *, samples: int,
 
 def vars_of(spread: Spread) -> dict[str, float]:
     return {name: getattr(spread, name) for name in Spread.__slots__}
+
+
+def step_uncertainty(result, spec, samples: int, seed: int | None) -> dict:
+    """`run --samples`: the Monte-Carlo of one simulated step, with the scenario's spreads (`spec`)."""
+    mc = monte_carlo([result.inputs], [Spread.from_spec(spec)], samples=samples,
+                     seed=spec.seed if seed is None else seed)
+    return {"samples": mc["samples"], "seed": mc["seed"], "spreads": mc["spreads"][0], **mc["designs"][0]}

@@ -24,8 +24,6 @@ from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
 
 CATEGORIES = ("collective", "single_gpu", "multi_gpu", "multi_node", "serving")
-METRICS = ("busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
-           "hardware_tflops_per_gpu", "step_time_s", "output_tokens_per_s", "ttft_s")
 
 
 class FabricCase(FabricSpec):

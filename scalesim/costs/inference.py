@@ -30,8 +30,6 @@ from scalesim.costs.memory import FRAMEWORK_OVERHEAD_BYTES
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import ModelSpec
 
-WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
-KV_FORMATS = ("bf16", "fp8")
 # Bytes per stored weight. int4 as AWQ/GPTQ store it: 4-bit values with one fp16 scale and
 # one zero point per group of 128 (Lin et al. 2024, AWQ, sec. 5.1; Frantar et al. 2023,
 # GPTQ, group size 128): 0.5 + 2 x 2 / 128 bytes.

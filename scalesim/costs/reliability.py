@@ -56,8 +56,6 @@ LLAMA3_INTERRUPTIONS = 419          # unexpected, Llama 3 paper Table 5
 LLAMA3_GPUS = 16_384                # H100 80GB
 LLAMA3_DAYS = 54
 FAILURE_RATE_ECC_PER_GPU_HOUR = LLAMA3_INTERRUPTIONS / (LLAMA3_GPUS * LLAMA3_DAYS * 24.0)
-# OPT-175B: ~7.5 h between interruptions on 992 A100s (logbook, as tabulated by G. Lockwood).
-FAILURE_RATE_OPT175B_PER_GPU_HOUR = 1.0 / (7.5 * 992)
 NON_ECC_FACTOR = 2.0                # assumption, see the module docstring
 
 SOURCE_ECC = ("Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s "

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OP_KINDS = ("gemm", "attention", "conv", "elementwise", "norm", "softmax", "embedding", "pool")
-
-
 @dataclass(frozen=True, slots=True)
 class OpSpec:
     """One forward operation for one sample.
@@ -32,7 +29,7 @@ class OpSpec:
     """
 
     name: str
-    kind: str
+    kind: str               # gemm, attention, conv, elementwise, norm, softmax, embedding or pool
     flop: float
     elements_moved: float
     gemm_mnk: tuple[int, int, int] | None = None

@@ -203,8 +203,6 @@ _ZOO: dict[str, _Entry] = {
                         (RESNET_SOURCE,), config=dict(depth=152)),
 }
 
-TOKEN_FAMILIES = ("gpt2", "gpt3", "llama2", "llama3", "mistral", "qwen2.5", "gemma2", "phi3", "mixtral", "qwen3",
-                  "deepseek", "gpt-oss", "llama4", "bert", "inline")
 VISION_FAMILIES = ("vit", "resnet")
 
 

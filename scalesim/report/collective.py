@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 
@@ -38,7 +39,4 @@ def collective_plot(rows, path: Path) -> Path:
     ax.set_title("simulated collective bus bandwidth")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -20,7 +20,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
-from scalesim.units import format_bytes, format_time, format_usd  # noqa: E402
+from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent  # noqa: E402
+from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
            "#CCB974", "#64B5CD")
@@ -28,27 +30,10 @@ PARTS = (("compute", "compute", "#4C72B0"), ("exposed_comm", "exposed communicat
          ("bubble", "idle / pipeline bubble", "#8C8C8C"), ("other", "optimizer and other", "#C44E52"))
 
 
-def _money(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return format_usd(x)
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _time(x: float | None) -> str:
-    return "n/a" if x is None else format_time(x)
-
-
 def _range(p: dict | None, fmt) -> str:
     if not p:
         return "n/a"
     return f"{fmt(p['p10'])} – {fmt(p['p90'])}"
-
-
-NO_FIT = "does not fit"
 
 
 def _if_fits(rows: list[dict], key: str) -> list[float | None]:
@@ -77,19 +62,11 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
         t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
-        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, _bold_flags(best, lowest, len(values)))])
+        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, bold_flags(best, lowest, len(values)))])
 
     for name, values, best, lowest in summary_rows(rows, uncertainty):
         add(name, values, best, lowest)
     return t
-
-
-def _bold_flags(best: list[float | None] | None, lowest: bool, count: int) -> list[bool]:
-    """Which of `count` entries are the best of their row (None entries never are)."""
-    if not best or all(v is None for v in best):
-        return [False] * count
-    pick = (min if lowest else max)(v for v in best if v is not None)
-    return [v is not None and v == pick for v in best]
 
 
 def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tuple]:
@@ -103,19 +80,19 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          [r.get("plan") or "n/a" for r in rows], None, True),
         ("memory per GPU", [f"{format_bytes(r['memory_per_gpu_bytes'])} of {format_bytes(r['memory_capacity_bytes'])}"
                             + (" (fits)" if r["fits"] else f" ({NO_FIT})") for r in rows], None, True),
-        ("step time", _mark(rows, [_time(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
+        ("step time", _mark(rows, [duration(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
         ("throughput", _mark(rows, [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
                                     else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]), None, True),
-        ("MFU", [_pct(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
-        ("scaling efficiency", [_pct(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
+        ("MFU", [percent(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
+        ("scaling efficiency", [percent(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
          False),
-        ("time to train", _mark(rows, [_time(r["time_to_train_s"]) for r in rows]),
+        ("time to train", _mark(rows, [duration(r["time_to_train_s"]) for r in rows]),
          _if_fits(rows, "time_to_train_s"), True),
-        ("GPU-hour price (cloud)", [_money(r.get("gpu_hour_usd")) for r in rows], None, True),
-        ("cost (cloud)", _mark(rows, [_money(r["cost_usd"]) for r in rows]), _if_fits(rows, "cost_usd"), True),
-        ("purchase price (GPUs, servers, network)", [_money(r.get("purchase_usd")) for r in rows],
+        ("GPU-hour price (cloud)", [money(r.get("gpu_hour_usd")) for r in rows], None, True),
+        ("cost (cloud)", _mark(rows, [money(r["cost_usd"]) for r in rows]), _if_fits(rows, "cost_usd"), True),
+        ("purchase price (GPUs, servers, network)", [money(r.get("purchase_usd")) for r in rows],
          _if_fits(rows, "purchase_usd"), True),
-        ("cost (owned)", _mark(rows, [_money(r["on_prem_cost_usd"]) for r in rows]),
+        ("cost (owned)", _mark(rows, [money(r["on_prem_cost_usd"]) for r in rows]),
          _if_fits(rows, "on_prem_cost_usd"), True),
         ("owning beats renting after", [_months(r.get("break_even_months")) if r["fits"] else NO_FIT for r in rows],
          _if_fits(rows, "break_even_months"), True),
@@ -124,21 +101,21 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          _if_fits(rows, "usd_per_million_tokens"), True),
         ("energy (GPUs + hosts)", _mark(rows, ["n/a" if r["energy_kwh"] is None else f"{r['energy_kwh']:,.1f} kWh"
                                                for r in rows]), _if_fits(rows, "energy_kwh"), True),
-        ("goodput (failures)", [_pct(r["goodput"]) for r in rows], None, True),
+        ("goodput (failures)", [percent(r["goodput"]) for r in rows], None, True),
     ]
     if uncertainty:
         d, w = uncertainty["designs"], uncertainty["wins"]
         n = uncertainty["samples"]
         fit = [r["fits"] for r in rows]
         out += [
-            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], _time) for x in d], None, True),
-            ("cloud cost P10–P90", [_range(x["cost_usd"], _money) for x in d], None, True),
-            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], _money) for x in d], None, True),
-            ("fastest in", [_pct(x) for x in w["time_to_train_s"]],
+            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], duration) for x in d], None, True),
+            ("cloud cost P10–P90", [_range(x["cost_usd"], money) for x in d], None, True),
+            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], money) for x in d], None, True),
+            ("fastest in", [percent(x) for x in w["time_to_train_s"]],
              [x if f else None for x, f in zip(w["time_to_train_s"], fit)], False),
-            ("cheapest (cloud) in", [_pct(x) for x in w["cost_usd"]],
+            ("cheapest (cloud) in", [percent(x) for x in w["cost_usd"]],
              [x if f else None for x, f in zip(w["cost_usd"], fit)], False),
-            ("cheapest (owned) in", [_pct(x) for x in w["on_prem_cost_usd"]],
+            ("cheapest (owned) in", [percent(x) for x in w["on_prem_cost_usd"]],
              [x if f else None for x, f in zip(w["on_prem_cost_usd"], fit)], False),
         ]
     return out
@@ -180,13 +157,6 @@ def _hatch(rows: list[dict]) -> list[str]:
     return ["xx" if not r.get("fits", True) else "" for r in rows]
 
 
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
 def scaling_plot(rows: list[dict], path: Path) -> Path:
     """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count, one line per design."""
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
@@ -211,7 +181,7 @@ def scaling_plot(rows: list[dict], path: Path) -> Path:
     ax.set_title("Scaling efficiency against GPU count")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    return _save(fig, path)
+    return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
 def _errorbars(values, percentiles, scale):
@@ -266,8 +236,8 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     ax_c.legend(handles=[plt.Rectangle((0, 0), 1, 1, color="grey", label="cloud (GPU-hours x price)"),
                          plt.Rectangle((0, 0), 1, 1, color="grey", alpha=0.55,
                                        label="owned (amortised purchase + power)")], fontsize=8, loc="upper left")
-    _label_above(ax_c, b1, [_money(c) for c in cloud], err_c)
-    _label_above(ax_c, b2, [_money(c) for c in own], err_o)
+    _label_above(ax_c, b1, [money(c) for c in cloud], err_c)
+    _label_above(ax_c, b2, [money(c) for c in own], err_o)
     ax_c.set_xticks(x, labels, fontsize=8)
     ax_c.set_ylabel("cost to train (USD)")
     ax_c.set_title("Cost to train" + (f" ({budget})" if budget else ""))
@@ -275,8 +245,7 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     ax_c.margins(y=0.2)
     if designs:
         fig.suptitle(f"error bars: P10–P90 of {uncertainty['samples']} Monte-Carlo samples", fontsize=9, y=0.02)
-    fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, whole_legend=True)
 
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
@@ -316,7 +285,7 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     ax.margins(x=0.25, y=0.2)
     ax.set_xlim(left=0)                      # from zero: distances read as ratios
     ax.set_ylim(bottom=0)
-    return _save(fig, path)
+    return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
 def breakdown_plot(rows: list[dict], path: Path) -> Path:
@@ -340,7 +309,7 @@ def breakdown_plot(rows: list[dict], path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     ax.margins(y=0.12)
-    return _save(fig, path)
+    return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
 def compare_plots(rows: list[dict], directory: Path, *, budget: str = "", uncertainty: dict | None = None

@@ -12,7 +12,8 @@ import datetime as _dt
 from html import escape
 from pathlib import Path
 
-from scalesim.report.comparison import NO_FIT, _bold_flags, summary_rows
+from scalesim.report.comparison import summary_rows
+from scalesim.report.formatting import NO_FIT, bold_flags
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -67,7 +68,7 @@ def _summary(rows: list[dict], unc: dict | None) -> str:
     that fit in bold, a design that does not fit marked so and never bold."""
     table = []
     for name, values, best, lowest in summary_rows(rows, unc):
-        cells = [_cell(v, b) for v, b in zip(values, _bold_flags(best, lowest, len(values)))]
+        cells = [_cell(v, b) for v, b in zip(values, bold_flags(best, lowest, len(values)))]
         table.append([escape(name)] + cells)
     return _table(["metric"] + [r["scenario"] for r in rows], table)
 

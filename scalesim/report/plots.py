@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
+from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -54,21 +55,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     shown, names = _collapse_identical(timeline, ranks, row_name)
     rows = sorted({(iv.rank, row_name(iv.stream)) for iv in timeline.intervals if iv.rank in shown})
     row_of = {row: y for y, row in enumerate(rows)}
-    # One bar collection per row and colour: tens of thousands of tasks draw quickly.
-    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    used: set[str] = set()
-    for iv in timeline.intervals:
-        if iv.rank in shown and iv.end_s > iv.start_s:
-            kind = iv.kind if iv.kind in COLOURS else "comm"
-            used.add(kind)
-            colour = COLOURS[kind]
-            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], colour), []).append(
-                (iv.start_s * factor, iv.duration_s * factor))
-        if iv.rank in shown and iv.kind in GPU_WORK and iv.start_s > iv.ready_s:
-            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
-            used.add("waiting for host")
-            spans.setdefault((row_of[(iv.rank, row_name(iv.stream))], COLOURS["waiting for host"]), []).append(
-                (iv.ready_s * factor, (iv.start_s - iv.ready_s) * factor))
+    spans, used = _bar_spans(timeline, shown, lambda iv: row_of[(iv.rank, row_name(iv.stream))], factor)
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
@@ -91,10 +78,26 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
     ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
               ncol=max(1, len(kinds)), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")      # the legend below the axes is never cut
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
+
+
+def _bar_spans(timeline: Timeline, shown: set[int], row_of, factor: float
+               ) -> tuple[dict[tuple[int, str], list[tuple[float, float]]], set[str]]:
+    """One bar collection per row and colour (tens of thousands of tasks draw quickly), in the
+    plot's time unit (`factor` per second), and the kinds of work drawn."""
+    spans: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    used: set[str] = set()
+    for iv in timeline.intervals:
+        if iv.rank in shown and iv.end_s > iv.start_s:
+            kind = iv.kind if iv.kind in COLOURS else "comm"
+            used.add(kind)
+            spans.setdefault((row_of(iv), COLOURS[kind]), []).append((iv.start_s * factor, iv.duration_s * factor))
+        if iv.rank in shown and iv.kind in GPU_WORK and iv.start_s > iv.ready_s:
+            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
+            used.add("waiting for host")
+            spans.setdefault((row_of(iv), COLOURS["waiting for host"]), []).append(
+                (iv.ready_s * factor, (iv.start_s - iv.ready_s) * factor))
+    return spans, used
 
 
 def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
@@ -139,10 +142,7 @@ def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
     ax.set_xticks(xs)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
@@ -162,10 +162,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
     ax.set_title(title)
     ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _natural(name) -> tuple:

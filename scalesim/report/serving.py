@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.units import format_bytes, format_time  # noqa: E402
 
 
@@ -99,7 +100,7 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("latency against throughput (each point a request rate)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def percentiles_plot(r: dict, path: Path) -> Path:
@@ -117,15 +118,7 @@ def percentiles_plot(r: dict, path: Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{r['scenario']}: latency percentiles against rate")
-    return _save(fig, path)
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def serving_compare_table(rows: list[dict]) -> Table:
@@ -170,4 +163,4 @@ def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path
     ax.set_ylabel("USD per million output tokens")
     ax.grid(True, alpha=0.3)
     ax.set_title("cost against latency (outlined: Pareto front)")
-    return _save(fig, path)
+    return save_figure(fig, path)

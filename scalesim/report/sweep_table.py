@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.comparison import _money, _pct, _time  # noqa: E402
+from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.formatting import duration, money, percent  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 
@@ -36,8 +37,8 @@ def sweep_table(sweep: dict) -> Table:
             continue
         per_gpu = best.get("tokens_per_s_per_gpu")
         t.add_row(str(g), str(best["nodes"]), best["plan"], format_bytes(best["memory_per_gpu_bytes"]),
-                  _time(best["step_time_s"]), "n/a" if per_gpu is None else f"{per_gpu:,.0f}", _pct(best["mfu"]),
-                  _time(best["time_to_train_s"]), _money(best["cost_usd"]), _money(best["on_prem_cost_usd"]),
+                  duration(best["step_time_s"]), "n/a" if per_gpu is None else f"{per_gpu:,.0f}", percent(best["mfu"]),
+                  duration(best["time_to_train_s"]), money(best["cost_usd"]), money(best["on_prem_cost_usd"]),
                   counts)
     return t
 
@@ -74,7 +75,7 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         if ax is axes[1] and any(b["time_to_train_s"] for b in best):
             ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
         if ax is axes[2]:
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: _money(v)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v)))
         if xs:
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs, [str(x) for x in xs])
@@ -90,8 +91,4 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
     if missing:
         subtitle += f" (no plan runs and fits at {', '.join(missing)} GPUs)"
     fig.suptitle(subtitle, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, whole_legend=True)

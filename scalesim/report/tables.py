@@ -6,17 +6,30 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesim.result import StepResult
+from scalesim.report.formatting import percent
 from scalesim.units import format_bytes, format_time, format_usd
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def result_table(r: StepResult) -> Table:
+    """`scalesim run`'s table: the step (memory, time and where it goes, throughput), then the run
+    (time, failures, cost and energy to train) when the plan fits."""
     t = Table(title=f"{r.scenario}", show_header=False, title_justify="left")
     t.add_column("metric", style="bold")
     t.add_column("value")
+    _step_rows(t, r)
+    if not r.fits:
+        t.add_row("time and cost to train", "[red]none: the plan does not fit[/red], so it cannot run at any "
+                  "cost (run --json keeps the figures, with fits: false)")
+        if r.reason:
+            t.add_row("[red]does not fit[/red]", r.reason)
+        return t
+    _training_rows(t, r)
+    if r.reason:
+        t.add_row("[red]does not fit[/red]", r.reason)
+    return t
+
+
+def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items()))
     fit = "yes" if r.fits else "[red]NO[/red]"
@@ -27,7 +40,7 @@ def result_table(r: StepResult) -> Table:
     t.add_row("  of which", ", ".join(f"{k} {format_bytes(v)}" for k, v in r.memory_breakdown.items()))
     t.add_row("step time" if r.fits else "step time (if it fitted)", format_time(r.step_time_s))
     for part, seconds in r.breakdown.as_dict().items():
-        t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({_pct(seconds / r.step_time_s)})")
+        t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({percent(seconds / r.step_time_s)})")
     if r.breakdown.host_bound > 0:
         t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} (GPU waits for the CPU to "
                   "issue kernels; training.cuda_graphs removes most of it)")
@@ -37,17 +50,14 @@ def result_table(r: StepResult) -> Table:
                   + " (NCCL kernels hold SMs while hidden communication runs; included above)")
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
-    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {_pct(r.mfu)})")
-    t.add_row("scaling efficiency", _pct(r.scaling_efficiency) + _above_linear_note(r))
+    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})")
+    t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
     if r.slowest_gpu_factor > 1.0:
         t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
                   f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
-    if not r.fits:
-        t.add_row("time and cost to train", "[red]none: the plan does not fit[/red], so it cannot run at any "
-                  "cost (run --json keeps the figures, with fits: false)")
-        if r.reason:
-            t.add_row("[red]does not fit[/red]", r.reason)
-        return t
+
+
+def _training_rows(t: Table, r: StepResult) -> None:
     rel = r.reliability or {}
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
@@ -55,7 +65,7 @@ def result_table(r: StepResult) -> Table:
     if rel:
         mtbf, interval = rel.get("mtbf_s"), rel.get("checkpoint_interval_s")
         interruptions = rel.get("expected_interruptions")
-        t.add_row("  failures", f"goodput {_pct(rel.get('goodput'))}, job MTBF "
+        t.add_row("  failures", f"goodput {percent(rel.get('goodput'))}, job MTBF "
                   f"{'none (no failures)' if mtbf is None else format_time(mtbf)}"
                   + ("" if interruptions is None else f", {interruptions:,.2f} expected interruptions")
                   + (", one checkpoint at the end" if interval is None else f", checkpoint every {format_time(interval)}")
@@ -75,9 +85,6 @@ def result_table(r: StepResult) -> Table:
         energy = (r.economics or {}).get("energy_kwh") or {}
         t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "
                   f"{energy.get('host', 0):,.1f}; {energy.get('facility', 0):,.1f} with PUE)")
-    if r.reason:
-        t.add_row("[red]does not fit[/red]", r.reason)
-    return t
 
 
 def _usd(x: float | None) -> str:

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.text as mtext  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from scalesim.report.figures import save_figure  # noqa: E402
 
 # Errors beyond the validation goal's maximum get their explanation printed.
 FAR_OFF = 0.25
@@ -120,9 +121,7 @@ def parity_plot(outcomes, path: Path) -> Path:
     ax.legend(loc="upper left")
     fig.tight_layout()
     _label_points(fig, ax, [(o.case.id, o.case.measured, o.predicted) for o in points])
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, tight_layout=False, dpi=130)
 
 
 # Where a label may go, in points from its marker: near first, then further out

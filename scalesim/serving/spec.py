@@ -106,12 +106,6 @@ class ServingScenario(Strict):
     pricing: PricingSpec = PricingSpec()
     source: list[str] = []
 
-    def with_requests(self, **changes: Any) -> "ServingScenario":
-        """A copy whose `serving.requests` has some keys replaced (rate sweeps)."""
-        data = self.model_dump()
-        data["serving"]["requests"].update(changes)
-        return ServingScenario.model_validate(data)
-
 
 def load_serving_scenario(path: str | Path) -> tuple[ServingScenario, str]:
     """Read and validate a serving scenario; returns it and its path as text."""

@@ -39,8 +39,19 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
     catalog = catalog or builtin_catalog()
     get_link = catalog.resolve_link
     gpu = node_gpu(design, catalog)
-    p = prefix
     g = nx.Graph(name=design.name)
+    _add_host(g, design, get_link, prefix)
+    slot = _add_pcie(g, design, gpu, get_link, prefix)
+    if design.nvlink is not None:
+        _add_nvlink(g, design, gpu, get_link, prefix)
+    _add_nics(g, design, slot, nic_count, nic_link, get_link, prefix)
+    for node in g:
+        g.nodes[node]["server"] = server
+    return g
+
+
+def _add_host(g: nx.Graph, design: NodeDesign, get_link, p: str) -> None:
+    """The CPU sockets, each with its memory, joined in a chain by the socket link."""
     sockets = design.host.sockets
     memory = get_link(design.host.memory, key="host.memory")
     for s in range(sockets):
@@ -52,6 +63,11 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         for s in range(sockets - 1):
             g.add_edge(f"{p}cpu{s}", f"{p}cpu{s + 1}", link=socket_link, duplex=True)
 
+
+def _add_pcie(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str):
+    """The PCIe switches under the sockets and the GPUs under the switches (or the sockets);
+    returns the slot link, which the NICs use too."""
+    sockets = design.host.sockets
     slot = get_link(design.pcie.link or gpu.pcie, key="pcie.link")
     uplink = get_link(design.pcie.uplink, key="pcie.uplink") if design.pcie.uplink else slot
     switches = design.pcie.switches
@@ -66,11 +82,13 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
         g.add_node(f"{p}gpu{i}", kind="gpu", socket=socket, index=i, spec=gpu, p2p=p2p)
         parent = f"{p}sw{i * switches // design.gpus}" if switches else f"{p}cpu{socket}"
         g.add_edge(f"{p}gpu{i}", parent, link=slot, duplex=True)
+    return slot
 
-    if design.nvlink is not None:
-        _add_nvlink(g, design, gpu, get_link, p)
 
-    nics = design.nics
+def _add_nics(g: nx.Graph, design: NodeDesign, slot, nic_count: int | None, nic_link: str | None, get_link,
+              p: str) -> None:
+    """The NICs on the PCIe switches (or the sockets), `nic_count` and `nic_link` over the design's."""
+    nics, sockets, switches = design.nics, design.host.sockets, design.pcie.switches
     count = nics.count if nic_count is None else nic_count
     link_name = nic_link or nics.link
     network = get_link(link_name, key="nics.link") if link_name else None
@@ -81,9 +99,6 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
             parent = f"{p}cpu{k * sockets // count}"
         g.add_node(f"{p}nic{k}", kind="nic", index=k, link=network, socket=g.nodes[parent]["socket"])
         g.add_edge(f"{p}nic{k}", parent, link=slot, duplex=True)
-    for node in g:
-        g.nodes[node]["server"] = server
-    return g
 
 
 def _add_nvlink(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str) -> None:

@@ -1,0 +1,82 @@
+"""`serve`, and `compare` over serving scenarios: LLM serving under load."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from scalesim.cli.wiring import EXIT_DOES_NOT_FIT, friendly_errors, slug, spinner
+from scalesim.errors import InputError
+from scalesim.outputs import check_output_dir
+from scalesim.report.tables import make_console
+
+
+@click.command("serve")
+@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the serving contract) on stdout.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for plots [plots/<scenario file name>/].")
+@click.option("--rates", default=None, help="Request rates to sweep, e.g. 1,2,4,8 (requests/s, Poisson).")
+@click.option("--search/--no-search", default=True,
+              help="Without --rates, bisect for the highest rate meeting the SLO [on].")
+@click.option("--plots/--no-plots", default=True, help="Write the latency plots (when rates were simulated).")
+@friendly_errors
+def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | None, search: bool,
+          plots: bool) -> None:
+    """Simulate LLM serving of SCENARIO_FILE under load: latency, throughput, KV cache, cost.
+
+    Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
+    """
+    from scalesim.app.serve import rate_list, serve as run_serve
+    from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
+    from scalesim.serving.spec import load_serving_scenario
+
+    check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out")
+    scenario, file = load_serving_scenario(scenario_file)
+    with spinner(as_json):
+        result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
+    written = []
+    if plots and result.get("sweep"):
+        directory = out or Path("plots") / slug(scenario_file.stem)
+        written = [latency_throughput_plot([result], directory / "latency-throughput.png"),
+                   percentiles_plot(result, directory / "latency-percentiles.png")]
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        make_console().print(serving_table(result))
+        if result.get("sweep"):
+            make_console().print(sweep_table(result))
+        if written:
+            click.echo("plots: " + ", ".join(str(p) for p in written))
+    if not result["fits"]:
+        sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool) -> None:
+    """`compare` over serving scenarios: each design at its highest rate under the SLO."""
+    from scalesim.app.serve_compare import compare_serving as run_compare_serving, is_serving_file
+    from scalesim.report.serving import serving_compare_table, serving_pareto_plot
+
+    training = [str(f) for f in scenario_files if not is_serving_file(f)]
+    if training:
+        raise InputError("cannot compare training and serving scenarios together; give only serving scenarios "
+                         "(with a serving: block) or only training ones", file=training[0], key="serving")
+    with spinner(as_json):
+        data = run_compare_serving(list(scenario_files))
+    if plots:
+        directory = out or Path("plots") / "compare"
+        path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")
+        data["plots"] = {"pareto": str(path)}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        make_console().print(serving_compare_table(data["table"]))
+        click.echo("Pareto front (nothing else is both cheaper and faster): "
+                   + "; ".join(f"{p['scenario']} ({p['kind']})" for p in data["pareto_front"]))
+        if plots:
+            click.echo(f"plots: {data['plots']['pareto']}")
+    if not all(r["fits"] for r in data["table"]):
+        sys.exit(EXIT_DOES_NOT_FIT)

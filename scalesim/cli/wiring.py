@@ -1,0 +1,74 @@
+"""What every command shares: exit codes, the one-line error for bad input, --catalog, status lines.
+
+Exit codes (DESIGN.md): 0 simulated and fits; 3 simulated but does not fit;
+2 bad input, with one message on stderr naming the file, the key and what is
+allowed; 130 a sweep interrupted (128 + SIGINT, as shells report Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from scalesim.app.heartbeat import heartbeat
+from scalesim.errors import InputError
+
+EXIT_BAD_INPUT = 2
+EXIT_DOES_NOT_FIT = 3
+EXIT_INTERRUPTED = 130          # 128 + SIGINT, as shells report Ctrl-C
+
+err_console = Console(stderr=True)
+
+
+def friendly_errors(fn):
+    """Turn InputError into one line on stderr and exit 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except OSError as exc:      # an output the checks could not foresee (a full disk, a race)
+            click.echo(f"error: {exc.filename or 'output'}: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+def catalog_option(fn):
+    """--catalog DIR (repeatable): folders of gpus.yaml / links.yaml layered over the built-in catalog."""
+    return click.option("--catalog", "catalog_dirs", multiple=True, type=click.Path(path_type=Path),
+                        help="Folder of your own gpus.yaml / links.yaml entries, taking precedence over the "
+                             "built-in catalog (repeatable; after $SCALESIM_CATALOG's).")(fn)
+
+
+def catalog_from(dirs):
+    """The catalog of the --catalog folders (and $SCALESIM_CATALOG's) over the built-in one."""
+    from scalesim.hardware.user_catalog import catalog_for
+
+    return catalog_for(dirs)
+
+
+def slug(text: str) -> str:
+    """A file name's stem made safe as a folder name (plots/<slug>/)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "scenario"
+
+
+def status(as_json: bool, what: str):
+    """A spinner on a terminal; on a pipe or a file, a line on stderr every 10 s."""
+    if not err_console.is_terminal:
+        return heartbeat(what)
+    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
+
+
+def spinner(as_json: bool):
+    """A spinner on stderr while simulating (none when printing JSON)."""
+    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()

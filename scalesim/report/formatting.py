@@ -1,0 +1,32 @@
+"""Text formatters the report tables share: money, percentages and durations, "n/a" when missing,
+and which entries of a row are printed bold."""
+
+from __future__ import annotations
+
+from scalesim.units import format_time, format_usd
+
+NOT_AVAILABLE = "n/a"
+NO_FIT = "does not fit"
+
+
+def money(x: float | None) -> str:
+    """US dollars as units.format_usd writes them; "n/a" when unknown."""
+    return NOT_AVAILABLE if x is None else format_usd(x)
+
+
+def percent(x: float | None) -> str:
+    """A fraction as a percentage with one decimal (0.5 -> "50.0%"); "n/a" when unknown."""
+    return NOT_AVAILABLE if x is None else f"{100 * x:.1f}%"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as units.format_time writes them; "n/a" when unknown."""
+    return NOT_AVAILABLE if seconds is None else format_time(seconds)
+
+
+def bold_flags(best: list[float | None] | None, lowest: bool, count: int) -> list[bool]:
+    """Which of `count` entries are the best of their row (None entries never are)."""
+    if not best or all(v is None for v in best):
+        return [False] * count
+    pick = (min if lowest else max)(v for v in best if v is not None)
+    return [v is not None and v == pick for v in best]
