@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.app.fitting import fit_options
-from scalesim.app.setup import memory_of, prepare, simulate_setup
+from scalesim.app.setup import memory_of, prepare
 from scalesim.app.run import run
 from scalesim.scenario import Scenario
 

@@ -212,7 +212,7 @@ def test_suggestions_are_checked_against_host_memory_too():
     assert offloaded.fits is False and "parallel.offload_optimizer: false" in offloaded.reason
     # Out of GPU memory: offload would fit the GPUs but not the host, so it is not offered.
     from scalesim.app.fitting import fit_options
-    from scalesim.app.setup import host_fit_reason, memory_of, prepare, simulate_setup
+    from scalesim.app.setup import host_fit_reason, prepare
     setup = prepare(scenario(zero=0))
     gpu_only = [o.change for o in fit_options(setup, limit=20)]
     checked = [o.change for o in fit_options(setup, limit=20,
