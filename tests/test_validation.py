@@ -27,7 +27,7 @@ def test_fast_subset_median_error_outside_the_fit_stays_under_twenty_percent(tmp
     # The gate is on the cases no constant was fitted on; the fitted ones have their own row.
     result = CliRunner().invoke(main, ["validate", "--fast", "--json", "--plot", str(tmp_path / "parity.png")])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     fitted = [c for c in report["cases"] if c["fitted_on"] and c["error"] is not None]
     assert fitted and report["in_sample"]["count"] == len(fitted)
     assert not {c["id"] for c in fitted} & {c["id"] for c in report["cases"] if not c["fitted_on"]}
@@ -42,7 +42,7 @@ def test_fast_subset_median_error_outside_the_fit_stays_under_twenty_percent(tmp
 
 def test_only_one_category():
     result = CliRunner().invoke(main, ["validate", "--only", "collective", "--json"])
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert {c["category"] for c in report["cases"]} == {"collective"}
 
 
@@ -89,7 +89,7 @@ def test_cases_far_off_print_what_is_known_and_still_count():
 def test_supplementary_cases_get_their_own_row_and_stay_out_of_the_tracked_figure():
     result = CliRunner().invoke(main, ["validate", "--fast", "--only", "multi_gpu", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     extra = [c for c in report["cases"] if c["supplementary"]]
     reference = [c for c in report["cases"] if not c["supplementary"] and c["error"] is not None]
     assert extra and report["supplementary"]["count"] == len(extra)
@@ -103,7 +103,7 @@ def test_cases_simulated_side_by_side_give_the_same_report_as_one_after_another(
     runs = [CliRunner().invoke(main, ["validate", "--only", "collective", "--json", "--workers", n])
             for n in ("1", "2")]
     assert [r.exit_code for r in runs] == [0, 0]
-    assert json.loads(runs[0].output) == json.loads(runs[1].output)
+    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
 
 
 def test_the_overall_figure_counts_only_the_shared_reference_set():
