@@ -189,7 +189,8 @@ class OwnershipSpec(Strict):
     host_power_w: pydantic.NonNegativeFloat | None = None         # per node, all but GPUs [by design]
     amortisation_years: pydantic.PositiveFloat = 4.0
     pue: float = pydantic.Field(1.58, ge=1.0)                     # Uptime Institute 2023 average
-    utilisation: float = pydantic.Field(1.0, gt=0.0, le=1.0)      # share of its life the cluster trains
+    utilisation: float | None = pydantic.Field(None, gt=0.0, le=1.0)  # share of its life the cluster trains
+                                                                        # [economics.UTILISATION, 0.80]
 
 
 class PricingSpec(Strict):

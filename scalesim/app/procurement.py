@@ -75,9 +75,8 @@ def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file
     sources["amortisation_years"] = (econ.SOURCES["amortisation_years"]
                                      if spec.amortisation_years == econ.AMORTISATION_YEARS else "scenario")
     sources["pue"] = econ.SOURCES["pue"] if spec.pue == econ.PUE else "scenario"
-    sources["utilisation"] = ("assumption: the cluster is busy all its life" if spec.utilisation == 1.0
-                              else "scenario")
-    return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue, spec.utilisation), sources
+    utilisation = pick("utilisation", spec.utilisation, econ.UTILISATION, econ.SOURCES["utilisation"])
+    return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue, utilisation), sources
 
 
 def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes: int

@@ -76,3 +76,16 @@ def test_a_power_limited_clock_is_listed_where_the_catalog_sets_one():
     rtx = {name: value for name, value, _ in model_assumptions(prepare(*load_scenario(claims / "8x4090-fp8.yaml")))}
     key = "sustained clock in training (fraction of benchmark clock)"
     assert 0 < h100[key] < 1 and key not in rtx
+
+
+def test_owned_cluster_utilisation_has_a_sourced_default_a_user_may_override():
+    default = run(scenario("dgx-a100"), baseline=False)
+    given = run(scenario("dgx-a100", pricing={"ownership": {"utilisation": 0.5}}), baseline=False)
+    rows = {r["input"]: r for r in default.assumptions}
+    row = rows["utilisation of the owned cluster"]
+    assert row["value"] == econ.UTILISATION < 1.0 and "arXiv" in row["source"]
+    assert {r["input"]: r for r in given.assumptions}["utilisation of the owned cluster"]["source"] == "scenario"
+    # Same run, same hours: the owner of a cluster idle half its life pays more for them.
+    assert given.time_to_train_s == pytest.approx(default.time_to_train_s)
+    own, own_half = default.economics["on_prem"], given.economics["on_prem"]
+    assert own_half["amortised_usd"] == pytest.approx(own["amortised_usd"] * econ.UTILISATION / 0.5)

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from scalesim.costs.economics import (Budget, FailureModel, Ownership, Prices, RunInputs, amortised_usd,
-                                      training_economics)
+from scalesim.costs.economics import (UTILISATION, Budget, FailureModel, Ownership, Prices, RunInputs,
+                                      amortised_usd, training_economics)
 from scalesim.hardware import get_gpu
 
 NO_FAILURES = FailureModel(failure_rate_per_gpu_hour=0.0, checkpoint_s=0.0, restart_s=0.0)
@@ -72,13 +72,35 @@ def test_on_premises_cost_is_amortised_purchase_plus_power():
     capex = 16 * 30000.0 + 2 * 70000.0 + 2 * 32000.0
     assert own["capex_total_usd"] == pytest.approx(capex)
     hours = money.time_to_train_s / 3600
-    assert own["amortised_usd"] == pytest.approx(capex / (4 * 8760) * hours)
+    # The purchase over the hours of the amortisation period the cluster runs jobs (its utilisation).
+    assert own["amortised_usd"] == pytest.approx(capex / (4 * 8760 * own["utilisation"]) * hours)
     assert own["power_usd"] == pytest.approx(money.details["energy_kwh"]["facility"] * 0.12)
     assert own["cost_usd"] == pytest.approx(own["amortised_usd"] + own["power_usd"])
 
 
 def test_an_idle_owned_cluster_charges_its_idle_time_to_the_runs():
     assert amortised_usd(1e6, 4.0, 3600.0, utilisation=0.5) == pytest.approx(2 * amortised_usd(1e6, 4.0, 3600.0))
+
+
+def test_the_default_owned_cluster_is_idle_part_of_its_life():
+    # Documented default below 1.0 (a published fleet figure), and what Ownership takes when not told.
+    assert 0.0 < UTILISATION < 1.0
+    assert Ownership(gpu_usd=1.0, server_usd=0.0, network_usd=0.0, host_power_w=0.0).utilisation == UTILISATION
+
+
+@pytest.mark.parametrize("low, high", [(0.3, 0.6), (0.6, 0.8), (0.8, 1.0)])
+def test_lower_utilisation_is_never_faster_nor_cheaper_to_own(low, high):
+    def run(u):
+        return training_economics(inputs(ownership=dataclasses.replace(inputs().ownership, utilisation=u)))
+    idle, busy = run(low), run(high)
+    # Idle hours between runs do not change how long this run takes, nor its cloud bill or energy ...
+    assert idle.time_to_train_s == pytest.approx(busy.time_to_train_s)
+    assert idle.cost_usd == pytest.approx(busy.cost_usd)
+    assert idle.energy_kwh == pytest.approx(busy.energy_kwh)
+    # ... but the owner pays for them: the run's share of the purchase grows as 1 / utilisation.
+    a, b = idle.details["on_prem"], busy.details["on_prem"]
+    assert a["amortised_usd"] == pytest.approx(b["amortised_usd"] * high / low)
+    assert a["cost_usd"] > b["cost_usd"] and a["usd_per_million_tokens"] > b["usd_per_million_tokens"]
 
 
 def test_cost_per_million_tokens():
