@@ -17,6 +17,7 @@ and completions come off a heap of projected finish times.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -158,15 +159,20 @@ class FluidNetwork:
         """Max-min rates for these flows (whole components, in start order) from now on."""
         if not flows:
             return
-        # Rates depend only on the flows' paths and caps: the same set of paths
-        # (the next bucket of the same collective) reuses them.
-        key = tuple([f.key for f in flows])
-        rates = self._rates_memo.get(key)
-        if rates is None:
+        # Rates depend only on the multiset of the flows' paths and caps, to the bit, not on
+        # their order, and flows on the same path with the same cap get the same rate
+        # (fairshare.max_min_rates): the same paths again, in whatever order the calls
+        # started (the next bucket, the next micro-batch), reuse them.
+        keys = [f.key for f in flows]
+        key = frozenset(Counter(keys).items())
+        by_path = self._rates_memo.get(key)
+        if by_path is None:
             caps = [f.cap for f in flows]
             rates = max_min_rates([f.links for f in flows], self.capacity_bytes_per_s,
                                   caps if any(c != INF for c in caps) else None)
-            self._rates_memo[key] = rates
+            by_path = self._rates_memo[key] = dict(zip(keys, rates))
+        else:
+            rates = [by_path[k] for k in keys]
         now = self.env.now
         heap = self._heap
         for f, rate in zip(flows, rates):
@@ -233,12 +239,15 @@ class FluidNetwork:
         for group in affected.values():
             self._groups.discard(group)
         rest = _in_start_order([[f for f in group.flows if f.group is not None] for group in affected.values()])
-        self._split(rest)
-        self._rerate(rest)
+        # Each component on its own: the rates of one never depend on another's flows
+        # (fairshare.max_min_rates), and a component that recurs reuses its memoised rates.
+        for group in self._split(rest):
+            self._rerate(group.flows)
         self._schedule()
 
-    def _split(self, flows: list[_ActiveFlow]) -> None:
+    def _split(self, flows: list[_ActiveFlow]) -> list[_Group]:
         """Regroup what is left of components that lost flows: they may have come apart."""
+        groups = []
         pending = flows
         while pending:
             seed = pending[0]
@@ -261,4 +270,6 @@ class FluidNetwork:
             for f in members:
                 f.group = group
             self._groups.add(group)
+            groups.append(group)
             pending = rest
+        return groups
