@@ -17,6 +17,7 @@ and completions come off a heap of projected finish times.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +47,7 @@ class _ActiveFlow:
     size_bytes: float
     left_bytes: float          # what remained at since_s
     call: _Call
+    key: tuple                 # (id(links), cap): the flow's part of a rate-memo key
     cap: float = INF
     rate: float = 0.0
     since_s: float = 0.0
@@ -84,36 +86,34 @@ class FluidNetwork:
     bytes_delivered: float = 0.0
     _groups: set = field(default_factory=set)
     _heap: list = field(default_factory=list)                    # (finish_s, seq, version, flow)
-    _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask)
+    _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask, {cap: key})
+    _prepared: dict[int, tuple] = field(default_factory=dict)   # id(flows) -> (flows, _prepare(flows))
     _seq: int = 0
     _generation: int = 0
     _rates_memo: dict = field(default_factory=dict)
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
-        """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived."""
+        """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived.
+
+        A caller that starts the same flows again (the next bucket of a collective) may pass the
+        same sequence object: what is derived from it (masks, rate-memo keys) is kept per object.
+        """
         call = _Call(self.env.event(), 0)
         now = self.env.now
+        known = self._prepared.get(id(flows))
+        if known is None or known[0] is not flows:
+            # Holding the sequence keeps its id unique for the run.
+            known = self._prepared[id(flows)] = (flows, self._prepare(flows))
         added = []
         added_mask = 0
-        masks = self._masks
-        for links, size, cap in flows:
+        for links, mask, size, cap, key in known[1]:
             self.bytes_sent += size
-            if size <= 0 or (not links and cap == INF):
+            if mask < 0:
                 self.bytes_delivered += size
                 continue
-            if type(links) is not tuple:
-                links = tuple(links)
-            known = masks.get(id(links))
-            if known is None or known[0] is not links:
-                mask = 0
-                for link in links:
-                    mask |= 1 << link
-                # Holding the tuple keeps its id unique for the run: rate memo keys use it.
-                known = masks[id(links)] = (links, mask)
             self._seq += 1
-            flow = _ActiveFlow(self._seq, links, known[1], size, size, call, cap, since_s=now)
-            added.append(flow)
-            added_mask |= flow.mask
+            added.append(_ActiveFlow(self._seq, links, mask, size, size, call, key, cap, since_s=now))
+            added_mask |= mask
         call.pending = len(added)
         if not added:
             call.done.succeed()
@@ -132,19 +132,47 @@ class FluidNetwork:
         self._schedule()
         return call.done
 
+    def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> list[tuple]:
+        """Per flow: (links, mask, size, cap, rate-memo key); mask -1 for flows that arrive at once."""
+        masks = self._masks
+        out = []
+        for links, size, cap in flows:
+            if size <= 0 or (not links and cap == INF):
+                out.append((links, -1, size, cap, None))
+                continue
+            if type(links) is not tuple:
+                links = tuple(links)
+            known = masks.get(id(links))
+            if known is None or known[0] is not links:
+                mask = 0
+                for link in links:
+                    mask |= 1 << link
+                # Holding the tuple keeps its id unique for the run: rate memo keys use it.
+                known = masks[id(links)] = (links, mask, {})
+            key = known[2].get(cap)
+            if key is None:
+                key = known[2][cap] = (id(links), cap)
+            out.append((links, known[1], size, cap, key))
+        return out
+
     def _rerate(self, flows: list[_ActiveFlow]) -> None:
         """Max-min rates for these flows (whole components, in start order) from now on."""
         if not flows:
             return
-        # Rates depend only on the flows' paths and caps: the same set of paths
-        # (the next bucket of the same collective) reuses them.
-        key = tuple((id(f.links), f.cap) for f in flows)
-        rates = self._rates_memo.get(key)
-        if rates is None:
+        # Rates depend only on the multiset of the flows' paths and caps, to the bit, not on
+        # their order, and flows on the same path with the same cap get the same rate
+        # (fairshare.max_min_rates): the same paths again, in whatever order the calls
+        # started (the next bucket, the next micro-batch), reuse them.
+        keys = [f.key for f in flows]
+        key = frozenset(Counter(keys).items())
+        by_path = self._rates_memo.get(key)
+        if by_path is None:
             caps = [f.cap for f in flows]
             rates = max_min_rates([f.links for f in flows], self.capacity_bytes_per_s,
                                   caps if any(c != INF for c in caps) else None)
-            self._rates_memo[key] = rates
+            by_path = self._rates_memo[key] = dict(zip(keys, rates))
+        else:
+            rates = [by_path[k] for k in keys]
         now = self.env.now
         heap = self._heap
         for f, rate in zip(flows, rates):
@@ -211,12 +239,15 @@ class FluidNetwork:
         for group in affected.values():
             self._groups.discard(group)
         rest = _in_start_order([[f for f in group.flows if f.group is not None] for group in affected.values()])
-        self._split(rest)
-        self._rerate(rest)
+        # Each component on its own: the rates of one never depend on another's flows
+        # (fairshare.max_min_rates), and a component that recurs reuses its memoised rates.
+        for group in self._split(rest):
+            self._rerate(group.flows)
         self._schedule()
 
-    def _split(self, flows: list[_ActiveFlow]) -> None:
+    def _split(self, flows: list[_ActiveFlow]) -> list[_Group]:
         """Regroup what is left of components that lost flows: they may have come apart."""
+        groups = []
         pending = flows
         while pending:
             seed = pending[0]
@@ -239,4 +270,6 @@ class FluidNetwork:
             for f in members:
                 f.group = group
             self._groups.add(group)
+            groups.append(group)
             pending = rest
+        return groups

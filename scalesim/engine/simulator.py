@@ -81,14 +81,19 @@ class _Run:
     slowed: dict[int, float] = field(default_factory=dict)      # rank -> compute time added by held SMs
     sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
     hosts: dict[int, HostThread] = field(default_factory=dict)       # rank -> its host thread, where it costs
+    flow_triples: dict[int, tuple] = field(default_factory=dict)     # id(flow tuple) -> (it, network triples)
 
     def stream(self, rank: int, indices: list[int], events: list):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
         tasks another stream waits for (None for the rest: order alone covers them)."""
         env = self.env
         tasks = self.program.tasks[rank]
+        held_factors = self.program.held_factors
         isolated = self.isolated
         host = self.hosts.get(rank)
+        rank_sms = self.sms.get(rank)         # fixed before the walks start
+        record = self.intervals.append
+        timeout = env.timeout
         for index in indices:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             task = tasks[index]
@@ -104,21 +109,22 @@ class _Run:
                 elif pending:
                     yield env.all_of(pending)
             ready_s = env.now
+            computes = task.__class__ is ComputeTask
             if host is not None:
                 yield from self.issued(host, index, events)
-                if not isinstance(task, ComputeTask):
+                if not computes:
                     ready_s = env.now        # a rank reaches a call when its host has issued it
             issued_s = env.now
-            if isinstance(task, ComputeTask):
-                if task.duration_s > 0:
-                    sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
+            if computes:
+                duration_s = task.duration_s
+                if duration_s > 0:
+                    sms = rank_sms if task.stream == COMPUTE_STREAM else None
                     if sms is None:
-                        yield env.timeout(task.duration_s)
+                        yield timeout(duration_s)
                     else:
-                        yield self.compute(sms, task.duration_s,
-                                           self.program.held_factors[task.held] if task.held >= 0 else ())
+                        yield self.compute(sms, duration_s, held_factors[task.held] if task.held >= 0 else ())
                         if sms.contended:
-                            extra_s = max(env.now - issued_s - task.duration_s, 0.0)
+                            extra_s = max(env.now - issued_s - duration_s, 0.0)
                             self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
                 start_s = issued_s
             elif task.participants == 1 and id(task.plan) in isolated:
@@ -126,15 +132,14 @@ class _Run:
                 # to wait for and nothing to share, so it takes its closed-form time right here.
                 holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
                 self.hold(holders, +1)
-                yield env.timeout(self.alone_s(task.plan))
+                yield timeout(self.alone_s(task.plan))
                 self.hold(holders, -1)
                 start_s = issued_s
             else:
                 call = self.arrive(task, rank)
                 yield call.done
                 start_s = call.start_s
-            self.intervals.append(Interval(rank, task.stream, task.name, task.kind,
-                                           ready_s, start_s, env.now))
+            record(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, env.now))
             if host is not None and task.host_sync:
                 host.released_s[index] = env.now
             done = events[index]
@@ -222,6 +227,15 @@ class _Run:
         self.hold(call.holders, -1)
         call.done.succeed()
 
+    def triples(self, flows: tuple) -> list:
+        """The network's view of a phase's flows, built once per flow tuple for the run (the
+        same list each time, so the network keeps what it derives from it)."""
+        known = self.flow_triples.get(id(flows))
+        if known is None or known[0] is not flows:
+            known = self.flow_triples[id(flows)] = (flows, [(f.links, f.size_bytes, f.rate_cap_bytes_per_s)
+                                                            for f in flows])
+        return known[1]
+
     def _phases(self, plan: CollectivePlan):
         if id(plan) in self.isolated:
             # No other call can touch these links while this one runs: its time is the closed form.
@@ -234,12 +248,12 @@ class _Run:
             if not phase.flows:
                 continue
             if split is None:
-                yield self.net.start([(f.links, f.size_bytes, f.rate_cap_bytes_per_s) for f in phase.flows])
+                yield self.net.start(self.triples(phase.flows))
                 continue
             exposed, private_s, private_bytes = split[index]
             waits = []
             if exposed:
-                waits.append(self.net.start([(f.links, f.size_bytes, f.rate_cap_bytes_per_s) for f in exposed]))
+                waits.append(self.net.start(self.triples(exposed)))
             if private_s > 0:
                 waits.append(self.env.timeout(private_s))
             self.net.bytes_sent += private_bytes

@@ -56,3 +56,23 @@ def test_more_capacity_never_lowers_the_slowest_flow(net, which, factor):
     bigger = list(capacity)
     bigger[link] *= factor
     assert min(max_min_rates(flows, bigger)) >= before * (1 - 1e-9)
+
+
+@given(networks, st.randoms(use_true_random=False), st.lists(st.sampled_from([float("inf"), 7.0, 50.0]), min_size=8,
+                                                             max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_rates_do_not_depend_on_the_order_of_flows_to_the_bit(net, rng, caps):
+    # The engine reuses the rates of a set of paths whatever order its calls started in,
+    # and gives flows on the same path with the same cap one rate (engine/network.py).
+    capacity, flows = net
+    caps = caps[:len(flows)]
+    flows = flows + flows[:2]                  # some paths twice
+    caps = caps + caps[:2]
+    rates = max_min_rates(flows, capacity, caps)
+    order = list(range(len(flows)))
+    rng.shuffle(order)
+    shuffled = max_min_rates([flows[i] for i in order], capacity, [caps[i] for i in order])
+    assert [shuffled[order.index(i)] for i in range(len(flows))] == rates
+    same = {}
+    for links, cap, rate in zip(flows, caps, rates):
+        assert same.setdefault((tuple(links), cap), rate) == rate
