@@ -29,6 +29,7 @@ This file assembles the page.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -119,9 +120,6 @@ def build(out: Path, *, quick: bool = False, only: list[str] | None = None, log=
     """Run the claims and write <out>/claims.md and <out>/claims/*.png; returns the files written."""
     plots = out / PLOT_DIR
     plots.mkdir(parents=True, exist_ok=True)
-    if not only:                       # a whole page: no plots of claims that are gone
-        for stale in plots.glob("*.png"):
-            stale.unlink()
     ladder = model_ladder(yaml.safe_load((SPECS / "ladder.yaml").read_text())["ladder"])
     # Every build simulates afresh (the test checks repeatability): the simulations are this build's.
     ctx = Ctx(quick=quick, plots=plots, sims=Simulations(), ladder=ladder)
@@ -142,7 +140,18 @@ def build(out: Path, *, quick: bool = False, only: list[str] | None = None, log=
     parts += [s.markdown(i) for i, s in enumerate(sections, 1)]
     page = out / "claims.md"
     page.write_text("\n".join(parts).rstrip() + "\n")
+    if not only:                       # a whole page: no plots of claims that are gone
+        remove_stale_plots(out, ctx.written)
     return [page] + ctx.written
+
+
+def remove_stale_plots(out: Path, written: list[Path]) -> None:
+    """Delete the PNGs under <out>/claims/ that this build did not write and no page in <out> links
+    (claims-finetune.md's plot lives there too)."""
+    linked = {link for md in out.glob("*.md") for link in re.findall(rf"\(({PLOT_DIR}/[^)]+\.png)\)", md.read_text())}
+    for png in (out / PLOT_DIR).glob("*.png"):
+        if png not in written and f"{PLOT_DIR}/{png.name}" not in linked:
+            png.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,9 +28,6 @@ class Ctx:
     sims: Simulations = field(default_factory=Simulations)
     ladder: tuple = ()
 
-    def pick(self, full: list, quick: list) -> list:
-        return quick if self.quick else full
-
     def grid(self, spec: dict, key: str) -> list:
         """A grid of the claim's spec: `key` in full, `key_quick` in quick builds when the spec has one."""
         return spec.get(f"{key}_quick", spec[key]) if self.quick else spec[key]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claim_rules.common import GiB, Ctx, crossover, fmt_params, md_table, pct, signed
+from claim_rules.common import GiB, Ctx, crossover, fmt_params, md_table, signed
 
 from scalesim.report.claims import techniques_plot
 

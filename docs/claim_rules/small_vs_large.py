@@ -11,7 +11,7 @@ from scalesim.report.claims import size_plot
 def size_sweep(ctx: Ctx, precision: str | None = None) -> dict:
     """Best plan and its run for each design and ladder model: {(design, model): (plan, run json) or None}."""
     spec = claim_spec("small-vs-large")
-    space = SearchSpace.of({"splits": spec["splits_quick"]} if ctx.quick else None)
+    space = SearchSpace.of({**spec["plan"], **(spec["plan_quick"] if ctx.quick else {})})
     out = {}
     for entry in spec["scenarios"]:
         s, f = ctx.load(entry["file"])

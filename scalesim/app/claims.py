@@ -99,8 +99,12 @@ def _dominates(a: PlanPoint, b: PlanPoint) -> bool:
 
 @dataclass
 class Simulations:
-    """What one build simulates, each variant once: memory, step time and `run --json` by scenario."""
+    """What one build simulates, each variant once: memory, step time and `run --json` by scenario.
 
+    `every_rank`: as `prepare`'s [False: one rank per pipeline stage for its identical peers].
+    """
+
+    every_rank: bool | None = False
     memo: dict[tuple, Any] = field(default_factory=dict)
 
     def _get(self, key: tuple, compute):
@@ -108,32 +112,32 @@ class Simulations:
             self.memo[key] = compute()
         return self.memo[key]
 
-    def memory(self, s: Scenario, file: str) -> tuple[float, float] | None:
+    def memory(self, s: Scenario, file: str | None) -> tuple[float, float] | None:
         """(bytes needed per GPU, capacity), or None when scalesim refuses the plan."""
         def compute():
             try:
-                setup = prepare(s, file, every_rank=False)
+                setup = prepare(s, file, every_rank=self.every_rank)
             except InputError:
                 return None
             return setup.step.memory.total, setup.gpu.memory_bytes
         return self._get(("memory", s.model_dump_json()), compute)
 
-    def fits(self, s: Scenario, file: str) -> bool:
+    def fits(self, s: Scenario, file: str | None) -> bool:
         m = self.memory(s, file)
         return m is not None and m[0] <= m[1]
 
     def step_time(self, s: Scenario, file: str) -> float:
         """Simulated step time, whether or not the plan fits in memory (for what-if references)."""
         return self._get(("step", s.model_dump_json()),
-                         lambda: simulate_setup(prepare(s, file, every_rank=False)).end_s)
+                         lambda: simulate_setup(prepare(s, file, every_rank=self.every_rank)).end_s)
 
-    def result(self, s: Scenario, file: str, *, baseline: bool = False, scaling: tuple[int, ...] = ()
+    def result(self, s: Scenario, file: str | None, *, baseline: bool = False, scaling: tuple[int, ...] = ()
                ) -> dict | None:
         """`scalesim run --json`'s object for a plan that fits (None when it does not)."""
         if not self.fits(s, file):
             return None
         return self._get(("run", s.model_dump_json(), baseline, scaling), lambda: run(
-            s, file, baseline=baseline, scaling_counts=list(scaling) or None, every_rank=False).to_json())
+            s, file, baseline=baseline, scaling_counts=list(scaling) or None, every_rank=self.every_rank).to_json())
 
     def candidates(self, s: Scenario, file: str, space: SearchSpace = SearchSpace()) -> list[PlanPoint]:
         """Plans that fit and that no other fitting plan dominates (see the module docstring).

@@ -232,3 +232,24 @@ def scaling_panels_plot(path: Path, counts: list[int], panels: dict[str, dict[st
         axes[0].set_ylabel(ylabel)
         fig.tight_layout()
         return save(fig, path)
+
+
+def largest_model_plot(path: Path, cards: list[str], counts: tuple[int, ...], methods: dict[str, str],
+                       params_b: dict[tuple, float], line_b: float) -> Path:
+    """Largest model that fits (billions; `params_b[(card, gpus, method)]`) per card, a panel per
+    GPU count, a bar per method (`methods`: key -> legend label); matplotlib's default style."""
+    fig, axes = plt.subplots(1, len(counts), figsize=(9, 3.6), sharey=True)
+    width = 0.26
+    for ax, gpus in zip(axes, counts):
+        for i, (method, label) in enumerate(methods.items()):
+            xs = [c + (i - 1) * width for c in range(len(cards))]
+            ax.bar(xs, [max(params_b[(card, gpus, method)], 0.5) for card in cards], width, label=label)
+        ax.axhline(line_b, color="grey", linestyle="--", linewidth=1)
+        ax.text(len(cards) - 0.5, line_b * 72 / 70, f"{line_b:g}B", ha="right", va="bottom", fontsize=8, color="grey")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(cards)), list(cards))
+        ax.set_title(f"{gpus} GPU{'s' if gpus > 1 else ''}: largest model that fits")
+    axes[0].set_ylabel("parameters (billions)")
+    axes[0].legend(loc="upper left")
+    fig.tight_layout()
+    return save(fig, path)
