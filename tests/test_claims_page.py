@@ -1,6 +1,8 @@
 """docs/build_claims.py rebuilds the claims page: one section per claim, plots, byte for byte.
 
-Runs the reduced (--quick) grids twice into temporary directories, in this process.
+Runs the reduced (--quick) grids twice into temporary directories, in this process. Each claim
+is a spec (docs/claims/<id>.yaml) and a rule (docs/claim_rules/); the build changes no global
+state of the library (no monkey-patching, no module-level caches, no matplotlib rcParams).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import re
 import sys
 from pathlib import Path
 
+import matplotlib
 import pytest
+import yaml
 
 import scalesim.app.setup
 
@@ -33,11 +37,13 @@ def builder():
 @pytest.fixture(scope="module")
 def two_builds(builder, tmp_path_factory):
     before = scalesim.app.setup.FULL_SIMULATION_MAX_GPUS
+    style = dict(matplotlib.rcParams)
     first = tmp_path_factory.mktemp("claims-a")
     second = tmp_path_factory.mktemp("claims-b")
     written = builder.build(first, quick=True, log=lambda _m: None)
     builder.build(second, quick=True, log=lambda _m: None)
-    assert scalesim.app.setup.FULL_SIMULATION_MAX_GPUS == before      # the build restores the runner
+    assert scalesim.app.setup.FULL_SIMULATION_MAX_GPUS == before      # the build passes every_rank=False
+    assert dict(matplotlib.rcParams) == style                         # plots style their own figures
     return first, second, written
 
 
@@ -76,3 +82,17 @@ def test_two_builds_are_byte_identical(two_builds):
     assert sorted(a) == sorted(b)
     assert [name for name in a if a[name] != b[name]] == []
     assert str(first) not in a["claims.md"].decode()               # no absolute paths in the page
+
+
+def test_every_claim_is_a_spec_with_quotes_scenarios_and_its_plot(builder):
+    specs = builder.SPECS
+    for claim_id, _ in builder.CLAIMS:
+        spec = yaml.safe_load((specs / f"{claim_id}.yaml").read_text())
+        assert spec["id"] == claim_id and spec["title"] and spec["quotes"]
+        for entry in spec["scenarios"]:
+            assert (builder.DOCS.parent / "scenarios" / "claims" / entry["file"]).is_file(), entry
+        assert [p["file"] for p in spec["plots"]] == [f"{claim_id}.png"]
+
+
+def test_the_build_script_stays_small():
+    assert len(SCRIPT.read_text().splitlines()) < 300
