@@ -57,7 +57,8 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         dp = gpus // (pl.tp * pl.pp * pl.cp)
     scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
     return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog,
-                                                     caches=setup.caches)).end_s / gpus
+                                                     caches=setup.caches, every_rank=setup.every_rank_asked)
+                                                     ).end_s / gpus
 
 
 def plan_summary(plan: ParallelPlan) -> dict:

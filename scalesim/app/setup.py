@@ -47,6 +47,7 @@ class Setup:
     host_memory_bytes: float | None = None      # per node, from the design's host.memory_gb
     catalog: Catalog | None = None              # where its GPU and link names resolved [built-in]
     caches: Caches | None = None                # what its command reuses: plans derived from it share them
+    every_rank_asked: bool | None = None        # prepare's every_rank, passed on to plans derived from it
 
 
 # Each micro-batch of a step is simulated as its own tasks (about 1,000 micro-batches a
@@ -148,6 +149,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     rank (True) or one per pipeline stage for its identical peers (False); None chooses by size
     (`simulates_every_rank`). `caches`: what the calling command reuses (a fresh one if None)."""
     caches = Caches() if caches is None else caches
+    asked = every_rank
     design, topology, count = _cluster_of(scenario, file, gpus, catalog, caches)
     par, training = scenario.parallel, scenario.training
     gpu = topology.gpu_spec
@@ -167,7 +169,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     check_step_size(**step_counts(model, plan, count if every_rank else par.pp), file=file)
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, step, None if host is None else host * 1e9,
-                 catalog, caches)
+                 catalog, caches, asked)
 
 
 def _cluster_of(scenario: Scenario, file: str | None, gpus: int | None, catalog: Catalog | None,

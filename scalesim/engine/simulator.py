@@ -97,17 +97,10 @@ class _Run:
         for index in indices:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             task = tasks[index]
-            deps = task.deps
-            if len(deps) == 1:               # the common case, without building a list
-                e = events[deps[0]]
-                if e is not None and not e.processed:
-                    yield e
-            elif deps:
-                pending = [e for e in (events[d] for d in deps) if e is not None and not e.processed]
-                if len(pending) == 1:
-                    yield pending[0]
-                elif pending:
-                    yield env.all_of(pending)
+            if task.deps:
+                wait = self.dependency(task.deps, events)
+                if wait is not None:
+                    yield wait
             ready_s = env.now
             computes = task.__class__ is ComputeTask
             if host is not None:
@@ -145,6 +138,16 @@ class _Run:
             done = events[index]
             if done is not None:
                 done.succeed()
+
+    def dependency(self, deps: tuple[int, ...], events: list):
+        """The event a task waits for before it starts (None when its dependencies are done)."""
+        if len(deps) == 1:               # the common case, without building a list
+            e = events[deps[0]]
+            return e if e is not None and not e.processed else None
+        pending = [e for e in (events[d] for d in deps) if e is not None and not e.processed]
+        if len(pending) == 1:
+            return pending[0]
+        return self.env.all_of(pending) if pending else None
 
     def issued(self, host: HostThread, index: int, events: list):
         """Wait until the host thread has issued task `index` (after its segment's sync task)."""

@@ -12,7 +12,7 @@ from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine import simulate
 from scalesim.parallel import build_program
 from scalesim.program import CollectiveTask, Program
-from scalesim.runner import prepare
+from scalesim.app.setup import prepare
 from scalesim.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
