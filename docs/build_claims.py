@@ -22,7 +22,7 @@ suite checks against the full simulation), also on one node.
 Each claim is data and a rule: docs/claims/<id>.yaml holds what it quotes, the
 scenarios it loads, the grids it sweeps and its thresholds; docs/claim_rules/<id>.py
 simulates them through scalesim.app.claims (the plan search over
-scalesim.app.plans), draws with scalesim.report.claims and states the verdict.
+scalesim.app.plans), draws with scalesim.report.claim_plots and states the verdict.
 This file assembles the page.
 """
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from scalesim.app.claims import Simulations
 from scalesim.models import get_model
-from scalesim.report.claims import largest_model_plot
+from scalesim.report.claim_plots import largest_model_plot
 from scalesim.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

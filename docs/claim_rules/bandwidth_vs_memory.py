@@ -6,7 +6,7 @@ from claim_rules.common import Ctx, md_table, pct, span
 
 from scalesim.app.claims import SearchSpace, apply, plan_label
 from scalesim.hardware import get_gpu
-from scalesim.report.claims import bandwidth_memory_plot
+from scalesim.report.claim_plots import bandwidth_memory_plot
 
 
 def simulate(ctx: Ctx, spec: dict, models: list[str], micro: list[int]) -> dict:

@@ -6,7 +6,7 @@ from claim_rules.common import Ctx, fmt_params, md_table, money, pct
 
 from scalesim.app.claims import params_of
 from scalesim.hardware import get_gpu
-from scalesim.report.claims import cost_plot
+from scalesim.report.claim_plots import cost_plot
 
 
 def _row(g: str, spec, r: dict | None) -> tuple[tuple, list[str]]:

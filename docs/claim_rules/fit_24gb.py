@@ -5,7 +5,7 @@ from __future__ import annotations
 from claim_rules.common import GiB, Ctx, fmt_params, md_table, pct
 
 from scalesim.costs.memory import FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, state_bytes_per_param
-from scalesim.report.claims import fit_plot
+from scalesim.report.claim_plots import fit_plot
 
 
 def _largest(need: list, capacity: float, names: list[str]) -> tuple[int | None, str]:

@@ -7,7 +7,7 @@ from claim_rules.small_vs_large import size_sweep
 
 from scalesim.app.claims import apply, plan_label
 from scalesim.hardware import get_gpu
-from scalesim.report.claims import fp8_plot
+from scalesim.report.claim_plots import fp8_plot
 
 BODY = ("Each size runs the fastest bf16 plan of section 4 (same server, same batch) again in FP8 "
         "(Transformer Engine style: FP8 GEMMs at the catalog's measured FP8 efficiency, casts of the inputs, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from claim_rules.common import GiB, Ctx, crossover, fmt_params, md_table, signed
 
-from scalesim.report.claims import techniques_plot
+from scalesim.report.claim_plots import techniques_plot
 
 BODY = (
     "Each technique is applied to the same 8 GPUs, model and batch (64 sequences of 2,048 tokens, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from claim_rules.common import Ctx, crossover, fmt_params, md_table, pct, span
 
 from scalesim.app.claims import SearchSpace, apply, params_of, plan_label
-from scalesim.report.claims import pcie_vs_nvlink_plot
+from scalesim.report.claim_plots import pcie_vs_nvlink_plot
 
 BODY = (
     "What is compared: four 8-GPU servers run the same data-parallel plan per model (the lightest ZeRO "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from claim_rules.common import Ctx, claim_spec, crossover, days, fmt_params, md_table, money, pct
 
 from scalesim.app.claims import SearchSpace, plan_label
-from scalesim.report.claims import size_plot
+from scalesim.report.claim_plots import size_plot
 
 
 def size_sweep(ctx: Ctx, precision: str | None = None) -> dict:

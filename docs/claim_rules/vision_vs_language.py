@@ -8,7 +8,7 @@ from claim_rules.common import Ctx, crossover, md_table, pct, span
 
 from scalesim.app.collective_bench import time_collective
 from scalesim.models import get_model
-from scalesim.report.claims import scaling_panels_plot
+from scalesim.report.claim_plots import scaling_panels_plot
 from scalesim.topology import build_cluster, load_node_design
 
 BODY = ("Data parallel (DDP), weak scaling: the same per-GPU micro-batch at every count (mb: the largest power "

@@ -19,7 +19,7 @@ from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import time_limit
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes

@@ -24,7 +24,7 @@ from scalesim.limits import check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
 from scalesim.scenario import Scenario, resolved_attention

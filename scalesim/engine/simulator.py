@@ -21,7 +21,7 @@ import simpy
 
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import call_families, inline_blocking_calls, isolated_plans, private_splits
-from scalesim.engine.host import HostThread, host_thread
+from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time

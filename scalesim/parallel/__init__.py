@@ -1,7 +1,7 @@
 """Parallel plans turned into per-rank programs of compute and collectives."""
 
 from scalesim.parallel.builder import StepBuilder, build_program
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.placement import Placement
 

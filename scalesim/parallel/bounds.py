@@ -30,7 +30,7 @@ from __future__ import annotations
 from scalesim.collectives.estimate import plan_time_s
 from scalesim.costs.compute import optimizer_time_s
 from scalesim.parallel.builder import StepBuilder
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 
 # A plan is skipped only when its bound exceeds the best step by more than this
 # (summation order: the engine adds the same durations in another order).

@@ -43,7 +43,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.experts import experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.rank_program import RankProgram
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe

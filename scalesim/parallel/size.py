@@ -11,7 +11,7 @@ of the shipped scenarios and validation cases.
 from __future__ import annotations
 
 from scalesim.models.spec import ModelSpec
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 
 
 def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:

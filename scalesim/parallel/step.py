@@ -19,7 +19,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.builder import build_program
 from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
-from scalesim.parallel.plan import ParallelPlan
+from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.schedules import Step, in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
 from scalesim.parallel.stages import model_chunks

@@ -1,9 +1,9 @@
-"""scalesim.report.claims: the claims page's figures are repeatable byte for byte and leave the
+"""scalesim.report.claim_plots: the claims page's figures are repeatable byte for byte and leave the
 process's matplotlib style alone."""
 
 import matplotlib
 
-from scalesim.report.claims import fit_plot, params_axis, scaling_panels_plot
+from scalesim.report.claim_plots import fit_plot, params_axis, scaling_panels_plot
 
 GiB = 2.0**30
 
