@@ -109,6 +109,17 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
+    # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;
+    # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block
+    # (NVIDIA's MLPerf MXNet ResNets; scalesim/models/conv_fusion.py). Other models: no effect.
+    conv_fusion: Literal["none", "bn-relu", "normconv"] = "none"
+    # Sequences packed into each seq_len row with block-diagonal attention (MLPerf BERT's
+    # PACKING_FACTOR; scalesim/models/packing.py); 1 = one sequence per row.
+    packed_sequences: pydantic.PositiveInt = 1
+    # BERT: positions per sample the MLM head runs on (NVIDIA's --dense_seq_output: the masked
+    # ones only, e.g. 76 of 512); None = every position (Hugging Face BertForPreTraining).
+    mlm_positions: pydantic.PositiveInt | None = None
     # Mixture of experts: the busiest expert's routed tokens over the mean (>= 1); None takes the
     # router's published default (scalesim/parallel/experts.py, DEFAULT_IMBALANCE).
     moe_imbalance: float | None = pydantic.Field(None, ge=1.0)

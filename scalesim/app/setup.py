@@ -22,6 +22,8 @@ from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
+from scalesim.models.conv_fusion import fuse_resnet
+from scalesim.models.packing import masked_lm_head, packed_attention
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
@@ -155,6 +157,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     gpu = topology.gpu_spec
     _check_gpu(gpu, training, file)
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
+    model = _model_variant(model, training, file)
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
@@ -241,6 +244,23 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         cross_entropy=training.cross_entropy,
     )
+
+
+def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
+    """The model as the scenario's kernels run it: fused conv-BN-ReLU, packed rows, masked MLM head."""
+    model = fuse_resnet(model, training.conv_fusion)
+    if training.packed_sequences > 1:
+        if model.tokens_per_sample is None:
+            raise InputError(f"{model.name} is a vision model; packed_sequences applies to token models "
+                             "(allowed: 1)", key="training.packed_sequences", file=file)
+        model = packed_attention(model, training.packed_sequences)
+    if training.mlm_positions is not None:
+        if model.family != "bert" or training.mlm_positions > model.tokens_per_sample:
+            raise InputError(f"mlm_positions applies to BERT models, at most seq_len "
+                             f"({model.tokens_per_sample}) positions; {model.name} given",
+                             key="training.mlm_positions", file=file)
+        model = masked_lm_head(model, training.mlm_positions)
+    return model
 
 
 def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):

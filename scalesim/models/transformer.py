@@ -212,7 +212,7 @@ def lm_head(s: int, h: int, vocab: int, *, tied: bool) -> LayerSpec:
                      activation_bytes=float(2 * s * h + 4 * s * vocab))
 
 
-def bert_pretraining_head(s: int, h: int, vocab: int) -> LayerSpec:
+def bert_pretraining_head(s: int, h: int, vocab: int, mlm_rows: int | None = None) -> LayerSpec:
     """BERT's pooler plus its pre-training heads (HF BertForPreTraining): the MLM head
     (dense h->h + gelu + LayerNorm, then the decoder tied to the word embeddings with
     its own bias, over all s positions as HF computes it) and next-sentence
@@ -220,7 +220,11 @@ def bert_pretraining_head(s: int, h: int, vocab: int) -> LayerSpec:
 
     Activations: MLM dense, gelu, LayerNorm and decoder inputs 2sh each, fp32
     logits 4*s*v (as for `lm_head`), pooler and NSP inputs 2h each.
+
+    mlm_rows: positions the MLM head runs on (None: all s). NVIDIA's MLPerf BERT
+    (`--dense_seq_output`) gathers the masked positions first and runs the head on them only.
     """
+    s = s if mlm_rows is None else mlm_rows
     ops = (gemm_op("pooler", 1, h, h, bias=True),
            elementwise_op("pooler_tanh", h, flop_per_element=GELU_FLOP_PER_ELEMENT),  # ~ a tanh-GELU
            gemm_op("mlm_transform", s, h, h, bias=True),

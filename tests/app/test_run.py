@@ -315,3 +315,10 @@ def test_gradients_as_bucket_views_drop_exactly_the_bucket_copy():
     assert copy.memory_breakdown["grad_buckets"] > 0 and view.memory_breakdown["grad_buckets"] == 0
     assert view.memory_per_gpu_bytes < copy.memory_per_gpu_bytes
     assert view.step_time_s == copy.step_time_s
+
+
+def test_a_masked_lm_head_on_a_decoder_is_refused_naming_the_key():
+    from scalesim.errors import InputError
+    scenario, file = load("8xa100-ddp")          # a GPT model
+    with pytest.raises(InputError, match="training.mlm_positions"):
+        run(scenario.with_changes(training={"mlm_positions": 76}), file)

@@ -1,0 +1,64 @@
+"""BERT pre-training as MLPerf's NVIDIA code runs it: packed sequences and a masked-only MLM head.
+
+Two mechanisms of NVIDIA's MLPerf Training BERT (mlcommons/training_results_v4.0
+NVIDIA/benchmarks/bert/implementations/*/: run_pretraining.py flags `--packed_samples`,
+`--pad_fmha`, `--dense_seq_output`; each config_*.sh sets PACKING_FACTOR):
+
+- Packed sequences (Krell et al. 2021, "Efficient Sequence Packing without
+  Cross-contamination", arXiv:2107.02027): several sequences share one seq_len row and
+  attention is block-diagonal, each token attending only within its own sequence (the
+  FMHA kernels take the per-sequence offsets). A row of k sequences of lengths L_i does
+  sum(L_i^2) of the s^2 score work; taken here with equal lengths s/k, i.e. s^2/k: the
+  least the split allows (an uneven split does more, up to s^2), so this is a lower
+  bound on the attention work. The linear layers see every token either way.
+- The MLM head on masked positions only (`--dense_seq_output`): the reference's data
+  masks masked_lm_prob = 0.15 of tokens, at most max_predictions_per_seq = 76 per
+  512-token sequence (mlcommons/training language_model/tensorflow/bert/cleanup_scripts
+  create_pretraining_data.py flags, used for the MLPerf dataset); the head's transform,
+  decoder GEMM and loss run on those rows only (`bert_pretraining_head(mlm_rows=...)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scalesim.models.spec import ModelSpec
+from scalesim.models.transformer import bert_pretraining_head
+
+
+def packed_attention(model: ModelSpec, sequences: int) -> ModelSpec:
+    """`model` with each sample's row holding `sequences` packed sequences of equal length:
+    attention FLOP and score elements divided by `sequences` (block-diagonal attention).
+
+    >>> from scalesim.models.zoo import get_model
+    >>> bert = get_model("bert-large", seq_len=512)
+    >>> packed = packed_attention(bert, 2)
+    >>> packed.layers[1].forward_flop < bert.layers[1].forward_flop
+    True
+    """
+    if sequences < 1:
+        raise ValueError(f"sequences per packed row must be >= 1, not {sequences}")
+    if sequences == 1:
+        return model
+    layers = tuple(replace(layer, ops=tuple(
+        replace(op, flop=op.flop / sequences, score_elements=op.score_elements / sequences)
+        if op.kind == "attention" else op for op in layer.ops),
+        attention_score_bytes=layer.attention_score_bytes / sequences) for layer in model.layers)
+    return replace(model, layers=layers)
+
+
+def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
+    """A BERT model whose MLM head runs on `rows` (masked) positions per sample instead of all.
+
+    >>> from scalesim.models.zoo import get_model
+    >>> bert = get_model("bert-large", seq_len=512)
+    >>> masked_lm_head(bert, 76).layers[-1].forward_flop < bert.layers[-1].forward_flop
+    True
+    """
+    s = model.tokens_per_sample
+    if model.family != "bert" or s is None:
+        raise ValueError(f"a masked-LM head needs a BERT model, not {model.name!r}")
+    if not 1 <= rows <= s:
+        raise ValueError(f"masked positions per sample must be in 1..{s}, not {rows}")
+    head = bert_pretraining_head(s, model.hidden, model.vocab, mlm_rows=rows)
+    return replace(model, layers=tuple(head if layer.name == head.name else layer for layer in model.layers))
