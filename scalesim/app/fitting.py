@@ -99,24 +99,26 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
         candidates.append(("parallel.zero: 3 and training.activation_checkpointing: full",
                            {"parallel": {"zero": 3}, "training": {"activation_checkpointing": "full"}}))
     candidates += _finetune_candidates(setup)
-    found: list[FitOption] = []
+    found: list[tuple[str, Setup]] = []
     for change, sections in candidates:
-        try:
-            changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
-                              caches=setup.caches)
-        except (InputError, ValueError):
-            continue
-        memory = changed.step.memory.total
-        if _fits(changed, memory, host_fit):
-            found.append(FitOption(change, memory, None))
+        changed = _what_if(setup, sections)
+        if changed is not None and _fits(changed, changed.step.memory.total, host_fit):
+            found.append((change, changed))
     tried = found[: 2 * limit]
-    changed = [prepare(setup.scenario.with_changes(**next(s for c, s in candidates if c == option.change)),
-                       setup.file, catalog=setup.catalog,
-                              caches=setup.caches) for option in tried]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here.
-    return [FitOption(tried[i].change, tried[i].memory_bytes, step)
-            for i, step in fastest(changed, lambda s: simulate_setup(s, True).end_s, limit)]
+    return [FitOption(tried[i][0], tried[i][1].step.memory.total, step)
+            for i, step in fastest([s for _, s in tried], lambda s: simulate_setup(s, True).end_s, limit)]
+
+
+def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
+    """The plan with `sections` changed, prepared as this run's (its catalog, its caches);
+    None when that plan cannot be formed."""
+    try:
+        return prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
+                       caches=setup.caches)
+    except (InputError, ValueError):
+        return None
 
 
 def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
@@ -138,10 +140,8 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                             "parallel": {"zero": 3, "offload_optimizer": offload or par.offload_optimizer,
                                          **({"dp": dp} if par.dp is not None else {})},
                             "training": {"micro_batch": 1, "global_batch": batch, "activation_checkpointing": "full"}}
-                try:
-                    changed = prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
-                              caches=setup.caches)
-                except (InputError, ValueError):
+                changed = _what_if(setup, sections)
+                if changed is None:
                     continue
                 memory = changed.step.memory.total
                 if _fits(changed, memory, host_fit):
@@ -190,7 +190,7 @@ def combined_option(setup: Setup) -> FitOption | None:
     best = min(fitting, key=lambda p: (FINETUNE.index(p.finetune), OFFLOAD.index(p.offload),
                                        RECOMPUTE.index(p.recompute), p.zero, -p.micro_batch))
     changed = prepare(scenario_for(base, best, setup.file, base), setup.file, catalog=setup.catalog,
-                              caches=setup.caches)
+                      caches=setup.caches)
     memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
     return FitOption(_change_text(own, best), memory, simulate_setup(changed).end_s)
 
