@@ -8,10 +8,11 @@ and passes it down (`prepare(..., caches=)`); nothing is kept in the process bet
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster
+from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, load_node_design
 
 CLUSTERS_KEPT = 4        # a sweep's GPU counts in flight; older clusters (and their plans) are dropped
 
@@ -20,6 +21,16 @@ CLUSTERS_KEPT = 4        # a sweep's GPU counts in flight; older clusters (and t
 class Caches:
     clusters: dict[tuple, Topology] = field(default_factory=dict)     # inputs -> cluster, oldest first
     memos: dict[int, dict] = field(default_factory=dict)              # id(cluster) -> its plans and timings
+    designs: dict[tuple, NodeDesign] = field(default_factory=dict)    # (cluster.node, file, catalog) -> design
+
+    def design(self, spec: str | dict, key: str, file: str | None, catalog: Catalog | None) -> NodeDesign:
+        """`load_node_design`, or the design read from the same inputs before (a sweep names one
+        node design for hundreds of plans: parsing its YAML each time cost more than the plan check)."""
+        name = json.dumps(spec, sort_keys=True, default=str) if isinstance(spec, dict) else spec
+        memo_key = (name, key, file, catalog)
+        if memo_key not in self.designs:
+            self.designs[memo_key] = load_node_design(spec, key=key, file=file, catalog=catalog)
+        return self.designs[memo_key]
 
     def cluster(self, design: NodeDesign, nodes: int, fabric: Fabric | None, catalog: Catalog | None) -> Topology:
         """`build_cluster`, or the cluster built from the same inputs before."""

@@ -30,7 +30,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
 from scalesim.scenario import Scenario, resolved_attention
-from scalesim.topology import NodeDesign, Topology, load_node_design
+from scalesim.topology import NodeDesign, Topology
 from scalesim.units import format_bytes
 
 
@@ -178,7 +178,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
 def _cluster_of(scenario: Scenario, file: str | None, gpus: int | None, catalog: Catalog | None,
                 caches: Caches) -> tuple[NodeDesign, Topology, int]:
     """The scenario's node design, its cluster, and how many of its GPUs the run uses."""
-    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
+    design = caches.design(scenario.cluster.node, "cluster.node", file, catalog)
     fabric = scenario.cluster.fabric
     try:
         topology = caches.cluster(design, scenario.cluster.nodes, None if fabric is None else fabric.as_fabric(),
