@@ -49,3 +49,19 @@ def test_the_sweep_plot_keeps_plan_labels_inside_their_panel_and_days_in_plain_n
         assert box.y1 <= title_bottom, f"{label.get_text()} runs into the panel title"
     ticks = [t.get_text() for t in days.get_yticklabels(minor=True) + days.get_yticklabels() if t.get_text()]
     assert ticks and not any("10^" in t or "times" in t for t in ticks), ticks
+
+
+def test_topology_labels_on_short_vertical_edges_read_across_above_the_circles(tmp_path, monkeypatch):
+    # The memory-to-CPU edge is shorter than its label: turned along the edge, the label hid
+    # under the two circles ("dr5-4800-8c").
+    import scalesim.report.plots as plots
+    from scalesim.topology import build_node_graph, load_node_design
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    plots.topology_plot(build_node_graph(load_node_design("dgx-h100")), tmp_path / "t.png", "dgx-h100")
+    ax = figures[0].axes[0]
+    circles = max(c.get_zorder() for c in ax.collections)
+    memory = [t for t in ax.texts if t.get_text().startswith("ddr5")]
+    assert len(memory) == 2
+    assert all(t.get_rotation() == 0 and t.get_zorder() > circles for t in memory)
