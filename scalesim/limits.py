@@ -6,8 +6,10 @@ time to answer grows with those counts. A typo (a million nodes, a batch
 given in tokens, a hidden size of 2^63) would otherwise run for hours. Values
 far beyond any real system are refused (InputError: the key, the limit and
 why); a plan whose step would take more than about a minute to play out is
-refused with the keys that drive it; `time_limit` stops a run that takes
-longer than the caller allows (`scalesim run --max-seconds`).
+refused with the keys that drive it, and in the commands (`answer_budget`)
+one that would take more than about 10 s unless `--max-seconds` allows it;
+`time_limit` stops a run that takes longer than the caller allows
+(`scalesim run --max-seconds`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ MAX_NODES = 4096
 # out): ~1 min on one core. The largest validated plan (Megatron-LM's 1T-parameter GPT
 # on 3,072 A100s, validation/) has ~0.93 M.
 MAX_STEP_TASKS = 1_500_000
+# A command answers within about ANSWER_SECONDS unless the user allows more (`--max-seconds`):
+# the CLI refuses steps estimated beyond that up front (`answer_budget`). Building and playing
+# out runs at about TASKS_PER_SECOND estimated tasks per CPU second on the project's loaded
+# 2-core machine (measured: the shipped 1,024-GPU GPT-3 step, ~243,000 tasks, in ~10 s with
+# its one-GPU baseline), so the default allows 250,000; the library has only the hard cap.
+ANSWER_SECONDS = 10.0
+TASKS_PER_SECOND = 25_000
 
 
 def _number(value: Any) -> bool:
@@ -143,18 +152,42 @@ def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tas
     """Refuse a step with more tasks than MAX_STEP_TASKS, naming what drives the count."""
     tasks = estimated_tasks(ranks=ranks, micro_batches=micro_batches, layers_per_rank=layers_per_rank,
                             tasks_per_layer=tasks_per_layer, buckets_per_rank=buckets_per_rank)
-    if tasks <= MAX_STEP_TASKS:
+    limit, allowed = _task_limit()
+    if tasks <= limit:
         return
     if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:
         raise InputError(f"makes about {buckets_per_rank:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
-                         f"tasks per step; at most {MAX_STEP_TASKS:,}, about a minute, are allowed): raise "
-                         f"parallel.bucket_mb, or shard the model over more GPUs (tp, pp, zero: 3)",
-                         key="parallel.bucket_mb", file=file)
+                         f"tasks per step; at most {allowed} are allowed): raise parallel.bucket_mb, or shard "
+                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file)
     raise InputError(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
                      f"{micro_batches:,} micro-batches x {layers_per_rank:,} layers x ~{tasks_per_layer}); at most "
-                     f"{MAX_STEP_TASKS:,} (about a minute of simulation) are allowed: fewer micro-batches "
-                     f"(raise training.micro_batch or lower training.global_batch), fewer layers, or more "
-                     f"pipeline stages", key="training.global_batch", file=file)
+                     f"{allowed} are allowed: fewer micro-batches (raise training.micro_batch or lower "
+                     f"training.global_batch), fewer layers, or more pipeline stages", key="training.global_batch",
+                     file=file)
+
+
+def _task_limit() -> tuple[int, str]:
+    """Tasks a step may have now, and the limit as a message says it."""
+    budget = _BUDGET_S.get()
+    if budget is None or budget * TASKS_PER_SECOND >= MAX_STEP_TASKS:
+        return MAX_STEP_TASKS, f"{MAX_STEP_TASKS:,} (about a minute of simulation)"
+    limit = int(budget * TASKS_PER_SECOND)
+    return limit, (f"{limit:,} (about {_show(budget)} s of simulation, so that the command answers in time; "
+                   f"--max-seconds N allows N s, up to {MAX_STEP_TASKS:,} tasks, about a minute)")
+
+
+_BUDGET_S: contextvars.ContextVar[float | None] = contextvars.ContextVar("scalesim_answer_budget", default=None)
+
+
+@contextlib.contextmanager
+def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
+    """Within the block, refuse (InputError) steps estimated to take longer than ANSWER_SECONDS to
+    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS."""
+    token = _BUDGET_S.set(max(ANSWER_SECONDS, max_seconds or 0.0))
+    try:
+        yield
+    finally:
+        _BUDGET_S.reset(token)
 
 
 # ---------------------------------------------------------------- wall-clock guard

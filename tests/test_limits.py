@@ -127,3 +127,26 @@ def test_every_validation_scenario_is_within_the_limits():
     for path in files:
         s, file = load_scenario(path)
         prepare(s, file)
+
+
+def test_the_commands_refuse_a_step_beyond_their_answer_time_unless_max_seconds_allows_it(tmp_path):
+    # GPT-3 175B on 1,024 A100s at twice the shipped batch: 384 micro-batches on 16 pipeline
+    # stages, ~490,000 simulated tasks, about 20 s to play out: refused at once by default.
+    from scalesim.app.setup import prepare
+    from scalesim.limits import answer_budget
+    from scalesim.scenario import load_scenario
+
+    flagship = ROOT / "scenarios" / "1024xa100-gpt3-175b.yaml"
+    data = yaml.safe_load(flagship.read_text())
+    data["training"]["global_batch"] *= 2
+    path = tmp_path / "gpt3-2x.yaml"
+    path.write_text(yaml.safe_dump(data))
+    message = refused(str(path), "'training.global_batch'", "simulated tasks", "s of simulation", "--max-seconds")
+    assert "384 micro-batches" in message
+    s, file = load_scenario(path)
+    with answer_budget(60):
+        prepare(s, file)                                  # the user allowed a minute
+    prepare(s, file)                                      # the library has only the hard cap
+    with answer_budget():
+        shipped, file = load_scenario(flagship)
+        prepare(shipped, file)                            # the shipped scenario is within the default

@@ -126,7 +126,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 
 @click.command("calibrate")
 @click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("calibrated-catalog"),
+              show_default=True,
               help="Folder to write the calibrated gpus.yaml / links.yaml into (pass it later with --catalog).")
 @click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
 @click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")

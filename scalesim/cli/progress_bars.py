@@ -46,7 +46,8 @@ def sweep_progress(disabled: bool):
 
     def wrap(items, description: str, total: int):
         if not err_console.is_terminal and total:
-            yield from heartbeat_lines(items, f"{description} plans", total)
+            yield from heartbeat_lines(items, description if description.endswith("plans") else
+                                       f"{description} plans", total)
             return
         if disabled or total == 0:
             yield from items

@@ -30,7 +30,8 @@ from scalesim.report.tables import make_console
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
+                   "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
 @catalog_option
 @friendly_errors
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
@@ -43,18 +44,19 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     from scalesim.app.run import run_setup
     from scalesim.app.scaling_curve import scaling_counts
     from scalesim.app.setup import prepare
-    from scalesim.limits import time_limit
+    from scalesim.limits import answer_budget, time_limit
     from scalesim.scenario import load_scenario
 
     directory = out or Path("plots") / slug(scenario_file.stem)
     check_output_dir(directory if plots else None, "--out")
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
-    setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
-    counts = scaling_counts(setup.gpus) if (scaling and plots) else []
-    with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
-            time_limit(max_seconds):
-        result = run_setup(setup, scaling_counts=counts)
+    with answer_budget(max_seconds):
+        setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
+        counts = scaling_counts(setup.gpus) if (scaling and plots) else []
+        with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
+                time_limit(max_seconds):
+            result = run_setup(setup, scaling_counts=counts)
     written = _run_plots(result, scenario.name, directory) if plots else None
     uncertainty = None
     if samples:
@@ -121,7 +123,8 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table as CSV (one row per design).")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit].")
+              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
+                   "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
 @catalog_option
 @friendly_errors
 def compare(scenario_files, as_json, out, plots, samples, seed, report, search, rank_by, allow_different_work,
@@ -140,7 +143,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     from scalesim.app.scaling_curve import scaling_counts
     from scalesim.app.serve_compare import is_serving_file
     from scalesim.cli.serving_commands import compare_serving
-    from scalesim.limits import time_limit
+    from scalesim.limits import answer_budget, time_limit
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
     check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
@@ -148,7 +151,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
         compare_serving(scenario_files, as_json, out, plots)
         return
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
-    with time_limit(max_seconds):
+    with answer_budget(max_seconds), time_limit(max_seconds):
         comparison = run_compare(list(scenario_files), scaling_counts=scaling_counts, samples=samples, seed=seed,
                                  progress=lambda items: progress(as_json)(items, "simulating designs", len(items)),
                                  catalog=catalog_from(catalog_dirs), search=search, rank_by=rank_by,

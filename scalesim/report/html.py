@@ -25,8 +25,10 @@ th { background: #f3f3f3; } td.l, th.l { text-align: left; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; margin: 0.5em 0; }
 .no { color: #b00; font-weight: bold; } .note { color: #555; font-size: 0.9em; }
 .scroll { overflow-x: auto; max-width: 100%; } figure { margin: 0; }
+td.src, th.src { text-align: left; min-width: 16em; }
 @media (max-width: 600px) { body { margin: 0.5em auto; padding: 0 0.4em; } table { font-size: 0.72em; }
-  th, td { padding: 2px 4px; } h1 { font-size: 1.25em; } }
+  th, td { padding: 2px 4px; } h1 { font-size: 1.25em; }
+  .plot img { max-width: none; width: auto; height: 330px; } }
 """
 
 PLOT_CAPTIONS = {
@@ -44,9 +46,12 @@ def _img(path: Path) -> str:
     return f'<img alt="{escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
 
 
-def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    head = "".join(f'<th class="{"l" if i < left else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
+def _table(headers: list[str], rows: list[list[str]], left: int = 1, text_last: bool = False) -> str:
+    """`left` leading columns left-aligned; `text_last`: the last column is prose (left-aligned, wide)."""
+    def cls(i: int) -> str:
+        return "l" if i < left else "src" if text_last and i == len(headers) - 1 else ""
+    head = "".join(f'<th class="{cls(i)}">{escape(h)}</th>' for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f'<td class="{cls(i)}">{c}</td>' for i, c in enumerate(r))
                    + "</tr>" for r in rows)
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
@@ -97,7 +102,7 @@ def _assumptions(designs: list[dict]) -> str:
     table = [[escape(name)] + ["–" if v is None else _value(v) for v in e["values"]]
              + [escape("; ".join(e["sources"]))] for name, e in inputs.items()]
     headers = ["input"] + [d["scenario"] for d in designs] + ["source"]
-    return _table(headers, table)
+    return _table(headers, table, text_last=True)
 
 
 def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim comparison") -> str:
@@ -125,7 +130,7 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
                      "which the design is fastest / cheapest.</p>")
     parts.append("<h2>Plots</h2>")
     for name, path in plots.items():
-        parts.append(f"<figure>{_img(path)}<figcaption class='note'>{escape(PLOT_CAPTIONS.get(name, ''))}"
+        parts.append(f"<figure><div class='scroll plot'>{_img(path)}</div><figcaption class='note'>{escape(PLOT_CAPTIONS.get(name, ''))}"
                      "</figcaption></figure>")
     parts.append("<h2>Assumptions and sources</h2>")
     parts.append(_assumptions(data["designs"]))

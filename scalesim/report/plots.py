@@ -159,7 +159,14 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
     nx.draw_networkx_edges(graph, pos, ax=ax, alpha=0.5)
     labels = {(u, v): f"{d['link'].name}\n{d['link'].bw_bytes_per_s / 1e9:,.0f} GB/s" for u, v, d in graph.edges(data=True)}
-    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
+    # A label turned along a short vertical edge (memory to CPU) is longer than the gap between
+    # the two circles and hides under them: those read across, above the circles.
+    upright = {e: t for e, t in labels.items() if abs(pos[e[0]][0] - pos[e[1]][0]) < 1e-9}
+    nx.draw_networkx_edge_labels(graph, pos, edge_labels={e: t for e, t in labels.items() if e not in upright},
+                                 ax=ax, font_size=6)
+    for text in nx.draw_networkx_edge_labels(graph, pos, edge_labels=upright, ax=ax, font_size=6,
+                                             rotate=False).values():
+        text.set_zorder(3)
     ax.set_title(title)
     ax.axis("off")
     return save_figure(fig, path)

@@ -5,6 +5,7 @@ Reads the JSON-able sweep object of `scalesim.app.sweep.run_sweep`; never simula
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -43,6 +44,18 @@ def sweep_table(sweep: dict) -> Table:
     return t
 
 
+def _days_tick(value: float, _pos=None) -> str:
+    """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd.
+
+    >>> _days_tick(0.3), _days_tick(1.0), _days_tick(20.0), _days_tick(0.7)
+    ('0.3', '1', '20', '')
+    """
+    if value <= 0:
+        return ""
+    mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
+    return f"{value:g}" if mantissa in (1, 2, 3, 5) else ""
+
+
 def best_plan_plot(sweep: dict, path: Path) -> Path:
     """Per-GPU throughput, time to train and cost of the best plan at each GPU count, plans annotated."""
     best = [b for b in sweep["best"] if b.get("status") == "ok"]
@@ -74,8 +87,10 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             ax.legend(fontsize=8)
         if ax is axes[1] and any(b["time_to_train_s"] for b in best):
             ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
+            for axis_set in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+                axis_set(matplotlib.ticker.FuncFormatter(_days_tick))     # 0.3, 1, 20: not 3x10^-1
         if ax is axes[2]:
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v) if v else "$0"))
         if xs:
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs, [str(x) for x in xs])
@@ -86,6 +101,8 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         ax.margins(x=0.15, y=0.2)
         if ax is not axes[1]:
             ax.set_ylim(bottom=0)        # linear panels from zero: heights read as ratios
+        if ax is axes[0] and pts:
+            ax.set_ylim(top=1.3 * max(p[1] for p in pts))     # room for the plan labels under the title
     subtitle = (f"{sweep['scenario']}: best fitting plan per GPU count, ranked by {sweep['rank_by']}"
                 if sweep.get("search") else f"{sweep['scenario']}: the scenario's own plan at each GPU count")
     if missing:

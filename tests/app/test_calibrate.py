@@ -43,6 +43,14 @@ def test_with_the_calibrated_folder_collective_reproduces_the_captured_busbw(tmp
         assert row["busbw_GBps"] == pytest.approx(point.busbw_GBps, rel=0.05)
 
 
+def test_the_issue_command_without_out_writes_the_default_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("calibrate", SAMPLE.resolve(), "--link", "nvlink4")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "calibrated-catalog" / "links.yaml").is_file()
+    assert "--catalog calibrated-catalog" in result.output
+
+
 def test_gemm_and_bandwidth_rows_set_the_gpu_efficiencies(tmp_path):
     csv = tmp_path / "bench.csv"
     csv.write_text("kind,precision,m,n,k,value\n# lab H100, torch.matmul\ngemm,bf16,8192,8192,8192,700\n"

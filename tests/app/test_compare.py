@@ -149,6 +149,28 @@ def test_the_html_report_never_bolds_a_design_that_does_not_fit():
     assert "<b>" in summary and "does not fit" in summary
 
 
+def test_the_html_report_keeps_plots_readable_on_a_phone(tmp_path):
+    # At 420 px a plot shrunk to the width is unreadable: narrow screens scroll it sideways at
+    # a fixed height instead, and the sources column reads as left-aligned prose.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalesim.report.html import compare_html
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(tmp_path / "pareto.png")
+    plt.close(fig)
+    design = {"scenario": "a", "assumptions": [{"input": "PUE", "value": 1.58, "source": "survey"}]}
+    html = compare_html({"table": _rows_where_the_misfit_looks_best(), "pareto_front": [], "designs": [design]},
+                        {"pareto": tmp_path / "pareto.png"})
+    assert "<div class='scroll plot'><img" in html
+    assert "@media (max-width: 600px)" in html and ".plot img { max-width: none" in html
+    assert '<td class="src">survey</td>' in html
+
+
 def test_compare_search_runs_each_design_at_the_best_plan_sweep_search_finds(designs):
     from scalesim.scenario import load_scenario
     from scalesim.app.sweep import run_sweep

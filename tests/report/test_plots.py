@@ -27,3 +27,41 @@ def test_host_bound_stretches_are_drawn_and_named_in_the_legend(tmp_path, monkey
     labels.clear()
     timeline_plot(simulate(Program({0: kernels(0.0)}, ())), tmp_path / "free.png", "no host cost")
     assert labels and "waiting for host" not in labels
+
+
+def test_the_sweep_plot_keeps_plan_labels_inside_their_panel_and_days_in_plain_numbers(tmp_path, monkeypatch):
+    import scalesim.report.sweep_table as sweep_table
+
+    best = [{"gpus": g, "status": "ok", "plan": f"dp{g} zero2 mb8", "tokens_per_s_per_gpu": rate,
+             "samples_per_s": 1.0, "time_to_train_s": 86400 * d, "cost_usd": 600.0 + g, "on_prem_cost_usd": 350.0}
+            for g, rate, d in ((8, 14164.0, 1.02), (16, 13599.0, 0.53), (32, 12292.0, 0.29))]
+    figures = []
+    monkeypatch.setattr(sweep_table, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    sweep_table.best_plan_plot({"scenario": "8x H100, Llama 2 7B", "rank_by": "time", "search": True,
+                                "best": best}, tmp_path / "best.png")
+    fig = figures[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    throughput, days = fig.axes[0], fig.axes[1]
+    title_bottom = throughput.title.get_window_extent(renderer).y0
+    for label in throughput.texts:
+        box = label.get_window_extent(renderer)
+        assert box.y1 <= title_bottom, f"{label.get_text()} runs into the panel title"
+    ticks = [t.get_text() for t in days.get_yticklabels(minor=True) + days.get_yticklabels() if t.get_text()]
+    assert ticks and not any("10^" in t or "times" in t for t in ticks), ticks
+
+
+def test_topology_labels_on_short_vertical_edges_read_across_above_the_circles(tmp_path, monkeypatch):
+    # The memory-to-CPU edge is shorter than its label: turned along the edge, the label hid
+    # under the two circles ("dr5-4800-8c").
+    import scalesim.report.plots as plots
+    from scalesim.topology import build_node_graph, load_node_design
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    plots.topology_plot(build_node_graph(load_node_design("dgx-h100")), tmp_path / "t.png", "dgx-h100")
+    ax = figures[0].axes[0]
+    circles = max(c.get_zorder() for c in ax.collections)
+    memory = [t for t in ax.texts if t.get_text().startswith("ddr5")]
+    assert len(memory) == 2
+    assert all(t.get_rotation() == 0 and t.get_zorder() > circles for t in memory)
