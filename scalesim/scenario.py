@@ -87,6 +87,10 @@ class TrainingSpec(Strict):
     # selective: Megatron-LM's attention-core recompute; selective-op: torchtitan's per-op policy
     # (saves every other matmul output and attention, recomputes the rest; scalesim/costs/recompute.py).
     activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
+    # With full checkpointing: recompute only the first N transformer blocks of each pipeline chunk
+    # and keep every activation of the rest (Megatron-LM --recompute-method block
+    # --recompute-num-layers N; NeMo activations_checkpoint_method: block). None: every block.
+    recompute_num_layers: pydantic.NonNegativeInt | None = None
     # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
     # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
@@ -133,6 +137,9 @@ class TrainingSpec(Strict):
             raise ValueError("give either tokens or epochs + dataset_samples, not both")
         if (self.epochs is None) != (self.dataset_samples is None):
             raise ValueError("epochs and dataset_samples go together")
+        if self.recompute_num_layers is not None and self.activation_checkpointing != "full":
+            raise ValueError("recompute_num_layers (Megatron's block recompute method) needs "
+                             "activation_checkpointing: full")
         return self
 
 

@@ -236,11 +236,13 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     return LayerTime(fwd, bwd, recompute, flop, matmul)
 
 
-def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str) -> float:
-    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing."""
-    if checkpointing == "full":
-        return 0.0
-    return float(sum(2 * m * spec.rank for layer in layers for _, m, _, _ in adapter_shapes(layer, spec))
+def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str,
+                              recomputed: tuple[bool, ...] = ()) -> float:
+    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing
+    (in the layers `recomputed` flags, all if empty)."""
+    flags = recomputed or (True,) * len(layers)
+    kept = [layer for layer, flag in zip(layers, flags) if not (checkpointing == "full" and flag)]
+    return float(sum(2 * m * spec.rank for layer in kept for _, m, _, _ in adapter_shapes(layer, spec))
                  * micro_batch)
 
 
@@ -248,7 +250,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     offload_params: bool = False, grad_reduce_bytes: float | None = None,
-                    bucket_view: bool = False, cross_entropy: str = "fused") -> MemoryBreakdown:
+                    bucket_view: bool = False, cross_entropy: str = "fused",
+                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
 
     Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
@@ -275,14 +278,14 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                                            default=0)
     trained = float(sum(trainable_params(layer, spec) for layer in layers))
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy)
+                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
         grads = 2 * max((layer.params for layer in layers), default=0) * g
     else:
         weights = base + trained * w16 / (shards if zero >= 3 else 1)
         grads = trained * g / (shards if zero >= 2 else 1)
-        acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing)
+        acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing, recomputed)
     opt = 0.0 if offload_optimizer or (offload_params and spec is None) else \
         trained * o / (shards if zero >= 1 else 1)
     buckets = trained * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
