@@ -27,7 +27,7 @@ weight), then runs the 16-bit GEMM: on the roofline that kernel is DRAM time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
@@ -236,6 +236,29 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     return LayerTime(fwd, bwd, recompute, flop, matmul)
 
 
+def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_bytes_per_sample: float) -> float:
+    """16-bit bytes per sample a block does not keep because only a frozen GEMM would read them.
+
+    A linear layer keeps its input for the weight gradient alone: Transformer Engine's Linear
+    saves it only `if weight.requires_grad` (transformer_engine/pytorch/module/linear.py,
+    `saved_inputmat`), and PyTorch's generated autograd guards each saved input by the one
+    gradient that uses it (tools/autograd/gen_variable_type.py, `guard_for`: mm's input is
+    kept only when its weight needs a gradient). With the base frozen, what no adapter reads
+    goes: the attention's qkv input without q, k, v adapters, the MLP's input without gate or
+    up adapters (each a norm output, shaped and sharded like the block input), and the down
+    projection's input without a down adapter (its local tokens x f/tp). QLoRA's base runs
+    bitsandbytes' own matmul, not checked here: nothing is taken off.
+    """
+    if spec is None or spec.quantized or layer.kind != "transformer_block":
+        return 0.0
+    targets = set(spec.targets)
+    freed = boundary_bytes_per_sample * ((not targets & {"q", "k", "v"}) + (not targets & {"gate", "up"}))
+    down = next((op.gemm_mnk for op in layer.ops if op.name == "mlp_down" and op.gemm_mnk), None)
+    if down is not None and "down" not in targets:
+        freed += 2.0 * down[0] * down[2]
+    return min(freed, layer.activation_bytes)
+
+
 def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str,
                               recomputed: tuple[bool, ...] = ()) -> float:
     """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing
@@ -262,8 +285,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     all weights in full training) carry gradients and optimizer state as in
     `scalesim.costs.memory.training_memory`; with offloaded weights full
     training moves each layer's gradients to the host as they are produced
-    (two layers' worth on the GPU). Activations as in full training, plus the
-    adapters' x A.
+    (two layers' worth on the GPU). Activations as in full training, less the
+    inputs only frozen GEMMs would read (`frozen_input_bytes`), plus the adapters' x A.
     """
     w16, g, o = state_bytes_per_param(precision, optimizer)
     stored = [stored_weight_bytes(layer, precision, spec) for layer in layers]
@@ -277,7 +300,9 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                                             for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk),
                                            default=0)
     trained = float(sum(trainable_params(layer, spec) for layer in layers))
-    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
+    kept = [replace(layer, activation_bytes=layer.activation_bytes
+                    - frozen_input_bytes(layer, spec, boundary_bytes_per_sample)) for layer in layers]
+    acts = layers_activation_bytes(kept, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight, cross_entropy, recomputed)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
