@@ -91,6 +91,14 @@ class TrainingSpec(Strict):
     # and keep every activation of the rest (Megatron-LM --recompute-method block
     # --recompute-num-layers N; NeMo activations_checkpoint_method: block). None: every block.
     recompute_num_layers: pydantic.NonNegativeInt | None = None
+
+    @pydantic.field_validator("recompute_num_layers")
+    @classmethod
+    def _partial_needs_full(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+        if value is not None and info.data.get("activation_checkpointing") != "full":
+            raise ValueError("Megatron's block recompute method limits full checkpointing; it needs "
+                             "training.activation_checkpointing: full")
+        return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
     # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
@@ -137,9 +145,6 @@ class TrainingSpec(Strict):
             raise ValueError("give either tokens or epochs + dataset_samples, not both")
         if (self.epochs is None) != (self.dataset_samples is None):
             raise ValueError("epochs and dataset_samples go together")
-        if self.recompute_num_layers is not None and self.activation_checkpointing != "full":
-            raise ValueError("recompute_num_layers (Megatron's block recompute method) needs "
-                             "activation_checkpointing: full")
         return self
 
 
