@@ -87,6 +87,18 @@ class TrainingSpec(Strict):
     # selective: Megatron-LM's attention-core recompute; selective-op: torchtitan's per-op policy
     # (saves every other matmul output and attention, recomputes the rest; scalesim/costs/recompute.py).
     activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
+    # With full checkpointing: recompute only the first N transformer blocks of each pipeline chunk
+    # and keep every activation of the rest (Megatron-LM --recompute-method block
+    # --recompute-num-layers N; NeMo activations_checkpoint_method: block). None: every block.
+    recompute_num_layers: pydantic.NonNegativeInt | None = None
+
+    @pydantic.field_validator("recompute_num_layers")
+    @classmethod
+    def _partial_needs_full(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+        if value is not None and info.data.get("activation_checkpointing") != "full":
+            raise ValueError("Megatron's block recompute method limits full checkpointing; it needs "
+                             "training.activation_checkpointing: full")
+        return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
     # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).

@@ -118,7 +118,9 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **_schedule_for(base, point), **offload},
-        training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune})
+        training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
+                  # the scenario's partial recompute goes with full checkpointing only
+                  **({} if point.recompute == "full" else {"recompute_num_layers": None})})
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "

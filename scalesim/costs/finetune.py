@@ -27,7 +27,7 @@ weight), then runs the 16-bit GEMM: on the roofline that kernel is DRAM time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
@@ -236,11 +236,36 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     return LayerTime(fwd, bwd, recompute, flop, matmul)
 
 
-def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str) -> float:
-    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing."""
-    if checkpointing == "full":
+def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_bytes_per_sample: float) -> float:
+    """16-bit bytes per sample a block does not keep because only a frozen GEMM would read them.
+
+    A linear layer keeps its input for the weight gradient alone: Transformer Engine's Linear
+    saves it only `if weight.requires_grad` (transformer_engine/pytorch/module/linear.py,
+    `saved_inputmat`), and PyTorch's generated autograd guards each saved input by the one
+    gradient that uses it (tools/autograd/gen_variable_type.py, `guard_for`: mm's input is
+    kept only when its weight needs a gradient). With the base frozen, what no adapter reads
+    goes: the attention's qkv input without q, k, v adapters, the MLP's input without gate or
+    up adapters (each a norm output, shaped and sharded like the block input), and the down
+    projection's input without a down adapter (its local tokens x f/tp). QLoRA's base runs
+    bitsandbytes' own matmul, not checked here: nothing is taken off.
+    """
+    if spec is None or spec.quantized or layer.kind != "transformer_block":
         return 0.0
-    return float(sum(2 * m * spec.rank for layer in layers for _, m, _, _ in adapter_shapes(layer, spec))
+    targets = set(spec.targets)
+    freed = boundary_bytes_per_sample * ((not targets & {"q", "k", "v"}) + (not targets & {"gate", "up"}))
+    down = next((op.gemm_mnk for op in layer.ops if op.name == "mlp_down" and op.gemm_mnk), None)
+    if down is not None and "down" not in targets:
+        freed += 2.0 * down[0] * down[2]
+    return min(freed, layer.activation_bytes)
+
+
+def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str,
+                              recomputed: tuple[bool, ...] = ()) -> float:
+    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing
+    (in the layers `recomputed` flags, all if empty)."""
+    flags = recomputed or (True,) * len(layers)
+    kept = [layer for layer, flag in zip(layers, flags) if not (checkpointing == "full" and flag)]
+    return float(sum(2 * m * spec.rank for layer in kept for _, m, _, _ in adapter_shapes(layer, spec))
                  * micro_batch)
 
 
@@ -248,7 +273,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     offload_params: bool = False, grad_reduce_bytes: float | None = None,
-                    bucket_view: bool = False, cross_entropy: str = "fused") -> MemoryBreakdown:
+                    bucket_view: bool = False, cross_entropy: str = "fused",
+                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
 
     Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
@@ -259,8 +285,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     all weights in full training) carry gradients and optimizer state as in
     `scalesim.costs.memory.training_memory`; with offloaded weights full
     training moves each layer's gradients to the host as they are produced
-    (two layers' worth on the GPU). Activations as in full training, plus the
-    adapters' x A.
+    (two layers' worth on the GPU). Activations as in full training, less the
+    inputs only frozen GEMMs would read (`frozen_input_bytes`), plus the adapters' x A.
     """
     w16, g, o = state_bytes_per_param(precision, optimizer)
     stored = [stored_weight_bytes(layer, precision, spec) for layer in layers]
@@ -274,15 +300,17 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                                             for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk),
                                            default=0)
     trained = float(sum(trainable_params(layer, spec) for layer in layers))
-    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy)
+    kept = [replace(layer, activation_bytes=layer.activation_bytes
+                    - frozen_input_bytes(layer, spec, boundary_bytes_per_sample)) for layer in layers]
+    acts = layers_activation_bytes(kept, micro_batch, precision, checkpointing, flash_attention,
+                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
         grads = 2 * max((layer.params for layer in layers), default=0) * g
     else:
         weights = base + trained * w16 / (shards if zero >= 3 else 1)
         grads = trained * g / (shards if zero >= 2 else 1)
-        acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing)
+        acts += _adapter_activation_bytes(layers, spec, micro_batch, checkpointing, recomputed)
     opt = 0.0 if offload_optimizer or (offload_params and spec is None) else \
         trained * o / (shards if zero >= 1 else 1)
     buckets = trained * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)

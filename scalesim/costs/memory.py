@@ -126,7 +126,8 @@ def loss_peak_bytes(layers, micro_batch: int, cross_entropy: str = "fused") -> f
 
 def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpointing: str,
                             flash_attention: bool, boundary_bytes_per_sample: float,
-                            in_flight: float = 1.0, cross_entropy: str = "fused") -> float:
+                            in_flight: float = 1.0, cross_entropy: str = "fused",
+                            recomputed: tuple[bool, ...] = ()) -> float:
     """Activations held at the peak of backward by these layers, with `in_flight` micro-batches live.
 
     none: every layer's saved tensors; selective: attention scores are
@@ -137,6 +138,9 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
     (scalesim/costs/recompute.py), plus one block's full activations while it is
     recomputed. The loss's peak (`loss_peak_bytes`) comes at the end of forward,
     before any block is recomputed: with checkpointing the larger of the two counts.
+    `recomputed` (partial recompute, one flag per layer; empty: all): blocks flagged False keep
+    every activation, as without checkpointing. Their own micro-batch's are freed before the
+    first block is recomputed, which is not subtracted (an over-count of at most one block).
     """
     scale = 2.0 if precision in ("fp32", "tf32") else 1.0
     per_layer = []
@@ -146,11 +150,13 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
     loss = loss_peak_bytes(layers, micro_batch, cross_entropy)
     if checkpointing not in ("full", SELECTIVE_OP):
         return sum(per_layer) * in_flight + loss
-    blocks = [a for layer, a in zip(layers, per_layer) if layer.kind == "transformer_block"]
-    others = sum(a for layer, a in zip(layers, per_layer) if layer.kind != "transformer_block")
+    flags = recomputed or (True,) * len(layers)
+    checkpointed = [layer.kind == "transformer_block" and flag for layer, flag in zip(layers, flags)]
+    blocks = [a for a, c in zip(per_layer, checkpointed) if c]
+    others = sum(a for a, c in zip(per_layer, checkpointed) if not c)
     if checkpointing == SELECTIVE_OP:
         kept = sum(min(a, saved_bytes_per_sample(layer, boundary_bytes_per_sample) * micro_batch * scale)
-                   for layer, a in zip(layers, per_layer) if layer.kind == "transformer_block")
+                   for layer, a, c in zip(layers, per_layer, checkpointed) if c)
     else:
         kept = boundary_bytes_per_sample * micro_batch * scale * len(blocks)
     return (kept + others) * in_flight + max(max(blocks, default=0.0), loss)
@@ -188,7 +194,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, expert_shards: int | None = None,
-                    transient_bytes: float = 0.0, cross_entropy: str = "fused") -> MemoryBreakdown:
+                    transient_bytes: float = 0.0, cross_entropy: str = "fused",
+                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -236,7 +243,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy) + transient_bytes
+                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed) + transient_bytes
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 

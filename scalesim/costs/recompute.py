@@ -105,3 +105,28 @@ def saved_bytes_per_sample(layer: LayerSpec, boundary_bytes_per_sample: float) -
 def recomputed_time_s(layer: LayerSpec, op_times_s: list[float]) -> float:
     """Forward time re-run in backward, given each op's forward time (in `layer.ops` order)."""
     return sum(t * share for t, share in zip(op_times_s, recomputed_shares(layer)))
+
+
+def recomputed_blocks(layers, num_layers: int | None) -> tuple[bool, ...]:
+    """Which of one pipeline chunk's layers full checkpointing recomputes when it is limited to
+    `num_layers` blocks: Megatron-LM's `--recompute-method block --recompute-num-layers N`
+    (megatron/core/transformer/transformer_block.py, `_checkpointed_forward`: per model chunk,
+    the first N transformer layers checkpoint their input, the rest keep every activation;
+    embedding and output layer are outside the block and never recomputed). None: every layer,
+    scalesim's plain full checkpointing.
+
+    >>> from scalesim.models.transformer import transformer_block, lm_head
+    >>> b = transformer_block("b", s=8, h=64, heads=4, kv_heads=4, f=128, ffn="gelu", bias=True, norm="layernorm")
+    >>> recomputed_blocks([b, b, b, lm_head(8, 64, 100, tied=False)], 2)
+    (True, True, False, False)
+    >>> recomputed_blocks([b, b], None)
+    (True, True)
+    """
+    if num_layers is None:
+        return tuple(True for _ in layers)
+    mask, seen = [], 0
+    for layer in layers:
+        block = layer.kind == "transformer_block"
+        mask.append(block and seen < num_layers)
+        seen += block
+    return tuple(mask)

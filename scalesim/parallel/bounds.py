@@ -49,16 +49,18 @@ def _stage_compute(builder: StepBuilder, stage: int) -> tuple[float, float, floa
     tp_recompute = tp_forward if plan.checkpointing == "full" else 0.0
     for local in range(plan.chunks_per_stage):
         forward = backward = 0.0
-        halves = 0
+        halves = recomputed_halves = 0
         for work in builder.chunk_work[local * pl.pp + stage]:
             for part in work.parts:
                 forward += part.forward_s * factor
-                backward += (part.backward_s + (part.recompute_s if recompute else 0.0)) * factor
+                recompute_s = part.recompute_s if recompute and work.recomputed else 0.0
+                backward += (part.backward_s + recompute_s) * factor
             halves += len(work.parts) if work.is_block else 0
+            recomputed_halves += len(work.parts) if work.is_block and work.recomputed else 0
         # Between two block halves' compute, their calls are on the compute stream's path; the
         # first call of a pass may overlap earlier work and its last nothing on the stream awaits.
         forward += max(halves - 1, 0) * tp_forward
-        backward += max(halves - 1, 0) * (tp_backward + tp_recompute)
+        backward += max(halves - 1, 0) * tp_backward + max(recomputed_halves - 1, 0) * tp_recompute
         if local == 0:
             first_forward, first_backward = forward, backward
         per_micro_batch += forward + backward

@@ -38,7 +38,7 @@ from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import launch_host_s, layer_kernels
 from scalesim.costs.memory import state_bytes_per_param
-from scalesim.costs.recompute import recomputed_kernels
+from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.experts import experts_whole, rank_load_factor, shard_experts
@@ -62,6 +62,7 @@ class _LayerWork:
     halves: tuple[LayerSpec, ...] = ()    # the layer specs behind `parts`
     host_s: tuple[dict[str, float], ...] = ()   # per part: host time to issue each pass's kernels
     moe: bool = False                     # an MoE block: parts are attention, route, experts, combine
+    recomputed: bool = True               # checkpointed as the plan says (False: partial recompute spares it)
 
 
 class StepBuilder:
@@ -104,7 +105,7 @@ class StepBuilder:
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         for chunk in chunks:
             work = []
-            for layer in chunk:
+            for layer, recomputed in zip(chunk, recomputed_blocks(chunk, plan.recompute_layers)):
                 local = shard_layer(layer, pl.tp, pl.cp, sp)
                 block = local.kind == "transformer_block"
                 is_moe = local.expert_params > 0
@@ -117,7 +118,7 @@ class StepBuilder:
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 parts = tuple(self._layer_time(h) for h in halves)
                 work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
-                                       tuple(self._host_times(h) for h in halves), is_moe))
+                                       tuple(self._host_times(h) for h in halves), is_moe, recomputed))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp

@@ -43,6 +43,9 @@ class ParallelPlan:
     # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
     gradient_as_bucket_view: bool = False
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
+    # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
+    # recomputed_blocks); None: of every layer.
+    recompute_layers: int | None = None
 
     @property
     def chunks_per_stage(self) -> int:

@@ -181,10 +181,11 @@ class RankProgram:
     def _layer_backward(self, w, dep: int | None) -> int | None:
         """Recompute (full or selective checkpointing), then the layer's backward."""
         gathered = self.gather(w)
-        if self.plan.checkpointing == "full":
+        checkpointing = self.plan.checkpointing if w.recomputed else "none"     # partial recompute
+        if checkpointing == "full":
             dep = self.run_layer(w, "recompute", dep, True, gathered)
             gathered = ()
-        elif self.plan.checkpointing in ("selective", "selective-op"):
+        elif checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,

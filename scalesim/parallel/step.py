@@ -14,6 +14,7 @@ from functools import cached_property
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS
 from scalesim.costs.finetune import finetune_memory
 from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
+from scalesim.costs.recompute import recomputed_blocks
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
@@ -34,6 +35,7 @@ class Stage:
     layers: tuple[LayerSpec, ...]     # its chunks' layers, sharded (experts at their mean load)
     order: tuple[Step, ...]           # its forward / backward passes in schedule order
     in_flight: float                  # micro-batches whose activations it holds at the peak
+    recomputed: tuple[bool, ...] = ()  # per layer: checkpointed as the plan says (partial recompute)
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,10 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
                                      pl.tp if experts_whole(pl) else 1)
                        for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage])
         order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
+        recomputed = tuple(r for c in range(plan.chunks_per_stage)
+                           for r in recomputed_blocks(chunks[c * pl.pp + stage], plan.recompute_layers))
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
-        stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage))
+        stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage, recomputed))
     return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages), {} if memo is None else memo)
 
 
@@ -95,7 +99,8 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   boundary_bytes_per_sample=model_boundary_bytes(model) / pl.cp / (pl.tp if sp else 1),
                   zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
                   grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
-                  bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy)
+                  bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy,
+                  recomputed=stage.recomputed)
     if plan.finetune is None and not plan.offload_params:
         return training_memory(stage.layers, fp32_weights=plan.fp32_weights, **common,
                                **_expert_memory(model, plan))

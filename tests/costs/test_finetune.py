@@ -154,3 +154,37 @@ def test_fused_modules_get_one_adapter_each():
     per_block = 16 * ((h + 3 * h) + (h + h) + (h + 2 * f) + (f + h))
     assert adapters(model, 16, "all-linear") == 32 * per_block
     assert adapters(model, 16, ["q"]) == adapters(model, 16, ["q", "k", "v"]) == 32 * 16 * (h + 3 * h)
+
+
+def _activations(model, spec, checkpointing="none"):
+    return finetune_memory(model.layers, micro_batch=1, in_flight=1, precision="bf16", optimizer="adamw",
+                           checkpointing=checkpointing, flash_attention=True,
+                           boundary_bytes_per_sample=model_boundary_bytes(model), spec=spec).activations
+
+
+def test_frozen_gemms_keep_no_input_so_a_frozen_mlp_keeps_less():
+    # Transformer Engine's Linear keeps its input only if weight.requires_grad; PyTorch's autograd
+    # keeps mm's input only for the weight's gradient (gen_variable_type.py guard_for).
+    model = get_model("llama2-7b", seq_len=2048)
+    s, h, f, r, blocks = 2048, 4096, 11008, 16, 32
+    acts = {name: _activations(model, finetune_spec(model, "lora", r, targets))
+            for name, targets in (("qv", ["q", "v"]), ("attention", "attention"), ("all", "all-linear"))}
+    full = training_memory(model.layers, micro_batch=1, in_flight=1, precision="bf16", optimizer="adamw",
+                           checkpointing="none", flash_attention=True,
+                           boundary_bytes_per_sample=model_boundary_bytes(model)).activations
+    x_a = 2 * s * r                                   # one adapter's x A per block, 16-bit
+    # a frozen MLP keeps neither its input (2sh) nor the down projection's input (2sf)
+    assert acts["all"] - acts["attention"] == pytest.approx(blocks * (2 * s * h + 2 * s * f + 3 * x_a))
+    # q, v or all four attention projections: the qkv input stays either way
+    assert acts["attention"] - acts["qv"] == pytest.approx(blocks * 2 * x_a)
+    assert acts["all"] == pytest.approx(full + blocks * 7 * x_a)
+
+
+def test_qlora_keeps_what_full_checkpointing_keeps_and_frozen_inputs_change_nothing_there():
+    model = get_model("llama2-7b", seq_len=2048)
+    lora = finetune_spec(model, "lora", 16, "attention")
+    qlora = finetune_spec(model, "qlora", 16, "attention")
+    assert _activations(model, qlora) > _activations(model, lora)     # bitsandbytes' matmul: not taken off
+    # under full checkpointing blocks keep only their input: the frozen-input saving is one block's worth
+    gap = _activations(model, qlora, "full") - _activations(model, lora, "full")
+    assert 0 <= gap <= 2 * 2048 * (4096 + 11008)

@@ -17,6 +17,10 @@ CASES = [
     ("scenarios/64xh100-llama3-70b.yaml", {"parallel": {"pp_schedule": "1f1b", "virtual_stages": 1,
                                                         "sequence_parallel": False},
                                            "training": {"global_batch": 8, "activation_checkpointing": "full"}}),
+    # partial recompute (Megatron's block method): only the recomputed blocks' recompute and TP calls count
+    ("scenarios/64xh100-llama3-70b.yaml", {"parallel": {"pp_schedule": "1f1b", "virtual_stages": 1},
+                                           "training": {"global_batch": 8, "activation_checkpointing": "full",
+                                                        "recompute_num_layers": 3}}),
 ]
 
 
