@@ -164,6 +164,14 @@ def test_nvswitch_ports_match_the_nvlink_ports_they_serve():
     assert get_link("nvswitch-gen4").in_network_reduction
 
 
+def test_blackwell_nvls_reaches_less_of_its_port_than_hopper():
+    # NCCL's tuner rates NVLS at 0.74 of the NVLink bandwidth on Blackwell and 0.85 on Hopper
+    # (nvlsEfficiency, NVIDIA/nccl v2.28.3-1 src/graph/tuning.cc); the Blackwell switches follow that ratio.
+    hopper = get_link("nvswitch-gen3").efficiency
+    for switch in ("nvswitch-gen4", "nvswitch-nvl72"):
+        assert get_link(switch).efficiency == pytest.approx(hopper * 0.74 / 0.85, abs=0.001)
+
+
 def test_host_memory_links():
     ddr4 = get_link("ddr4-3200-8ch")
     assert ddr4.kind == "memory"
