@@ -82,3 +82,61 @@ def launch_host_s(kernels: int, dispatch_s: float, cuda_graphs: bool, backward: 
     if cuda_graphs:
         return GRAPH_LAUNCH_S * (dispatch_s / DISPATCH_S_PER_OP) + kernels * GRAPH_NODE_S
     return kernels * dispatch_s * (BACKWARD_DISPATCH_FRACTION if backward else 1.0)
+
+
+# Mixture-of-experts blocks (Megatron-Core with Transformer Engine, as the MoE
+# recipes of validation/cases/moe.yaml run them) cost the host two things a dense
+# block does not:
+#
+# 1. A device-to-host sync per MoE layer and forward pass. The dropless token
+#    dispatchers need the tokens each expert gets as Python integers (all-to-all
+#    split sizes, the grouped GEMM's m_splits): MoEAlltoAllTokenDispatcher copies
+#    them to the host and waits on that copy "before_ep_alltoall" (or
+#    "before_finish" without expert parallelism) in every forward
+#    (NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py,
+#    `_maybe_dtoh_and_synchronize`, `cuda_sync_point`); the flex dispatcher's
+#    HybridEP backend drains the compute stream to learn the permuted row count
+#    (NVIDIA-NeMo/Automodel pull request #3931, "sync-free HybridEP dispatch");
+#    AMD's Primus lists syncs in router, dispatcher, permutation and grouped MLP
+#    (AMD-AGI/Primus issue #203). Backward reuses the counts: no sync. Only the
+#    drop-and-pad path (`moe_pad_expert_input_to_capacity`, every expert padded to
+#    its capacity) knows the shapes in advance; scalesim takes a model with a
+#    `capacity_factor` to run it. Megatron's per-layer CUDA graphs capture only the
+#    router and the dispatch preprocessing of dropless MoE, so the sync stays with
+#    `cuda_graphs` (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs
+#    for MoE": full graphs are for drop-and-pad MoE only).
+# 2. One GEMM launch per local expert: Transformer Engine's grouped linear layer
+#    (GroupedLinear, Megatron's TEGroupedMLP) runs its experts' GEMMs as a C++ loop
+#    of cuBLAS calls over 4 streams (TransformerEngine
+#    transformer_engine/common/gemm/cublaslt_gemm.cu, nvte_multi_stream_cublas_gemm),
+#    forward and for each of the data- and weight-gradient passes. The loop is in
+#    C++, so each launch costs what an autograd-issued launch does
+#    (BACKWARD_DISPATCH_FRACTION of a Python op; estimated there). The op itself
+#    already counts one launch in `KERNELS`.
+
+
+def dispatcher_host_sync(capacity_factor: float | None) -> bool:
+    """Whether an MoE layer's forward makes the host wait for the GPU (the token counts).
+
+    >>> dispatcher_host_sync(None), dispatcher_host_sync(1.25)
+    (True, False)
+    """
+    return capacity_factor is None
+
+
+def expert_gemm_launches(layer: LayerSpec) -> tuple[int, int]:
+    """Extra GEMM launches, (forward, backward), of one micro-batch of the layer's grouped
+    expert GEMMs: one per local expert beyond the one `layer_kernels` counts per op.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> grouped = OpSpec("expert_down", "gemm", 1.0, 1.0, (256, 2048, 768), groups=16)
+    >>> expert_gemm_launches(LayerSpec("b", "transformer_block", 0, (grouped,), 0.0))
+    (15, 30)
+    """
+    forward = backward = 0
+    for op in layer.ops:
+        if op.kind == "gemm" and op.groups > 1:
+            f, b = KERNELS["gemm"]
+            forward += f * (op.groups - 1)
+            backward += b * (op.groups - 1)
+    return forward, backward
