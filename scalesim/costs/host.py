@@ -140,3 +140,23 @@ def expert_gemm_launches(layer: LayerSpec) -> tuple[int, int]:
             forward += f * (op.groups - 1)
             backward += b * (op.groups - 1)
     return forward, backward
+
+
+def expert_launch_host_s(launches: int, dispatch_s: float, graphed: bool) -> float:
+    """Host time of `launches` per-expert GEMM launches: C++-issued eagerly, or graph nodes."""
+    if graphed:
+        return launches * GRAPH_NODE_S
+    return launch_host_s(launches, dispatch_s, False, backward=True)
+
+
+# Ops of an MoE block that dropless MoE runs outside Megatron's per-layer CUDA graphs: the
+# graphs capture attention, the router and the dispatch preprocessing ("attn", "moe_router",
+# "moe_preprocess" scopes); the experts and everything after the dispatch have shapes known
+# only at run time (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs for MoE";
+# docs/training/cuda-graphs.md, the transformer_engine scopes).
+DYNAMIC_MOE_OPS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "moe_unpermute")
+
+
+def outside_cuda_graphs(layer: LayerSpec, capacity_factor: float | None) -> bool:
+    """Whether this part of a layer runs eagerly even with `cuda_graphs` (dropless MoE experts)."""
+    return dispatcher_host_sync(capacity_factor) and any(op.name in DYNAMIC_MOE_OPS for op in layer.ops)

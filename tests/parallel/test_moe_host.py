@@ -64,3 +64,18 @@ def test_more_local_experts_launch_more_gemms_and_one_expert_launches_no_extra()
     assert launches(1) == (0, 0)
     assert launches(4) < launches(16)
     assert launches(16)[1] == 2 * launches(16)[0]            # data- and weight-gradient GEMMs per expert
+
+
+def forward_host_s(model, cuda_graphs):
+    s = scenario(model, ep=8).model_dump()
+    s["training"]["cuda_graphs"] = cuda_graphs
+    tasks = prepare(Scenario.model_validate(s)).step.program.tasks[0]
+    return {t.name.split(" + ")[0]: t.host_s for t in tasks if t.kind == "forward" and t.name.startswith("fwd block0.")}
+
+
+def test_cuda_graphs_leave_dropless_experts_eager_but_capture_them_when_padded_to_capacity():
+    eager, graphed = forward_host_s(TINY_MOE, False), forward_host_s(TINY_MOE, True)
+    assert graphed["fwd block0.0"] < eager["fwd block0.0"]        # attention: captured
+    assert graphed["fwd block0.2"] == eager["fwd block0.2"]       # dropless experts: launched one by one
+    padded = {**TINY_MOE, "moe": {**TINY_MOE["moe"], "capacity_factor": 1.25}}
+    assert forward_host_s(padded, True)["fwd block0.2"] < forward_host_s(padded, False)["fwd block0.2"]
