@@ -105,14 +105,17 @@ def launch_host_s(kernels: int, dispatch_s: float, cuda_graphs: bool, backward: 
 #    router and the dispatch preprocessing of dropless MoE, so the sync stays with
 #    `cuda_graphs` (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs
 #    for MoE": full graphs are for drop-and-pad MoE only).
-# 2. One GEMM launch per local expert: Transformer Engine's grouped linear layer
-#    (GroupedLinear, Megatron's TEGroupedMLP) runs its experts' GEMMs as a C++ loop
-#    of cuBLAS calls over 4 streams (TransformerEngine
-#    transformer_engine/common/gemm/cublaslt_gemm.cu, nvte_multi_stream_cublas_gemm),
-#    forward and for each of the data- and weight-gradient passes. The loop is in
-#    C++, so each launch costs what an autograd-issued launch does
-#    (BACKWARD_DISPATCH_FRACTION of a Python op; estimated there). The op itself
-#    already counts one launch in `KERNELS`.
+# 2. Host work per local expert: Transformer Engine's grouped linear layers
+#    (GroupedLinear, Megatron's TEGroupedMLP) split, quantize and launch one GEMM per
+#    expert (a C++ loop of cuBLAS calls over 4 streams: TransformerEngine
+#    transformer_engine/common/gemm/cublaslt_gemm.cu, nvte_multi_stream_cublas_gemm;
+#    the torch.split and 2 x num_gemms torch.empty calls around it: TransformerEngine
+#    issue #1499). Measured: TE's grouped MLP block (MXFP8, fused SwiGLU) takes ~1.2 ms
+#    forward and ~2.1 ms backward of host time with 64 experts on GB200, where its kernels
+#    are negligible (TransformerEngine issue #2897, "Reduce CPU overhead in grouped MLP
+#    block", hidden size 128): EXPERT_MLP_HOST_S per local expert, scaled with the
+#    host's dispatch speed. The MLP's own ops keep their per-op launches (`KERNELS`),
+#    a small double count (~4 ops) beside the per-expert part.
 
 
 def dispatcher_host_sync(capacity_factor: float | None) -> bool:
@@ -142,11 +145,27 @@ def expert_gemm_launches(layer: LayerSpec) -> tuple[int, int]:
     return forward, backward
 
 
-def expert_launch_host_s(launches: int, dispatch_s: float, graphed: bool) -> float:
-    """Host time of `launches` per-expert GEMM launches: C++-issued eagerly, or graph nodes."""
+EXPERT_MLP_HOST_S = (1.2e-3 / 64, 2.1e-3 / 64)      # (forward, backward) per local expert, seconds
+
+
+def expert_host_s(layer: LayerSpec, dispatch_s: float, graphed: bool) -> tuple[float, float]:
+    """Host time, (forward, backward), of one micro-batch of the layer's grouped expert MLP
+    beyond its per-op launches: EXPERT_MLP_HOST_S per local expert on a host issuing an op in
+    `dispatch_s`; captured in a CUDA graph (drop-and-pad), only the per-expert GEMM nodes.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> up = lambda g: LayerSpec("b", "transformer_block", 0, (OpSpec("expert_up", "gemm", 1.0, 1.0, groups=g),), 0.0)
+    >>> expert_host_s(up(1), 13e-6, False), expert_host_s(up(16), 13e-6, False) < expert_host_s(up(64), 13e-6, False)
+    ((0.0, 0.0), True)
+    """
+    groups = max((op.groups for op in layer.ops if op.kind == "gemm"), default=1)
+    if groups <= 1:
+        return 0.0, 0.0
     if graphed:
-        return launches * GRAPH_NODE_S
-    return launch_host_s(launches, dispatch_s, False, backward=True)
+        forward, backward = expert_gemm_launches(layer)
+        return forward * GRAPH_NODE_S, backward * GRAPH_NODE_S
+    scale = dispatch_s / DISPATCH_S_PER_OP
+    return groups * EXPERT_MLP_HOST_S[0] * scale, groups * EXPERT_MLP_HOST_S[1] * scale
 
 
 # Ops of an MoE block that dropless MoE runs outside Megatron's per-layer CUDA graphs: the

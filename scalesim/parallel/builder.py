@@ -36,8 +36,7 @@ from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_bytes_per_param
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
-from scalesim.costs.host import (expert_gemm_launches, expert_launch_host_s, launch_host_s, layer_kernels,
-                                 outside_cuda_graphs)
+from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, outside_cuda_graphs
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_kernels
 from scalesim.hardware import GpuSpec
@@ -175,13 +174,12 @@ class StepBuilder:
                  "backward": launch_host_s(backward, plan.host_dispatch_s, graphs, backward=True),
                  # recomputation re-runs the Python forward of the checkpointed part
                  "recompute": launch_host_s(recompute, plan.host_dispatch_s, graphs)}
-        experts_forward, experts_backward = expert_gemm_launches(layer)    # C++-issued, one per local expert
-        if experts_forward:
-            launch = lambda n: expert_launch_host_s(n, plan.host_dispatch_s, graphs)
-            times["forward"] += launch(experts_forward)
-            times["backward"] += launch(experts_backward)
+        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs)
+        if experts_forward:                  # grouped expert MLP: host work per local expert
+            times["forward"] += experts_forward
+            times["backward"] += experts_backward
             if plan.checkpointing == "full":
-                times["recompute"] += launch(experts_forward)
+                times["recompute"] += experts_forward
         return times
 
     def _held_factor(self, content: tuple, seconds_on, share: float) -> float:

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from scalesim.app.setup import prepare, simulate_setup
-from scalesim.costs.host import dispatcher_host_sync, expert_gemm_launches
+from scalesim.costs.host import EXPERT_MLP_HOST_S, dispatcher_host_sync, expert_gemm_launches, expert_host_s
 from scalesim.engine import simulate
 from scalesim.models.moe import grouped_gemm_op
 from scalesim.models.spec import LayerSpec
@@ -79,3 +79,14 @@ def test_cuda_graphs_leave_dropless_experts_eager_but_capture_them_when_padded_t
     assert graphed["fwd block0.2"] == eager["fwd block0.2"]       # dropless experts: launched one by one
     padded = {**TINY_MOE, "moe": {**TINY_MOE["moe"], "capacity_factor": 1.25}}
     assert forward_host_s(padded, True)["fwd block0.2"] < forward_host_s(padded, False)["fwd block0.2"]
+
+
+def test_expert_host_time_is_the_measured_grouped_mlp_cost_per_expert_and_shrinks_with_a_faster_host():
+    op = grouped_gemm_op("expert_up", 64, 4096.0, 128, 128)
+    layer = LayerSpec("b", "transformer_block", 0, (op,), 0.0)
+    forward, backward = expert_host_s(layer, 13e-6, graphed=False)
+    # TransformerEngine issue #2897: grouped MLP block, 64 experts, GB200: ~1.2 ms forward, ~2.1 ms backward
+    assert (forward, backward) == (64 * EXPERT_MLP_HOST_S[0], 64 * EXPERT_MLP_HOST_S[1])
+    assert forward * 1e3 == 1.2 and round(backward * 1e3, 9) == 2.1
+    assert expert_host_s(layer, 6.5e-6, graphed=False)[0] < forward
+    assert expert_host_s(layer, 13e-6, graphed=True)[0] < forward          # graph nodes only
