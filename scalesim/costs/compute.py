@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
+from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
 
@@ -230,10 +231,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
-    Flash attention's backward is taken as twice its forward. Materialised
-    scores (naive, fused): two batched GEMMs at the GEMM rate (four in
-    backward) plus the passes over the scores (SCORE_PASSES). FP8 recipes keep
-    attention in 16-bit (Transformer Engine), so fp8 uses the bf16 peak.
+    Flash attention skips fully masked blocks, takes twice its forward in backward and runs heads
+    other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
+    fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
+    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -244,7 +245,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
-        executed = flop / 2 if op.causal else flop     # flash skips fully masked blocks
+        executed = (flop / 2 if op.causal else flop) / head_dim_factor(op.head_dims, gpu.arch, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)

@@ -82,3 +82,100 @@ def launch_host_s(kernels: int, dispatch_s: float, cuda_graphs: bool, backward: 
     if cuda_graphs:
         return GRAPH_LAUNCH_S * (dispatch_s / DISPATCH_S_PER_OP) + kernels * GRAPH_NODE_S
     return kernels * dispatch_s * (BACKWARD_DISPATCH_FRACTION if backward else 1.0)
+
+
+# Mixture-of-experts blocks (Megatron-Core with Transformer Engine, as the MoE
+# recipes of validation/cases/moe.yaml run them) cost the host two things a dense
+# block does not:
+#
+# 1. A device-to-host sync per MoE layer and forward pass. The dropless token
+#    dispatchers need the tokens each expert gets as Python integers (all-to-all
+#    split sizes, the grouped GEMM's m_splits): MoEAlltoAllTokenDispatcher copies
+#    them to the host and waits on that copy "before_ep_alltoall" (or
+#    "before_finish" without expert parallelism) in every forward
+#    (NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py,
+#    `_maybe_dtoh_and_synchronize`, `cuda_sync_point`); the flex dispatcher's
+#    HybridEP backend drains the compute stream to learn the permuted row count
+#    (NVIDIA-NeMo/Automodel pull request #3931, "sync-free HybridEP dispatch");
+#    AMD's Primus lists syncs in router, dispatcher, permutation and grouped MLP
+#    (AMD-AGI/Primus issue #203). Backward reuses the counts: no sync. Only the
+#    drop-and-pad path (`moe_pad_expert_input_to_capacity`, every expert padded to
+#    its capacity) knows the shapes in advance; scalesim takes a model with a
+#    `capacity_factor` to run it. Megatron's per-layer CUDA graphs capture only the
+#    router and the dispatch preprocessing of dropless MoE, so the sync stays with
+#    `cuda_graphs` (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs
+#    for MoE": full graphs are for drop-and-pad MoE only).
+# 2. Host work per local expert: Transformer Engine's grouped linear layers
+#    (GroupedLinear, Megatron's TEGroupedMLP) split, quantize and launch one GEMM per
+#    expert (a C++ loop of cuBLAS calls over 4 streams: TransformerEngine
+#    transformer_engine/common/gemm/cublaslt_gemm.cu, nvte_multi_stream_cublas_gemm;
+#    the torch.split and 2 x num_gemms torch.empty calls around it: TransformerEngine
+#    issue #1499). Measured: TE's grouped MLP block (MXFP8, fused SwiGLU) takes ~1.2 ms
+#    forward and ~2.1 ms backward of host time with 64 experts on GB200, where its kernels
+#    are negligible (TransformerEngine issue #2897, "Reduce CPU overhead in grouped MLP
+#    block", hidden size 128): EXPERT_MLP_HOST_S per local expert, scaled with the
+#    host's dispatch speed. The MLP's own ops keep their per-op launches (`KERNELS`),
+#    a small double count (~4 ops) beside the per-expert part.
+
+
+def dispatcher_host_sync(capacity_factor: float | None) -> bool:
+    """Whether an MoE layer's forward makes the host wait for the GPU (the token counts).
+
+    >>> dispatcher_host_sync(None), dispatcher_host_sync(1.25)
+    (True, False)
+    """
+    return capacity_factor is None
+
+
+def expert_gemm_launches(layer: LayerSpec) -> tuple[int, int]:
+    """Extra GEMM launches, (forward, backward), of one micro-batch of the layer's grouped
+    expert GEMMs: one per local expert beyond the one `layer_kernels` counts per op.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> grouped = OpSpec("expert_down", "gemm", 1.0, 1.0, (256, 2048, 768), groups=16)
+    >>> expert_gemm_launches(LayerSpec("b", "transformer_block", 0, (grouped,), 0.0))
+    (15, 30)
+    """
+    forward = backward = 0
+    for op in layer.ops:
+        if op.kind == "gemm" and op.groups > 1:
+            f, b = KERNELS["gemm"]
+            forward += f * (op.groups - 1)
+            backward += b * (op.groups - 1)
+    return forward, backward
+
+
+EXPERT_MLP_HOST_S = (1.2e-3 / 64, 2.1e-3 / 64)      # (forward, backward) per local expert, seconds
+
+
+def expert_host_s(layer: LayerSpec, dispatch_s: float, graphed: bool) -> tuple[float, float]:
+    """Host time, (forward, backward), of one micro-batch of the layer's grouped expert MLP
+    beyond its per-op launches: EXPERT_MLP_HOST_S per local expert on a host issuing an op in
+    `dispatch_s`; captured in a CUDA graph (drop-and-pad), only the per-expert GEMM nodes.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> up = lambda g: LayerSpec("b", "transformer_block", 0, (OpSpec("expert_up", "gemm", 1.0, 1.0, groups=g),), 0.0)
+    >>> expert_host_s(up(1), 13e-6, False), expert_host_s(up(16), 13e-6, False) < expert_host_s(up(64), 13e-6, False)
+    ((0.0, 0.0), True)
+    """
+    groups = max((op.groups for op in layer.ops if op.kind == "gemm"), default=1)
+    if groups <= 1:
+        return 0.0, 0.0
+    if graphed:
+        forward, backward = expert_gemm_launches(layer)
+        return forward * GRAPH_NODE_S, backward * GRAPH_NODE_S
+    scale = dispatch_s / DISPATCH_S_PER_OP
+    return groups * EXPERT_MLP_HOST_S[0] * scale, groups * EXPERT_MLP_HOST_S[1] * scale
+
+
+# Ops of an MoE block that dropless MoE runs outside Megatron's per-layer CUDA graphs: the
+# graphs capture attention, the router and the dispatch preprocessing ("attn", "moe_router",
+# "moe_preprocess" scopes); the experts and everything after the dispatch have shapes known
+# only at run time (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs for MoE";
+# docs/training/cuda-graphs.md, the transformer_engine scopes).
+DYNAMIC_MOE_OPS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "moe_unpermute")
+
+
+def outside_cuda_graphs(layer: LayerSpec, capacity_factor: float | None) -> bool:
+    """Whether this part of a layer runs eagerly even with `cuda_graphs` (dropless MoE experts)."""
+    return dispatcher_host_sync(capacity_factor) and any(op.name in DYNAMIC_MOE_OPS for op in layer.ops)

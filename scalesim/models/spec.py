@@ -36,6 +36,7 @@ class OpSpec:
     score_elements: float = 0.0
     causal: bool = False
     groups: int = 1     # grouped GEMM (MoE experts): `groups` GEMMs of gemm_mnk each; flop is their sum
+    head_dims: tuple[int, int] | None = None    # attention: (query/key, value) head dims when not standard (MLA)
 
 
 @dataclass(frozen=True, slots=True)

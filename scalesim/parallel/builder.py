@@ -36,7 +36,7 @@ from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_bytes_per_param
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
-from scalesim.costs.host import launch_host_s, layer_kernels
+from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, outside_cuda_graphs
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
@@ -169,10 +169,19 @@ class StepBuilder:
                 backward += gemms
         recompute = {"full": forward, "selective": attention,
                      "selective-op": recomputed_kernels(layer)}.get(plan.checkpointing, 0)
-        return {"forward": launch_host_s(forward, plan.host_dispatch_s, plan.cuda_graphs),
-                "backward": launch_host_s(backward, plan.host_dispatch_s, plan.cuda_graphs, backward=True),
-                # recomputation re-runs the Python forward of the checkpointed part
-                "recompute": launch_host_s(recompute, plan.host_dispatch_s, plan.cuda_graphs)}
+        moe = self.model.moe
+        graphs = plan.cuda_graphs and not (moe is not None and outside_cuda_graphs(layer, moe.capacity_factor))
+        times = {"forward": launch_host_s(forward, plan.host_dispatch_s, graphs),
+                 "backward": launch_host_s(backward, plan.host_dispatch_s, graphs, backward=True),
+                 # recomputation re-runs the Python forward of the checkpointed part
+                 "recompute": launch_host_s(recompute, plan.host_dispatch_s, graphs)}
+        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs)
+        if experts_forward:                  # grouped expert MLP: host work per local expert
+            times["forward"] += experts_forward
+            times["backward"] += experts_backward
+            if plan.checkpointing == "full":
+                times["recompute"] += experts_forward
+        return times
 
     def _held_factor(self, content: tuple, seconds_on, share: float) -> float:
         """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:

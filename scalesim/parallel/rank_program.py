@@ -9,7 +9,7 @@ described in builder.py's module docstring.
 from __future__ import annotations
 
 from scalesim.costs.compute import optimizer_time_s
-from scalesim.costs.host import launch_host_s
+from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole
@@ -34,6 +34,8 @@ class RankProgram:
                                          else ((rank,), self.grad_group))
         self.sp = self.plan.sequence_parallel and pl.tp > 1
         self.whole = experts_whole(pl)          # experts not split by tp: MoE on sequence-parallel shards
+        moe = builder.model.moe                 # the dispatcher's token-count sync, after each forward route part
+        self.moe_sync = self.plan.host_dispatch_s > 0 and moe is not None and dispatcher_host_sync(moe.capacity_factor)
         self.expert_span = ("tp", "dp", "cp") if self.whole else ("dp", "cp")
         self.list: list = []
         self.overlapped: list[int] = []         # all-to-alls left to finish under moe_overlap
@@ -119,9 +121,10 @@ class RankProgram:
             if work.is_block and self.pl.cp > 1 and i == 0:
                 cp_wait = self.call("cp", "all_gather", self.cp_group, self.b.cp_bytes, "cp", deps, ("cp",))
             name = f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else "")
-            c = self.compute(name, kind, getattr(part, PASS_SECONDS[kind]),
+            sync = self.moe_sync and work.moe and i == 1 and kind != "backward"
+            c = self.compute(name + (" + token-count sync" if sync else ""), kind, getattr(part, PASS_SECONDS[kind]),
                              part.forward_flop * (2 if kind == "backward" else 1), deps,
-                             self.layer_timing((work.halves[i],), kind), work.host_s[i][kind])
+                             self.layer_timing((work.halves[i],), kind), work.host_s[i][kind], sync)
             if i == 0:
                 self.layer_computes.append(c)
             wait = self._after_part(work, kind, i, c)
