@@ -102,14 +102,22 @@ def _bar_spans(timeline: Timeline, shown: set[int], row_of, factor: float
 
 def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
     """Ranks whose every interval is the same drawn once: the first of each group, named with how
-    many GPUs it stands for ('GPU 0 (x8, identical)')."""
-    signature: dict[int, list] = {r: [] for r in ranks}
+    many GPUs it stands for ('GPU 0 (x8, identical)'). Only ranks with as many intervals as
+    another rank can be identical to it, so only theirs are compared."""
+    counts: dict[int, int] = {r: 0 for r in ranks}
+    for iv in timeline.intervals:
+        if iv.rank in counts:
+            counts[iv.rank] += 1
+    by_count: dict[int, list[int]] = {}
+    for r in ranks:
+        by_count.setdefault(counts[r], []).append(r)
+    signature: dict[int, list] = {r: [] for same in by_count.values() if len(same) > 1 for r in same}
     for iv in timeline.intervals:
         if iv.rank in signature:
             signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
     groups: dict[tuple, list[int]] = {}
     for r in ranks:
-        groups.setdefault(tuple(sorted(signature[r])), []).append(r)
+        groups.setdefault(tuple(sorted(signature[r])) if r in signature else ("alone", r), []).append(r)
     names = {}
     for members in groups.values():
         names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
