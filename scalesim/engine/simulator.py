@@ -16,6 +16,7 @@ SMs), re-timed whenever a call starts or ends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import simpy
 
@@ -71,7 +72,8 @@ class _Run(StretchWalks):
     sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
     hosts: dict[int, HostThread] = field(default_factory=dict)       # rank -> its host thread, where it costs
     flow_triples: dict[int, tuple] = field(default_factory=dict)     # id(flow tuple) -> (it, network triples)
-    deps: dict[int, dict] = field(default_factory=dict)    # rank -> {task: its deps and its stream's order}
+    # rank -> per task, what it waits for on other walks (its deps there, and its stream's order)
+    crossing: dict[int, list] = field(default_factory=dict)
 
     def stream(self, rank: int, indices: list[int], events: list, stretches: bool = False):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -80,13 +82,13 @@ class _Run(StretchWalks):
         env = self.env
         tasks = self.program.tasks[rank]
         host = self.hosts.get(rank)
-        ordered = self.deps.get(rank, {})    # calls walked apart from their stream wait for its order too
+        crossing = self.crossing[rank]
         position, count = 0, len(indices)
         while position < count:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             index = indices[position]
             task = tasks[index]
-            deps = ordered.get(index, task.deps) if ordered else task.deps
+            deps = crossing[index]
             if deps:
                 wait = self.dependency(deps, events)
                 if wait is not None:
@@ -303,14 +305,14 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True)
             walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
         walk_of = {index: name for name, order in walks.items() for index in order}
         awaited = {d for i, task in enumerate(tasks) for d in task.deps if walk_of[d] != walk_of[i]}
-        if order_deps:
-            awaited |= set(order_deps.values())
-            run.deps[rank] = {index: tasks[index].deps + (before,) for index, before in order_deps.items()}
+        awaited |= set(order_deps.values())
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
             awaited |= {i for i, task in enumerate(tasks) if task.host_sync}
         events = [env.event() if index in awaited else None for index in range(len(tasks))]
+        run.crossing[rank] = [tuple(d for d in task.deps + ((order_deps[i],) if i in order_deps else ())
+                                    if events[d] is not None) for i, task in enumerate(tasks)]
         for name in sorted(walks):
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))
@@ -322,5 +324,5 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True)
     if len(run.intervals) != expected:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     end_s = max((iv.end_s for iv in run.intervals), default=0.0)
-    ordered = tuple(sorted(run.intervals, key=lambda iv: (iv.rank, iv.start_s, iv.stream, iv.end_s)))
+    ordered = tuple(sorted(run.intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
     return Timeline(ordered, end_s, run.net.bytes_sent, run.net.bytes_delivered, dict(sorted(run.slowed.items())))

@@ -85,14 +85,13 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     tasks = run.program.tasks[rank]
     isolated = run.isolated
     factors = run.program.held_factors
-    ordered = run.deps.get(rank, {})
+    crossing = run.crossing[rank]
     t = run.env.now
     entries = []
     for pos in range(position, min(len(indices), position + MAX_ENTRIES)):
         index = indices[pos]
         task = tasks[index]
-        deps = ordered.get(index, task.deps) if ordered else task.deps
-        if pos > position and deps and any(events[d] is not None and not events[d].processed for d in deps):
+        if pos > position and crossing[index] and any(not events[d].processed for d in crossing[index]):
             break
         computes = task.__class__ is ComputeTask
         if not computes and not (task.participants == 1 and id(task.plan) in isolated):
@@ -118,8 +117,11 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
             t = t + isolated[id(task.plan)]
         elif sms_bound and task.stream == COMPUTE_STREAM and task.duration_s > 0:
             kind = SMS
-            rate = max(compute_rate(share, factors[task.held] if task.held >= 0 else ()), MIN_COMPUTE_RATE)
-            t = t + task.duration_s / rate
+            if share > 0:
+                rate = max(compute_rate(share, factors[task.held] if task.held >= 0 else ()), MIN_COMPUTE_RATE)
+                t = t + task.duration_s / rate
+            else:                                       # compute_rate 1: d / 1.0 is d
+                t = t + task.duration_s
         else:
             kind = PLAIN
             if task.duration_s > 0:
