@@ -71,7 +71,6 @@ class Stretch:
     rank: int
     entries: list[Entry]
     done: object                   # the event the walk waits for
-    after: float                   # the share once the last entry is over
     generation: int = 0            # timers of older generations are stale
     current: int = -1              # the entry the walk wakes up in
     issuing: bool = False          # ... still waiting for its host to issue it
@@ -133,7 +132,7 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
             break
     if len(entries) < 2:
         return None
-    return Stretch(rank, entries, run.env.event(), share)
+    return Stretch(rank, entries, run.env.event())
 
 
 def current_entry(stretch: Stretch, now_s: float) -> int:
@@ -219,7 +218,7 @@ class StretchWalks:
         self.intervals.append(Interval(rank, task.stream, task.name, task.kind, entry.ready_s, entry.issued_s,
                                        entry.end_s))
 
-    def break_stretch(self, sms: _Sms) -> None:
+    def break_stretch(self, sms) -> None:
         """A call takes or gives back SMs of a rank in mid-stretch: from now on its walk goes task by
         task, starting in the state it would be in now (the caller then re-times the compute)."""
         stretch = sms.stretch
