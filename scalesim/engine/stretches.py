@@ -28,7 +28,7 @@ MIN_COMPUTE_RATE = 0.25
 
 # Tasks planned at once: a call taking SMs of the rank breaks a stretch and the rest of
 # its plan is dropped, so long plans waste work where calls overlap compute often.
-MAX_ENTRIES = 12
+MAX_ENTRIES = 8
 
 # Entry kinds: compute on the rank's SMs, other compute (or none), a solo call timed by formula.
 SMS, PLAIN, CALL = 0, 1, 2
@@ -188,12 +188,12 @@ class StretchWalks:
         """Record the entries before `current` and put the rank in the state the walk would be
         in during entry `current`: its SM share, a solo call's bytes counted."""
         entries = stretch.entries
-        for entry in entries[:current]:
-            self.commit(stretch, entry)
+        rank = stretch.rank
+        self.commit(rank, entries[:current])
         entry = entries[current]
+        task = self.program.tasks[rank][entry.index]
         stretch.current = current
         stretch.issuing = self.env.now < entry.issued_s
-        task, rank = self.entry_task(stretch, entry)
         sms = self.sms.get(rank)
         if sms is not None:
             sms.stretch = None
@@ -203,20 +203,18 @@ class StretchWalks:
         if entry.kind == CALL and not stretch.issuing:
             self.alone_s(task.plan)
 
-    def entry_task(self, stretch: Stretch, entry) -> tuple:
-        rank = stretch.rank
-        return self.program.tasks[rank][entry.index], rank
-
-    def commit(self, stretch: Stretch, entry) -> None:
-        """Record an entry that is over (its times as planned)."""
-        task, rank = self.entry_task(stretch, entry)
-        if entry.kind == CALL:
-            self.alone_s(task.plan)
-        elif entry.kind == SMS and entry.share > 0:
-            extra_s = max(entry.end_s - entry.issued_s - task.duration_s, 0.0)
-            self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
-        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, entry.ready_s, entry.issued_s,
-                                       entry.end_s))
+    def commit(self, rank: int, entries: list[Entry]) -> None:
+        """Record entries that are over (their times as planned), as the walk would have."""
+        tasks = self.program.tasks[rank]
+        record = self.intervals.append
+        for entry in entries:
+            task = tasks[entry.index]
+            if entry.kind == CALL:
+                self.alone_s(task.plan)
+            elif entry.kind == SMS and entry.share > 0:
+                extra_s = max(entry.end_s - entry.issued_s - task.duration_s, 0.0)
+                self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
+            record(Interval(rank, task.stream, task.name, task.kind, entry.ready_s, entry.issued_s, entry.end_s))
 
     def break_stretch(self, sms) -> None:
         """A call takes or gives back SMs of a rank in mid-stretch: from now on its walk goes task by
@@ -230,7 +228,7 @@ class StretchWalks:
         if stretch.issuing:
             self.wake_at(stretch, entry.issued_s)
         elif entry.kind == SMS:
-            task, _ = self.entry_task(stretch, entry)
+            task = self.program.tasks[stretch.rank][entry.index]
             sms.remaining_s, sms.since_s, sms.rate = task.duration_s, entry.issued_s, entry.rate
             sms.factors = self.program.held_factors[task.held] if task.held >= 0 else ()
             sms.done = stretch.done
