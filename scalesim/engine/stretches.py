@@ -15,8 +15,11 @@ by one, from exactly the state the walk would have had.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from heapq import heappush
+
+import simpy
+from simpy.events import NORMAL
 
 from scalesim.program import COMPUTE_STREAM, ComputeTask
 from scalesim.timeline import Interval
@@ -144,14 +147,16 @@ def current_entry(stretch: Stretch, now_s: float) -> int:
     return len(entries) - 1
 
 
-def delay_to(now_s: float, at_s: float) -> float:
-    """The delay that lands exactly on `at_s` when added to `now_s` (as simpy adds it)."""
-    delay = max(at_s - now_s, 0.0)
-    while now_s + delay < at_s:
-        delay = math.nextafter(delay, math.inf)
-    while delay > 0 and now_s + delay > at_s:
-        delay = math.nextafter(delay, -math.inf)
-    return delay
+def timer_at(env: simpy.Environment, at_s: float) -> simpy.Event:
+    """An event that fires at `at_s` exactly, as a timeout the walk had set then would.
+
+    `env.timeout(delay)` fires at now + delay, rounded, and some times later than now are
+    not now + any delay; so the event goes on simpy's queue at its time directly (the
+    queue entry a timeout makes: time, normal priority, the next event id)."""
+    event = simpy.Event(env)
+    event._ok, event._value = True, None          # triggered, as a Timeout is when made
+    heappush(env._queue, (at_s, NORMAL, next(env._eid), event))
+    return event
 
 
 class StretchWalks:
@@ -174,7 +179,7 @@ class StretchWalks:
         """The walk waiting for `stretch` wakes at `at_s` (exactly), unless the stretch is broken first."""
         stretch.generation += 1
         generation = stretch.generation
-        timer = self.env.timeout(delay_to(self.env.now, at_s))
+        timer = timer_at(self.env, at_s)
         timer.callbacks.append(lambda _event: self._stretch_timer(stretch, generation, ending))
 
     def _stretch_timer(self, stretch: Stretch, generation: int, ending: bool) -> None:
