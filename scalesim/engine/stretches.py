@@ -166,8 +166,9 @@ class StretchWalks:
     def start_stretch(self, rank: int, indices: list[int], position: int, events: list, host) -> Stretch | None:
         """Start playing the tasks from `position` on as one stretch, when two or more can be."""
         sms = self.sms.get(rank)
-        stretch = plan_stretch(self, rank, indices, position, events, host,
-                               0.0 if sms is None else sms.comm_share, sms is not None)
+        if sms is not None and sms.comm_share > 0:
+            return None      # a call holds SMs: its end would break the stretch soon (task by task is cheaper)
+        stretch = plan_stretch(self, rank, indices, position, events, host, 0.0, sms is not None)
         if stretch is None:
             return None
         if sms is not None:
