@@ -138,3 +138,76 @@ def inline_blocking_calls(tasks: tuple, streams: dict[str, list[int]], isolated:
     walks = {name: order for name, order in streams.items() if name != COMPUTE_STREAM and order[0] not in moved}
     walks[COMPUTE_STREAM] = [i for index in compute for i in (index, *after.get(index, ()))]
     return walks
+
+
+def inline_call_chains(tasks: tuple, streams: dict[str, list[int]], isolated: dict[int, float]
+                       ) -> tuple[dict[str, list[int]], dict[int, int]]:
+    """`inline_blocking_calls`, then, for streams it left whole, the chains of blocking solo calls
+    that can be walked inside the compute walk: calls timed by formula, the first waiting for
+    one compute task, each next one for the call before it, the last awaited by the compute
+    task after (sequence parallelism's reduce-scatter then all-gather between two GEMM
+    halves). The calls of such a stream that are left (the last call of a pass, that nothing
+    after it waits for) keep their own walk; where the stream's order crosses from one walk
+    to the other, the later call waits for the earlier one: the second value maps it to the
+    call it waits for. Same timeline as walking each stream on its own, fewer events."""
+    walks = inline_blocking_calls(tasks, streams, isolated)
+    compute = walks.get(COMPUTE_STREAM)
+    if not compute or not isolated:
+        return walks, {}
+    position = {index: k for k, index in enumerate(streams[COMPUTE_STREAM])}
+    taken, k = set(), -1           # compute positions that calls already follow (one stream at most)
+    for index in compute:
+        if tasks[index].stream == COMPUTE_STREAM:
+            k = position[index]
+        else:
+            taken.add(k)
+    after: dict[int, list[int]] = {}
+    order_deps: dict[int, int] = {}
+    for name in sorted(walks):
+        order = walks[name]
+        if name == COMPUTE_STREAM:
+            continue
+        placed = _closed_chains(tasks, order, streams[COMPUTE_STREAM], position, isolated, taken)
+        if not placed:
+            continue
+        for k, chain in placed.items():
+            after.setdefault(streams[COMPUTE_STREAM][k], []).extend(chain)
+        inlined = {i for chain in placed.values() for i in chain}
+        for previous, index in zip(order, order[1:]):
+            if (previous in inlined) != (index in inlined):
+                order_deps[index] = previous
+        walks[name] = [i for i in order if i not in inlined]
+        taken |= set(placed)
+    if not after:
+        return walks, {}
+    walks = {name: order for name, order in walks.items() if order}
+    walks[COMPUTE_STREAM] = [i for index in compute for i in (index, *after.get(index, ()))]
+    return walks, order_deps
+
+
+def _closed_chains(tasks: tuple, order: list[int], compute: list[int], position: dict[int, int],
+                   isolated: dict[int, float], taken: set[int]) -> dict[int, list[int]]:
+    """A stream's chains of blocking solo calls, by the compute position they follow."""
+    placed: dict[int, list[int]] = {}
+    chain: list[int] = []
+    k = last_k = -1
+    for index in order:
+        task = tasks[index]
+        if not (isinstance(task, CollectiveTask) and task.participants == 1 and id(task.plan) in isolated
+                and len(task.deps) == 1):
+            chain = []
+            continue
+        dep = task.deps[0]
+        if dep in position:
+            chain, k = [index], position[dep]
+        elif chain and dep == chain[-1]:
+            chain.append(index)
+        else:
+            chain = []
+            continue
+        if k + 1 < len(compute) and index in tasks[compute[k + 1]].deps:
+            if k > last_k and k not in taken:
+                placed[k] = chain
+                last_k = k
+            chain = []
+    return placed

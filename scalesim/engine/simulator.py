@@ -16,32 +16,21 @@ SMs), re-timed whenever a call starts or ends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import simpy
 
 from scalesim.collectives.plan import CollectivePlan
-from scalesim.engine.closed_form import call_families, inline_blocking_calls, isolated_plans, private_splits
+from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
+                                        private_splits)
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
+from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
 
-# However many calls overlap, compute keeps at least this share of the SMs
-# (NCCL's blocks are a few dozen of a GPU's 80-144 SMs; the floor only guards
-# against pathological sums).
-MIN_COMPUTE_RATE = 0.25
-
-
-def compute_rate(comm_share: float, factors: tuple = ()) -> float:
-    """Speed of a compute task, relative to alone, while calls hold `comm_share` of the SMs:
-    from the task's own factor for that share when it has one, else the SMs left."""
-    if comm_share <= 0:
-        return 1.0
-    for share, factor in factors:
-        if abs(share - comm_share) < 1e-9:
-            return 1.0 / factor
-    return 1.0 - comm_share
+__all__ = ["MIN_COMPUTE_RATE", "compute_rate", "simulate"]
 
 
 @dataclass
@@ -66,10 +55,11 @@ class _Sms:
     generation: int = 0
     contended: bool = False         # the running task has shared its SMs at some point
     factors: tuple = ()             # the running task's row of Program.held_factors
+    stretch: Stretch | None = None  # the compute walk's stretch in flight (engine/stretches.py)
 
 
 @dataclass
-class _Run:
+class _Run(StretchWalks):
     env: simpy.Environment
     net: FluidNetwork
     program: Program
@@ -82,62 +72,83 @@ class _Run:
     sent: dict[int, float] = field(default_factory=dict)        # id(plan) -> its bytes, summed once
     hosts: dict[int, HostThread] = field(default_factory=dict)       # rank -> its host thread, where it costs
     flow_triples: dict[int, tuple] = field(default_factory=dict)     # id(flow tuple) -> (it, network triples)
+    # rank -> per task, what it waits for on other walks (its deps there, and its stream's order)
+    crossing: dict[int, list] = field(default_factory=dict)
 
-    def stream(self, rank: int, indices: list[int], events: list):
+    def stream(self, rank: int, indices: list[int], events: list, stretches: bool = False):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
-        tasks another stream waits for (None for the rest: order alone covers them)."""
+        tasks another stream waits for (None for the rest: order alone covers them).
+        `stretches`: play runs of tasks nothing else waits for as one timer (engine/stretches.py)."""
         env = self.env
         tasks = self.program.tasks[rank]
-        held_factors = self.program.held_factors
-        isolated = self.isolated
         host = self.hosts.get(rank)
-        rank_sms = self.sms.get(rank)         # fixed before the walks start
-        record = self.intervals.append
-        timeout = env.timeout
-        for index in indices:
+        crossing = self.crossing[rank]
+        position, count = 0, len(indices)
+        while position < count:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
+            index = indices[position]
             task = tasks[index]
-            if task.deps:
-                wait = self.dependency(task.deps, events)
+            deps = crossing[index]
+            if deps:
+                wait = self.dependency(deps, events)
                 if wait is not None:
                     yield wait
+            if stretches:
+                stretch = self.start_stretch(rank, indices, position, events, host)
+                if stretch is not None:
+                    yield stretch.done
+                    position, entry = self.end_stretch(rank, stretch, events)
+                    if entry is not None:      # woken where its host issues the task: play it from there
+                        yield from self.task(rank, entry.index, events, entry.ready_s, entry.issued_s)
+                        position = entry.position + 1
+                    continue
             ready_s = env.now
-            computes = task.__class__ is ComputeTask
             if host is not None:
                 yield from self.issued(host, index, events)
-                if not computes:
+                if task.__class__ is not ComputeTask:
                     ready_s = env.now        # a rank reaches a call when its host has issued it
-            issued_s = env.now
-            if computes:
-                duration_s = task.duration_s
-                if duration_s > 0:
-                    sms = rank_sms if task.stream == COMPUTE_STREAM else None
-                    if sms is None:
-                        yield timeout(duration_s)
-                    else:
-                        yield self.compute(sms, duration_s, held_factors[task.held] if task.held >= 0 else ())
-                        if sms.contended:
-                            extra_s = max(env.now - issued_s - duration_s, 0.0)
-                            self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
-                start_s = issued_s
-            elif task.participants == 1 and id(task.plan) in isolated:
-                # The only simulated member of a call that runs alone on its links: no rendezvous
-                # to wait for and nothing to share, so it takes its closed-form time right here.
-                holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
-                self.hold(holders, +1)
-                yield timeout(self.alone_s(task.plan))
-                self.hold(holders, -1)
-                start_s = issued_s
-            else:
-                call = self.arrive(task, rank)
-                yield call.done
-                start_s = call.start_s
-            record(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, env.now))
-            if host is not None and task.host_sync:
-                host.released_s[index] = env.now
-            done = events[index]
-            if done is not None:
-                done.succeed()
+            yield from self.task(rank, index, events, ready_s, env.now)
+            position += 1
+
+    def task(self, rank: int, index: int, events: list, ready_s: float, issued_s: float):
+        """Play one issued task to its end, record it and tell the walks that wait for it."""
+        env = self.env
+        task = self.program.tasks[rank][index]
+        if task.__class__ is ComputeTask:
+            duration_s = task.duration_s
+            if duration_s > 0:
+                sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
+                if sms is None:
+                    yield env.timeout(duration_s)
+                else:
+                    held_factors = self.program.held_factors
+                    yield self.compute(sms, duration_s, held_factors[task.held] if task.held >= 0 else ())
+                    if sms.contended:
+                        extra_s = max(env.now - issued_s - duration_s, 0.0)
+                        self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
+            start_s = issued_s
+        elif task.participants == 1 and id(task.plan) in self.isolated:
+            # The only simulated member of a call that runs alone on its links: no rendezvous
+            # to wait for and nothing to share, so it takes its closed-form time right here.
+            holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
+            self.hold(holders, +1)
+            yield env.timeout(self.alone_s(task.plan))
+            self.hold(holders, -1)
+            start_s = issued_s
+        else:
+            call = self.arrive(task, rank)
+            yield call.done
+            start_s = call.start_s
+        self.finished(rank, index, events, ready_s, start_s)
+
+    def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
+        task = self.program.tasks[rank][index]
+        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env.now))
+        if task.host_sync:
+            self.hosts[rank].released_s[index] = self.env.now
+        done = events[index]
+        if done is not None:
+            done.succeed()
 
     def dependency(self, deps: tuple[int, ...], events: list):
         """The event a task waits for before it starts (None when its dependencies are done)."""
@@ -202,12 +213,12 @@ class _Run:
             if share <= 0:
                 continue
             sms = self.sms[rank]
+            if sms.stretch is not None:
+                self.break_stretch(sms)
             if sms.done is not None:
                 sms.remaining_s = max(sms.remaining_s - (now - sms.since_s) * sms.rate, 0.0)
                 sms.since_s = now
-            sms.comm_share += sign * share
-            if sms.comm_share < 1e-12:
-                sms.comm_share = 0.0   # all calls ended: no floating-point residue
+            sms.comm_share = held(sms.comm_share, sign * share)
             if sms.done is not None:
                 self._retime(sms)
 
@@ -265,12 +276,14 @@ class _Run:
                 yield self.env.all_of(waits)
 
 
-def simulate(program: Program, closed_form: bool = True) -> Timeline:
+def simulate(program: Program, closed_form: bool = True, stretches: bool = True) -> Timeline:
     """Run one step; deterministic for a given program.
 
     closed_form: time calls that run alone on their links, and groups of flows
     that run alone on theirs, by formula (`isolated_plans`, `private_splits`);
     False plays every flow through the fluid network.
+    stretches: play runs of a walk's tasks that nothing else waits for as one timer
+    (engine/stretches.py: the same times); False plays every task as its own events.
     """
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
@@ -286,16 +299,23 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(tasks):
             streams.setdefault(task.stream, []).append(index)
-        walks = inline_blocking_calls(tasks, streams, run.isolated)
+        if stretches:
+            walks, order_deps = inline_call_chains(tasks, streams, run.isolated)
+        else:
+            walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
         walk_of = {index: name for name, order in walks.items() for index in order}
         awaited = {d for i, task in enumerate(tasks) for d in task.deps if walk_of[d] != walk_of[i]}
+        awaited |= set(order_deps.values())
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
             awaited |= {i for i, task in enumerate(tasks) if task.host_sync}
         events = [env.event() if index in awaited else None for index in range(len(tasks))]
+        run.crossing[rank] = [tuple(d for d in task.deps + ((order_deps[i],) if i in order_deps else ())
+                                    if events[d] is not None) for i, task in enumerate(tasks)]
         for name in sorted(walks):
-            env.process(run.stream(rank, walks[name], events))
+            env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
+                                                                            or rank not in run.sms)))
     env.run()
     unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
     if unfinished:
@@ -304,5 +324,5 @@ def simulate(program: Program, closed_form: bool = True) -> Timeline:
     if len(run.intervals) != expected:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     end_s = max((iv.end_s for iv in run.intervals), default=0.0)
-    ordered = tuple(sorted(run.intervals, key=lambda iv: (iv.rank, iv.start_s, iv.stream, iv.end_s)))
+    ordered = tuple(sorted(run.intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
     return Timeline(ordered, end_s, run.net.bytes_sent, run.net.bytes_delivered, dict(sorted(run.slowed.items())))

@@ -93,6 +93,7 @@ class StepBuilder:
             self.simulated = tuple(range(pl.size))
         self._simulated_set = set(self.simulated)
         self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
+        self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)
         self.symmetric = symmetric
         if chunks is None:
             chunks = model_chunks(model, plan.chunks)
@@ -103,6 +104,7 @@ class StepBuilder:
         interned: dict[tuple, LayerSpec] = {}
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
+        self._layer_rows: dict[tuple, int] = {}        # (layer ids, pass) -> row, for RankProgram.layer_row
         for chunk in chunks:
             work = []
             for layer, recomputed in zip(chunk, recomputed_blocks(chunk, plan.recompute_layers)):
@@ -307,17 +309,21 @@ class StepBuilder:
                     size: float, stream: str, deps: tuple[int, ...], span: tuple[str, ...] = ()) -> int | None:
         if len(group) <= 1 or size <= 0:
             return None
-        seq = counters.get((kind, group[0]), 0)
-        counters[(kind, group[0])] = seq + 1
+        counter = (kind, group[0])
+        seq = counters.get(counter, 0)
+        counters[counter] = seq + 1
         call = (op, group, size, span)
         known = self._calls.get(call)      # the same call recurs every micro-batch and layer
         if known is None:
             plan = self._with_copies(op, group, size, span)
             known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan))
         plan, participants, share = known
-        tasks.append(CollectiveTask(f"{kind} {op}", f"{kind}/{group[0]}/{seq}", plan,
-                                    deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=participants, sm_share=share,
+        names = self._names.get((kind, op, counter))
+        if names is None:
+            names = self._names[(kind, op, counter)] = (f"{kind} {op}", f"{kind}/{group[0]}/")
+        tasks.append(CollectiveTask(names[0], names[1] + str(seq), plan,
+                                    deps=deps if None not in deps else tuple(d for d in deps if d is not None),
+                                    stream=stream, participants=participants, sm_share=share,
                                     host_s=self.plan.host_dispatch_s))
         return len(tasks) - 1
 

@@ -57,11 +57,14 @@ class RankProgram:
     # ------------------------------------------------------------------ tasks
 
     def compute(self, name: str, kind: str, seconds: float, flop: float, deps=(), timing=None,
-                host_s: float = 0.0, host_sync: bool = False) -> int:
+                host_s: float = 0.0, host_sync: bool = False, held: int | None = None) -> int:
+        """Append a compute task; `held` (its Program.held_factors row) when the caller has it, else
+        from `timing` (see `layer_timing`; None: no row)."""
+        if held is None:
+            held = -1 if timing is None else self.b._held_row(timing)
         self.list.append(ComputeTask(name, kind, seconds * self.plan.slowest_gpu_factor,
-                                     deps=tuple(d for d in deps if d is not None), flop=flop,
-                                     held=-1 if timing is None else self.b._held_row(timing),
-                                     host_s=host_s, host_sync=host_sync))
+                                     deps=deps if None not in deps else tuple(d for d in deps if d is not None),
+                                     flop=flop, held=held, host_s=host_s, host_sync=host_sync))
         return len(self.list) - 1
 
     def layer_timing(self, layers: tuple[LayerSpec, ...], kind: str) -> tuple:
@@ -70,6 +73,15 @@ class RankProgram:
         b = self.b
         return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
                 lambda held_sms: sum(getattr(b._layer_time(h, held_sms), attribute) for h in layers))
+
+    def layer_row(self, layers: tuple[LayerSpec, ...], kind: str) -> int:
+        """The held_factors row of the layers' `kind` pass (`layer_timing`'s, looked up once per layer kind)."""
+        rows = self.b._layer_rows
+        key = (tuple(map(id, layers)), kind)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = self.b._held_row(self.layer_timing(layers, kind))
+        return row
 
     def call(self, kind: str, op: str, group: tuple[int, ...], size: float, stream: str, deps,
              span: tuple[str, ...] = ()) -> int | None:
@@ -124,7 +136,8 @@ class RankProgram:
             sync = self.moe_sync and work.moe and i == 1 and kind != "backward"
             c = self.compute(name + (" + token-count sync" if sync else ""), kind, getattr(part, PASS_SECONDS[kind]),
                              part.forward_flop * (2 if kind == "backward" else 1), deps,
-                             self.layer_timing((work.halves[i],), kind), work.host_s[i][kind], sync)
+                             host_s=work.host_s[i][kind], host_sync=sync,
+                             held=self.layer_row((work.halves[i],), kind))
             if i == 0:
                 self.layer_computes.append(c)
             wait = self._after_part(work, kind, i, c)
@@ -192,8 +205,8 @@ class RankProgram:
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
-                                   (dep,) + gathered, self.layer_timing(w.halves, "recompute"),
-                                   sum(h["recompute"] for h in w.host_s))
+                                   (dep,) + gathered, host_s=sum(h["recompute"] for h in w.host_s),
+                                   held=self.layer_row(w.halves, "recompute"))
                 gathered = ()
         return self.run_layer(w, "backward", dep, True, gathered)
 

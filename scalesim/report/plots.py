@@ -102,14 +102,28 @@ def _bar_spans(timeline: Timeline, shown: set[int], row_of, factor: float
 
 def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
     """Ranks whose every interval is the same drawn once: the first of each group, named with how
-    many GPUs it stands for ('GPU 0 (x8, identical)')."""
-    signature: dict[int, list] = {r: [] for r in ranks}
+    many GPUs it stands for ('GPU 0 (x8, identical)'). Ranks can only be identical when they have
+    as many intervals, starting and ending at the same times, so only those are compared in full."""
+    seen: dict[int, list] = {r: [0, float("inf"), float("-inf")] for r in ranks}   # count, first start, last end
+    for iv in timeline.intervals:
+        known = seen.get(iv.rank)
+        if known is not None:
+            known[0] += 1
+            if iv.start_s < known[1]:
+                known[1] = iv.start_s
+            if iv.end_s > known[2]:
+                known[2] = iv.end_s
+    alike: dict[tuple, list[int]] = {}
+    for r in ranks:
+        count, first, last = seen[r]
+        alike.setdefault((count, round(first, 12), round(last, 12)), []).append(r)
+    signature: dict[int, list] = {r: [] for same in alike.values() if len(same) > 1 for r in same}
     for iv in timeline.intervals:
         if iv.rank in signature:
             signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
     groups: dict[tuple, list[int]] = {}
     for r in ranks:
-        groups.setdefault(tuple(sorted(signature[r])), []).append(r)
+        groups.setdefault(tuple(sorted(signature[r])) if r in signature else ("alone", r), []).append(r)
     names = {}
     for members in groups.values():
         names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
