@@ -9,7 +9,7 @@ layer reports them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.costs.recompute import SELECTIVE_OP, saved_bytes_per_sample
 from scalesim.models.spec import ModelSpec
@@ -160,6 +160,47 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
     else:
         kept = boundary_bytes_per_sample * micro_batch * scale * len(blocks)
     return (kept + others) * in_flight + max(max(blocks, default=0.0), loss)
+
+
+# What a transformer block's autograd graph keeps, by the framework's model code (training.saved_activations).
+# megatron: Korthikanti et al. 2022's count (`models/transformer.py` block_activation_bytes), with
+#   Megatron-LM's fused SwiGLU (saves its input only) and separate q, k, v.
+# nanotron: its Llama block (src/nanotron/models/llama.py @67c5ebb6, the commit its benchmark ran) keeps two
+#   tensors more. GLUActivation runs `self.act(gate_states) * up_states` eagerly, and the product saves
+#   the SiLU output (2*s*f bytes beside gate and up). Without grouped-query attention, q, k and v are one
+#   `.permute(...).contiguous()` copy of the QKV output; flash attention saves q, a view that keeps the whole
+#   copy alive, and also the separate k, v copy that `torch.cat(...).permute(...).contiguous()` makes for the
+#   rotary kernel: k and v are held twice (2*2*s*kv_dim bytes more). With grouped-query attention each of
+#   q, k, v is its own copy and the first k, v are freed after the concatenation.
+SAVED_ACTIVATIONS = ("megatron", "nanotron")
+
+
+def nanotron_extra_bytes(layer, grouped_query: bool) -> float:
+    """Bytes per sample (16-bit) nanotron's Llama block keeps beyond Korthikanti's count.
+
+    >>> from scalesim.models.transformer import transformer_block
+    >>> b = transformer_block("b", s=8, h=16, heads=4, kv_heads=4, f=32, ffn="swiglu", bias=False)
+    >>> nanotron_extra_bytes(b, False) == 2 * 8 * 32 + 2 * 2 * 8 * 16
+    True
+    """
+    extra = 0.0
+    for op in layer.ops:
+        if op.name == "swiglu":
+            extra += 2.0 * op.elements_moved / 3          # its output elements: the SiLU output's size
+        elif op.name == "qkv" and not grouped_query and op.gemm_mnk is not None:
+            m, n, _ = op.gemm_mnk
+            extra += 2.0 * m * (2 * n / 3)                # the k and v thirds of the q, k, v copy
+    return extra
+
+
+def with_saved_activations(model: ModelSpec, style: str) -> ModelSpec:
+    """`model` with its transformer blocks keeping what `style`'s model code saves (SAVED_ACTIVATIONS)."""
+    if style == "megatron":
+        return model
+    grouped = model.heads is not None and model.kv_heads is not None and model.kv_heads != model.heads
+    layers = tuple(replace(layer, activation_bytes=layer.activation_bytes + nanotron_extra_bytes(layer, grouped))
+                   if layer.kind == "transformer_block" else layer for layer in model.layers)
+    return replace(model, layers=layers)
 
 
 def model_boundary_bytes(model: ModelSpec) -> float:
