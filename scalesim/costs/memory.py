@@ -171,21 +171,24 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
 #   `.permute(...).contiguous()` copy of the QKV output; flash attention saves q, a view that keeps the whole
 #   copy alive, and also the separate k, v copy that `torch.cat(...).permute(...).contiguous()` makes for the
 #   rotary kernel: k and v are held twice (2*2*s*kv_dim bytes more). With grouped-query attention each of
-#   q, k, v is its own copy and the first k, v are freed after the concatenation.
+#   q, k, v is its own copy and the first k, v are freed after the concatenation. The block has no dropout,
+#   so the count's two 1-byte masks (s*h each) are not kept. Without GQA: 20*s*h + 8*s*f bytes per sample.
 SAVED_ACTIVATIONS = ("megatron", "nanotron")
 
 
 def nanotron_extra_bytes(layer, grouped_query: bool) -> float:
-    """Bytes per sample (16-bit) nanotron's Llama block keeps beyond Korthikanti's count.
+    """Bytes per sample (16-bit) nanotron's Llama block keeps beyond Korthikanti's count (may be < 0).
 
     >>> from scalesim.models.transformer import transformer_block
     >>> b = transformer_block("b", s=8, h=16, heads=4, kv_heads=4, f=32, ffn="swiglu", bias=False)
-    >>> nanotron_extra_bytes(b, False) == 2 * 8 * 32 + 2 * 2 * 8 * 16
+    >>> nanotron_extra_bytes(b, False) == 2 * 8 * 32 + 2 * 2 * 8 * 16 - 2 * 8 * 16
     True
     """
     extra = 0.0
     for op in layer.ops:
-        if op.name == "swiglu":
+        if op.name in ("residual_attn", "residual_mlp"):
+            extra -= op.elements_moved / 3                # no dropout: the 1-byte mask beside each residual
+        elif op.name == "swiglu":
             extra += 2.0 * op.elements_moved / 3          # its output elements: the SiLU output's size
         elif op.name == "qkv" and not grouped_query and op.gemm_mnk is not None:
             m, n, _ = op.gemm_mnk
@@ -201,6 +204,29 @@ def with_saved_activations(model: ModelSpec, style: str) -> ModelSpec:
     layers = tuple(replace(layer, activation_bytes=layer.activation_bytes + nanotron_extra_bytes(layer, grouped))
                    if layer.kind == "transformer_block" else layer for layer in model.layers)
     return replace(model, layers=layers)
+
+
+def with_tied_head_copy(layers, vocab: int | None, hidden: int | None, tp: int = 1) -> tuple:
+    """`layers` (one pipeline stage, split by `tp`) with a tied output head's own weight copy when the
+    stage does not hold the word embeddings.
+
+    A tied head reuses the embedding matrix, so it has no parameters of its own (`lm_head(tied=True)`).
+    Under pipeline parallelism the last stage cannot reach the first stage's matrix: it keeps a copy,
+    with its gradient, and the two gradients are summed across the stages every step. Megatron-LM:
+    LanguageModule.setup_embeddings_and_output_layer (megatron/core/models/common/language_module/
+    language_module.py: the last stage's output_layer.weight, zeroed, then all-reduced from the first);
+    nanotron: tie_parameters (src/nanotron/parallel/tied_parameters.py @67c5ebb6) marks the embedding and
+    lm_head weights, one on each pipeline rank, as one tied parameter whose gradient is all-reduced.
+
+    >>> from scalesim.models.transformer import lm_head, token_embedding
+    >>> head, emb = lm_head(4, 8, 100, tied=True), token_embedding(4, 8, 100, max_positions=None)
+    >>> with_tied_head_copy((head,), 100, 8, tp=2)[0].params, with_tied_head_copy((emb, head), 100, 8)[1].params
+    (400, 0)
+    """
+    if not vocab or not hidden or any(layer.kind == "embedding" for layer in layers):
+        return tuple(layers)
+    return tuple(replace(layer, params=vocab * hidden // tp)
+                 if layer.name == "lm_head" and layer.params == 0 else layer for layer in layers)
 
 
 def model_boundary_bytes(model: ModelSpec) -> float:
