@@ -195,6 +195,9 @@ class ParallelSpec(Strict):
     # DDP's gradient_as_bucket_view (or Megatron-LM's contiguous gradient buffer): gradients are
     # views into the reduction buckets, so DDP keeps no second copy (scalesim/costs/memory.py).
     gradient_as_bucket_view: bool = False
+    # ZeRO-1 run inside PyTorch DDP (nanotron: its reduce-scatter is DDP's communication hook), so
+    # DDP's 16-bit gradient buckets are held beside the fp32 accumulation buffer (scalesim/costs/memory.py).
+    zero1_over_ddp: bool = False
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("order")

@@ -242,13 +242,24 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
 
 
 def ddp_bucket_bytes(grad_bytes: float, reduce_bytes: float | None, zero: int, shards: int,
-                     bucket_view: bool) -> float:
+                     bucket_view: bool, zero1_over_ddp: bool = False) -> float:
     """Bytes per parameter of DDP's flat gradient buckets beside the gradients themselves.
+
+    `zero1_over_ddp`: ZeRO-1 inside torch DDP, as nanotron runs it (trainer.py wraps the model in
+    DistributedDataParallel whatever the ZeRO stage; optim/gradient_accumulator.py get_fp32_accum_hook,
+    DDP's comm hook, adds each bucket's 16-bit gradients into the fp32 buffer and reduce-scatters that,
+    @67c5ebb6): DDP's buckets, allocated once in the gradients' own type, stay beside the fp32 buffer.
 
     >>> ddp_bucket_bytes(2, 2, 0, 8, False), ddp_bucket_bytes(2, 2, 0, 8, True), ddp_bucket_bytes(2, 4, 0, 8, True)
     (2, 0.0, 4)
+    >>> ddp_bucket_bytes(2, 4, 1, 8, False), ddp_bucket_bytes(2, 4, 1, 8, False, zero1_over_ddp=True)
+    (0.0, 2)
     """
-    if zero != 0 or shards <= 1:
+    if shards <= 1:
+        return 0.0
+    if zero == 1 and zero1_over_ddp:
+        return grad_bytes
+    if zero != 0:
         return 0.0
     reduce_bytes = reduce_bytes or grad_bytes
     if bucket_view and reduce_bytes == grad_bytes:
@@ -262,7 +273,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, expert_shards: int | None = None,
                     transient_bytes: float = 0.0, cross_entropy: str = "fused",
-                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
+                    recomputed: tuple[bool, ...] = (), zero1_over_ddp: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -307,7 +318,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         grads = sharded(grad_reduce_bytes, 2)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)
-    per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
+    per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight, cross_entropy, recomputed) + transient_bytes
