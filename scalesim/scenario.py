@@ -107,6 +107,10 @@ class TrainingSpec(Strict):
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
     elementwise_kernels: Literal["fused", "eager"] = "fused"
+    # What each transformer block keeps for backward, by the framework's model code
+    # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
+    # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.
+    saved_activations: Literal["megatron", "nanotron"] = "megatron"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
@@ -191,6 +195,9 @@ class ParallelSpec(Strict):
     # DDP's gradient_as_bucket_view (or Megatron-LM's contiguous gradient buffer): gradients are
     # views into the reduction buckets, so DDP keeps no second copy (scalesim/costs/memory.py).
     gradient_as_bucket_view: bool = False
+    # ZeRO-1 run inside PyTorch DDP (nanotron: its reduce-scatter is DDP's communication hook), so
+    # DDP's 16-bit gradient buckets are held beside the fp32 accumulation buffer (scalesim/costs/memory.py).
+    zero1_over_ddp: bool = False
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("order")

@@ -14,7 +14,7 @@ from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.eager import eager_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
-from scalesim.costs.memory import MemoryBreakdown
+from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate
 from scalesim.errors import InputError
@@ -160,6 +160,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     model = _model_variant(model, training, file)
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
+    model = with_saved_activations(model, training.saved_activations)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
@@ -242,6 +243,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         moe_imbalance=moe_imbalance(scenario, model),
         moe_overlap=par.moe_overlap,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
+        zero1_over_ddp=par.zero1_over_ddp,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
     )

@@ -9,7 +9,7 @@ layer reports them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.costs.recompute import SELECTIVE_OP, saved_bytes_per_sample
 from scalesim.models.spec import ModelSpec
@@ -162,6 +162,73 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
     return (kept + others) * in_flight + max(max(blocks, default=0.0), loss)
 
 
+# What a transformer block's autograd graph keeps, by the framework's model code (training.saved_activations).
+# megatron: Korthikanti et al. 2022's count (`models/transformer.py` block_activation_bytes), with
+#   Megatron-LM's fused SwiGLU (saves its input only) and separate q, k, v.
+# nanotron: its Llama block (src/nanotron/models/llama.py @67c5ebb6, the commit its benchmark ran) keeps two
+#   tensors more. GLUActivation runs `self.act(gate_states) * up_states` eagerly, and the product saves
+#   the SiLU output (2*s*f bytes beside gate and up). Without grouped-query attention, q, k and v are one
+#   `.permute(...).contiguous()` copy of the QKV output; flash attention saves q, a view that keeps the whole
+#   copy alive, and also the separate k, v copy that `torch.cat(...).permute(...).contiguous()` makes for the
+#   rotary kernel: k and v are held twice (2*2*s*kv_dim bytes more). With grouped-query attention each of
+#   q, k, v is its own copy and the first k, v are freed after the concatenation. The block has no dropout,
+#   so the count's two 1-byte masks (s*h each) are not kept. Without GQA: 20*s*h + 8*s*f bytes per sample.
+SAVED_ACTIVATIONS = ("megatron", "nanotron")
+
+
+def nanotron_extra_bytes(layer, grouped_query: bool) -> float:
+    """Bytes per sample (16-bit) nanotron's Llama block keeps beyond Korthikanti's count (may be < 0).
+
+    >>> from scalesim.models.transformer import transformer_block
+    >>> b = transformer_block("b", s=8, h=16, heads=4, kv_heads=4, f=32, ffn="swiglu", bias=False)
+    >>> nanotron_extra_bytes(b, False) == 2 * 8 * 32 + 2 * 2 * 8 * 16 - 2 * 8 * 16
+    True
+    """
+    extra = 0.0
+    for op in layer.ops:
+        if op.name in ("residual_attn", "residual_mlp"):
+            extra -= op.elements_moved / 3                # no dropout: the 1-byte mask beside each residual
+        elif op.name == "swiglu":
+            extra += 2.0 * op.elements_moved / 3          # its output elements: the SiLU output's size
+        elif op.name == "qkv" and not grouped_query and op.gemm_mnk is not None:
+            m, n, _ = op.gemm_mnk
+            extra += 2.0 * m * (2 * n / 3)                # the k and v thirds of the q, k, v copy
+    return extra
+
+
+def with_saved_activations(model: ModelSpec, style: str) -> ModelSpec:
+    """`model` with its transformer blocks keeping what `style`'s model code saves (SAVED_ACTIVATIONS)."""
+    if style == "megatron":
+        return model
+    grouped = model.heads is not None and model.kv_heads is not None and model.kv_heads != model.heads
+    layers = tuple(replace(layer, activation_bytes=layer.activation_bytes + nanotron_extra_bytes(layer, grouped))
+                   if layer.kind == "transformer_block" else layer for layer in model.layers)
+    return replace(model, layers=layers)
+
+
+def with_tied_head_copy(layers, vocab: int | None, hidden: int | None, tp: int = 1) -> tuple:
+    """`layers` (one pipeline stage, split by `tp`) with a tied output head's own weight copy when the
+    stage does not hold the word embeddings.
+
+    A tied head reuses the embedding matrix, so it has no parameters of its own (`lm_head(tied=True)`).
+    Under pipeline parallelism the last stage cannot reach the first stage's matrix: it keeps a copy,
+    with its gradient, and the two gradients are summed across the stages every step. Megatron-LM:
+    LanguageModule.setup_embeddings_and_output_layer (megatron/core/models/common/language_module/
+    language_module.py: the last stage's output_layer.weight, zeroed, then all-reduced from the first);
+    nanotron: tie_parameters (src/nanotron/parallel/tied_parameters.py @67c5ebb6) marks the embedding and
+    lm_head weights, one on each pipeline rank, as one tied parameter whose gradient is all-reduced.
+
+    >>> from scalesim.models.transformer import lm_head, token_embedding
+    >>> head, emb = lm_head(4, 8, 100, tied=True), token_embedding(4, 8, 100, max_positions=None)
+    >>> with_tied_head_copy((head,), 100, 8, tp=2)[0].params, with_tied_head_copy((emb, head), 100, 8)[1].params
+    (400, 0)
+    """
+    if not vocab or not hidden or any(layer.kind == "embedding" for layer in layers):
+        return tuple(layers)
+    return tuple(replace(layer, params=vocab * hidden // tp)
+                 if layer.name == "lm_head" and layer.params == 0 else layer for layer in layers)
+
+
 def model_boundary_bytes(model: ModelSpec) -> float:
     """Bytes of one block's input per sample in 16-bit: 2*s*h."""
     return 2.0 * (model.tokens_per_sample or 0) * (model.hidden or 0)
@@ -175,13 +242,24 @@ def activation_bytes(model: ModelSpec, micro_batch: int, precision: str, checkpo
 
 
 def ddp_bucket_bytes(grad_bytes: float, reduce_bytes: float | None, zero: int, shards: int,
-                     bucket_view: bool) -> float:
+                     bucket_view: bool, zero1_over_ddp: bool = False) -> float:
     """Bytes per parameter of DDP's flat gradient buckets beside the gradients themselves.
+
+    `zero1_over_ddp`: ZeRO-1 inside torch DDP, as nanotron runs it (trainer.py wraps the model in
+    DistributedDataParallel whatever the ZeRO stage; optim/gradient_accumulator.py get_fp32_accum_hook,
+    DDP's comm hook, adds each bucket's 16-bit gradients into the fp32 buffer and reduce-scatters that,
+    @67c5ebb6): DDP's buckets, allocated once in the gradients' own type, stay beside the fp32 buffer.
 
     >>> ddp_bucket_bytes(2, 2, 0, 8, False), ddp_bucket_bytes(2, 2, 0, 8, True), ddp_bucket_bytes(2, 4, 0, 8, True)
     (2, 0.0, 4)
+    >>> ddp_bucket_bytes(2, 4, 1, 8, False), ddp_bucket_bytes(2, 4, 1, 8, False, zero1_over_ddp=True)
+    (0.0, 2)
     """
-    if zero != 0 or shards <= 1:
+    if shards <= 1:
+        return 0.0
+    if zero == 1 and zero1_over_ddp:
+        return grad_bytes
+    if zero != 0:
         return 0.0
     reduce_bytes = reduce_bytes or grad_bytes
     if bucket_view and reduce_bytes == grad_bytes:
@@ -195,7 +273,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, expert_shards: int | None = None,
                     transient_bytes: float = 0.0, cross_entropy: str = "fused",
-                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
+                    recomputed: tuple[bool, ...] = (), zero1_over_ddp: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -240,7 +318,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         grads = sharded(grad_reduce_bytes, 2)
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)
-    per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
+    per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
     acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
                                    boundary_bytes_per_sample, in_flight, cross_entropy, recomputed) + transient_bytes

@@ -13,7 +13,7 @@ from functools import cached_property
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS
 from scalesim.costs.finetune import finetune_memory
-from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory
+from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory, with_tied_head_copy
 from scalesim.costs.recompute import recomputed_blocks
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
@@ -101,10 +101,11 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
                   bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy,
                   recomputed=stage.recomputed)
+    layers = with_tied_head_copy(stage.layers, model.vocab, model.hidden, pl.tp)
     if plan.finetune is None and not plan.offload_params:
-        return training_memory(stage.layers, fp32_weights=plan.fp32_weights, **common,
-                               **_expert_memory(model, plan))
-    return finetune_memory(stage.layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
+        return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
+                               **common, **_expert_memory(model, plan))
+    return finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
 
 
 def _expert_memory(model: ModelSpec, plan: ParallelPlan) -> dict:
