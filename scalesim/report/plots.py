@@ -6,6 +6,8 @@ file's extension.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import matplotlib
@@ -152,7 +154,9 @@ def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
     ax.axhline(100, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_ylim(0, 105)
+    # 0-100% always; above it when a plan scales super-linearly (ZeRO shards the optimizer step
+    # that the one-GPU baseline runs whole), so no point is cut off the top.
+    ax.set_ylim(0, max(105, math.ceil(max(ys, default=100) / 10) * 10 + 5))
     ax.set_xticks(xs)
     ax.set_title(title)
     ax.grid(alpha=0.3)

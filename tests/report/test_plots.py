@@ -65,3 +65,20 @@ def test_topology_labels_on_short_vertical_edges_read_across_above_the_circles(t
     memory = [t for t in ax.texts if t.get_text().startswith("ddr5")]
     assert len(memory) == 2
     assert all(t.get_rotation() == 0 and t.get_zorder() > circles for t in memory)
+
+
+def test_the_scaling_plot_starts_at_zero_and_never_cuts_off_a_super_linear_point(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from scalesim.report.plots import scaling_plot
+
+    limits = []
+    set_ylim = matplotlib.axes.Axes.set_ylim
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_ylim",
+                        lambda self, *a, **kw: limits.append(a) or set_ylim(self, *a, **kw))
+    scaling_plot([{"gpus": 1, "scaling_efficiency": 1.0}, {"gpus": 8, "scaling_efficiency": 0.7}],
+                 tmp_path / "usual.png", "usual")
+    scaling_plot([{"gpus": 1, "scaling_efficiency": 1.0}, {"gpus": 8, "scaling_efficiency": 1.17}],
+                 tmp_path / "zero.png", "ZeRO-2")
+    (low, high), (low_z, high_z) = limits
+    assert low == low_z == 0 and high >= 100 and high_z > 117
