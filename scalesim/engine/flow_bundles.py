@@ -47,8 +47,8 @@ class BundleSpec:
 class Prepared:
     """What the network derives once from a call's flow list (the list is held: its id stays unique)."""
     flows: Sequence
-    bytes_in_order: tuple[tuple[float, bool], ...]    # (size, arrives at once) per flow, in list order
-    sizes: tuple[float, ...]                          # the sizes alone
+    sent_bytes: float                                 # all the flows' sizes
+    instant_bytes: float                              # of flows that arrive at once (empty, or no link)
     timed: int                                        # flows that go through the network
     bundles: tuple[BundleSpec, ...]
 

@@ -83,16 +83,8 @@ class FluidNetwork:
         known = self._prepared.get(id(flows))
         if known is None or known.flows is not flows:
             known = self._prepared[id(flows)] = self._prepare(flows)
-        if known.timed == len(known.bytes_in_order):
-            sent = self.bytes_sent         # added one flow at a time, as the sums always were
-            for size in known.sizes:
-                sent += size
-            self.bytes_sent = sent
-        else:
-            for size, at_once in known.bytes_in_order:
-                self.bytes_sent += size
-                if at_once:
-                    self.bytes_delivered += size
+        self.bytes_sent += known.sent_bytes
+        self.bytes_delivered += known.instant_bytes
         call.pending = known.timed
         if not known.timed:
             call.done.succeed()
@@ -137,8 +129,8 @@ class FluidNetwork:
                 # Holding the tuple keeps its id unique for the run.
                 known = masks[id(links)] = (links, mask)
             timed.append((links, known[1], size, cap))
-        return Prepared(flows, tuple(order), tuple(size for size, _ in order), len(timed),
-                        bundle_specs(timed, self._next_key))
+        return Prepared(flows, sum(size for size, _ in order), sum(size for size, at_once in order if at_once),
+                        len(timed), bundle_specs(timed, self._next_key))
 
     def _next_key(self) -> int:
         self._keys += 1
@@ -259,10 +251,7 @@ class FluidNetwork:
         affected: dict[int, _Group] = {}
         completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)
         for b in finished:
-            delivered, size = self.bytes_delivered, b.size_bytes
-            for _ in b.ords:
-                delivered += size
-            self.bytes_delivered = delivered
+            self.bytes_delivered += b.size_bytes * b.count
             call = b.call
             call.pending -= b.count
             last = (b.finish_s, b.last_seq, call)
