@@ -106,7 +106,9 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=600.0, help="seconds one case may take [600]")
     args = parser.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
-    print(f"checkout: {args.root.resolve()}")
+    import scalesim
+
+    print(f"scalesim from {Path(scalesim.__file__).parent}")
     network_table(args.root.resolve())
     if args.cases:
         case_table(args.cases, args.limit)
