@@ -7,6 +7,10 @@ default, ASTRA-sim's analytical network backend). Each flow gets the largest rat
 such that no link is over capacity and no flow can gain without taking from a
 flow that has less.
 
+Two implementations of the same progressive filling give the same rates to the
+bit: a heap of link shares (small components) and numpy arrays (large ones,
+such as an expert all-to-all's thousands of flows).
+
 >>> max_min_rates([(0,), (0,)], [10.0])          # two flows on one link halve it
 [5.0, 5.0]
 >>> max_min_rates([(0, 1), (1,)], [2.0, 10.0])    # the first is held by link 0
