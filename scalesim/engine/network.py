@@ -11,7 +11,10 @@ Bookkeeping is per component, so an event costs what its component costs,
 not what the whole network carries: the active flows are kept in groups (the
 connected components, each with the union of its flows' links as an int
 bitmask), a flow's remaining bytes are settled only when its rate changes,
-and completions come off a heap of projected finish times.
+and completions come off a heap of projected finish times. Flows of one call
+with the same size and cap that get the same rate move in lock-step and are
+kept as one bundle (`flow_bundles`): an all-to-all's thousands of flows cost
+what its few distinct rates cost.
 """
 
 from __future__ import annotations
@@ -23,43 +26,18 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from scalesim.engine.flow_bundles import (INF, Bundle, Call, Prepared, bundle_specs, member_flows, split_rates,
+                                          sub_bundle)
 from scalesim.fairshare import max_min_rates
 
 # A flow is done when less than this fraction of it (or a millibyte) remains:
 # floating-point residue must not schedule zero-length timers forever.
 _DONE_FRACTION = 1e-9
 _DONE_BYTES = 1e-3
-INF = float("inf")
-
-
-@dataclass(slots=True, eq=False)
-class _Call:
-    """The flows one `start` launched: its event fires when the last of them arrives."""
-    done: simpy.Event
-    pending: int
-
-
-@dataclass(slots=True, eq=False)
-class _ActiveFlow:
-    seq: int                   # start order: components list their flows in it
-    links: tuple[int, ...]
-    mask: int                  # bit i set: the flow crosses link i
-    size_bytes: float
-    left_bytes: float          # what remained at since_s
-    call: _Call
-    key: tuple                 # (id(links), cap): the flow's part of a rate-memo key
-    cap: float = INF
-    rate: float = 0.0
-    since_s: float = 0.0
-    version: int = 0           # heap entries of older versions are stale
-    group: _Group | None = None
-
-    def left_at(self, now_s: float) -> float:
-        return self.left_bytes - self.rate * (now_s - self.since_s)
 
 
 def _in_start_order(lists: list[list]) -> list:
-    """Merge flow lists that are each in start order (every group's is) into one."""
+    """Merge bundle lists that are each in start order (every group's is) into one."""
     if not lists:
         return []
     if len(lists) == 1:
@@ -67,14 +45,14 @@ def _in_start_order(lists: list[list]) -> list:
     return list(heapq.merge(*lists, key=_start_order))
 
 
-def _start_order(flow) -> int:
-    return flow.seq
+def _start_order(bundle) -> int:
+    return bundle.seq
 
 
 @dataclass(slots=True, eq=False)
 class _Group:
     """A connected component of the active flows: they share links, directly or through each other."""
-    flows: list[_ActiveFlow]
+    flows: list[Bundle]
     mask: int
 
 
@@ -85,9 +63,11 @@ class FluidNetwork:
     bytes_sent: float = 0.0
     bytes_delivered: float = 0.0
     _groups: set = field(default_factory=set)
-    _heap: list = field(default_factory=list)                    # (finish_s, seq, version, flow)
-    _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask, {cap: key})
-    _prepared: dict[int, tuple] = field(default_factory=dict)   # id(flows) -> (flows, _prepare(flows))
+    _heap: list = field(default_factory=list)                    # (finish_s, seq, version, bundle)
+    _masks: dict[int, tuple] = field(default_factory=dict)      # id(links) -> (links, mask)
+    _prepared: dict[int, Prepared] = field(default_factory=dict)  # id(flows) -> what start derives from them
+    _sub_keys: dict[tuple, int] = field(default_factory=dict)   # (bundle key, positions) -> sub-bundle key
+    _keys: int = 0
     _seq: int = 0
     _generation: int = 0
     _rates_memo: dict = field(default_factory=dict)
@@ -96,28 +76,26 @@ class FluidNetwork:
         """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived.
 
         A caller that starts the same flows again (the next bucket of a collective) may pass the
-        same sequence object: what is derived from it (masks, rate-memo keys) is kept per object.
+        same sequence object: what is derived from it (masks, bundles, rate-memo keys) is kept per object.
         """
-        call = _Call(self.env.event(), 0)
+        call = Call(self.env.event(), 0)
         now = self.env.now
         known = self._prepared.get(id(flows))
-        if known is None or known[0] is not flows:
-            # Holding the sequence keeps its id unique for the run.
-            known = self._prepared[id(flows)] = (flows, self._prepare(flows))
-        added = []
-        added_mask = 0
-        for links, mask, size, cap, key in known[1]:
-            self.bytes_sent += size
-            if mask < 0:
-                self.bytes_delivered += size
-                continue
-            self._seq += 1
-            added.append(_ActiveFlow(self._seq, links, mask, size, size, call, key, cap, since_s=now))
-            added_mask |= mask
-        call.pending = len(added)
-        if not added:
+        if known is None or known.flows is not flows:
+            known = self._prepared[id(flows)] = self._prepare(flows)
+        self.bytes_sent += known.sent_bytes
+        self.bytes_delivered += known.instant_bytes
+        call.pending = known.timed
+        if not known.timed:
             call.done.succeed()
             return call.done
+        base = self._seq + 1            # members take start orders base, base + 1, ... as flows did
+        self._seq += known.timed
+        added = [Bundle(base + s.ords[0], base + s.ords[-1], base, s.ords, s.paths, s.mask, s.size_bytes,
+                        s.size_bytes, call, s.key, s.cap, since_s=now) for s in known.bundles]
+        added_mask = 0
+        for b in added:
+            added_mask |= b.mask
         # The new flows join every component they touch.
         touched = [g for g in self._groups if g.mask & added_mask]
         members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
@@ -125,21 +103,22 @@ class FluidNetwork:
         for g in touched:
             group.mask |= g.mask
             self._groups.discard(g)
-        for f in members:
-            f.group = group
+        for b in members:
+            b.group = group
         self._groups.add(group)
-        self._rerate(members)
+        self._rerate(group)
         self._schedule()
         return call.done
 
-    def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> list[tuple]:
-        """Per flow: (links, mask, size, cap, rate-memo key); mask -1 for flows that arrive at once."""
+    def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> Prepared:
+        """Bytes to count per flow, and the bundles of the flows that go through the network."""
         masks = self._masks
-        out = []
+        order, timed = [], []
         for links, size, cap in flows:
             if size <= 0 or (not links and cap == INF):
-                out.append((links, -1, size, cap, None))
+                order.append((size, True))
                 continue
+            order.append((size, False))
             if type(links) is not tuple:
                 links = tuple(links)
             known = masks.get(id(links))
@@ -147,43 +126,79 @@ class FluidNetwork:
                 mask = 0
                 for link in links:
                     mask |= 1 << link
-                # Holding the tuple keeps its id unique for the run: rate memo keys use it.
-                known = masks[id(links)] = (links, mask, {})
-            key = known[2].get(cap)
-            if key is None:
-                key = known[2][cap] = (id(links), cap)
-            out.append((links, known[1], size, cap, key))
-        return out
+                # Holding the tuple keeps its id unique for the run.
+                known = masks[id(links)] = (links, mask)
+            timed.append((links, known[1], size, cap))
+        return Prepared(flows, sum(size for size, _ in order), sum(size for size, at_once in order if at_once),
+                        len(timed), bundle_specs(timed, self._next_key))
 
-    def _rerate(self, flows: list[_ActiveFlow]) -> None:
-        """Max-min rates for these flows (whole components, in start order) from now on."""
-        if not flows:
-            return
-        # Rates depend only on the multiset of the flows' paths and caps, to the bit, not on
-        # their order, and flows on the same path with the same cap get the same rate
-        # (fairshare.max_min_rates): the same paths again, in whatever order the calls
-        # started (the next bucket, the next micro-batch), reuse them.
-        keys = [f.key for f in flows]
-        key = frozenset(Counter(keys).items())
-        by_path = self._rates_memo.get(key)
-        if by_path is None:
-            caps = [f.cap for f in flows]
-            rates = max_min_rates([f.links for f in flows], self.capacity_bytes_per_s,
+    def _next_key(self) -> int:
+        self._keys += 1
+        return self._keys
+
+    def _sub_key(self, key: int, positions: tuple[int, ...]) -> int:
+        sub = self._sub_keys.get((key, positions))
+        if sub is None:
+            sub = self._sub_keys[(key, positions)] = self._next_key()
+        return sub
+
+    def _rates_for(self, bundles: list[Bundle]) -> dict:
+        """Per bundle key, its rate or its split (flow_bundles.split_rates), memoised by component.
+
+        Rates depend only on the multiset of the flows' paths and caps, to the bit, not on their
+        order, and flows on the same path with the same cap get the same rate
+        (fairshare.max_min_rates): the same bundles again (the next bucket, the next micro-batch)
+        reuse them.
+        """
+        key = frozenset(Counter([b.key for b in bundles]).items())
+        plan = self._rates_memo.get(key)
+        if plan is None:
+            members = member_flows(bundles)
+            caps = [m[2] for m in members]
+            rates = max_min_rates([m[1] for m in members], self.capacity_bytes_per_s,
                                   caps if any(c != INF for c in caps) else None)
-            by_path = self._rates_memo[key] = dict(zip(keys, rates))
-        else:
-            rates = [by_path[k] for k in keys]
+            plan = self._rates_memo[key] = split_rates(bundles, rates, members, self._sub_key)
+        return plan
+
+    def _rerate(self, group: _Group) -> None:
+        """Max-min rates for a component's bundles (in start order) from now on; splits where they part."""
+        bundles = group.flows
+        if not bundles:
+            return
+        plan = self._rates_for(bundles)
         now = self.env.now
-        heap = self._heap
-        for f, rate in zip(flows, rates):
-            if f.rate == rate and f.version:
-                continue       # unchanged: its heap entry still holds
-            f.left_bytes = f.left_at(now)
-            f.since_s = now
-            f.rate = rate
-            f.version += 1
-            if rate > 0:
-                heapq.heappush(heap, (now + max(f.left_bytes, 0.0) / rate, f.seq, f.version, f))
+        kept = []
+        for b in bundles:
+            rate = plan[b.key]
+            if rate.__class__ is float:
+                self._set_rate(b, rate, now)
+                kept.append(b)
+                continue
+            b.group = None                      # replaced by its parts: its heap entry goes stale
+            for part_rate, spec in rate:
+                part = sub_bundle(b, spec)
+                part.group = group
+                if part.rate == part_rate and part.version:
+                    part.version += 1   # its own heap entries, never equal to its parent's
+                    if part_rate > 0:   # unchanged: the same projected finish as before
+                        heapq.heappush(self._heap, (part.finish_s, part.seq, part.version, part))
+                else:
+                    self._set_rate(part, part_rate, now)
+                kept.append(part)
+        if len(kept) != len(bundles):
+            kept.sort(key=_start_order)
+        group.flows = kept
+
+    def _set_rate(self, b: Bundle, rate: float, now: float) -> None:
+        if b.rate == rate and b.version:
+            return       # unchanged: its heap entry still holds
+        b.left_bytes = b.left_at(now)
+        b.since_s = now
+        b.rate = rate
+        b.version += 1
+        if rate > 0:
+            b.finish_s = now + max(b.left_bytes, 0.0) / rate
+            heapq.heappush(self._heap, (b.finish_s, b.seq, b.version, b))
 
     def _schedule(self) -> None:
         self._generation += 1
@@ -196,59 +211,72 @@ class FluidNetwork:
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _drop_stale(self) -> bool:
-        """Pop entries of finished flows and of superseded rates; True while a live one remains."""
+        """Pop entries of finished bundles and of superseded rates; True while a live one remains."""
         heap = self._heap
         while heap and (heap[0][3].group is None or heap[0][2] != heap[0][3].version):
             heapq.heappop(heap)
         return bool(heap)
 
-    def _done(self, f: _ActiveFlow, now: float) -> bool:
-        left = f.left_at(now)
+    def _done(self, b: Bundle, now: float) -> bool:
+        left = b.left_at(now)
         # Done when (almost) nothing is left, or when what is left would take less
         # than the clock can represent at this time (else time would never advance).
-        return (left <= max(_DONE_FRACTION * f.size_bytes, _DONE_BYTES)
-                or (f.rate > 0 and now + left / f.rate == now))
+        return (left <= max(_DONE_FRACTION * b.size_bytes, _DONE_BYTES)
+                or (b.rate > 0 and now + left / b.rate == now))
 
-    def _on_timer(self, generation: int) -> None:
-        if generation != self._generation:
-            return
-        now = self.env.now
+    def _finished(self, now: float) -> list[Bundle]:
+        """Pop the bundles that are done now, in order of projected finish and start."""
         heap = self._heap
-        finished: list[_ActiveFlow] = []
+        finished: list[Bundle] = []
         while self._drop_stale():
-            f = heap[0][3]
-            if not self._done(f, now):
+            b = heap[0][3]
+            if not self._done(b, now):
                 if heap[0][0] <= now:
                     # Rounding left a sliver past the projected finish: project again from
                     # what is actually left, so the next timer lies in the future.
                     heapq.heappop(heap)
-                    f.left_bytes, f.since_s = f.left_at(now), now
-                    f.version += 1
-                    heapq.heappush(heap, (now + f.left_bytes / f.rate, f.seq, f.version, f))
+                    b.left_bytes, b.since_s = b.left_at(now), now
+                    b.version += 1
+                    b.finish_s = now + b.left_bytes / b.rate
+                    heapq.heappush(heap, (b.finish_s, b.seq, b.version, b))
                 break
             heapq.heappop(heap)
-            finished.append(f)
+            finished.append(b)
+        return finished
+
+    def _on_timer(self, generation: int) -> None:
+        if generation != self._generation:
+            return
+        finished = self._finished(self.env.now)
         affected: dict[int, _Group] = {}
-        for f in finished:
-            self.bytes_delivered += f.size_bytes
-            f.call.pending -= 1
-            if f.call.pending == 0:
-                f.call.done.succeed()
-            affected[id(f.group)] = f.group
-            f.group = None
+        completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)
+        for b in finished:
+            self.bytes_delivered += b.size_bytes * b.count
+            call = b.call
+            call.pending -= b.count
+            last = (b.finish_s, b.last_seq, call)
+            known = completed.get(id(call))
+            if known is None or _finish_then_start(last) > _finish_then_start(known):
+                completed[id(call)] = last
+            affected[id(b.group)] = b.group
+            b.group = None
+        # A call ends with its last flow: in order of the flows' projected finish and start.
+        for _finish, _seq, call in sorted(completed.values(), key=_finish_then_start):
+            if call.pending == 0:
+                call.done.succeed()
         for group in affected.values():
             self._groups.discard(group)
-        rest = _in_start_order([[f for f in group.flows if f.group is not None] for group in affected.values()])
+        rest = _in_start_order([[b for b in group.flows if b.group is not None] for group in affected.values()])
         # Each component on its own: the rates of one never depend on another's flows
         # (fairshare.max_min_rates), and a component that recurs reuses its memoised rates.
         for group in self._split(rest):
-            self._rerate(group.flows)
+            self._rerate(group)
         self._schedule()
 
-    def _split(self, flows: list[_ActiveFlow]) -> list[_Group]:
+    def _split(self, bundles: list[Bundle]) -> list[_Group]:
         """Regroup what is left of components that lost flows: they may have come apart."""
         groups = []
-        pending = flows
+        pending = bundles
         while pending:
             seed = pending[0]
             members, mask, outside = [seed], seed.mask, []
@@ -257,19 +285,23 @@ class FluidNetwork:
             while grew:
                 grew = False
                 outside = []
-                for f in rest:
-                    if f.mask & mask:
-                        mask |= f.mask
-                        members.append(f)
+                for b in rest:
+                    if b.mask & mask:
+                        mask |= b.mask
+                        members.append(b)
                         grew = True
                     else:
-                        outside.append(f)
+                        outside.append(b)
                 rest = outside
-            members.sort(key=lambda f: f.seq)
+            members.sort(key=_start_order)
             group = _Group(members, mask)
-            for f in members:
-                f.group = group
+            for b in members:
+                b.group = group
             self._groups.add(group)
             groups.append(group)
             pending = rest
         return groups
+
+
+def _finish_then_start(item: tuple) -> tuple:
+    return item[0], item[1]

@@ -1,9 +1,10 @@
 """Max-min fair sharing: the allocation every flow-level simulation rests on."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalesim.fairshare import max_min_rates
+from scalesim.fairshare import ARRAYS_FROM, _with_private_links, filling_arrays, filling_heap, max_min_rates
 
 
 def test_two_flows_on_one_link_each_get_half():
@@ -76,3 +77,31 @@ def test_rates_do_not_depend_on_the_order_of_flows_to_the_bit(net, rng, caps):
     same = {}
     for links, cap, rate in zip(flows, caps, rates):
         assert same.setdefault((tuple(links), cap), rate) == rate
+
+
+# Ties on purpose: a few capacities and caps, links crossed twice, flows with no link.
+tied = st.integers(1, 8).flatmap(lambda n_links: st.tuples(
+    st.lists(st.sampled_from([10.0, 20.0, 30.0, 70.0]), min_size=n_links, max_size=n_links),
+    st.lists(st.lists(st.integers(0, n_links - 1), max_size=4).map(tuple), min_size=1, max_size=30),
+    st.none() | st.lists(st.sampled_from([float("inf"), 5.0, 7.5]), min_size=30, max_size=30),
+))
+
+
+@given(tied)
+@settings(max_examples=150, deadline=None)
+def test_array_and_heap_filling_give_the_same_rates_to_the_bit(net):
+    # Large components (an expert all-to-all: thousands of flows) are filled with numpy; the
+    # engine's results must not depend on which of the two a component's size picks.
+    capacity, flows, caps = net
+    links, private = _with_private_links(flows, caps[:len(flows)] if caps else None)
+    assert filling_arrays(links, capacity, private) == filling_heap(links, capacity, private)
+
+
+def test_an_all_to_all_gets_the_same_rates_from_either_filling():
+    # 64 ranks, each with an up- and a down-link to a switch; ranks 0-7 have half-width links.
+    capacity = [50.0 if r % 64 < 8 else 100.0 for r in range(128)]
+    flows = [(a, 64 + b) for a in range(64) for b in range(64) if a != b]
+    assert 2 * len(flows) >= ARRAYS_FROM               # max_min_rates fills this one with arrays
+    rates = max_min_rates(flows, capacity)
+    assert rates == filling_heap(flows, capacity, {})
+    assert min(rates) == pytest.approx(50.0 / 63) and max(rates) > 100.0 / 63   # the rest take what 0-7 leave
