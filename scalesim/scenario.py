@@ -200,6 +200,14 @@ class ParallelSpec(Strict):
     zero1_over_ddp: bool = False
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
+    @pydantic.field_validator("zero1_over_ddp")
+    @classmethod
+    def _zero1_over_ddp_needs_zero1(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        if value and info.data.get("zero") != 1:
+            raise ValueError("zero1_over_ddp describes ZeRO-1 run inside DDP: it needs zero: 1 "
+                             f"(got zero: {info.data.get('zero')})")
+        return value
+
     @pydantic.field_validator("order")
     @classmethod
     def _order_is_a_permutation(cls, value: str) -> str:

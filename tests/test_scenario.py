@@ -66,3 +66,17 @@ def test_numbers_must_be_finite(value):
     base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
     with pytest.raises(InputError, match="finite"):
         base.with_changes(training={"tokens": value})
+
+
+def test_keys_that_describe_one_framework_setting_are_refused_where_they_would_be_ignored():
+    import scalesim
+    from scalesim.app.setup import prepare
+
+    base, _ = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with pytest.raises(scalesim.InputError, match="needs zero: 1") as err:
+        base.with_changes(parallel={"zero": 3, "zero1_over_ddp": True})
+    assert err.value.key == "parallel.zero1_over_ddp"
+    assert base.with_changes(parallel={"zero": 1, "zero1_over_ddp": True}).parallel.zero1_over_ddp
+    with pytest.raises(scalesim.InputError, match="SwiGLU") as err:      # GPT-2: GELU MLP, no Llama block
+        prepare(base.with_changes(training={"saved_activations": "nanotron"}))
+    assert err.value.key == "training.saved_activations"

@@ -158,9 +158,14 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     _check_gpu(gpu, training, file)
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
     model = _model_variant(model, training, file)
+    if training.saved_activations == "nanotron" and not any(op.name == "swiglu" for layer in model.layers
+                                                              for op in layer.ops):
+        raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
+                         "has none: allowed here: megatron", file=file, key="training.saved_activations")
+    # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
+    model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
-    model = with_saved_activations(model, training.saved_activations)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
