@@ -164,28 +164,31 @@ def bandwidth_memory_plot(path: Path, micro: list[int], gains: dict[str, list[tu
         return save(fig, path)
 
 
+def _ratio_panel(ax, xs: list[float], level: float, text: str, text_below: float, ylim: tuple[float, float],
+                 ylabel: str, title: str) -> None:
+    """Finish a ratio-over-model-size panel: the level it is read against (a dotted line, labelled
+    `text_below` under it), the parameter axis, limits, labels and legend."""
+    ax.axhline(level, color="grey", linestyle=":", linewidth=1)
+    ax.text(xs[0], level - text_below, text, fontsize=8, color="grey")
+    params_axis(ax, xs)
+    ax.set_ylim(*ylim)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+
+
 def fp8_plot(path: Path, xs: list[float], speed: dict[str, list], peak_ratio: float, versus: dict[str, list],
              claimed: float) -> Path:
     """FP8 / bf16 throughput per server; H100 against A100 (`versus`: label -> ratios)."""
     with plt.rc_context(STYLE):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
         _lines(ax1, xs, speed)
-        ax1.axhline(peak_ratio, color="grey", linestyle=":", linewidth=1)
-        ax1.text(xs[0], peak_ratio - 0.07, f"FP8/bf16 peak ratio ({peak_ratio:.0f}x)", fontsize=8, color="grey")
-        params_axis(ax1, xs)
-        ax1.set_ylim(0.8, peak_ratio + 0.1)
-        ax1.set_ylabel("training throughput, FP8 / bf16")
-        ax1.set_title("What FP8 buys, same plan, 8 GPUs")
-        ax1.legend(fontsize=8)
+        _ratio_panel(ax1, xs, peak_ratio, f"FP8/bf16 peak ratio ({peak_ratio:.0f}x)", 0.07,
+                     (0.8, peak_ratio + 0.1), "training throughput, FP8 / bf16", "What FP8 buys, same plan, 8 GPUs")
         for colour, (label, ys) in zip((COLOURS[0], COLOURS[2]), versus.items()):
             ax2.plot(xs, ys, marker="o", color=colour, label=label)
-        ax2.axhline(claimed, color="grey", linestyle=":", linewidth=1)
-        ax2.text(xs[0], claimed - 0.3, f"claimed {claimed:g}x", fontsize=8, color="grey")
-        params_axis(ax2, xs)
-        ax2.set_ylim(0, claimed + 0.5)
-        ax2.set_ylabel("throughput ratio")
-        ax2.set_title("H100 against A100")
-        ax2.legend(fontsize=8)
+        _ratio_panel(ax2, xs, claimed, f"claimed {claimed:g}x", 0.3, (0, claimed + 0.5), "throughput ratio",
+                     "H100 against A100")
         fig.tight_layout()
         return save(fig, path)
 
