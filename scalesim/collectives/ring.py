@@ -22,13 +22,16 @@ GPUs, no switch) are the exception: a ring uses one link out of each GPU, so
 RCCL spreads its channels over rings that use different links. We model that
 with arc-disjoint rings found greedily (`mesh_rings`: 6 on 8 GPUs, so 6 of each
 GPU's 7 links carry data), each carrying 1/C of the data. This is an assumption
-about RCCL (its exact ring set for MI300X is not modelled); NCCL's algorithms are
-taken to be RCCL's otherwise.
+about RCCL (its exact ring set for MI300X is not modelled: RCCL's own board models
+in src/graph/rome_models.cc list 8 rings on the 7-link mesh, some sharing links);
+NCCL's algorithms are taken to be RCCL's otherwise, with RCCL's latencies and
+protocols (scalesim/collectives/protocol.py).
 """
 
 from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+from scalesim.collectives.library import library_of
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
 from scalesim.topology import Topology
 
@@ -121,9 +124,10 @@ def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str)
     # NCCL: (nsteps - nInterSteps) * intraLat + nInterSteps * interLat, with the
     # inter-node share of steps in proportion to the inter-node edges.
     inter_steps = steps * inter / len(edges) if edges else 0
-    return (base_latency_s("ring", protocol)
-            + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol)
-            + inter_steps * step_latency_s("net", "ring", protocol))
+    lib = library_of(topology, tuple(order))
+    return (base_latency_s("ring", protocol, lib)
+            + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol, lib)
+            + inter_steps * step_latency_s("net", "ring", protocol, lib))
 
 
 def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
@@ -135,7 +139,8 @@ def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     orders = ring_orders(topology, tuple(ranks))
     multi_node = len(topology.ranks_by_server(tuple(ranks))) > 1
     _, fraction, closed = steps_and_edge_fraction(op, n)
-    wire = fraction * size_bytes / len(orders) / bandwidth_fraction("ring", protocol, op, multi_node)
+    wire = (fraction * size_bytes / len(orders)
+            / bandwidth_fraction("ring", protocol, op, multi_node, library_of(topology, tuple(ranks))))
     flows = []
     for order in orders:
         edges = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]
