@@ -116,3 +116,16 @@ def test_a_real_capture_calibrates_and_the_overlay_reproduces_it(tmp_path):
     rows = json.loads(invoke("collective", "--topology", "dgx-a100-40gb", "--op", "all_reduce",
                              "--sizes", "10737418240", "--catalog", out, "--json").output)
     assert rows[0]["busbw_GBps"] == pytest.approx(232.20, rel=0.05)
+
+
+REAL_MI300X_CSV = Path(__file__).parents[1] / "data" / "gemm-membw-mi300x-azure.csv"   # Azure ND MI300X v5 figures
+
+
+def test_real_gemm_and_copy_figures_set_the_mi300x_efficiencies(tmp_path):
+    fits = {f.field: f for f in calibrate([REAL_MI300X_CSV], out=tmp_path / "mine", gpu="mi300x")}
+    assert set(fits) == {"fp8_gemm_efficiency", "memory_bw_efficiency"}
+    assert fits["memory_bw_efficiency"].after == pytest.approx(4110 / 5300, abs=1e-3)     # copy / datasheet
+    for check in fits["fp8_gemm_efficiency"].checks:         # one efficiency explains every large GEMM to 10%
+        assert check.after == pytest.approx(check.measured, rel=0.10)
+    calibrated = load_catalog([tmp_path / "mine"]).gpu("mi300x")
+    assert calibrated.fp8_gemm_efficiency == fits["fp8_gemm_efficiency"].after
