@@ -7,12 +7,12 @@ kernels ("NCCL CTAs won't share an SM with compute kernels", S. Jeaugey,
 NVIDIA/nccl#689). So while a call runs, compute on the same GPU has the other
 SMs. Channel counts, as NCCL logs them on real machines:
 
-- NVLink inside a server: two per NVLink, at most 24. 8x A100 NVSwitch 24
-  ("Channel 23/24", nccl-tests#100); 8x H100 24 ("Trees [0] .. [23]",
-  nccl#2094); 2x H100 PCIe on a bridge 24 (nccl#1161); 8x H800 (8 NVLinks) 16
-  ("16 coll channels", nccl#892). The link count is the path's bandwidth over
-  NCCL's 20 GB/s per NVLink (src/graph/topo.h); the rule reproduces those four
-  and is an inference for bridges with fewer links.
+- NVLink inside a server: two per NVLink, at most 24. 8x H100 24 ("Trees [0]
+  .. [23]", nccl#2094); 2x H100 PCIe on a bridge 24 (nccl#1161); 8x H800
+  (8 NVLinks) 16 ("16 coll channels", nccl#892). The link count is the path's
+  bandwidth over NCCL's 20 GB/s per NVLink (src/graph/topo.h); the rule
+  reproduces those three, gives 24 on an 8x A100 NVSwitch board (12 links), and
+  is an inference for bridges with fewer links.
 - NVLS (in-switch reduction): 16, NCCL_NVLS_NCHANNELS' default (nccl#2094).
 - across servers: two per NIC in use ("on DGX with 8 NICs ... it would use 16
   SMs", "a PCI system with a single NIC ... 2 SMs", nccl#689).

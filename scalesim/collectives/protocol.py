@@ -17,6 +17,18 @@ The constants are NCCL's own tuning model (src/graph/tuning.cc, the
 `ncclTopoTuneModel`, NCCL 2.x), in microseconds; NVLS's base latency is the
 23 us NCCL 2.19+ uses for NVLS and NVLSTree. Using NCCL's model for the
 protocol overheads keeps `auto` choosing what NCCL chooses.
+
+AMD GPUs run RCCL, NCCL's port, whose tuner differs (ROCm/rccl
+src/graph/tuning.cc @0cbce2a): its per-call base latency is 12 us (LL, LL128)
+and 17 us (Simple) for ring and tree; the 8-GPU MI300X xGMI boards
+(src/graph/rome_models.cc, the fully connected 7-link models, `tuning=5`) take
+0.8 us (LL) and 2.1 us (Simple) per ring step over xGMI (tree 0.9 / 2.3), and
+rate LL at 0.08 (ring) and 0.06 (tree) of the Simple bus bandwidth
+(`bwRatio`); LL128 is enabled only on MI200 (gfx90a), and the tree's Simple
+protocol is disabled inside one MI300X node. `library="rccl"` selects those
+figures (scalesim/collectives/library.py says which GPUs run RCCL); network
+steps keep NCCL's figures. MI355X (gfx950) has no board model of its own in
+RCCL's file: it is taken to behave as MI300X's (an assumption).
 """
 
 from __future__ import annotations
@@ -30,6 +42,18 @@ BASE_LATENCY_US = {
     ("tree", "ll"): 4.4, ("tree", "ll128"): 4.4, ("tree", "simple"): 0.0,
     ("nvls", "simple"): 23.0,
 }
+# RCCL's per-call base latency, us (baseLat of ROCm/rccl src/graph/tuning.cc).
+RCCL_BASE_LATENCY_US = {
+    ("ring", "ll"): 12.0, ("ring", "ll128"): 12.0, ("ring", "simple"): 17.0,
+    ("tree", "ll"): 12.0, ("tree", "ll128"): 12.0, ("tree", "simple"): 17.0,
+}
+# RCCL tuning model 5 (8x MI300X, xGMI mesh): per-step latency over xGMI, us.
+RCCL_XGMI_STEP_LATENCY_US = {("tree", "ll"): 0.9, ("tree", "simple"): 2.3,
+                             ("ring", "ll"): 0.8, ("ring", "simple"): 2.1}
+# RCCL tuning model 5, bwRatio for up to two nodes: LL's share of the Simple bus bandwidth.
+RCCL_LL_FRACTION = {"ring": 0.08, "tree": 0.06}
+RCCL_PROTOCOLS = ("ll", "simple")          # LL128: gfx90a only
+
 # Per-step latency by link class, us: class -> (algorithm, protocol).
 STEP_LATENCY_US = {
     "nvlink": {("tree", "ll"): 0.52, ("tree", "ll128"): 1.2, ("tree", "simple"): 28.0,
@@ -41,8 +65,10 @@ STEP_LATENCY_US = {
 }
 
 
-def bandwidth_fraction(algo: str, protocol: str, op: str, multi_node: bool) -> float:
-    """Fraction of the Simple protocol's bandwidth a protocol reaches (NCCL's tuning factors)."""
+def bandwidth_fraction(algo: str, protocol: str, op: str, multi_node: bool, library: str = "nccl") -> float:
+    """Fraction of the Simple protocol's bandwidth a protocol reaches (NCCL's or RCCL's tuning factors)."""
+    if library == "rccl" and protocol == "ll":
+        return RCCL_LL_FRACTION["tree" if algo == "tree" else "ring"]
     if algo == "tree":
         tree = 0.9   # NCCL: busBw * .9 for trees
         if protocol == "simple":
@@ -55,10 +81,13 @@ def bandwidth_fraction(algo: str, protocol: str, op: str, multi_node: bool) -> f
     return 0.92  # LL128: 120 of 128 bytes carry data
 
 
-def base_latency_s(algo: str, protocol: str) -> float:
-    return BASE_LATENCY_US.get((algo, protocol), BASE_LATENCY_US[("ring", protocol)]) * US
+def base_latency_s(algo: str, protocol: str, library: str = "nccl") -> float:
+    table = RCCL_BASE_LATENCY_US if library == "rccl" else BASE_LATENCY_US
+    return table.get((algo, protocol), table[("ring", protocol)]) * US
 
 
-def step_latency_s(link_class: str, algo: str, protocol: str) -> float:
+def step_latency_s(link_class: str, algo: str, protocol: str, library: str = "nccl") -> float:
+    if library == "rccl" and link_class == "nvlink" and (algo, protocol) in RCCL_XGMI_STEP_LATENCY_US:
+        return RCCL_XGMI_STEP_LATENCY_US[(algo, protocol)] * US
     table = STEP_LATENCY_US[link_class]
     return table.get((algo, protocol), table[("ring", protocol)]) * US

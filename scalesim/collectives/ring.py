@@ -20,15 +20,17 @@ so one channel stands for them.
 Fully connected boards (AMD's 8-GPU xGMI mesh: one link between every pair of
 GPUs, no switch) are the exception: a ring uses one link out of each GPU, so
 RCCL spreads its channels over rings that use different links. We model that
-with arc-disjoint rings found greedily (`mesh_rings`: 6 on 8 GPUs, so 6 of each
-GPU's 7 links carry data), each carrying 1/C of the data. This is an assumption
-about RCCL (its exact ring set for MI300X is not modelled); NCCL's algorithms are
-taken to be RCCL's otherwise.
+with n-1 arc-disjoint rings (`collectives/mesh.py`: 7 on 8 GPUs, every link of
+every GPU carrying data, as RCCL's own MI300X ring set does), each carrying 1/C
+of the data. NCCL's algorithms are taken to be RCCL's otherwise, with RCCL's
+latencies and protocols (scalesim/collectives/protocol.py).
 """
 
 from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+from scalesim.collectives.library import library_of
+from scalesim.collectives.mesh import mesh_rings
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
 from scalesim.topology import Topology
 
@@ -66,36 +68,6 @@ def rotations(topology: Topology, servers: list[list[int]]) -> list[int]:
 MAX_MESH_RANKS = 16     # boards with a link between every pair of GPUs hold 8; beyond, no search
 
 
-def mesh_rings(n: int) -> list[list[int]]:
-    """Arc-disjoint rings through 0..n-1, found greedily (first Hamiltonian cycle in the unused arcs).
-
-    >>> mesh_rings(3)
-    [[0, 1, 2], [0, 2, 1]]
-    >>> len(mesh_rings(8))
-    6
-    """
-    used: set[tuple[int, int]] = set()
-    rings: list[list[int]] = []
-    while True:
-        path = [0]
-
-        def extend() -> bool:
-            if len(path) == n:
-                return (path[-1], 0) not in used
-            for v in range(1, n):
-                if v not in path and (path[-1], v) not in used:
-                    path.append(v)
-                    if extend():
-                        return True
-                    path.pop()
-            return False
-
-        if not extend():
-            return rings
-        rings.append(list(path))
-        used.update((path[i], path[(i + 1) % n]) for i in range(n))
-
-
 def _fully_connected(topology: Topology, ranks: tuple[int, ...]) -> bool:
     """True when every pair of ranks has its own direct GPU-to-GPU link (a mesh, or a bridged pair)."""
     return 2 <= len(ranks) <= MAX_MESH_RANKS and all(
@@ -121,9 +93,10 @@ def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str)
     # NCCL: (nsteps - nInterSteps) * intraLat + nInterSteps * interLat, with the
     # inter-node share of steps in proportion to the inter-node edges.
     inter_steps = steps * inter / len(edges) if edges else 0
-    return (base_latency_s("ring", protocol)
-            + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol)
-            + inter_steps * step_latency_s("net", "ring", protocol))
+    lib = library_of(topology, tuple(order))
+    return (base_latency_s("ring", protocol, lib)
+            + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol, lib)
+            + inter_steps * step_latency_s("net", "ring", protocol, lib))
 
 
 def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
@@ -135,7 +108,8 @@ def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     orders = ring_orders(topology, tuple(ranks))
     multi_node = len(topology.ranks_by_server(tuple(ranks))) > 1
     _, fraction, closed = steps_and_edge_fraction(op, n)
-    wire = fraction * size_bytes / len(orders) / bandwidth_fraction("ring", protocol, op, multi_node)
+    wire = (fraction * size_bytes / len(orders)
+            / bandwidth_fraction("ring", protocol, op, multi_node, library_of(topology, tuple(ranks))))
     flows = []
     for order in orders:
         edges = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]

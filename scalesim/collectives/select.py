@@ -13,7 +13,8 @@ real paths (host staging, NICs, switch uplinks). Candidates:
 - all_to_all, send_recv, send: direct;
 
 each with LL, LL128 (only where every hop inside a server is NVLink, as NCCL
-enables it by default) and Simple (NVLS: Simple only). Ties go to the first
+enables it by default) and Simple (NVLS: Simple only); on AMD GPUs RCCL's set
+(LL and Simple; the tree only with LL inside one node). Ties go to the first
 candidate in that order, so choices are deterministic.
 """
 
@@ -24,7 +25,8 @@ from scalesim.collectives.hierarchical import hierarchical_plan
 from scalesim.collectives.nvls import nvls_plan, nvls_switch, nvls_tree_plan, nvls_tree_servers
 from scalesim.collectives.p2p import p2p_plan
 from scalesim.collectives.plan import CollectivePlan
-from scalesim.collectives.protocol import PROTOCOLS
+from scalesim.collectives.library import library_of
+from scalesim.collectives.protocol import PROTOCOLS, RCCL_PROTOCOLS
 from scalesim.collectives.ring import ring_plan
 from scalesim.collectives.tree import tree_plan
 from scalesim.errors import InputError
@@ -60,6 +62,9 @@ AUTO_EXCLUDED = ("hierarchical",)   # not an NCCL algorithm: used only when aske
 def protocols_for(algo: str, topology: Topology, ranks: tuple[int, ...]) -> list[str]:
     if algo == "nvls":
         return ["simple"]
+    if library_of(topology, ranks) == "rccl":      # RCCL: no LL128 off MI200; no tree Simple in one MI300X node
+        single = len(topology.ranks_by_server(ranks)) == 1
+        return [p for p in RCCL_PROTOCOLS if not (algo == "tree" and single and p == "simple")]
     nvlink_inside = all(
         topology.link_class(s[i], s[i + 1]) == "nvlink"
         for s in topology.ranks_by_server(ranks) for i in range(len(s) - 1))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from scalesim.collectives.plan import CollectivePlan, Phase
+from scalesim.collectives.library import library_of
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
 from scalesim.collectives.ring import flow, rotations
 from scalesim.topology import Topology
@@ -83,7 +84,8 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     servers = topology.ranks_by_server(tuple(ranks))
     multi_node = len(servers) > 1
     shifts = rotations(topology, servers)
-    fraction = bandwidth_fraction("tree", protocol, op, multi_node)
+    lib = library_of(topology, tuple(ranks))
+    fraction = bandwidth_fraction("tree", protocol, op, multi_node, lib)
     wire = size_bytes / 2 / len(shifts) / fraction
     arch = getattr(topology.graph.nodes[topology.node_of(ranks[0])].get("spec"), "arch", "")
     algbw_cap = max_tree_busbw_bytes_per_s(arch, protocol, len(servers), len(shifts)) / 2
@@ -102,7 +104,7 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
                 flows.append(flow(topology, parent, child, wire, cap))     # broadcast, downwards
     ppn = max(len(s) for s in servers)
     intra = next((topology.link_class(s[0], s[1]) for s in servers if len(s) > 1), "nvlink")
-    latency = base_latency_s("tree", protocol) + 2 * (
-        (ppn - 1) * step_latency_s(intra, "tree", protocol)
-        + math.ceil(math.log2(len(servers))) * step_latency_s("net", "tree", protocol))
+    latency = base_latency_s("tree", protocol, lib) + 2 * (
+        (ppn - 1) * step_latency_s(intra, "tree", protocol, lib)
+        + math.ceil(math.log2(len(servers))) * step_latency_s("net", "tree", protocol, lib))
     return CollectivePlan(op, "tree", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), protocol)

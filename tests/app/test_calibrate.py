@@ -99,3 +99,33 @@ def test_older_and_rccl_output_without_hashes_reads_too():
     log = parse_nccl_tests(text, "rccl.txt", op="all_reduce")
     assert (log.gpus, log.nodes, gpu_of_device(log.device, "x")) == (2, 1, "mi300x")
     assert [p.busbw_GBps for p in log.points] == [52.43, 69.91]
+
+
+REAL_A100 = Path(__file__).parents[1] / "data" / "nccl-tests-a100-oci.txt"   # a published capture (its header)
+
+
+def test_a_real_capture_calibrates_and_the_overlay_reproduces_it(tmp_path):
+    """8x A100-SXM4-40GB, all_reduce_perf 10 GiB, 232.20 GB/s busbw (OCI tutorial, NCCL 2.26.5)."""
+    log = parse_nccl_tests(REAL_A100.read_text(), str(REAL_A100))
+    assert (log.op, log.gpus, log.nodes) == ("all_reduce", 8, 1)
+    assert gpu_of_device(log.device, "x") == "a100-40gb-sxm"
+    out = tmp_path / "mine"
+    fits = calibrate([REAL_A100], out=out, link="nvlink3")
+    # A ring all-reduce's busbw is what each GPU's NVLink port carries: efficiency = busbw / 300 GB/s.
+    assert fits[0].after == pytest.approx(232.20 / 300, rel=0.01)
+    rows = json.loads(invoke("collective", "--topology", "dgx-a100-40gb", "--op", "all_reduce",
+                             "--sizes", "10737418240", "--catalog", out, "--json").output)
+    assert rows[0]["busbw_GBps"] == pytest.approx(232.20, rel=0.05)
+
+
+REAL_MI300X_CSV = Path(__file__).parents[1] / "data" / "gemm-membw-mi300x-azure.csv"   # Azure ND MI300X v5 figures
+
+
+def test_real_gemm_and_copy_figures_set_the_mi300x_efficiencies(tmp_path):
+    fits = {f.field: f for f in calibrate([REAL_MI300X_CSV], out=tmp_path / "mine", gpu="mi300x")}
+    assert set(fits) == {"fp8_gemm_efficiency", "memory_bw_efficiency"}
+    assert fits["memory_bw_efficiency"].after == pytest.approx(4110 / 5300, abs=1e-3)     # copy / datasheet
+    for check in fits["fp8_gemm_efficiency"].checks:         # one efficiency explains every large GEMM to 10%
+        assert check.after == pytest.approx(check.measured, rel=0.10)
+    calibrated = load_catalog([tmp_path / "mine"]).gpu("mi300x")
+    assert calibrated.fp8_gemm_efficiency == fits["fp8_gemm_efficiency"].after
