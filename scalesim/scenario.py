@@ -198,6 +198,11 @@ class ParallelSpec(Strict):
     # ZeRO-1 run inside PyTorch DDP (nanotron: its reduce-scatter is DDP's communication hook), so
     # DDP's 16-bit gradient buckets are held beside the fp32 accumulation buffer (scalesim/costs/memory.py).
     zero1_over_ddp: bool = False
+    # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
+    # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
+    # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/compute.py).
+    grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("zero1_over_ddp")

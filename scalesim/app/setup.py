@@ -249,6 +249,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         moe_overlap=par.moe_overlap,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         zero1_over_ddp=par.zero1_over_ddp,
+        grad_accumulation=par.grad_accumulation,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
     )

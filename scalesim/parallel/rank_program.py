@@ -8,6 +8,7 @@ described in builder.py's module docstring.
 
 from __future__ import annotations
 
+from scalesim.costs.accumulation import grad_accumulation_time_s
 from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
@@ -191,8 +192,21 @@ class RankProgram:
                 self._reduce_bucket(pending.pop(0)[0], dep)
         for size, _ in pending:
             self._reduce_bucket(size, dep)
+        self._accumulate(work, dep)
         if g > 0:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
+
+    def _accumulate(self, work, dep: int | None) -> None:
+        """The micro-batch's gradients added into the fp32 buffers, when that is a pass of its own
+        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward."""
+        plan, b = self.plan, self.b
+        if plan.grad_accumulation == "fused":
+            return
+        params = sum(b._trained(w.layer) for w in work)
+        timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(
+            params, b.gpu, plan.precision, plan.grad_accumulation, held_sms))
+        self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,
+                     host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
     def _layer_backward(self, w, dep: int | None) -> int | None:
         """Recompute (full or selective checkpointing), then the layer's backward."""
@@ -228,6 +242,21 @@ class RankProgram:
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
         self.reductions.append(self.call("grad", op, self.grad_group, size, "comm", (dep,), ("dp", "cp")))
 
+    def _tied_reduce(self, deps: tuple[int, ...]) -> int | None:
+        """The tied word embeddings' gradient summed between the first and the last pipeline stage
+        once their backward and gradient reductions are done, before the update; not overlapped.
+        nanotron: trainer.py training_step calls sync_tied_weights_gradients (parallel/tied_parameters.py,
+        an all_reduce_coalesced of the fp32 gradient buffers) after the pipeline ('TODO: Put this in hooks
+        so we can overlap communication', @67c5ebb6); Megatron-LM: finalize_model_grads
+        _allreduce_word_embedding_grads after finish_grad_sync."""
+        b, pl, model = self.b, self.pl, self.b.model
+        tied = any(layer.name == "lm_head" and layer.params == 0 for layer in model.layers)
+        if not tied or pl.pp <= 1 or self.stage not in (0, pl.pp - 1) or self.plan.finetune is not None:
+            return None
+        size = (model.vocab or 0) * (model.hidden or 0) // pl.tp * b.grad_bytes_per_param
+        group = (self.neighbour(0), self.neighbour(pl.pp - 1))
+        return self.call("tied", "all_reduce", group, size, "comm", deps, ("pp",))
+
     def _optimizer_step(self) -> None:
         """The update of this rank's shard (on the GPU, or offloaded), then ZeRO-1/2's all-gather."""
         plan, pl, b = self.plan, self.pl, self.b
@@ -237,6 +266,7 @@ class RankProgram:
         shard = len(self.grad_group) if plan.zero >= 1 else 1
         expert_shard = len(self.edp_group) if plan.zero >= 1 else 1
         done = tuple(r for r in self.reductions + self.overlapped if r is not None)
+        done += tuple(r for r in (self._tied_reduce(done),) if r is not None)
         params = params_local / shard + experts_local / expert_shard
         if plan.offload_optimizer:
             opt = b._offloaded_step(self.list, self.rank, params, done)
