@@ -130,6 +130,10 @@ class TrainingSpec(Strict):
     # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block
     # (NVIDIA's MLPerf MXNet ResNets; scalesim/models/conv_fusion.py). Other models: no effect.
     conv_fusion: Literal["none", "bn-relu", "normconv"] = "none"
+    # The MLP's GELU computed in the up-projection GEMM's epilogue and its derivative in the backward
+    # GEMM's (cuBLASLt GELU_AUX / DGELU epilogues; NVIDIA's MLPerf BERT --fused_gemm_gelu): no GELU
+    # pass of its own (scalesim/costs/eager.py, gemm_gelu_model).
+    fused_gemm_gelu: bool = False
     # Sequences packed into each seq_len row with block-diagonal attention (MLPerf BERT's
     # PACKING_FACTOR; scalesim/models/packing.py); 1 = one sequence per row.
     packed_sequences: pydantic.PositiveInt = 1
