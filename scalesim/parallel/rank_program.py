@@ -218,11 +218,24 @@ class RankProgram:
         elif checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
+                dep = self._regather(w, checkpointing, dep)
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
                                    (dep,) + gathered, host_s=sum(h["recompute"] for h in w.host_s),
                                    held=self.layer_row(w.halves, "recompute"))
                 gathered = ()
         return self.run_layer(w, "backward", dep, True, gathered)
+
+    def _regather(self, w, checkpointing: str, dep: int | None) -> int | None:
+        """Per-op selective checkpointing with sequence parallelism gathers each block half's input again:
+        torchtitan's policy saves reduce-scatter outputs and every other mm but not all-gathers, so
+        recomputing wk and w3 (the 2nd and 6th mm) needs the attention and MLP inputs gathered anew
+        (torchtitan models/llama3/parallelize_llama.py _save_list and _custom_policy, @820504e)."""
+        if checkpointing != "selective-op" or not self.sp or not w.is_block:
+            return dep
+        for _ in w.parts[:2]:
+            gathered = self.tp_op("all_gather", (dep,))
+            dep = dep if gathered is None else gathered
+        return dep
 
     def _reduce_layer(self, w, dep: int | None, final: bool) -> None:
         """ZeRO-3 reduce-scatters each layer's gradients; expert gradients go over the
