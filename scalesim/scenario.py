@@ -205,7 +205,7 @@ class ParallelSpec(Strict):
     # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
     # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
-    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/compute.py).
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
