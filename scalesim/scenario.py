@@ -130,6 +130,10 @@ class TrainingSpec(Strict):
     # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block
     # (NVIDIA's MLPerf MXNet ResNets; scalesim/models/conv_fusion.py). Other models: no effect.
     conv_fusion: Literal["none", "bn-relu", "normconv"] = "none"
+    # The MLP's GELU computed in the up-projection GEMM's epilogue and its derivative in the backward
+    # GEMM's (cuBLASLt GELU_AUX / DGELU epilogues; NVIDIA's MLPerf BERT --fused_gemm_gelu): no GELU
+    # pass of its own (scalesim/costs/eager.py, gemm_gelu_model).
+    fused_gemm_gelu: bool = False
     # Sequences packed into each seq_len row with block-diagonal attention (MLPerf BERT's
     # PACKING_FACTOR; scalesim/models/packing.py); 1 = one sequence per row.
     packed_sequences: pydantic.PositiveInt = 1
@@ -198,6 +202,11 @@ class ParallelSpec(Strict):
     # ZeRO-1 run inside PyTorch DDP (nanotron: its reduce-scatter is DDP's communication hook), so
     # DDP's 16-bit gradient buckets are held beside the fp32 accumulation buffer (scalesim/costs/memory.py).
     zero1_over_ddp: bool = False
+    # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
+    # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
+    # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
+    grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("zero1_over_ddp")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from scalesim.app.caches import Caches
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
-from scalesim.costs.eager import eager_model
+from scalesim.costs.eager import eager_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
@@ -249,6 +249,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         moe_overlap=par.moe_overlap,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         zero1_over_ddp=par.zero1_over_ddp,
+        grad_accumulation=par.grad_accumulation,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
     )
@@ -257,6 +258,8 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
 def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
     """The model as the scenario's kernels run it: fused conv-BN-ReLU, packed rows, masked MLM head."""
     model = fuse_resnet(model, training.conv_fusion)
+    if training.fused_gemm_gelu:
+        model = gemm_gelu_model(model)
     if training.packed_sequences > 1:
         if model.tokens_per_sample is None:
             raise InputError(f"{model.name} is a vision model; packed_sequences applies to token models "

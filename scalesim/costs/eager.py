@@ -84,3 +84,24 @@ def eager_model(model: ModelSpec, precision: str) -> ModelSpec:
     if precision not in EAGER_PRECISIONS:
         return model
     return replace(model, layers=tuple(eager_layer(layer) for layer in model.layers))
+
+
+def gemm_gelu_model(model: ModelSpec) -> ModelSpec:
+    """`model` with each MLP's GELU done inside its GEMMs: forward, the up-projection's epilogue
+    applies bias and GELU and keeps the pre-activation for backward (cuBLASLt
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS); backward, the down-projection's data-gradient GEMM applies the
+    GELU derivative in its epilogue (CUBLASLT_EPILOGUE_DGELU_BGRAD). NVIDIA's MLPerf BERT passes
+    --fused_gemm_gelu (config_*.sh of mlcommons/training_results_v4.0-v5.0, BERT), which runs the MLP
+    as apex's FusedDenseGeluDense (apex/fused_dense, linear_gelu_linear on those epilogues). The
+    separate GELU pass and its backward disappear; the GEMMs stay compute-bound, so their time is kept.
+    What is saved for backward is unchanged (the pre-activation, as before).
+
+    >>> from scalesim.models import get_model
+    >>> bert = get_model("bert-large", seq_len=128)
+    >>> [op.name for op in gemm_gelu_model(bert).layers[1].ops if "gelu" in op.name]
+    []
+    """
+    def without(layer: LayerSpec) -> LayerSpec:
+        ops = tuple(op for op in layer.ops if op.name != "gelu")
+        return layer if len(ops) == len(layer.ops) else replace(layer, ops=ops)
+    return replace(model, layers=tuple(without(layer) for layer in model.layers))

@@ -43,6 +43,7 @@ class ParallelPlan:
     # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
     gradient_as_bucket_view: bool = False
     zero1_over_ddp: bool = False    # ZeRO-1 inside torch DDP: its 16-bit buckets stay (costs/memory.py)
+    grad_accumulation: str = "fused"  # fp32-add: a pass per micro-batch (costs/accumulation.py)
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.

@@ -8,6 +8,7 @@ described in builder.py's module docstring.
 
 from __future__ import annotations
 
+from scalesim.costs.accumulation import grad_accumulation_time_s
 from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
@@ -191,8 +192,21 @@ class RankProgram:
                 self._reduce_bucket(pending.pop(0)[0], dep)
         for size, _ in pending:
             self._reduce_bucket(size, dep)
+        self._accumulate(work, dep)
         if g > 0:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
+
+    def _accumulate(self, work, dep: int | None) -> None:
+        """The micro-batch's gradients added into the fp32 buffers, when that is a pass of its own
+        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward."""
+        plan, b = self.plan, self.b
+        if plan.grad_accumulation == "fused":
+            return
+        params = sum(b._trained(w.layer) for w in work)
+        timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(
+            params, b.gpu, plan.precision, plan.grad_accumulation, held_sms))
+        self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,
+                     host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
     def _layer_backward(self, w, dep: int | None) -> int | None:
         """Recompute (full or selective checkpointing), then the layer's backward."""
@@ -204,11 +218,24 @@ class RankProgram:
         elif checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
+                dep = self._regather(w, checkpointing, dep)
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
                                    (dep,) + gathered, host_s=sum(h["recompute"] for h in w.host_s),
                                    held=self.layer_row(w.halves, "recompute"))
                 gathered = ()
         return self.run_layer(w, "backward", dep, True, gathered)
+
+    def _regather(self, w, checkpointing: str, dep: int | None) -> int | None:
+        """Per-op selective checkpointing with sequence parallelism gathers each block half's input again:
+        torchtitan's policy saves reduce-scatter outputs and every other mm but not all-gathers, so
+        recomputing wk and w3 (the 2nd and 6th mm) needs the attention and MLP inputs gathered anew
+        (torchtitan models/llama3/parallelize_llama.py _save_list and _custom_policy, @820504e)."""
+        if checkpointing != "selective-op" or not self.sp or not w.is_block:
+            return dep
+        for _ in w.parts[:2]:
+            gathered = self.tp_op("all_gather", (dep,))
+            dep = dep if gathered is None else gathered
+        return dep
 
     def _reduce_layer(self, w, dep: int | None, final: bool) -> None:
         """ZeRO-3 reduce-scatters each layer's gradients; expert gradients go over the
@@ -228,6 +255,21 @@ class RankProgram:
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
         self.reductions.append(self.call("grad", op, self.grad_group, size, "comm", (dep,), ("dp", "cp")))
 
+    def _tied_reduce(self, deps: tuple[int, ...]) -> int | None:
+        """The tied word embeddings' gradient summed between the first and the last pipeline stage
+        once their backward and gradient reductions are done, before the update; not overlapped.
+        nanotron: trainer.py training_step calls sync_tied_weights_gradients (parallel/tied_parameters.py,
+        an all_reduce_coalesced of the fp32 gradient buffers) after the pipeline ('TODO: Put this in hooks
+        so we can overlap communication', @67c5ebb6); Megatron-LM: finalize_model_grads
+        _allreduce_word_embedding_grads after finish_grad_sync."""
+        b, pl, model = self.b, self.pl, self.b.model
+        tied = any(layer.name == "lm_head" and layer.params == 0 for layer in model.layers)
+        if not tied or pl.pp <= 1 or self.stage not in (0, pl.pp - 1) or self.plan.finetune is not None:
+            return None
+        size = (model.vocab or 0) * (model.hidden or 0) // pl.tp * b.grad_bytes_per_param
+        group = (self.neighbour(0), self.neighbour(pl.pp - 1))
+        return self.call("tied", "all_reduce", group, size, "comm", deps, ("pp",))
+
     def _optimizer_step(self) -> None:
         """The update of this rank's shard (on the GPU, or offloaded), then ZeRO-1/2's all-gather."""
         plan, pl, b = self.plan, self.pl, self.b
@@ -237,6 +279,7 @@ class RankProgram:
         shard = len(self.grad_group) if plan.zero >= 1 else 1
         expert_shard = len(self.edp_group) if plan.zero >= 1 else 1
         done = tuple(r for r in self.reductions + self.overlapped if r is not None)
+        done += tuple(r for r in (self._tied_reduce(done),) if r is not None)
         params = params_local / shard + experts_local / expert_shard
         if plan.offload_optimizer:
             opt = b._offloaded_step(self.list, self.rank, params, done)

@@ -48,3 +48,22 @@ def test_tensor_parallelism_still_splits_the_eager_pieces():
 def test_fp32_training_has_no_casts_to_add():
     model = get_model("llama3-8b", seq_len=1024)
     assert eager_model(model, "fp32") is model
+
+
+def test_a_gelu_in_the_gemm_epilogue_shortens_a_bert_block_and_leaves_its_gemms_and_memory():
+    from scalesim.costs.eager import gemm_gelu_model
+    h100 = get_gpu("h100-sxm")
+    bert = get_model("bert-large", seq_len=512)
+    fused = gemm_gelu_model(bert)
+    block, fused_block = bert.layers[1], fused.layers[1]
+    assert [op for op in block.ops if op.name != "gelu"] == list(fused_block.ops)
+    assert fused_block.activation_bytes == block.activation_bytes
+    plain_t, fused_t = layer_time(block, h100, "fp16", 8), layer_time(fused_block, h100, "fp16", 8)
+    assert fused_t.forward_s < plain_t.forward_s and fused_t.backward_s < plain_t.backward_s
+
+
+def test_a_swiglu_model_has_no_gelu_to_fuse():
+    llama = get_model({"kind": "transformer", "layers": 2, "hidden": 256, "heads": 4, "vocab": 1000,
+                       "ffn": "swiglu", "ffn_hidden": 512}, seq_len=128)
+    from scalesim.costs.eager import gemm_gelu_model
+    assert gemm_gelu_model(llama) == llama
