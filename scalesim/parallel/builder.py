@@ -130,10 +130,9 @@ class StepBuilder:
         self.pp_bytes = self.activation_bytes / (pl.tp if sp else 1)
         kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
-        # Each rank dispatches top_k copies of its tokens (one per destination rank with the flex
-        # dispatcher: dispatch_copies), 1/tp of them per TP rank as Megatron-Core's dispatchers do with
-        # sequence parallelism; the busiest rank receives `load` times the mean and all wait for it,
-        # so every rank's all-to-all is timed at that size.
+        # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
+        # does with sequence parallelism); the busiest rank receives `load` times the mean and all wait
+        # for it, so every rank's all-to-all is timed at that size.
         self.a2a_bytes = (plan.micro_batch * tokens * dispatch_copies(moe, pl.ep, plan.moe_dispatcher) * hidden
                           * ebytes / pl.tp * load if moe is not None else 0.0)
         _, self.grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
