@@ -177,6 +177,10 @@ class ParallelSpec(Strict):
     # MoE dispatch/combine all-to-alls overlap other work (Megatron-Core --overlap-moe-expert-parallel-comm,
     # DeepSeek-V3's DualPipe) instead of blocking the layer.
     moe_overlap: bool = False
+    # MoE token dispatcher (scalesim/parallel/experts.py): alltoall = Megatron-Core's NCCL all-to-all
+    # dispatcher (top_k copies per token, a sort by local expert after dispatch and back before combine);
+    # flex = DeepEP / HybridEP (--moe-token-dispatcher-type flex): each token once per destination rank.
+    moe_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     zero: Literal[0, 1, 2, 3] = 0
     offload_optimizer: bool = False     # ZeRO-Offload: optimizer state and update on the CPU
     # ZeRO-Infinity / FSDP CPU offload of the weights themselves: they live in host memory and

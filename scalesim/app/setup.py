@@ -247,6 +247,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         cuda_graphs=training.cuda_graphs,
         moe_imbalance=moe_imbalance(scenario, model),
         moe_overlap=par.moe_overlap,
+        moe_dispatcher=par.moe_dispatcher,
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,

@@ -33,6 +33,9 @@ from scalesim.models.transformer import (SWIGLU_FLOP_PER_ELEMENT, block_activati
 
 MOE_DISPATCH = ("norm_mlp", "router", "router_topk", "moe_permute")
 MOE_EXPERTS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down")
+# The all-to-all dispatcher's second permutation: received tokens sorted by local expert after the
+# dispatch and back before the combine (`scalesim.parallel.experts.dispatcher_ops`).
+MOE_SORTS = ("expert_sort", "expert_unsort")
 ROUTERS = ("topk", "sigmoid")      # softmax top-k (Mixtral, Qwen3, gpt-oss); sigmoid + bias (DeepSeek-V3)
 # Routing: softmax or sigmoid over the experts, top-k selection, normalisation: a few FLOP per score.
 ROUTER_FLOP_PER_SCORE = 6

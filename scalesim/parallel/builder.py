@@ -41,7 +41,7 @@ from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
-from scalesim.parallel.experts import experts_whole, rank_load_factor, shard_experts
+from scalesim.parallel.experts import dispatch_copies, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.rank_program import RankProgram
@@ -112,7 +112,7 @@ class StepBuilder:
                 block = local.kind == "transformer_block"
                 is_moe = local.expert_params > 0
                 if is_moe:
-                    local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1)
+                    local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                     halves = split_moe(local)
                 else:
                     halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
@@ -130,11 +130,11 @@ class StepBuilder:
         self.pp_bytes = self.activation_bytes / (pl.tp if sp else 1)
         kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
-        # Each rank dispatches top_k copies of its tokens (1/tp of them per TP rank, as Megatron-Core's
-        # all-to-all dispatcher with sequence parallelism does); the busiest rank receives `load` times
-        # the mean and all wait for it, so every rank's all-to-all is timed at that size.
-        self.a2a_bytes = (plan.micro_batch * tokens * moe.top_k * hidden * ebytes / pl.tp * load
-                          if moe is not None else 0.0)
+        # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
+        # does with sequence parallelism); the busiest rank receives `load` times the mean and all wait
+        # for it, so every rank's all-to-all is timed at that size.
+        self.a2a_bytes = (plan.micro_batch * tokens * dispatch_copies(moe, pl.ep, plan.moe_dispatcher) * hidden
+                          * ebytes / pl.tp * load if moe is not None else 0.0)
         _, self.grad_bytes_per_param, _ = state_bytes_per_param(plan.precision, plan.optimizer)
         if plan.grad_reduce_dtype is not None:
             self.grad_bytes_per_param = ELEMENT_BYTES[plan.grad_reduce_dtype]

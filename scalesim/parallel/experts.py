@@ -25,9 +25,10 @@ multiple of the mean (tokens beyond it are dropped, GShard / Switch style).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from scalesim.models.moe import MOE_EXPERTS
+from scalesim.models.moe import MOE_EXPERTS, MOE_SORTS
 from scalesim.models.spec import LayerSpec, MoESpec
 from scalesim.parallel.placement import Placement
 
@@ -62,7 +63,62 @@ def rank_load_factor(moe: MoESpec, ep: int, imbalance: float) -> float:
     return (busiest + (held - 1) * others) / held
 
 
-def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1) -> LayerSpec:
+# Token dispatchers of Megatron-Core (megatron/core/transformer/moe/token_dispatcher.py at the
+# commit of Megatron-LM's GB200 DeepSeek-V3 guide, effebd81):
+# - alltoall (MoEAlltoAllTokenDispatcher; Megatron Bridge's model default): the tokens are copied
+#   top_k times by expert ("permutation 1") and every copy goes through NCCL's all-to-all; with more
+#   than one local expert the received copies are then sorted by local expert ("permutation 2",
+#   sort_chunks_by_idxs in dispatch_postprocess) and sorted back before the combine
+#   (combine_preprocess), two more passes over the rank's routed tokens.
+# - flex (MoEFlexTokenDispatcher with the DeepEP or HybridEP backend: --moe-token-dispatcher-type flex):
+#   the communication kernel sends each token once to every rank holding one of its experts and the
+#   combine sums each rank's experts before sending back (DeepEP's is_token_in_rank layout; HybridEP
+#   "ensures there is no redundant communication during data distribution", Megatron-LM
+#   docs/discussions/deepseek-v3-gb200-optimization, sec. 2.5); the receiving rank permutes its tokens
+#   to its experts once (get_permuted_hidden_states_by_experts), no second sort.
+DISPATCHERS = ("alltoall", "flex")
+
+
+def dispatch_copies(moe: MoESpec, ep: int, dispatcher: str) -> float:
+    """Copies of each token the dispatch all-to-all carries (the combine carries as many back):
+    top_k for the all-to-all dispatcher; for flex, the expected number of distinct expert-parallel
+    ranks among a token's top_k experts, with experts picked uniformly (forced balance) -- each
+    rank holds experts/ep of them, so a rank is missed with probability C(E - E/ep, k) / C(E, k).
+
+    >>> dispatch_copies(MoESpec(128, 8, 768), ep=8, dispatcher="alltoall")
+    8
+    >>> round(dispatch_copies(MoESpec(128, 8, 768), ep=8, dispatcher="flex"), 2)
+    5.34
+    >>> dispatch_copies(MoESpec(8, 2, 64), ep=8, dispatcher="flex")     # one expert per rank: no repeat
+    2.0
+    """
+    if dispatcher not in DISPATCHERS:
+        raise ValueError(f"dispatcher must be one of {DISPATCHERS}, not {dispatcher!r}")
+    if dispatcher == "alltoall" or ep <= 1:
+        return moe.top_k
+    held = moe.experts // ep
+    missed = math.comb(moe.experts - held, moe.top_k) / math.comb(moe.experts, moe.top_k)
+    return ep * (1.0 - missed)
+
+
+def dispatcher_ops(layer: LayerSpec, ep: int, load: float, dispatcher: str) -> LayerSpec:
+    """The all-to-all dispatcher's sorts by local expert (memory passes like the permute, over the
+    busiest rank's `load` times the mean routed tokens) around the experts, when a rank holds more
+    than one expert; the layer unchanged otherwise."""
+    permute = next((op for op in layer.ops if op.name == "moe_permute"), None)
+    gate = next((op for op in layer.ops if op.name == MOE_EXPERTS[0]), None)
+    if dispatcher != "alltoall" or permute is None or gate is None or gate.groups <= 1:
+        return layer
+    sort, unsort = (replace(permute, name=n, flop=permute.flop * load, elements_moved=permute.elements_moved * load)
+                    for n in MOE_SORTS)
+    ops: list = []
+    for op in layer.ops:
+        ops += [sort, op] if op.name == MOE_EXPERTS[0] else [op, unsort] if op.name == MOE_EXPERTS[-1] else [op]
+    return replace(layer, ops=tuple(ops))
+
+
+def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1,
+                  dispatcher: str = "alltoall") -> LayerSpec:
     """What the busiest of `ep` expert-parallel ranks runs and holds of an MoE block (already
     split by tensor/context parallelism): experts/ep of the experts, each GEMM over the rows
     the ep ranks route to it, `load` times the mean rank's tokens.
@@ -70,7 +126,8 @@ def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1
     whole_over_tp: the tensor-parallel size when experts are NOT split by it (expert tensor
     parallelism 1, Megatron-Core --expert-tensor-parallel-size 1): each TP rank then sends
     its 1/tp of the tokens (sequence parallel) through whole experts -- the same FLOP as the
-    split GEMMs, with tp times the expert weights.
+    split GEMMs, with tp times the expert weights. `dispatcher` adds its own passes
+    (`dispatcher_ops`).
     """
     if layer.expert_params == 0 or (ep == 1 and load == 1.0 and whole_over_tp == 1):
         return layer
@@ -91,8 +148,9 @@ def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1
                          gemm_mnk=mnk, groups=groups)
         ops.append(op)
     local_experts = layer.expert_params * t // ep
-    return replace(layer, ops=tuple(ops), params=layer.params - layer.expert_params + local_experts,
-                   expert_params=local_experts)
+    sharded = replace(layer, ops=tuple(ops), params=layer.params - layer.expert_params + local_experts,
+                      expert_params=local_experts)
+    return dispatcher_ops(sharded, ep, load, dispatcher)
 
 
 def experts_whole(placement: Placement) -> bool:

@@ -40,6 +40,7 @@ class ParallelPlan:
     # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
     moe_imbalance: float = 1.0
     moe_overlap: bool = False
+    moe_dispatcher: str = "alltoall"    # token dispatcher: alltoall | flex (parallel/experts.py)
     # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
     gradient_as_bucket_view: bool = False
     zero1_over_ddp: bool = False    # ZeRO-1 inside torch DDP: its 16-bit buckets stay (costs/memory.py)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalesim.models.moe import MOE_DISPATCH, MOE_EXPERTS
+from scalesim.models.moe import MOE_DISPATCH, MOE_EXPERTS, MOE_SORTS
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # MoE experts split as the MLP does (expert tensor parallelism = tp, Megatron-Core's default);
@@ -30,8 +30,9 @@ VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder")
 ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "norm_attn_post", "residual_attn",
                   "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
-# router and permute, then (dispatch) the experts, then (combine) unpermute and shared experts.
-MOE_DISPATCH_PART, MOE_EXPERT_PART = MOE_DISPATCH, MOE_EXPERTS
+# router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
+# expert), then (combine) unpermute and shared experts.
+MOE_DISPATCH_PART, MOE_EXPERT_PART = MOE_DISPATCH, MOE_SORTS[:1] + MOE_EXPERTS + MOE_SORTS[1:]
 # Korthikanti et al. 2022: of 34 sbh bytes per block, 10 are not split by TP
 # without sequence parallelism (layer-norm inputs, dropout masks, residuals).
 UNSPLIT_ACTIVATION_SHARE = 10 / 34

@@ -79,7 +79,7 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
     stages = []
     for stage in range(pl.pp):
         layers = tuple(shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0,
-                                     pl.tp if experts_whole(pl) else 1)
+                                     pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                        for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage])
         order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
         recomputed = tuple(r for c in range(plan.chunks_per_stage)

@@ -111,3 +111,26 @@ def test_overlapping_the_all_to_alls_is_never_slower():
     blocking = simulate_setup(prepare(scenario("rtx4090-pcie-8", ep=8))).end_s
     overlapped = simulate_setup(prepare(scenario("rtx4090-pcie-8", ep=8, moe_overlap=True))).end_s
     assert overlapped <= blocking
+
+
+def test_flex_dispatch_carries_one_copy_per_destination_rank_never_more_than_top_k():
+    from scalesim.models.spec import MoESpec
+    from scalesim.parallel.experts import dispatch_copies
+    moe = MoESpec(experts=128, top_k=8, expert_ffn_hidden=768)
+    flex = [dispatch_copies(moe, ep, "flex") for ep in (2, 8, 32, 128)]
+    assert all(f <= dispatch_copies(moe, ep, "alltoall") == 8 for f, ep in zip(flex, (2, 8, 32, 128)))
+    assert flex == sorted(flex) and flex[-1] == pytest.approx(8)   # more ranks, fewer repeats; 1 expert/rank: none
+    assert flex[0] <= 2                                            # a token reaches at most every rank once
+
+
+def all_to_all_bytes(setup):
+    program = build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric=False)
+    return sum(f.size_bytes for tasks in program.tasks.values() for t in tasks
+               if isinstance(t, CollectiveTask) and t.plan.op == "all_to_all"
+               for p in t.plan.phases for f in p.flows)
+
+
+def test_the_all_to_all_dispatcher_moves_more_and_is_never_faster_than_flex_with_several_experts_per_rank():
+    alltoall, flex = (prepare(scenario(ep=4, moe_dispatcher=d)) for d in ("alltoall", "flex"))   # 2 experts per rank
+    assert all_to_all_bytes(alltoall) > all_to_all_bytes(flex) > 0
+    assert simulate_setup(alltoall).end_s >= simulate_setup(flex).end_s
