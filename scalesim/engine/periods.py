@@ -31,6 +31,10 @@ KEEP_BEFORE = 8
 KEEP_AFTER = 3
 # Candidate periods tried per rank (the most frequent gaps between equal tasks).
 CANDIDATES = 12
+# Tasks from an anchor that a period found there must repeat (anchored_periods), and how many
+# of the shortest such periods are tried.
+ANCHOR_TASKS = 256
+ANCHORED = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,22 +110,55 @@ def candidate_periods(sig: np.ndarray) -> list[int]:
     return [int(values[k]) for k in top]
 
 
+def anchored_periods(sig: np.ndarray) -> list[int]:
+    """The shortest distances d for which the tasks from a third and from half-way into the rank's
+    list come again d later, for ANCHOR_TASKS tasks: the period of a pattern that repeats only over
+    long rounds (interleaved 1F1B's micro-batch groups) is rarely a gap between equal tasks."""
+    n = len(sig)
+    out: set[int] = set()
+    for anchor in (n // 3, n // 2):
+        span = min(ANCHOR_TASKS, n // 8)
+        if span < 1:
+            continue
+        reach = n - anchor - span          # the largest d with every compared task in the list
+        distances = np.flatnonzero(sig[anchor + 1:anchor + 1 + max(reach, 0)] == sig[anchor]) + 1
+        for t in range(1, span):
+            if len(distances) == 0:
+                break
+            distances = distances[sig[anchor + t + distances] == sig[anchor + t]]
+        out.update(int(d) for d in distances[:ANCHORED])
+    return sorted(out)
+
+
+def _best_window(sig: np.ndarray, periods: list[int]) -> Window | None:
+    """Of these periods, the one whose longest repeat covers the most tasks beyond its first copy."""
+    best = None
+    for period in periods:
+        window = longest_repeat(sig, period)
+        if best is None or (window.copies - 1) * period > (best.copies - 1) * best.period:
+            best = window
+    return best
+
+
 def find_windows(program: Program) -> dict[int, Window] | None:
-    """Per rank, the period whose repeats would let the most tasks be skipped (None if a rank has none)."""
-    windows = {}
-    for rank, sig in signatures(program).items():
-        best = None
-        for period in candidate_periods(sig):
-            window = longest_repeat(sig, period)
-            if best is None or (window.copies - 1) * period > (best.copies - 1) * best.period:
-                best = window
-        if best is None:
+    """Per rank, the period whose repeats would let the most tasks be skipped (None if a rank has none).
+
+    The ranks' periods must cover the same work (the same micro-batches): where one rank's best
+    period is a whole round of an interleaved schedule and another's one chunk of it, the shorter
+    is taken that many times, so that all come close to the longest (in tasks)."""
+    signature = signatures(program)
+    best: dict[int, Window] = {}
+    for rank, sig in signature.items():
+        window = _best_window(sig, candidate_periods(sig) + anchored_periods(sig))
+        if window is None:
             return None
-        windows[rank] = best
-    return windows
+        best[rank] = window
+    longest = max(w.period for w in best.values())
+    return {rank: w if longest < 1.5 * w.period else longest_repeat(signature[rank], w.period * round(longest / w.period))
+            for rank, w in best.items()}
 
 
-def plan_cut(windows: dict[int, Window], total_tasks: int, min_fraction: float = 0.2) -> Cut | None:
+def plan_cut(windows: dict[int, Window], total_tasks: int, min_fraction: float = 0.6) -> Cut | None:
     """Cut the same number of periods from every rank's window, keeping some on each side;
     None when that would skip less than `min_fraction` of the tasks."""
     removed = min(w.copies for w in windows.values()) - KEEP_BEFORE - KEEP_AFTER
