@@ -19,7 +19,9 @@ Pure functions of the program; engine/fast_forward.py plays and checks them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from operator import attrgetter
 
 import numpy as np
@@ -29,11 +31,13 @@ from scalesim.program import CollectiveTask, ComputeTask, Program
 # Periods kept on each side of a cut: the pattern around the cut must already be the steady one.
 KEEP_BEFORE = 8
 KEEP_AFTER = 3
+# The step is played twice shortened: skip at least this fraction of its tasks, or play it whole.
+MIN_SKIPPED = 0.6
 # Candidate periods tried per rank (the most frequent gaps between equal tasks).
 CANDIDATES = 12
 # Tasks from an anchor that a period found there must repeat (anchored_periods), and how many
 # of the shortest such periods are tried.
-ANCHOR_TASKS = 256
+ANCHOR_TASKS = 2048
 ANCHORED = 4
 
 
@@ -111,12 +115,12 @@ def candidate_periods(sig: np.ndarray) -> list[int]:
 
 
 def anchored_periods(sig: np.ndarray) -> list[int]:
-    """The shortest distances d for which the tasks from a third and from half-way into the rank's
+    """The shortest distances d for which the tasks from a quarter and from half-way into the rank's
     list come again d later, for ANCHOR_TASKS tasks: the period of a pattern that repeats only over
     long rounds (interleaved 1F1B's micro-batch groups) is rarely a gap between equal tasks."""
     n = len(sig)
     out: set[int] = set()
-    for anchor in (n // 3, n // 2):
+    for anchor in (n // 4, n // 2):
         span = min(ANCHOR_TASKS, n // 8)
         if span < 1:
             continue
@@ -141,11 +145,8 @@ def _best_window(sig: np.ndarray, periods: list[int]) -> Window | None:
 
 
 def find_windows(program: Program) -> dict[int, Window] | None:
-    """Per rank, the period whose repeats would let the most tasks be skipped (None if a rank has none).
-
-    The ranks' periods must cover the same work (the same micro-batches): where one rank's best
-    period is a whole round of an interleaved schedule and another's one chunk of it, the shorter
-    is taken that many times, so that all come close to the longest (in tasks)."""
+    """Per rank, the period whose repeats would let the most tasks be skipped, taken as many times
+    as it takes for all ranks' periods to cover the same work (`_multiples`); None if a rank has none."""
     signature = signatures(program)
     best: dict[int, Window] = {}
     for rank, sig in signature.items():
@@ -153,18 +154,56 @@ def find_windows(program: Program) -> dict[int, Window] | None:
         if window is None:
             return None
         best[rank] = window
-    longest = max(w.period for w in best.values())
-    return {rank: w if longest < 1.5 * w.period else longest_repeat(signature[rank], w.period * round(longest / w.period))
+    multiples = _multiples(program, best)
+    if multiples is None:
+        return None
+    return {rank: w if multiples[rank] == 1 else longest_repeat(signature[rank], w.period * multiples[rank])
             for rank, w in best.items()}
 
 
-def plan_cut(windows: dict[int, Window], total_tasks: int, min_fraction: float = 0.6) -> Cut | None:
+def _multiples(program: Program, windows: dict[int, Window]) -> dict[int, int] | None:
+    """How many of its periods each rank needs for all to cover the same work: as many calls with
+    each simulated peer as the peer's periods have with it (a first stage's period may be two
+    micro-batches where the next stage's is one; an interleaved schedule's, a whole round)."""
+    calls: dict[int, dict[int, int]] = {}
+    for rank, w in windows.items():
+        with_peer = calls[rank] = {}
+        for t in program.tasks[rank][w.start:w.start + w.period]:
+            if t.__class__ is CollectiveTask:
+                for peer in t.plan.ranks:
+                    if peer != rank and peer in windows:
+                        with_peer[peer] = with_peer.get(peer, 0) + 1
+    scale: dict[int, Fraction] = {}
+    for root in windows:
+        if root in scale:
+            continue
+        scale[root] = Fraction(1)
+        todo = [root]
+        while todo:
+            rank = todo.pop()
+            for peer, count in calls[rank].items():
+                back = calls[peer].get(rank, 0)
+                if back == 0:
+                    return None
+                wanted = scale[rank] * count / back
+                if peer not in scale:
+                    scale[peer] = wanted
+                    todo.append(peer)
+                elif scale[peer] != wanted:
+                    return None
+    denominator = math.lcm(*(f.denominator for f in scale.values()))
+    numbers = {rank: int(f * denominator) for rank, f in scale.items()}
+    common = math.gcd(*numbers.values())
+    return {rank: n // common for rank, n in numbers.items()}
+
+
+def plan_cut(windows: dict[int, Window], total_tasks: int) -> Cut | None:
     """Cut the same number of periods from every rank's window, keeping some on each side;
-    None when that would skip less than `min_fraction` of the tasks."""
+    None when that would skip less than MIN_SKIPPED of the tasks."""
     removed = min(w.copies for w in windows.values()) - KEEP_BEFORE - KEEP_AFTER
     if removed < 2:
         return None
-    if removed * sum(w.period for w in windows.values()) < min_fraction * total_tasks:
+    if removed * sum(w.period for w in windows.values()) < MIN_SKIPPED * total_tasks:
         return None
     return Cut(windows, KEEP_BEFORE, removed)
 
