@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -35,6 +37,8 @@ TOLERANCE = 1e-11
 
 # (intervals in the order they ended, each one's task index, bytes sent, bytes delivered, slowed per rank)
 Played = tuple[list[Interval], list[int], float, float, dict[int, float]]
+
+_STREAM, _NAME, _KIND = attrgetter("stream"), attrgetter("name"), attrgetter("kind")
 
 _EXACT: contextvars.ContextVar[bool] = contextvars.ContextVar("scalesim_exact_simulation", default=False)
 
@@ -103,11 +107,39 @@ def _repeats(cut: Cut, short: dict[int, np.ndarray], longer: dict[int, np.ndarra
     return True
 
 
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No cyclic garbage collection within the block: making hundreds of thousands of intervals
+    (tuples, tracked) otherwise triggers collections that scan everything alive, and there is no
+    cycle among them to collect (2-3x faster on the 1,024-GPU GPT-3 step)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, np.ndarray],
              delta_s: float) -> Timeline:
     """The whole step: the short play with the cut-out periods put back as shifted copies."""
+    with _no_collection():
+        intervals = _intervals(program, cut, times, delta_s)
+        ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
     m = cut.removed
-    intervals = []
+    sent = a[2] + m * (b[2] - a[2])
+    delivered = a[3] + m * (b[3] - a[3])
+    slowed = {rank: a[4].get(rank, 0.0) + m * (b[4].get(rank, 0.0) - a[4].get(rank, 0.0))
+              for rank in sorted(set(a[4]) | set(b[4]))}
+    return Timeline(ordered, max((iv.end_s for iv in intervals), default=0.0), sent, delivered, slowed)
+
+
+def _intervals(program: Program, cut: Cut, times: dict[int, np.ndarray], delta_s: float) -> list[Interval]:
+    """Every task's interval: before the cut as played, the cut-out periods as copies of the first
+    period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta."""
+    m = cut.removed
+    intervals: list[Interval] = []
     for rank, tasks in program.tasks.items():
         at, period = cut.at(rank), cut.windows[rank].period
         index = np.arange(len(tasks))
@@ -115,12 +147,6 @@ def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, 
         source = np.where(index < at, index, np.where(copy < m, at + (index - at) % period, index - m * period))
         shift = np.where(index < at, 0.0, copy * delta_s)
         ready, start, end = (times[rank][k][source] + shift for k in range(3))
-        for task, r, s, e in zip(tasks, ready.tolist(), start.tolist(), end.tolist()):
-            intervals.append(Interval(rank, task.stream, task.name, task.kind, r, s, e))
-    sent = a[2] + m * (b[2] - a[2])
-    delivered = a[3] + m * (b[3] - a[3])
-    slowed = {rank: a[4].get(rank, 0.0) + m * (b[4].get(rank, 0.0) - a[4].get(rank, 0.0))
-              for rank in sorted(set(a[4]) | set(b[4]))}
-    end_s = max((iv.end_s for iv in intervals), default=0.0)
-    ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
-    return Timeline(ordered, end_s, sent, delivered, slowed)
+        intervals.extend(map(Interval._make, zip(repeat(rank), map(_STREAM, tasks), map(_NAME, tasks),
+                                                 map(_KIND, tasks), ready.tolist(), start.tolist(), end.tolist())))
+    return intervals

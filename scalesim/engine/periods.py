@@ -31,8 +31,9 @@ from scalesim.program import CollectiveTask, ComputeTask, Program
 # Periods kept on each side of a cut: the pattern around the cut must already be the steady one.
 KEEP_BEFORE = 8
 KEEP_AFTER = 3
-# The step is played twice shortened: skip at least this fraction of its tasks, or play it whole.
-MIN_SKIPPED = 0.6
+# The step is played twice shortened (and its warm-up and cool-down cost more per task than the
+# periods): skip at least this fraction of its tasks, or play it whole.
+MIN_SKIPPED = 0.75
 # Candidate periods tried per rank (the most frequent gaps between equal tasks).
 CANDIDATES = 12
 # Tasks from an anchor that a period found there must repeat (anchored_periods), and how many
