@@ -28,7 +28,8 @@ import numpy as np
 
 from scalesim.program import CollectiveTask, ComputeTask, Program
 
-# Periods kept on each side of a cut: the pattern around the cut must already be the steady one.
+# Periods kept on each side of a cut (at least; more before it for pipelines of more than 16
+# ranks): the pattern around the cut must already be the steady one.
 KEEP_BEFORE = 8
 KEEP_AFTER = 3
 # The step is played twice shortened (and its warm-up and cool-down cost more per task than the
@@ -201,12 +202,14 @@ def _multiples(program: Program, windows: dict[int, Window]) -> dict[int, int] |
 def plan_cut(windows: dict[int, Window], total_tasks: int) -> Cut | None:
     """Cut the same number of periods from every rank's window, keeping some on each side;
     None when that would skip less than MIN_SKIPPED of the tasks."""
-    removed = min(w.copies for w in windows.values()) - KEEP_BEFORE - KEEP_AFTER
+    # A pipeline settles into its period over about as many periods as it has stages (ranks here).
+    before = max(KEEP_BEFORE, (len(windows) + 1) // 2)
+    removed = min(w.copies for w in windows.values()) - before - KEEP_AFTER
     if removed < 2:
         return None
     if removed * sum(w.period for w in windows.values()) < MIN_SKIPPED * total_tasks:
         return None
-    return Cut(windows, KEEP_BEFORE, removed)
+    return Cut(windows, before, removed)
 
 
 def shortened(program: Program, cut: Cut, removed: int) -> Program | None:
