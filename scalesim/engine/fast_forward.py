@@ -1,8 +1,10 @@
 """Fast-forward through a step's repeating periods, with the timeline the full simulation gives.
 
 The step is played twice, shortened (engine/periods.py): with m periods cut out
-of every rank's window, and with m - 1. If the periods repeat, the second is the
-first with one period inserted at the cut: every task before the cut at the same
+of every rank's window, and with m - 1. If the periods repeat, the first play's
+period after the cut is its period before the cut shifted by one period length,
+Delta (checked before the second play), and the second is the first with one
+period inserted at the cut: every task before the cut at the same
 times, the inserted period at the times of the first one after the cut, and every
 task after it exactly one period length (Delta) later. That is checked for every
 interval (ready, start and end, within `TOLERANCE` of the step); it means that
@@ -71,12 +73,26 @@ def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timelin
     longer = shortened(program, cut, cut.removed - 1) if short is not None else None
     if longer is None:
         return None
-    a, b = play(short), play(longer)
-    times_a, times_b = _times(a, short), _times(b, longer)
-    delta_s = max(_end(b[0]) - _end(a[0]), 0.0)
-    if not _repeats(cut, times_a, times_b, delta_s, TOLERANCE * max(_end(a[0]), 1e-300)):
+    a = play(short)
+    times_a = _times(a, short)
+    tolerance_s = TOLERANCE * max(_end(a[0]), 1e-300)
+    delta_s = _across_cut(cut, times_a, tolerance_s)
+    if delta_s is None:
+        return None            # not periodic across the cut: spare the second play
+    b = play(longer)
+    if not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
         return None
     return _spliced(program, cut, a, b, times_a, delta_s)
+
+
+def _across_cut(cut: Cut, times: dict[int, np.ndarray], tolerance_s: float) -> float | None:
+    """The time every task of the period after the cut starts later than its equivalent in the
+    period before it (the same for all: the period's length), or None when they differ."""
+    shifts = np.concatenate([(t[:, cut.at(r):cut.at(r) + w.period] - t[:, cut.at(r) - w.period:cut.at(r)]).ravel()
+                             for r, t in times.items() for w in (cut.windows[r],)])
+    if len(shifts) == 0 or shifts.max() - shifts.min() > tolerance_s or shifts.min() < 0:
+        return None
+    return float(np.median(shifts))
 
 
 def _end(intervals: list[Interval]) -> float:
