@@ -27,6 +27,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 
 from scalesim.engine.fast_forward import exact_requested, exact_simulation
 
@@ -203,7 +204,7 @@ def completed(pool: Pool, fn: Callable, payloads: Iterable[tuple]) -> Iterator[t
     waiting = enumerate(payloads)
     running: dict[cf.Future, int] = {}
     if exact_requested():                  # --exact reaches the workers (another process, or a Dask host)
-        waiting = ((i, (fn, *args)) for i, args in waiting)
+        waiting = ((i, (task, *args)) for task, (i, args) in zip(repeat(fn), waiting))
         fn = exactly
 
     def fill() -> None:

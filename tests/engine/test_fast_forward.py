@@ -126,3 +126,25 @@ def test_shipped_pipelines_fast_forwarded_are_the_full_simulation(name, changes,
     fast = ff.fast_forward(program, played)
     assert fast is not None
     same_timeline(fast, simulate(program, exact=True))
+
+
+
+def test_exact_reaches_the_processes_that_simulate_sweeps_and_validate():
+    from scalesim.app.executors import ExecutorSpec, completed, open_pool
+    from scalesim.engine.fast_forward import exact_requested
+
+    with open_pool(ExecutorSpec("local", 1)) as pool:
+        assert [r for _, r in completed(pool, exact_requested, [()])] == [False]
+        with exact_simulation():
+            assert [r for _, r in completed(pool, exact_requested, [(), ()])] == [True, True]
+
+
+@pytest.mark.parametrize("command", [["run", "scenarios/8x4090-ddp.yaml", "--no-plots", "--no-scaling"]])
+def test_the_exact_option_plays_every_task(command, monkeypatch):
+    from click.testing import CliRunner
+
+    from scalesim.cli import main
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("scalesim.engine.simulator.fast_forward", lambda *a: pytest.fail("fast-forwarded"))
+    assert CliRunner().invoke(main, [*command, "--exact", "--json"]).exit_code == 0
