@@ -70,14 +70,14 @@ def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timelin
     if cut is None:
         return None
     short = shortened(program, cut, cut.removed)
-    longer = shortened(program, cut, cut.removed - 1) if short is not None else None
-    if longer is None:
+    if short is None:
         return None
     a = play(short)
     times_a = _times(a, short)
     tolerance_s = TOLERANCE * max(_end(a[0]), 1e-300)
     delta_s = _across_cut(cut, times_a, tolerance_s)
-    if delta_s is None:
+    longer = shortened(program, cut, cut.removed - 1) if delta_s is not None else None
+    if longer is None:
         return None            # not periodic across the cut: spare the second play
     b = play(longer)
     if not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
