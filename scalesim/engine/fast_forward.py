@@ -72,17 +72,28 @@ def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timelin
     short = shortened(program, cut, cut.removed)
     if short is None:
         return None
-    a = play(short)
+    a = _played(play, short)
+    if a is None:
+        return None
     times_a = _times(a, short)
     tolerance_s = TOLERANCE * max(_end(a[0]), 1e-300)
     delta_s = _across_cut(cut, times_a, tolerance_s)
     longer = shortened(program, cut, cut.removed - 1) if delta_s is not None else None
     if longer is None:
         return None            # not periodic across the cut: spare the second play
-    b = play(longer)
-    if not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
+    b = _played(play, longer)
+    if b is None or not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
         return None
     return _spliced(program, cut, a, b, times_a, delta_s)
+
+
+def _played(play: Callable[[Program], Played], short: Program) -> Played | None:
+    """The shortened step played, or None when it cannot be (a call or dependency left hanging
+    that the checks of engine/periods.py did not see): the whole step is played instead."""
+    try:
+        return play(short)
+    except RuntimeError:
+        return None
 
 
 def _across_cut(cut: Cut, times: dict[int, np.ndarray], tolerance_s: float) -> float | None:
