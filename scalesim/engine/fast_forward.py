@@ -27,7 +27,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from scalesim.engine.periods import Cut, find_windows, plan_cut, shortened
+from scalesim.engine.periods import Cut, find_windows, may_repeat, plan_cut, shortened
 from scalesim.program import Program
 from scalesim.timeline import Interval, Timeline
 
@@ -63,7 +63,7 @@ def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timelin
     """The step's timeline from two shortened plays, or None when it has no repeating periods
     worth skipping or they do not repeat exactly (then the caller plays it whole)."""
     total = sum(len(t) for t in program.tasks.values())
-    if total < MIN_TASKS:
+    if total < MIN_TASKS or not may_repeat(program):
         return None
     windows = find_windows(program)
     cut = plan_cut(windows, total) if windows else None

@@ -146,6 +146,17 @@ def _best_window(sig: np.ndarray, periods: list[int]) -> Window | None:
     return best
 
 
+def may_repeat(program: Program) -> bool:
+    """Whether the rank with the most tasks repeats a block over enough of them for a cut to skip
+    MIN_SKIPPED of its tasks: a cheap look (one rank's signatures) before `find_windows`."""
+    rank = max(program.tasks, key=lambda r: len(program.tasks[r]))
+    tasks = program.tasks[rank]
+    sig = signatures(Program({rank: tasks}, program.link_capacity_bytes_per_s))[rank]
+    window = _best_window(sig, candidate_periods(sig) + anchored_periods(sig))
+    skippable = (window.copies - KEEP_BEFORE - KEEP_AFTER) * window.period if window is not None else 0
+    return skippable >= MIN_SKIPPED * len(tasks)
+
+
 def find_windows(program: Program) -> dict[int, Window] | None:
     """Per rank, the period whose repeats would let the most tasks be skipped, taken as many times
     as it takes for all ranks' periods to cover the same work (`_multiples`); None if a rank has none."""
