@@ -27,6 +27,9 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+
+from scalesim.engine.fast_forward import exact_requested, exact_simulation
 
 from scalesim.errors import InputError
 
@@ -188,12 +191,21 @@ def _started_ignoring_interrupts():
         signal.signal(signal.SIGINT, previous)
 
 
+def exactly(fn: Callable, *args):
+    """fn(*args) with every step played whole (`--exact`), in whatever process runs it."""
+    with exact_simulation():
+        return fn(*args)
+
+
 def completed(pool: Pool, fn: Callable, payloads: Iterable[tuple]) -> Iterator[tuple[int, object]]:
     """(index, fn(*payload)) for every payload, in the order they finish; an exception raised
     on the way (a worker that died, a lost connection) comes back as the result, so one bad task
     never loses the others."""
     waiting = enumerate(payloads)
     running: dict[cf.Future, int] = {}
+    if exact_requested():                  # --exact reaches the workers (another process, or a Dask host)
+        waiting = ((i, (task, *args)) for task, (i, args) in zip(repeat(fn), waiting))
+        fn = exactly
 
     def fill() -> None:
         while pool.in_flight is None or len(running) < pool.in_flight:

@@ -18,6 +18,7 @@ from scalesim.costs.memory import MemoryBreakdown, fit_confidence
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.result import StepResult, breakdown, critical_rank
@@ -86,13 +87,18 @@ def _with_trainable(summary: dict, setup: Setup) -> dict:
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,
         baseline: bool = True, catalog: Catalog | None = None, max_seconds: float | None = None,
-        every_rank: bool | None = None, caches: Caches | None = None) -> StepResult:
+        every_rank: bool | None = None, caches: Caches | None = None, exact: bool = False) -> StepResult:
     """Simulate one step of the scenario, and the same plan on fewer GPUs for scaling.
 
     `baseline` False skips the 1-GPU run behind `scaling_efficiency` (then None), as sweeps do.
     `max_seconds`: raise scalesim.limits.TimeLimitExceeded (an InputError) after that much wall time.
-    `every_rank`, `caches`: see `prepare`.
+    `every_rank`, `caches`: see `prepare`. `exact`: play every task of every step (no fast-forward
+    of repeating periods, scalesim/engine/fast_forward.py; the same results within 1e-9).
     """
+    if exact:
+        with exact_simulation():
+            return run(scenario, file, scaling_counts=scaling_counts, baseline=baseline, catalog=catalog,
+                       max_seconds=max_seconds, every_rank=every_rank, caches=caches)
     if max_seconds is not None:
         with time_limit(max_seconds):
             return run(scenario, file, scaling_counts=scaling_counts, baseline=baseline, catalog=catalog,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from scalesim.cli.progress_bars import validation_progress
-from scalesim.cli.wiring import catalog_from, catalog_option, friendly_errors
+from scalesim.cli.wiring import catalog_from, catalog_option, exact_option, exactly, friendly_errors
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
 
@@ -89,9 +89,10 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
               help="Processes that simulate cases side by side [CPU count]; 1 runs them in this process. "
                    "Results are the same for any number.")
 @catalog_option
+@exact_option
 @friendly_errors
 def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, workers: int | None,
-             catalog_dirs) -> None:
+             catalog_dirs, exact: bool) -> None:
     """Predict every published measurement in validation/ and report the error.
 
     Errors are (predicted - measured) / measured. Cases the simulator cannot
@@ -108,7 +109,8 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     catalog = catalog_from(catalog_dirs)       # e.g. a calibrated folder, checked against every case
-    outcomes, replaced = evaluate_all(cases, catalog, workers, validation_progress(as_json))
+    with exactly(exact):
+        outcomes, replaced = evaluate_all(cases, catalog, workers, validation_progress(as_json))
     rows = summaries(outcomes)
     loso = loso_summaries(outcomes, replaced)
     if plot is not None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option,
-                                 friendly_errors, slug, status)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, exact_option,
+                                 exactly, friendly_errors, slug, status)
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
@@ -33,9 +33,10 @@ from scalesim.report.tables import make_console
               help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
                    "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
 @catalog_option
+@exact_option
 @friendly_errors
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None, max_seconds: float | None, catalog_dirs) -> None:
+        samples: int, seed: int | None, max_seconds: float | None, catalog_dirs, exact: bool) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
@@ -51,7 +52,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     check_output_dir(directory if plots else None, "--out")
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
-    with answer_budget(max_seconds):
+    with answer_budget(max_seconds), exactly(exact):
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
@@ -126,9 +127,10 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
               help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
                    "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
 @catalog_option
+@exact_option
 @friendly_errors
 def compare(scenario_files, as_json, out, plots, samples, seed, report, search, rank_by, allow_different_work,
-            csv_path, max_seconds, catalog_dirs) -> None:
+            csv_path, max_seconds, catalog_dirs, exact) -> None:
     """Simulate several designs and compare them side by side.
 
     Table: step time, throughput, MFU, scaling efficiency, memory fit, time to
@@ -151,7 +153,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
         compare_serving(scenario_files, as_json, out, plots)
         return
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
-    with answer_budget(max_seconds), time_limit(max_seconds):
+    with answer_budget(max_seconds), time_limit(max_seconds), exactly(exact):
         comparison = run_compare(list(scenario_files), scaling_counts=scaling_counts, samples=samples, seed=seed,
                                  progress=lambda items: progress(as_json)(items, "simulating designs", len(items)),
                                  catalog=catalog_from(catalog_dirs), search=search, rank_by=rank_by,
@@ -223,9 +225,10 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
                    "and plan) are reused, not simulated again; failed ones are retried.")
 @click.option("--force", is_flag=True, help="Start over: discard an existing <out>/points.jsonl.")
 @catalog_option
+@exact_option
 @friendly_errors
 def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots, executor_name, workers,
-          resume, force, catalog_dirs) -> None:
+          resume, force, catalog_dirs, exact) -> None:
     """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
 
     The cluster grows by whole nodes of the scenario's node design; without
@@ -249,7 +252,8 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     scenario, file = load_scenario(scenario_file)
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
     check_output_dir(directory, "--out")
-    with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, stop_on_sigterm():
+    with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, stop_on_sigterm(), \
+            exactly(exact):
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
                                progress=sweep_progress(as_json), executor=executor, points_file=points,

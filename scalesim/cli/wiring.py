@@ -50,6 +50,20 @@ def catalog_option(fn):
                              "built-in catalog (repeatable; after $SCALESIM_CATALOG's).")(fn)
 
 
+def exact_option(fn):
+    """--exact: play every task of every step, without fast-forwarding repeating periods."""
+    return click.option("--exact", is_flag=True,
+                        help="Play every task of every step: no fast-forward of repeating periods (pipeline "
+                             "micro-batches, identical layers). Same results within 1e-9; slower.")(fn)
+
+
+def exactly(exact: bool):
+    """The block plays every step whole when `exact` (--exact)."""
+    from scalesim.engine.fast_forward import exact_simulation
+
+    return exact_simulation(exact)
+
+
 def catalog_from(dirs):
     """The catalog of the --catalog folders (and $SCALESIM_CATALOG's) over the built-in one."""
     from scalesim.hardware.user_catalog import catalog_for

@@ -23,6 +23,7 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
+from scalesim.engine.fast_forward import Played, exact_requested, fast_forward
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
@@ -30,7 +31,7 @@ from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
 
-__all__ = ["MIN_COMPUTE_RATE", "compute_rate", "simulate"]
+__all__ = ["MIN_COMPUTE_RATE", "compute_rate", "played", "simulate"]
 
 
 @dataclass
@@ -65,6 +66,7 @@ class _Run(StretchWalks):
     program: Program
     calls: dict[str, _Call] = field(default_factory=dict)
     intervals: list[Interval] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)            # per interval, its task's index on its rank
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
     private: dict[int, list] = field(default_factory=dict)     # id(plan) -> per phase (exposed, s, bytes)
     sms: dict[int, _Sms] = field(default_factory=dict)          # rank -> its SMs, when any call holds some
@@ -144,6 +146,7 @@ class _Run(StretchWalks):
     def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
         task = self.program.tasks[rank][index]
         self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env.now))
+        self.indices.append(index)
         if task.host_sync:
             self.hosts[rank].released_s[index] = self.env.now
         done = events[index]
@@ -276,7 +279,8 @@ class _Run(StretchWalks):
                 yield self.env.all_of(waits)
 
 
-def simulate(program: Program, closed_form: bool = True, stretches: bool = True) -> Timeline:
+def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None
+             ) -> Timeline:
     """Run one step; deterministic for a given program.
 
     closed_form: time calls that run alone on their links, and groups of flows
@@ -284,7 +288,22 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True)
     False plays every flow through the fluid network.
     stretches: play runs of a walk's tasks that nothing else waits for as one timer
     (engine/stretches.py: the same times); False plays every task as its own events.
+    exact: play every task (no fast-forward of repeating periods, engine/fast_forward.py);
+    None: as `exact_simulation` says (by default the fast-forward is on).
     """
+    if not (exact_requested() if exact is None else exact):
+        timeline = fast_forward(program, lambda short: played(short, closed_form, stretches))
+        if timeline is not None:
+            return timeline
+    intervals, _indices, sent, delivered, slowed = played(program, closed_form, stretches)
+    end_s = max((iv.end_s for iv in intervals), default=0.0)
+    ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
+    return Timeline(ordered, end_s, sent, delivered, dict(sorted(slowed.items())))
+
+
+def played(program: Program, closed_form: bool = True, stretches: bool = True) -> Played:
+    """Play the step out: its intervals in the order they ended, each one's task index on its rank,
+    bytes sent and delivered, and per rank the compute time added by held SMs."""
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
     if closed_form:
@@ -323,6 +342,4 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True)
     expected = sum(len(t) for t in program.tasks.values())
     if len(run.intervals) != expected:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
-    end_s = max((iv.end_s for iv in run.intervals), default=0.0)
-    ordered = tuple(sorted(run.intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
-    return Timeline(ordered, end_s, run.net.bytes_sent, run.net.bytes_delivered, dict(sorted(run.slowed.items())))
+    return run.intervals, run.indices, run.net.bytes_sent, run.net.bytes_delivered, run.slowed

@@ -220,6 +220,7 @@ class StretchWalks:
         """Record entries that are over (their times as planned), as the walk would have."""
         tasks = self.program.tasks[rank]
         record = self.intervals.append
+        self.indices.extend(entry.index for entry in entries)
         for entry in entries:
             task = tasks[entry.index]
             if entry.kind == CALL:
