@@ -15,8 +15,10 @@ each flow.
 from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+import math
+
 from scalesim.collectives.protocol import base_latency_s, step_latency_s
-from scalesim.collectives.ring import flow
+from scalesim.collectives.ring import flow, plugin_latency_s
 from scalesim.topology import Topology
 
 
@@ -74,6 +76,10 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     other servers over the GPU's own NIC (a ring among the M servers, one per
     local rank, each on S/k), while the switch reduces and multicasts; the
     stages overlap, so the slowest sets the time.
+
+    A net plugin's reported latency (collectives/protocol.py) enters as NCCL
+    2.19+ counts NVLSTree's inter-node steps: 2 * log2(servers) of them, each
+    taking it twice (Simple), on top of the step latencies below.
     """
     groups = nvls_tree_servers(topology, ranks)
     if op != "all_reduce" or groups is None:
@@ -86,6 +92,8 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     for i in range(k):
         column = [local[i] for local, _ in groups]
         flows += [flow(topology, column[j], column[(j + 1) % m], inter) for j in range(m)]
+    plugin = plugin_latency_s(topology, [(groups[0][0][0], local[0]) for local, _ in groups[1:]])
     latency = (base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
-               + 2 * (m - 1) * step_latency_s("net", "ring", "simple"))
+               + 2 * (m - 1) * step_latency_s("net", "ring", "simple")
+               + 2 * math.ceil(math.log2(m)) * 2 * plugin)
     return CollectivePlan(op, "nvls_tree", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple")

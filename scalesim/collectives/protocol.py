@@ -29,6 +29,19 @@ protocol is disabled inside one MI300X node. `library="rccl"` selects those
 figures (scalesim/collectives/library.py says which GPUs run RCCL); network
 steps keep NCCL's figures. MI355X (gfx950) has no board model of its own in
 RCCL's file: it is taken to behave as MI300X's (an assumption).
+
+Net plugins (NCCL 2.18.1+, NVIDIA/nccl d97a32fa): NCCL copies the latency a
+network device reports (ncclNetProperties_t.latency, src/graph/topo.cc) into
+each graph's `latencyInter` (src/graph/search.cc) and adds it to the per-step
+network latency of every algorithm: interLat = hwLat[NET] + latencyInter, plus
+latencyInter once more for Simple ("the flush extra latency",
+src/graph/tuning.cc). NCCL's own IB and socket transports report 0
+(src/transport/net_ib.cc, net_socket.cc: `props->latency = 0; // Not set`), so
+only plugin transports carry it: aws-ofi-nccl reports 75 us on p4d/p4de/p5/p5e
+and 35 us on p5en/p6 (src/platform-aws.cpp platform_data_map @2daf7d30; first
+set in d87d61e0, "Variable internode latency reported to NCCL", v1.7.0, whose
+removed comment says the figure came from measured all-reduce latencies fitted
+into NCCL's tuning model). Links carry it as `net_plugin_latency_s`.
 """
 
 from __future__ import annotations
@@ -84,6 +97,11 @@ def bandwidth_fraction(algo: str, protocol: str, op: str, multi_node: bool, libr
 def base_latency_s(algo: str, protocol: str, library: str = "nccl") -> float:
     table = RCCL_BASE_LATENCY_US if library == "rccl" else BASE_LATENCY_US
     return table.get((algo, protocol), table[("ring", protocol)]) * US
+
+
+def net_step_latency_s(algo: str, protocol: str, plugin_latency_s: float, library: str = "nccl") -> float:
+    """One inter-node step: NCCL's network hwLat plus the net plugin's reported latency, twice for Simple."""
+    return step_latency_s("net", algo, protocol, library) + plugin_latency_s * (2 if protocol == "simple" else 1)
 
 
 def step_latency_s(link_class: str, algo: str, protocol: str, library: str = "nccl") -> float:

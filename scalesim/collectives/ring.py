@@ -31,7 +31,7 @@ from __future__ import annotations
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.collectives.library import library_of
 from scalesim.collectives.mesh import mesh_rings
-from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
+from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, net_step_latency_s, step_latency_s
 from scalesim.topology import Topology
 
 
@@ -83,6 +83,12 @@ def ring_orders(topology: Topology, ranks: tuple[int, ...]) -> list[list[int]]:
     return [[r for s in servers for r in s[c:] + s[:c]] for c in rotations(topology, servers)]
 
 
+def plugin_latency_s(topology: Topology, pairs) -> float:
+    """The net plugin latency NCCL adds per inter-node step (its graph's NIC): the largest over `pairs`."""
+    return max((topology.net_plugin_latency_s(a, b) for a, b in pairs if topology.link_class(a, b) == "net"),
+               default=0.0)
+
+
 def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str) -> float:
     n = len(order)
     steps, _, closed = steps_and_edge_fraction(op, n)
@@ -96,7 +102,7 @@ def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str)
     lib = library_of(topology, tuple(order))
     return (base_latency_s("ring", protocol, lib)
             + (steps - inter_steps) * step_latency_s(intra_class, "ring", protocol, lib)
-            + inter_steps * step_latency_s("net", "ring", protocol, lib))
+            + inter_steps * net_step_latency_s("ring", protocol, plugin_latency_s(topology, edges), lib))
 
 
 def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,

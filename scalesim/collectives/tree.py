@@ -28,8 +28,8 @@ import math
 
 from scalesim.collectives.plan import CollectivePlan, Phase
 from scalesim.collectives.library import library_of
-from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
-from scalesim.collectives.ring import flow, rotations
+from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, net_step_latency_s, step_latency_s
+from scalesim.collectives.ring import flow, plugin_latency_s, rotations
 from scalesim.topology import Topology
 
 # NCCL ncclTopoTuneModel maxTreeBw, GB/s of NCCL "busBw" (algbw = busBw / 2 for trees).
@@ -104,7 +104,9 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
                 flows.append(flow(topology, parent, child, wire, cap))     # broadcast, downwards
     ppn = max(len(s) for s in servers)
     intra = next((topology.link_class(s[0], s[1]) for s in servers if len(s) > 1), "nvlink")
+    heads = [s[0] for s in servers]
+    plugin = plugin_latency_s(topology, zip(heads, heads[1:]))
     latency = base_latency_s("tree", protocol, lib) + 2 * (
         (ppn - 1) * step_latency_s(intra, "tree", protocol, lib)
-        + math.ceil(math.log2(len(servers))) * step_latency_s("net", "tree", protocol, lib))
+        + math.ceil(math.log2(len(servers))) * net_step_latency_s("tree", protocol, plugin, lib))
     return CollectivePlan(op, "tree", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), protocol)

@@ -30,6 +30,7 @@ from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
 ARCHS = ("ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
+NETWORK_LINK_KINDS = ("infiniband", "roce", "ethernet")
 LINK_KINDS = ("pcie", "nvlink", "nvswitch", "xgmi", "socket", "infiniband", "roce", "ethernet", "memory")
 # Kinds a GPU's scale-up port (`nvlink` field) may be: NVLink, or AMD's Infinity Fabric (xGMI).
 SCALE_UP_KINDS = ("nvlink", "xgmi")
@@ -206,12 +207,16 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
     if not isinstance(name, str) or not name:
         raise where.error(None, f"a link id must be a non-empty string, got {name!r}")
     read = _Reader(mapping, where, _LINK_FIELDS,
-                   optional=("source", "description", "in_network_reduction") if inline
-                   else ("in_network_reduction",))
+                   optional=("source", "description", "in_network_reduction", "net_plugin_latency") if inline
+                   else ("in_network_reduction", "net_plugin_latency"))
     kind = read("kind", _choice(LINK_KINDS))
     reduction = read("in_network_reduction", _bool, default=False)
     if reduction and kind != "nvswitch":
         raise where.error("in_network_reduction", f"only an nvswitch reduces in the network, not a {kind} link")
+    plugin = read("net_plugin_latency", _non_negative_time, default=0.0)
+    if plugin and kind not in NETWORK_LINK_KINDS:
+        raise where.error("net_plugin_latency", f"only a network link ({', '.join(NETWORK_LINK_KINDS)}) "
+                          f"goes through an NCCL net plugin, not a {kind} link")
     return LinkSpec(
         name=name,
         kind=kind,
@@ -221,6 +226,7 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
         description=read("description", _text, default="inline definition"),
         source=read("source", _sources, default=("inline definition",)),
         in_network_reduction=reduction,
+        net_plugin_latency_s=plugin,
     )
 
 
@@ -230,7 +236,7 @@ _GPU_FIELDS = ("full_name", "sms", "boost_clock_mhz", "fp8_gemm_efficiency", "ar
                "mig", "list_price_usd", "cloud_usd_per_gpu_hour", "gemm_efficiency",
                "memory_bw_efficiency", "training_clock_fraction", "source")
 _LINK_FIELDS = ("kind", "bandwidth", "latency", "efficiency", "description", "source",
-                "in_network_reduction")
+                "in_network_reduction", "net_plugin_latency")
 
 
 class _Reader:

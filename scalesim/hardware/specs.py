@@ -97,6 +97,10 @@ class LinkSpec:
     description: str
     source: tuple[str, ...]
     in_network_reduction: bool = False   # NVSwitch with NVLink SHARP (NVLS)
+    # Network links reached through an NCCL net plugin (AWS EFA: aws-ofi-nccl): the latency the plugin
+    # reports to NCCL (ncclNetProperties_t.latency), which NCCL 2.18+ adds to every inter-node step of
+    # its latency model (collectives/protocol.py). NCCL's built-in IB/RoCE and socket transports report 0.
+    net_plugin_latency_s: float = 0.0
 
     @property
     def effective_bw_bytes_per_s(self) -> float:

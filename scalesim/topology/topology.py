@@ -274,6 +274,12 @@ class Topology:
         nodes = self.path(src, dst)
         return sum(self.graph.edges[u, v]["link"].latency_s for u, v in zip(nodes, nodes[1:]))
 
+    def net_plugin_latency_s(self, src: int, dst: int) -> float:
+        """The latency an NCCL net plugin reports for the network links of this copy (0 without one)."""
+        nodes = self.path(src, dst)
+        return max((self.graph.edges[u, v]["link"].net_plugin_latency_s for u, v in zip(nodes, nodes[1:])),
+                   default=0.0)
+
     def bottleneck_bytes_per_s(self, src: int, dst: int) -> float:
         """Capacity of the tightest resource on the route, alone on the network."""
         return min((self.capacity_bytes_per_s[r] for r in self.route(src, dst)), default=float("inf"))
