@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
-from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_bytes_per_param
+from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, outside_cuda_graphs
@@ -48,7 +48,7 @@ from scalesim.parallel.rank_program import RankProgram
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe
 from scalesim.parallel.stages import model_chunks
-from scalesim.program import CollectiveTask, ComputeTask, Program
+from scalesim.program import CollectiveTask, Program
 from scalesim.topology import Topology
 
 
@@ -108,7 +108,7 @@ class StepBuilder:
         for chunk in chunks:
             work = []
             for layer, recomputed in zip(chunk, recomputed_blocks(chunk, plan.recompute_layers)):
-                local = shard_layer(layer, pl.tp, pl.cp, sp)
+                local = shard_layer(layer, pl.tp, pl.cp, sp, self.memo)
                 block = local.kind == "transformer_block"
                 is_moe = local.expert_params > 0
                 if is_moe:
@@ -143,13 +143,22 @@ class StepBuilder:
     # ------------------------------------------------------------------ helpers
 
     def _layer_time(self, layer: LayerSpec, held_sms: int = 0) -> LayerTime:
-        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels."""
+        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels
+        (kept in the memo by content: the same block recurs in every layer and, in a sweep, every plan)."""
         plan = self.plan
+        key = ("layer-time", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
+               plan.memory_format, plan.finetune, layer.kind, layer.ops, held_sms)
+        known = self.memo.get(key)
+        if known is not None:
+            return known
         if plan.finetune is not None:
-            return finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
-                                       plan.checkpointing, plan.attention, plan.memory_format, held_sms)
-        return layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                          plan.attention, plan.memory_format, held_sms)
+            known = finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
+                                        plan.checkpointing, plan.attention, plan.memory_format, held_sms)
+        else:
+            known = layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                               plan.attention, plan.memory_format, held_sms)
+        self.memo[key] = known
+        return known
 
     def _host_times(self, layer: LayerSpec) -> dict[str, float]:
         """Host time to issue one micro-batch's kernels of the layer, per pass."""
@@ -354,32 +363,6 @@ class StepBuilder:
 
     def rank_tasks(self, rank: int) -> tuple:
         return RankProgram(self, rank).tasks()
-
-    def _offloaded_step(self, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:
-        """ZeRO-Offload (Ren et al. 2021): gradients to host memory, the update on the CPU, weights back.
-
-        The copies are flows from the GPU to its socket's memory and back, so
-        they share PCIe and host memory with everything else. The CPU Adam
-        update streams the same bytes per parameter as on the GPU
-        (`optimizer_bytes_per_param`), from the socket's memory, shared by the GPUs of
-        the socket (memory-bound, as DeepSpeed's vectorised CPU Adam is).
-        """
-        topo = self.topology
-        # Simulated once per stage, a rank's copies stand for the whole server's
-        # (they share PCIe switches and host memory), so all of them are on the links.
-        ranks = movers(topo, rank, self.plan.placement.size, self.symmetric)
-        down = host_copy_plan(topo, rank, ranks, params * self.grad_bytes_per_param, True, self.memo)
-        tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
-        d2h = len(tasks) - 1
-        share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
-        cpu_s = params * optimizer_bytes_per_param(self.plan.precision, self.plan.optimizer) / share
-        tasks.append(ComputeTask("CPU optimizer step", "optimizer", cpu_s, deps=(d2h,), stream="cpu"))
-        cpu = len(tasks) - 1
-        if self.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
-            return cpu
-        up = host_copy_plan(topo, rank, ranks, params * self.weight_bytes_per_param, False, self.memo)
-        tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
-        return len(tasks) - 1
 
     def program(self) -> Program:
         tasks = {r: self.rank_tasks(r) for r in self.simulated}

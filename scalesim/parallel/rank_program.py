@@ -13,6 +13,8 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.offload import offloaded_step
+from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.program import ComputeTask
 
 PASS_SECONDS = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}
@@ -43,14 +45,20 @@ class RankProgram:
         self.reductions: list[int] = []
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
+        self.passes = None                      # the PassTemplates of tasks(), once called
 
-    def tasks(self) -> tuple:
+    def tasks(self, templates: bool = True) -> tuple:
+        """`templates`: replay the passes repeated from one micro-batch to the next (pass_templates.py;
+        the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
+        passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
+        last = self.plan.micro_batches - 1
         for kind, mb, local_chunk in self.b.stage_order(self.stage):
             g = local_chunk * self.pl.pp + self.stage
-            if kind == "F":
-                self._forward(g, mb)
+            build = (lambda g=g, mb=mb: self._forward(g, mb)) if kind == "F" else (lambda g=g, mb=mb: self._backward(g, mb))
+            if passes is None:
+                build()
             else:
-                self._backward(g, mb)
+                passes.run((kind, g, kind != "F" and mb == last), mb, build)
         self._optimizer_step()
         return tuple(self.list)
 
@@ -239,7 +247,7 @@ class RankProgram:
         done = tuple(r for r in self.reductions + self.overlapped if r is not None)
         params = params_local / shard + experts_local / expert_shard
         if plan.offload_optimizer:
-            opt = b._offloaded_step(self.list, self.rank, params, done)
+            opt = offloaded_step(b, self.list, self.rank, params, done)
         else:
             # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
             # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
