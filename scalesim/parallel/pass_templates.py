@@ -21,7 +21,8 @@ from dataclasses import fields
 from scalesim.program import CollectiveTask, ComputeTask
 
 _BEFORE = (-2, -1)          # dependency codes of the second-last and the last layer compute before the pass
-_DEPS = {cls: [f.name for f in fields(cls)].index("deps") for cls in (ComputeTask, CollectiveTask)}
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in (ComputeTask, CollectiveTask)}
+_DEPS = {cls: names.index("deps") for cls, names in _FIELDS.items()}
 
 
 class _Template:
@@ -30,7 +31,7 @@ class _Template:
     __slots__ = ("entries", "counters", "computes", "reductions", "overlapped")
 
     def __init__(self, entries, counters, computes, reductions, overlapped):
-        self.entries = entries          # (type, values, deps at code or offset, key: (prefix, counter, seq) | p2p)
+        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep)
         self.counters = counters        # counter -> calls this pass adds
         self.computes = computes        # offsets appended to layer_computes
         self.reductions = reductions    # offsets (or None) appended to reductions
@@ -74,12 +75,18 @@ class PassTemplates:
                     deps.append(_BEFORE[before.index(d)])
                 else:
                     return None
+            cls = type(task)
+            values = [getattr(task, name) for name in _FIELDS[cls]]
+            d = _DEPS[cls]
+            head, tail = tuple(values[:d]), tuple(values[d + 1:])
             key = None
             if isinstance(task, CollectiveTask):
                 key = _key_of(task, counters)
                 if key is None:
                     return None
-            entries.append((type(task), [getattr(task, f.name) for f in fields(task)], tuple(deps), key))
+                head = head[2:]                 # name and key rebuilt on replay
+            single = deps[0] if len(deps) == 1 and deps[0] >= 0 else None
+            entries.append((cls, head, tail, tuple(deps), key, single))
         added = {c: n - counters.get(c, 0) for c, n in p.counters.items() if n != counters.get(c, 0)}
         return _Template(entries, added, [i - start for i in p.layer_computes[computes:]],
                          [None if i is None else i - start for i in p.reductions[reductions:]],
@@ -91,19 +98,14 @@ class PassTemplates:
         before = {-2: p.layer_computes[-2], -1: p.layer_computes[-1]}
         counters = p.counters
         append = p.list.append
-        for cls, values, deps, key in template.entries:
-            d = _DEPS[cls]
-            if len(deps) == 1 and deps[0] >= 0:
-                moved = (deps[0] + start,)
-            else:
-                moved = tuple(x + start if x >= 0 else before[x] for x in deps)
+        for cls, head, tail, deps, key, single in template.entries:
+            moved = (single + start,) if single is not None else tuple(x + start if x >= 0 else before[x] for x in deps)
             if key is None:
-                append(cls(*values[:d], moved, *values[d + 1:]))
-            elif key[0] == "p2p":
-                append(cls(*_p2p_names(values[1], mb), *values[2:d], moved, *values[d + 1:]))
+                append(cls(*head, moved, *tail))
+            elif key[0] is None:
+                append(cls(*_p2p_names(key[1], mb), *head, moved, *tail))
             else:
-                append(cls(values[0], key[0] + str(key[2] + counters.get(key[1], 0)), *values[2:d], moved,
-                           *values[d + 1:]))
+                append(cls(key[3], key[0] + str(key[2] + counters.get(key[1], 0)), *head, moved, *tail))
         for counter, n in template.counters.items():
             counters[counter] = counters.get(counter, 0) + n
         p.layer_computes.extend(i + start for i in template.computes)
@@ -112,18 +114,18 @@ class PassTemplates:
 
 
 def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
-    """How the call's key is renumbered: ('p2p',) for pipeline transfers (keyed by micro-batch),
-    (prefix, counter, sequence number less the counter at the pass start) for group calls,
+    """How the call's key is renumbered: (None, key) for pipeline transfers (keyed by micro-batch),
+    (prefix, counter, sequence number less the counter at the pass start, name) for group calls,
     None for anything else (offload copies)."""
     key = task.key
     if key.startswith("pp/"):
-        return ("p2p",)
+        return (None, key)
     parts = key.split("/")
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
         return None
     kind, first, seq = parts
     counter = (kind, int(first))
-    return (f"{kind}/{first}/", counter, int(seq) - counters.get(counter, 0))
+    return (f"{kind}/{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
 
 
 def _p2p_names(key: str, mb: int) -> tuple[str, str]:
