@@ -105,6 +105,7 @@ class StepBuilder:
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         self._layer_rows: dict[tuple, int] = {}        # (layer ids, pass) -> row, for RankProgram.layer_row
+        self._peer_tasks: dict[tuple, tuple] = {}      # RankProgram.peers_key -> the tasks of those ranks
         for chunk in chunks:
             work = []
             for layer, recomputed in zip(chunk, recomputed_blocks(chunk, plan.recompute_layers)):
@@ -362,7 +363,14 @@ class StepBuilder:
         return tuple(schedule(plan.schedule, stage, plan.placement.pp, plan.micro_batches, plan.chunks_per_stage))
 
     def rank_tasks(self, rank: int) -> tuple:
-        return RankProgram(self, rank).tasks()
+        """The rank's tasks; built once for ranks whose tasks depend only on the same groups."""
+        program = RankProgram(self, rank)
+        peers = program.peers_key()
+        if peers is None:
+            return program.tasks()
+        if peers not in self._peer_tasks:
+            self._peer_tasks[peers] = program.tasks()
+        return self._peer_tasks[peers]
 
     def program(self) -> Program:
         tasks = {r: self.rank_tasks(r) for r in self.simulated}

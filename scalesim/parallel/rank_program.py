@@ -47,6 +47,15 @@ class RankProgram:
         self.gathered_once: set[str] = set()
         self.passes = None                      # the PassTemplates of tasks(), once called
 
+    def peers_key(self) -> tuple | None:
+        """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
+        no offload copies numbered per rank): ranks with the same key have the very same tasks
+        (every rank of plain data parallelism). None when the tasks name the rank itself."""
+        if self.pl.pp > 1 or self.plan.offload_params or self.plan.offload_optimizer:
+            return None
+        return tuple(g if len(g) > 1 else None
+                     for g in (self.tp_group, self.cp_group, self.grad_group, self.ep_group, self.edp_group))
+
     def tasks(self, templates: bool = True) -> tuple:
         """`templates`: replay the passes repeated from one micro-batch to the next (pass_templates.py;
         the same tasks), except with offloaded weights (their fetches are numbered per rank)."""

@@ -41,3 +41,16 @@ def test_replayed_passes_equal_passes_built_again(name):
         replayed = program.tasks()
         assert replayed == RankProgram(builder, rank).tasks(templates=False)
         assert program.passes.replayed > 0
+
+
+@pytest.mark.parametrize("changes", [{}, {"parallel": {"dp": 4, "tp": 2}}, {"parallel": {"zero": 3}}])
+def test_ranks_given_the_same_tasks_would_build_the_same_tasks(changes):
+    scenario, path = load_scenario(ROOT / "scenarios" / "8xh100-ddp.yaml")
+    step = prepare(scenario.with_changes(**changes), path).step
+    assert step.every_rank
+    program = step.program
+    builder = StepBuilder(step.model, step.gpu, step.topology, step.plan, symmetric=False, chunks=step.chunks,
+                          memo=step.memo, orders=tuple(s.order for s in step.stages))
+    assert len(program.tasks) == 8
+    for rank, tasks in program.tasks.items():
+        assert tasks == RankProgram(builder, rank).tasks(templates=False)
