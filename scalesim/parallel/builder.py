@@ -87,10 +87,8 @@ class StepBuilder:
         self.memo = {} if memo is None else memo
         self.orders = orders                           # per stage: its passes in schedule order
         pl = plan.placement
-        if symmetric:
-            self.simulated = tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp))
-        else:
-            self.simulated = tuple(range(pl.size))
+        self.simulated = (tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp)) if symmetric
+                          else tuple(range(pl.size)))
         self._simulated_set = set(self.simulated)
         self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
         self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)

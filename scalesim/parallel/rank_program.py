@@ -63,11 +63,11 @@ class RankProgram:
         last = self.plan.micro_batches - 1
         for kind, mb, local_chunk in self.b.stage_order(self.stage):
             g = local_chunk * self.pl.pp + self.stage
-            build = (lambda g=g, mb=mb: self._forward(g, mb)) if kind == "F" else (lambda g=g, mb=mb: self._backward(g, mb))
+            build = self._forward if kind == "F" else self._backward
             if passes is None:
-                build()
+                build(g, mb)
             else:
-                passes.run((kind, g, kind != "F" and mb == last), mb, build)
+                passes.run((kind, g, kind != "F" and mb == last), mb, lambda: build(g, mb))
         self._optimizer_step()
         return tuple(self.list)
 

@@ -105,7 +105,8 @@ def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], f
     return (float(min(x0.min(), x1.min())), y0), (float(max(x0.max(), x1.max())), float(y1))
 
 
-def _bar_spans(timeline: Timeline, shown: set[int], row_of) -> tuple[dict[tuple[int, str], tuple[list, list]], set[str]]:
+def _bar_spans(timeline: Timeline, shown: set[int], row_of
+               ) -> tuple[dict[tuple[int, str], tuple[list, list]], set[str]]:
     """Per (row, colour), in the order first drawn: the starts and ends (s) of its bars; and the
     kinds of work drawn. A host-bound kernel adds a 'waiting for host' bar from ready to start."""
     spans: dict[tuple[int, str], tuple[list, list]] = {}
