@@ -242,26 +242,15 @@ class StepBuilder:
         if key in memo:
             return memo[key]
         plan = plan_collective(op, self.topology, group, size, memo=memo)
-        pl = self.plan.placement
-        base = pl.coords(group[0])
-        vary = [d for d in ("tp", "cp", "dp") if d not in span]
-        sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
-        combos = [{}]
-        for d in vary:
-            combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
         used = {link for phase in plan.phases for f in phase.flows for link in f.links}
         topo = self.topology
         # A copy can only share a link with the plan inside the plan's servers, or on
         # the fabric next to a switch the plan crosses (routes run NIC, leaf, [spine,
         # leaf], NIC): copies that touch none of those servers are not planned at all.
         near = {topo.server_of(r) for r in group} | topo.servers_reaching(used)
-        coords = [pl.coords(r) for r in group]
         extra = []
-        for combo in combos:
-            if all(combo[d] == base[d] for d in vary):
-                continue
-            copy = tuple(pl.rank(**{**c, **combo}) for c in coords)
-            if not any(topo.server_of(r) in near for r in copy):
+        for copy, servers in self._copies(group, span):
+            if near.isdisjoint(servers):
                 continue
             # A copy of a symmetric group runs the same algorithm as the group itself.
             other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol, memo)
@@ -276,6 +265,24 @@ class StepBuilder:
             plan = CollectivePlan(plan.op, plan.algo, plan.ranks, plan.size_bytes, tuple(phases), plan.protocol)
         memo[key] = plan
         return plan
+
+    def _copies(self, group: tuple[int, ...], span: tuple[str, ...]) -> list[tuple[tuple[int, ...], frozenset]]:
+        """The symmetric copies of `group` (differing from it in the dimensions outside `span`, except
+        pp) and the servers each touches; the same for every size of call, so found once."""
+        pl = self.plan.placement
+        key = ("copies", pl, group, span)
+        if key not in self.memo:
+            base = pl.coords(group[0])
+            vary = [d for d in ("tp", "cp", "dp") if d not in span]
+            sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
+            combos = [{}]
+            for d in vary:
+                combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
+            coords = [pl.coords(r) for r in group]
+            copies = [tuple(pl.rank(**{**c, **combo}) for c in coords) for combo in combos
+                      if not all(combo[d] == base[d] for d in vary)]
+            self.memo[key] = [(copy, frozenset(map(self.topology.server_of, copy))) for copy in copies]
+        return self.memo[key]
 
     def _sm_share(self, plan: CollectivePlan) -> float:
         key = ("sm-share", plan.op, plan.algo, plan.ranks)
