@@ -99,7 +99,10 @@ class PassTemplates:
         counters = p.counters
         append = p.list.append
         for cls, head, tail, deps, key, single in template.entries:
-            moved = (single + start,) if single is not None else tuple(x + start if x >= 0 else before[x] for x in deps)
+            if single is not None:
+                moved = (single + start,)
+            else:
+                moved = tuple(x + start if x >= 0 else before[x] for x in deps)
             if key is None:
                 append(cls(*head, moved, *tail))
             elif key[0] is None:
