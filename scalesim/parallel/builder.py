@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
 from scalesim.collectives.kernels import sm_share
-from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time, optimizer_bytes_per_param
+from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
 from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, outside_cuda_graphs
@@ -48,7 +48,7 @@ from scalesim.parallel.rank_program import RankProgram
 from scalesim.parallel.schedules import schedule
 from scalesim.parallel.sharding import shard_layer, split_attention_mlp, split_moe
 from scalesim.parallel.stages import model_chunks
-from scalesim.program import CollectiveTask, ComputeTask, Program
+from scalesim.program import CollectiveTask, Program
 from scalesim.topology import Topology
 
 
@@ -87,10 +87,8 @@ class StepBuilder:
         self.memo = {} if memo is None else memo
         self.orders = orders                           # per stage: its passes in schedule order
         pl = plan.placement
-        if symmetric:
-            self.simulated = tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp))
-        else:
-            self.simulated = tuple(range(pl.size))
+        self.simulated = (tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp)) if symmetric
+                          else tuple(range(pl.size)))
         self._simulated_set = set(self.simulated)
         self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
         self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)
@@ -105,10 +103,11 @@ class StepBuilder:
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         self._layer_rows: dict[tuple, int] = {}        # (layer ids, pass) -> row, for RankProgram.layer_row
+        self._peer_tasks: dict[tuple, tuple] = {}      # RankProgram.peers_key -> the tasks of those ranks
         for chunk in chunks:
             work = []
             for layer, recomputed in zip(chunk, recomputed_blocks(chunk, plan.recompute_layers)):
-                local = shard_layer(layer, pl.tp, pl.cp, sp)
+                local = shard_layer(layer, pl.tp, pl.cp, sp, self.memo)
                 block = local.kind == "transformer_block"
                 is_moe = local.expert_params > 0
                 if is_moe:
@@ -143,13 +142,22 @@ class StepBuilder:
     # ------------------------------------------------------------------ helpers
 
     def _layer_time(self, layer: LayerSpec, held_sms: int = 0) -> LayerTime:
-        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels."""
+        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels
+        (kept in the memo by content: the same block recurs in every layer and, in a sweep, every plan)."""
         plan = self.plan
+        key = ("layer-time", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
+               plan.memory_format, plan.finetune, layer.kind, layer.ops, held_sms)
+        known = self.memo.get(key)
+        if known is not None:
+            return known
         if plan.finetune is not None:
-            return finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
-                                       plan.checkpointing, plan.attention, plan.memory_format, held_sms)
-        return layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                          plan.attention, plan.memory_format, held_sms)
+            known = finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
+                                        plan.checkpointing, plan.attention, plan.memory_format, held_sms)
+        else:
+            known = layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                               plan.attention, plan.memory_format, held_sms)
+        self.memo[key] = known
+        return known
 
     def _host_times(self, layer: LayerSpec) -> dict[str, float]:
         """Host time to issue one micro-batch's kernels of the layer, per pass."""
@@ -234,26 +242,15 @@ class StepBuilder:
         if key in memo:
             return memo[key]
         plan = plan_collective(op, self.topology, group, size, memo=memo)
-        pl = self.plan.placement
-        base = pl.coords(group[0])
-        vary = [d for d in ("tp", "cp", "dp") if d not in span]
-        sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
-        combos = [{}]
-        for d in vary:
-            combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
         used = {link for phase in plan.phases for f in phase.flows for link in f.links}
         topo = self.topology
         # A copy can only share a link with the plan inside the plan's servers, or on
         # the fabric next to a switch the plan crosses (routes run NIC, leaf, [spine,
         # leaf], NIC): copies that touch none of those servers are not planned at all.
         near = {topo.server_of(r) for r in group} | topo.servers_reaching(used)
-        coords = [pl.coords(r) for r in group]
         extra = []
-        for combo in combos:
-            if all(combo[d] == base[d] for d in vary):
-                continue
-            copy = tuple(pl.rank(**{**c, **combo}) for c in coords)
-            if not any(topo.server_of(r) in near for r in copy):
+        for copy, servers in self._copies(group, span):
+            if near.isdisjoint(servers):
                 continue
             # A copy of a symmetric group runs the same algorithm as the group itself.
             other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol, memo)
@@ -268,6 +265,24 @@ class StepBuilder:
             plan = CollectivePlan(plan.op, plan.algo, plan.ranks, plan.size_bytes, tuple(phases), plan.protocol)
         memo[key] = plan
         return plan
+
+    def _copies(self, group: tuple[int, ...], span: tuple[str, ...]) -> list[tuple[tuple[int, ...], frozenset]]:
+        """The symmetric copies of `group` (differing from it in the dimensions outside `span`, except
+        pp) and the servers each touches; the same for every size of call, so found once."""
+        pl = self.plan.placement
+        key = ("copies", pl, group, span)
+        if key not in self.memo:
+            base = pl.coords(group[0])
+            vary = [d for d in ("tp", "cp", "dp") if d not in span]
+            sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
+            combos = [{}]
+            for d in vary:
+                combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
+            coords = [pl.coords(r) for r in group]
+            copies = [tuple(pl.rank(**{**c, **combo}) for c in coords) for combo in combos
+                      if not all(combo[d] == base[d] for d in vary)]
+            self.memo[key] = [(copy, frozenset(map(self.topology.server_of, copy))) for copy in copies]
+        return self.memo[key]
 
     def _sm_share(self, plan: CollectivePlan) -> float:
         key = ("sm-share", plan.op, plan.algo, plan.ranks)
@@ -353,33 +368,14 @@ class StepBuilder:
         return tuple(schedule(plan.schedule, stage, plan.placement.pp, plan.micro_batches, plan.chunks_per_stage))
 
     def rank_tasks(self, rank: int) -> tuple:
-        return RankProgram(self, rank).tasks()
-
-    def _offloaded_step(self, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:
-        """ZeRO-Offload (Ren et al. 2021): gradients to host memory, the update on the CPU, weights back.
-
-        The copies are flows from the GPU to its socket's memory and back, so
-        they share PCIe and host memory with everything else. The CPU Adam
-        update streams the same bytes per parameter as on the GPU
-        (`optimizer_bytes_per_param`), from the socket's memory, shared by the GPUs of
-        the socket (memory-bound, as DeepSpeed's vectorised CPU Adam is).
-        """
-        topo = self.topology
-        # Simulated once per stage, a rank's copies stand for the whole server's
-        # (they share PCIe switches and host memory), so all of them are on the links.
-        ranks = movers(topo, rank, self.plan.placement.size, self.symmetric)
-        down = host_copy_plan(topo, rank, ranks, params * self.grad_bytes_per_param, True, self.memo)
-        tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
-        d2h = len(tasks) - 1
-        share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
-        cpu_s = params * optimizer_bytes_per_param(self.plan.precision, self.plan.optimizer) / share
-        tasks.append(ComputeTask("CPU optimizer step", "optimizer", cpu_s, deps=(d2h,), stream="cpu"))
-        cpu = len(tasks) - 1
-        if self.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
-            return cpu
-        up = host_copy_plan(topo, rank, ranks, params * self.weight_bytes_per_param, False, self.memo)
-        tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
-        return len(tasks) - 1
+        """The rank's tasks; built once for ranks whose tasks depend only on the same groups."""
+        program = RankProgram(self, rank)
+        peers = program.peers_key()
+        if peers is None:
+            return program.tasks()
+        if peers not in self._peer_tasks:
+            self._peer_tasks[peers] = program.tasks()
+        return self._peer_tasks[peers]
 
     def program(self) -> Program:
         tasks = {r: self.rank_tasks(r) for r in self.simulated}

@@ -14,6 +14,8 @@ host-staged collectives.
 from __future__ import annotations
 
 from scalesim.collectives import CollectivePlan, Flow, Phase
+from scalesim.costs.compute import optimizer_bytes_per_param
+from scalesim.program import CollectiveTask, ComputeTask
 from scalesim.topology import Topology
 
 
@@ -38,3 +40,30 @@ def host_copy_plan(topology: Topology, rank: int, ranks: list[int], size_bytes: 
         flows = tuple(Flow(src, dst, topology.host_route(r, to_host), size_bytes) for r in ranks)
         memo[key] = CollectivePlan("offload", "direct", (rank,), size_bytes, (Phase(0.0, flows),))
     return memo[key]
+
+
+def offloaded_step(builder, tasks: list, rank: int, params: float, deps: tuple[int, ...]) -> int:
+    """ZeRO-Offload (Ren et al. 2021): gradients to host memory, the update on the CPU, weights back.
+
+    The copies are flows from the GPU to its socket's memory and back, so
+    they share PCIe and host memory with everything else. The CPU Adam
+    update streams the same bytes per parameter as on the GPU
+    (`optimizer_bytes_per_param`), from the socket's memory, shared by the GPUs of
+    the socket (memory-bound, as DeepSpeed's vectorised CPU Adam is).
+    """
+    topo = builder.topology
+    # Simulated once per stage, a rank's copies stand for the whole server's
+    # (they share PCIe switches and host memory), so all of them are on the links.
+    ranks = movers(topo, rank, builder.plan.placement.size, builder.symmetric)
+    down = host_copy_plan(topo, rank, ranks, params * builder.grad_bytes_per_param, True, builder.memo)
+    tasks.append(CollectiveTask("grads to host", f"offload/d2h/{rank}", down, deps=deps, stream="offload"))
+    d2h = len(tasks) - 1
+    share = topo.host_memory_bw_bytes_per_s(rank) / topo.gpus_per_socket()
+    cpu_s = params * optimizer_bytes_per_param(builder.plan.precision, builder.plan.optimizer) / share
+    tasks.append(ComputeTask("CPU optimizer step", "optimizer", cpu_s, deps=(d2h,), stream="cpu"))
+    cpu = len(tasks) - 1
+    if builder.plan.offload_params:     # the updated weights stay on the host, fetched at their next use
+        return cpu
+    up = host_copy_plan(topo, rank, ranks, params * builder.weight_bytes_per_param, False, builder.memo)
+    tasks.append(CollectiveTask("weights to GPU", f"offload/h2d/{rank}", up, deps=(cpu,), stream="offload"))
+    return len(tasks) - 1

@@ -14,6 +14,8 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.offload import offloaded_step
+from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.program import ComputeTask
 
 PASS_SECONDS = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}
@@ -44,14 +46,29 @@ class RankProgram:
         self.reductions: list[int] = []
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
+        self.passes = None                      # the PassTemplates of tasks(), once called
 
-    def tasks(self) -> tuple:
+    def peers_key(self) -> tuple | None:
+        """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
+        no offload copies numbered per rank): ranks with the same key have the very same tasks
+        (every rank of plain data parallelism). None when the tasks name the rank itself."""
+        if self.pl.pp > 1 or self.plan.offload_params or self.plan.offload_optimizer:
+            return None
+        return tuple(g if len(g) > 1 else None
+                     for g in (self.tp_group, self.cp_group, self.grad_group, self.ep_group, self.edp_group))
+
+    def tasks(self, templates: bool = True) -> tuple:
+        """`templates`: replay the passes repeated from one micro-batch to the next (pass_templates.py;
+        the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
+        passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
+        last = self.plan.micro_batches - 1
         for kind, mb, local_chunk in self.b.stage_order(self.stage):
             g = local_chunk * self.pl.pp + self.stage
-            if kind == "F":
-                self._forward(g, mb)
+            build = self._forward if kind == "F" else self._backward
+            if passes is None:
+                build(g, mb)
             else:
-                self._backward(g, mb)
+                passes.run((kind, g, kind != "F" and mb == last), mb, lambda: build(g, mb))
         self._optimizer_step()
         return tuple(self.list)
 
@@ -282,7 +299,7 @@ class RankProgram:
         done += tuple(r for r in (self._tied_reduce(done),) if r is not None)
         params = params_local / shard + experts_local / expert_shard
         if plan.offload_optimizer:
-            opt = b._offloaded_step(self.list, self.rank, params, done)
+            opt = offloaded_step(b, self.list, self.rank, params, done)
         else:
             # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
             # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels

@@ -60,11 +60,18 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
                    gemm_mnk=None if op.gemm_mnk is None else (m, n, k))
 
 
-def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool) -> LayerSpec:
-    """The part of `layer` one GPU runs and holds."""
+def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None = None) -> LayerSpec:
+    """The part of `layer` one GPU runs and holds. `memo`: the caller's cache of sharded ops (a
+    model repeats one block tens of times; a sweep shards the same blocks for hundreds of plans)."""
     if tp == 1 and cp == 1:
         return layer
-    ops = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
+    if memo is None:
+        ops = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
+    else:
+        key = ("sharded-ops", layer.ops, tp, cp, sp)
+        ops = memo.get(key)
+        if ops is None:
+            ops = memo[key] = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
     if layer.kind == "transformer_block":
         share = 1 / tp if sp else UNSPLIT_ACTIVATION_SHARE + (1 - UNSPLIT_ACTIVATION_SHARE) / tp
         acts = layer.activation_bytes * share / cp

@@ -76,9 +76,10 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
     pl = plan.placement
     chunks = tuple(model_chunks(model, plan.chunks))
     sp = plan.sequence_parallel and pl.tp > 1
+    memo = {} if memo is None else memo
     stages = []
     for stage in range(pl.pp):
-        layers = tuple(shard_experts(shard_layer(layer, pl.tp, pl.cp, sp), pl.ep, 1.0,
+        layers = tuple(shard_experts(shard_layer(layer, pl.tp, pl.cp, sp, memo), pl.ep, 1.0,
                                      pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                        for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage])
         order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
@@ -86,7 +87,7 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
                            for r in recomputed_blocks(chunks[c * pl.pp + stage], plan.recompute_layers))
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
         stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage, recomputed))
-    return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages), {} if memo is None else memo)
+    return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages), memo)
 
 
 def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBreakdown:

@@ -1,0 +1,137 @@
+"""A rank's repeated passes built once: the second and later (forward | backward, chunk) passes replayed.
+
+A stage runs the same forward and backward of a chunk once per micro-batch: the same
+compute and collectives, in the same order, with the same dependencies between them. Only
+where they land in the rank's task list moves, and with it their dependencies, the
+collectives' sequence numbers (each call key counts the calls of its group) and the
+pipeline transfers' micro-batch. `PassTemplates` records a pass as `RankProgram` builds it
+and replays it for the later micro-batches with those renumbered: the same tasks as
+building them again (tests/parallel/test_pass_templates.py), at a fraction of the cost.
+
+A pass is recorded only when it can be replayed exactly: its dependencies on earlier tasks are
+the rank's last two layer computes (ZeRO-3's gather-ahead), it gathers no layer for the first
+time (ZeRO-1/2 with overlap_param_gather) and it fetches no offloaded weights. The final
+micro-batch's backward (it launches the gradient reductions) is keyed apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from scalesim.program import CollectiveTask, ComputeTask
+
+_BEFORE = (-2, -1)          # dependency codes of the second-last and the last layer compute before the pass
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in (ComputeTask, CollectiveTask)}
+_DEPS = {cls: names.index("deps") for cls, names in _FIELDS.items()}
+
+
+class _Template:
+    """One recorded pass: per task its field values and how to renumber them."""
+
+    __slots__ = ("entries", "counters", "computes", "reductions", "overlapped")
+
+    def __init__(self, entries, counters, computes, reductions, overlapped):
+        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep)
+        self.counters = counters        # counter -> calls this pass adds
+        self.computes = computes        # offsets appended to layer_computes
+        self.reductions = reductions    # offsets (or None) appended to reductions
+        self.overlapped = overlapped    # offsets appended to overlapped
+
+
+class PassTemplates:
+    """Record-and-replay of one rank's passes (see the module docstring)."""
+
+    def __init__(self, program):
+        self.p = program
+        self.known: dict[tuple, _Template | None] = {}
+        self.replayed = 0               # passes replayed, not built
+
+    def run(self, key: tuple, mb: int, build) -> None:
+        """The pass `key` of micro-batch `mb`: replayed when recorded, else built by `build()`."""
+        p = self.p
+        template = self.known.get(key)
+        if template is not None and len(p.layer_computes) >= 2:
+            self._replay(template, mb)
+            self.replayed += 1
+            return
+        state = (len(p.list), list(p.layer_computes[-2:]), dict(p.counters), len(p.layer_computes),
+                 len(p.reductions), len(p.overlapped), len(p.gathered_once))
+        build()
+        if key not in self.known or self.known[key] is None:
+            self.known[key] = self._record(state)
+
+    def _record(self, state) -> _Template | None:
+        p = self.p
+        start, before, counters, computes, reductions, overlapped, gathered = state
+        if len(before) < 2 or len(p.gathered_once) != gathered:
+            return None
+        entries = []
+        for task in p.list[start:]:
+            deps = []
+            for d in task.deps:
+                if d >= start:
+                    deps.append(d - start)
+                elif d in before:
+                    deps.append(_BEFORE[before.index(d)])
+                else:
+                    return None
+            cls = type(task)
+            values = [getattr(task, name) for name in _FIELDS[cls]]
+            d = _DEPS[cls]
+            head, tail = tuple(values[:d]), tuple(values[d + 1:])
+            key = None
+            if isinstance(task, CollectiveTask):
+                key = _key_of(task, counters)
+                if key is None:
+                    return None
+                head = head[2:]                 # name and key rebuilt on replay
+            single = deps[0] if len(deps) == 1 and deps[0] >= 0 else None
+            entries.append((cls, head, tail, tuple(deps), key, single))
+        added = {c: n - counters.get(c, 0) for c, n in p.counters.items() if n != counters.get(c, 0)}
+        return _Template(entries, added, [i - start for i in p.layer_computes[computes:]],
+                         [None if i is None else i - start for i in p.reductions[reductions:]],
+                         [i - start for i in p.overlapped[overlapped:]])
+
+    def _replay(self, template: _Template, mb: int) -> None:
+        p = self.p
+        start = len(p.list)
+        before = {-2: p.layer_computes[-2], -1: p.layer_computes[-1]}
+        counters = p.counters
+        append = p.list.append
+        for cls, head, tail, deps, key, single in template.entries:
+            if single is not None:
+                moved = (single + start,)
+            else:
+                moved = tuple(x + start if x >= 0 else before[x] for x in deps)
+            if key is None:
+                append(cls(*head, moved, *tail))
+            elif key[0] is None:
+                append(cls(*_p2p_names(key[1], mb), *head, moved, *tail))
+            else:
+                append(cls(key[3], key[0] + str(key[2] + counters.get(key[1], 0)), *head, moved, *tail))
+        for counter, n in template.counters.items():
+            counters[counter] = counters.get(counter, 0) + n
+        p.layer_computes.extend(i + start for i in template.computes)
+        p.reductions.extend(None if i is None else i + start for i in template.reductions)
+        p.overlapped.extend(i + start for i in template.overlapped)
+
+
+def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
+    """How the call's key is renumbered: (None, key) for pipeline transfers (keyed by micro-batch),
+    (prefix, counter, sequence number less the counter at the pass start, name) for group calls,
+    None for anything else (offload copies)."""
+    key = task.key
+    if key.startswith("pp/"):
+        return (None, key)
+    parts = key.split("/")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    kind, first, seq = parts
+    counter = (kind, int(first))
+    return (f"{kind}/{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
+
+
+def _p2p_names(key: str, mb: int) -> tuple[str, str]:
+    """A pipeline transfer's name and key for micro-batch `mb` ('pp/act/3->4/17/2' -> mb 17 replaced)."""
+    _, direction, pair, _, chunk = key.split("/")
+    return f"pp {direction} mb{mb}", f"pp/{direction}/{pair}/{mb}/{chunk}"

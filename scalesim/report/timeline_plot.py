@@ -1,0 +1,192 @@
+"""The step timeline plot: one row per GPU and stream, compute kernels and communication over the step.
+
+A large step has hundreds of thousands of intervals: they are grouped in one pass and drawn as
+one polygon collection per row and colour, built from arrays (what `Axes.broken_barh` draws,
+without its per-bar unit conversion).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+
+from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.timeline import Timeline  # noqa: E402
+
+COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
+           "optimizer": "#C44E52", "other": "#937860", "comm": "#DD8452",
+           "waiting for host": "#C8C8C8"}   # GPU work ready but not yet issued by the CPU
+GPU_WORK = ("forward", "backward", "recompute", "optimizer", "other")
+WAITING = COLOURS["waiting for host"]
+
+MAX_TIMELINE_GPUS = 16
+CROWDED_ROW_BARS = 2000
+
+
+def _scale(seconds: float) -> tuple[float, str]:
+    if seconds < 1e-3:
+        return 1e6, "µs"
+    if seconds < 1.0:
+        return 1e3, "ms"
+    return 1.0, "s"
+
+
+def _row_name(stream: str) -> str:
+    return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
+
+
+def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
+    """One row per GPU and stream: compute kernels and communication over the step.
+
+    Thin white edges separate consecutive tasks (layers, gradient buckets).
+    Beyond 16 GPUs only the first 16 are drawn, and the title says so.
+    """
+    ranks = sorted({iv.rank for iv in timeline.intervals})
+    if ranks and ranks[-1] + 1 > len(ranks):
+        title = f"{title}\n(one GPU per pipeline stage; the other GPUs of each stage do the same work)"
+    if len(ranks) > MAX_TIMELINE_GPUS:
+        title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
+        ranks = ranks[:MAX_TIMELINE_GPUS]
+    factor, unit = _scale(timeline.end_s)
+    shown, names = _collapse_identical(timeline, ranks, _row_name)
+    rows = sorted({(rank, _row_name(stream)) for rank, stream in {(iv.rank, iv.stream) for iv in timeline.intervals}
+                   if rank in shown})
+    row_of = {row: y for y, row in enumerate(rows)}
+    spans, used = _bar_spans(timeline, shown, lambda rank, stream: row_of[(rank, _row_name(stream))])
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
+    # Rows too crowded for the white task edges (thousands of bars) draw bars closer
+    # than a fifth of a pixel as one: the same picture, far fewer shapes.
+    pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
+    corners = [_draw_row(ax, y, colour, starts, ends, factor, pixel) for (y, colour), (starts, ends) in spans.items()]
+    if corners:       # the data limits add_collection would find path by path, from each row's corners
+        ax.update_datalim([xy for corner in corners for xy in corner])
+        ax.autoscale_view()
+    ax.set_yticks(range(len(rows)), [f"{names[r]} {s}" for r, s in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time in step ({unit})")
+    ax.set_xlim(0, timeline.end_s * factor)
+    ax.set_title(title)
+    kinds = [k for k in COLOURS if k in used]          # only what the plot shows
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
+    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
+              ncol=max(1, len(kinds)), frameon=False)
+    return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
+
+
+def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], factor: float, pixel: float
+              ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The bars of one row and colour as one PolyCollection (`broken_barh`'s shapes, in the plot's unit);
+    returns the lower-left and upper-right corners of what it drew."""
+    start_s, end_s = np.array(starts), np.array(ends)
+    x0, dx = start_s * factor, (end_s - start_s) * factor
+    crowded = len(x0) >= CROWDED_ROW_BARS
+    if crowded:
+        if pixel > 0 and len(x0) > 1:
+            x0, dx = _merged(x0, dx, 0.2 * pixel)
+    # White task edges only where bars are several pixels wide: on many thin bars (many
+    # micro-batches) the edges would wash the colour out and no longer match the legend.
+    thin = np.sort(dx)[len(dx) // 2] < 4 * pixel if len(dx) else True
+    x1 = x0 + dx
+    y0 = y - 0.4
+    y1 = y0 + ((y0 + 0.8) - np.float64(y0))          # as broken_barh converts the height
+    vertices = np.empty((len(x0), 4, 2))
+    vertices[:, 0, 0] = vertices[:, 1, 0] = x0
+    vertices[:, 2, 0] = vertices[:, 3, 0] = x1
+    vertices[:, 0, 1] = vertices[:, 3, 1] = y0
+    vertices[:, 1, 1] = vertices[:, 2, 1] = y1
+    ax.add_collection(PolyCollection(vertices, facecolors=colour, edgecolor="white",
+                                     linewidth=0.0 if crowded or thin else 0.3), autolim=False)
+    return (float(min(x0.min(), x1.min())), y0), (float(max(x0.max(), x1.max())), float(y1))
+
+
+def _bar_spans(timeline: Timeline, shown: set[int], row_of
+               ) -> tuple[dict[tuple[int, str], tuple[list, list]], set[str]]:
+    """Per (row, colour), in the order first drawn: the starts and ends (s) of its bars; and the
+    kinds of work drawn. A host-bound kernel adds a 'waiting for host' bar from ready to start."""
+    spans: dict[tuple[int, str], tuple[list, list]] = {}
+    used: set[str] = set()
+    targets: dict[tuple, list] = {}      # (rank, stream, kind) -> [row, its bars, its waits]
+    for iv in timeline.intervals:
+        rank = iv.rank
+        if rank not in shown:
+            continue
+        key = (rank, iv.stream, iv.kind)
+        target = targets.get(key)
+        if target is None:
+            target = targets[key] = [row_of(rank, iv.stream), None, None]
+        start, end = iv.start_s, iv.end_s
+        if end > start:
+            if target[1] is None:
+                kind = iv.kind if iv.kind in COLOURS else "comm"
+                used.add(kind)
+                target[1] = spans.setdefault((target[0], COLOURS[kind]), ([], []))
+            target[1][0].append(start)
+            target[1][1].append(end)
+        if start > iv.ready_s and iv.kind in GPU_WORK:
+            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
+            if target[2] is None:
+                used.add("waiting for host")
+                target[2] = spans.setdefault((target[0], WAITING), ([], []))
+            target[2][0].append(iv.ready_s)
+            target[2][1].append(start)
+    return spans, used
+
+
+def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
+    """Ranks whose every interval is the same drawn once: the first of each group, named with how
+    many GPUs it stands for ('GPU 0 (x8, identical)'). Ranks can only be identical when they have
+    as many intervals, starting and ending at the same times, so only those are compared in full."""
+    seen: dict[int, list] = {r: [0, float("inf"), float("-inf")] for r in ranks}   # count, first start, last end
+    for iv in timeline.intervals:
+        known = seen.get(iv.rank)
+        if known is not None:
+            known[0] += 1
+            if iv.start_s < known[1]:
+                known[1] = iv.start_s
+            if iv.end_s > known[2]:
+                known[2] = iv.end_s
+    alike: dict[tuple, list[int]] = {}
+    for r in ranks:
+        count, first, last = seen[r]
+        alike.setdefault((count, round(first, 12), round(last, 12)), []).append(r)
+    signature: dict[int, list] = {r: [] for same in alike.values() if len(same) > 1 for r in same}
+    if signature:
+        for iv in timeline.intervals:
+            if iv.rank in signature:
+                signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
+    groups: dict[tuple, list[int]] = {}
+    for r in ranks:
+        groups.setdefault(tuple(sorted(signature[r])) if r in signature else ("alone", r), []).append(r)
+    names = {}
+    for members in groups.values():
+        names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
+    return set(names), names
+
+
+def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """(start, width) spans with gaps of at most `gap` between them joined into one."""
+    if gap <= 0 or len(bars) < 2:
+        return bars
+    starts, widths = _merged(np.array([a for a, _ in bars]), np.array([b for _, b in bars]), gap)
+    return list(zip(starts.tolist(), widths.tolist()))
+
+
+def _merged(x0: np.ndarray, dx: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """`_merge_spans` on arrays: in (start, width) order, a span starting more than `gap` after the
+    furthest end so far begins a new bar; each bar is as wide as its furthest end."""
+    order = np.lexsort((dx, x0))
+    start, width = x0[order], dx[order]
+    end = start + width
+    new = np.empty(len(start), dtype=bool)
+    new[:1] = True
+    new[1:] = start[1:] - np.maximum.accumulate(end)[:-1] > gap
+    first = np.flatnonzero(new)
+    reach = end - start[first][np.cumsum(new) - 1]
+    reach[first] = width[first]
+    return start[first], np.maximum.reduceat(reach, first)
