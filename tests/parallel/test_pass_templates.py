@@ -25,6 +25,14 @@ CASES = {
     "experts over ep, overlapped all-to-alls, zero-3": (
         "64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"moe_overlap": True}, "training": {"global_batch": 256}}),
     "lora adapters on one GPU": ("1x4090-llama2-7b-lora.yaml", {}),
+    "fp32 gradient accumulation, tied embeddings over two stages": (
+        "../validation/scenarios/nanotron-1.34b-1node-dp4-tp1-pp2.yaml", {}),
+    "sequence-parallel all-gathers recomputed in backward": (
+        "8xh100-ddp.yaml", {"parallel": {"dp": 4, "tp": 2, "sequence_parallel": True},
+                            "training": {"activation_checkpointing": "selective-op", "global_batch": 256}}),
+    "two experts per rank: the all-to-all dispatcher's local sorts": (
+        "64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"ep": 4, "moe_dispatcher": "alltoall"},
+                                          "training": {"global_batch": 256}}),
 }
 
 
