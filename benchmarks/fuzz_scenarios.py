@@ -263,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             elif k % 50 == 0:
                 print(f"[{k}/{args.count}] exits so far {dict(exits)}", flush=True)
     print(f"{args.count} cases, seed {args.seed}: exits {dict(exits)}; {len(problems)} problems")
+    kinds = Counter(p.split(" ")[0] if not p.startswith("took") else "slow" for _, p, _ in problems)
+    print(f"problems by kind: {dict(kinds)} (traceback: {kinds['traceback']}, hung: {kinds['no']}, "
+          f"slow: {kinds['slow']}); max CPU {slowest[0][0] if slowest else 0:.1f} s")
     print("slowest: " + "; ".join(f"{s:.1f} s {c}" for s, c in slowest))
     return 1 if problems else 0
 

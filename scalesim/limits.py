@@ -86,12 +86,14 @@ MAX_NODES = 4096
 # on 3,072 A100s, validation/) has ~0.93 M.
 MAX_STEP_TASKS = 1_500_000
 # A command answers within about ANSWER_SECONDS unless the user allows more (`--max-seconds`):
-# the CLI refuses steps estimated beyond that up front (`answer_budget`). Building and playing
-# out runs at about TASKS_PER_SECOND estimated tasks per CPU second on the project's loaded
-# 2-core machine (measured: the shipped 1,024-GPU GPT-3 step, ~243,000 tasks, in ~10 s with
-# its one-GPU baseline), so the default allows 250,000; the library has only the hard cap.
+# the CLI refuses steps estimated beyond that up front (`answer_budget`), and run's what-if
+# fixes once the steps already simulated and theirs would exceed it. Building and playing out
+# runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU second on
+# the project's loaded 2-core machine (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step,
+# ~255,000 estimated tasks, with its one-GPU baseline in 8.6 CPU s, ~30,000/s, 75 s of wall time
+# under load; 26,000 keeps a margin), so the default allows 260,000; the library has only the hard cap.
 ANSWER_SECONDS = 10.0
-TASKS_PER_SECOND = 25_000
+TASKS_PER_SECOND = 26_000
 
 
 def _number(value: Any) -> bool:
@@ -141,53 +143,103 @@ def check_cluster_size(nodes: int, gpus_per_node: int) -> None:
                          f"limit of {MAX_CLUSTER_GPUS:,}: {SCENARIO_LIMITS['cluster.gpus'][2]}", key="cluster.nodes")
 
 
-def estimated_tasks(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
-                    buckets_per_rank: float) -> float:
-    """Tasks of a step (counts from scalesim.parallel.size.step_counts)."""
-    return ranks * (micro_batches * layers_per_rank * tasks_per_layer + 2 * buckets_per_rank)
+def estimated_tasks(*, ranks: int, micro_batches: int, tasks_per_micro_batch: float, tasks_per_step: float = 0.0,
+                    buckets_per_rank: float = 0.0, **_counts: Any) -> float:
+    """Tasks of a step, at most (counts from scalesim.parallel.size.step_counts)."""
+    return ranks * (micro_batches * tasks_per_micro_batch + tasks_per_step + buckets_per_rank)
 
 
-def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
-                    buckets_per_rank: float, file: str | None = None) -> None:
-    """Refuse a step with more tasks than MAX_STEP_TASKS, naming what drives the count."""
-    tasks = estimated_tasks(ranks=ranks, micro_batches=micro_batches, layers_per_rank=layers_per_rank,
-                            tasks_per_layer=tasks_per_layer, buckets_per_rank=buckets_per_rank)
+def check_step_size(*, file: str | None = None, **counts: Any) -> None:
+    """Refuse a step with more tasks than the budget allows (`answer_budget`, at most
+    MAX_STEP_TASKS), naming what drives the count; `counts` are step_counts'."""
+    tasks = estimated_tasks(**counts)
     limit, allowed = _task_limit()
     if tasks <= limit:
         return
-    if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:
-        raise InputError(f"makes about {buckets_per_rank:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
+    ranks, micro_batches, buckets = counts["ranks"], counts["micro_batches"], counts.get("buckets_per_rank", 0.0)
+    if buckets > micro_batches * counts["tasks_per_micro_batch"]:
+        raise OverBudget(f"makes about {buckets:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
                          f"tasks per step; at most {allowed} are allowed): raise parallel.bucket_mb, or shard "
-                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file)
-    raise InputError(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
-                     f"{micro_batches:,} micro-batches x {layers_per_rank:,} layers x ~{tasks_per_layer}); at most "
-                     f"{allowed} are allowed: fewer micro-batches (raise training.micro_batch or lower "
-                     f"training.global_batch), fewer layers, or more pipeline stages", key="training.global_batch",
-                     file=file)
+                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file,
+                         tasks=tasks)
+    raise OverBudget(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
+                     f"{micro_batches:,} micro-batches x ~{counts['tasks_per_micro_batch']:,.0f} tasks each for "
+                     f"{counts.get('layers_per_rank', 0):,} layers); at most {allowed} are allowed: fewer "
+                     f"micro-batches (raise training.micro_batch or lower training.global_batch), fewer layers, "
+                     f"or more pipeline stages", key="training.global_batch", file=file, tasks=tasks)
 
 
 def _task_limit() -> tuple[int, str]:
     """Tasks a step may have now, and the limit as a message says it."""
-    budget = _BUDGET_S.get()
-    if budget is None or budget * TASKS_PER_SECOND >= MAX_STEP_TASKS:
+    ledger = _LEDGER.get()
+    if ledger is None or ledger.limit >= MAX_STEP_TASKS:
         return MAX_STEP_TASKS, f"{MAX_STEP_TASKS:,} (about a minute of simulation)"
-    limit = int(budget * TASKS_PER_SECOND)
-    return limit, (f"{limit:,} (about {_show(budget)} s of simulation, so that the command answers in time; "
-                   f"--max-seconds N allows N s, up to {MAX_STEP_TASKS:,} tasks, about a minute)")
+    return ledger.limit, (f"{ledger.limit:,} (about {_show(ledger.seconds)} s of simulation, so that the command "
+                          f"answers in time; --max-seconds N allows N s, up to {MAX_STEP_TASKS:,} tasks, about "
+                          f"a minute)")
 
 
-_BUDGET_S: contextvars.ContextVar[float | None] = contextvars.ContextVar("scalesim_answer_budget", default=None)
+class OverBudget(InputError):
+    """A plan (or what is left of a command's answer budget) is too small for a step of `tasks`
+    estimated tasks; `short()` says so in a few words, for a row of a table."""
+
+    def __init__(self, message: str, *, tasks: float, file: str | None = None, key: str | None = None):
+        self.tasks = tasks
+        super().__init__(message, file=file, key=key)
+
+    def short(self) -> str:
+        """'over the answer budget (N tasks estimated; --max-seconds S to simulate)'."""
+        ledger = _LEDGER.get()
+        needed = self.tasks + (ledger.spent if ledger is not None else 0.0)
+        if self.tasks > MAX_STEP_TASKS:
+            return (f"over the answer budget ({self.tasks:,.0f} tasks estimated; no plan may have more than "
+                    f"{MAX_STEP_TASKS:,}, about a minute of simulation)")
+        if ledger is None:
+            return f"over the answer budget ({self.tasks:,.0f} tasks estimated)"
+        return (f"over the answer budget ({self.tasks:,.0f} tasks estimated; --max-seconds "
+                f"{math.ceil(needed / TASKS_PER_SECOND)} to simulate)")
+
+
+class _Ledger:
+    """A command's answer budget: the tasks it may simulate, and those simulated so far."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.limit = int(seconds * TASKS_PER_SECOND)
+        self.spent = 0.0
+
+
+_LEDGER: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("scalesim_answer_budget", default=None)
 
 
 @contextlib.contextmanager
 def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
     """Within the block, refuse (InputError) steps estimated to take longer than ANSWER_SECONDS to
-    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS."""
-    token = _BUDGET_S.set(max(ANSWER_SECONDS, max_seconds or 0.0))
+    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS.
+    Work a command may leave out (`check_affordable`: run's what-if fixes) is refused once
+    the steps simulated in the block (`charge`) and it would exceed that budget."""
+    token = _LEDGER.set(_Ledger(max(ANSWER_SECONDS, max_seconds or 0.0)))
     try:
         yield
     finally:
-        _BUDGET_S.reset(token)
+        _LEDGER.reset(token)
+
+
+def charge(tasks: float) -> None:
+    """Count a simulated step's estimated tasks against the current answer budget (if any)."""
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger.spent += tasks
+
+
+def check_affordable(tasks: float, what: str) -> None:
+    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget."""
+    ledger = _LEDGER.get()
+    if ledger is not None and ledger.spent + tasks > ledger.limit:
+        raise OverBudget(f"{what}: about {tasks:,.0f} simulated tasks, beyond what is left of the answer budget "
+                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,}, about "
+                         f"{_show(ledger.seconds)} s); --max-seconds "
+                         f"{math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it", tasks=tasks)
 
 
 # ---------------------------------------------------------------- wall-clock guard
