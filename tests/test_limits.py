@@ -150,3 +150,36 @@ def test_the_commands_refuse_a_step_beyond_their_answer_time_unless_max_seconds_
     with answer_budget():
         shipped, file = load_scenario(flagship)
         prepare(shipped, file)                            # the shipped scenario is within the default
+
+
+def test_run_says_which_what_if_fixes_the_answer_budget_left_unsimulated():
+    # Llama 2 7B with plain DDP does not fit an RTX 4090; the changes that would fit are
+    # simulated only while the command's answer budget lasts, and say so when it is spent.
+    from scalesim.app.run import run_setup
+    from scalesim.app.setup import prepare
+    from scalesim.limits import MAX_STEP_TASKS, answer_budget, charge
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with answer_budget():
+        setup = prepare(s.with_changes(model="llama2-7b", training={"global_batch": 16, "micro_batch": 1}), file)
+        charge(MAX_STEP_TASKS)                            # as if earlier steps had used the budget up
+        result = run_setup(setup, baseline=False)
+    assert not result.fits
+    assert "would fit" in result.reason and "step not simulated: over the answer budget" in result.reason
+    assert "tasks estimated; --max-seconds" in result.reason
+
+
+def test_a_searched_plan_over_the_answer_budget_says_so_in_its_row():
+    from scalesim.app.plans import PlanPoint, check_point
+    from scalesim.limits import answer_budget
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    base = s.with_changes(training={"global_batch": 4096})
+    point = PlanPoint(gpus=8, dp=1, tp=8, micro_batch=1)   # 4,096 micro-batches, TP calls around each half
+    with answer_budget():
+        row = check_point(point, base, file)
+    assert row["status"] == "not_available" and row["reason"].startswith("over the answer budget (")
+    assert "--max-seconds" in row["reason"] and row["estimated_tasks"] > 260_000
+    assert check_point(point, base, file)["status"] == "ok"     # the library allows up to the hard cap
