@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,23 @@ SCENARIO_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
     "uncertainty.seed": (None, 2**63 - 1, "seeds are 64-bit"),
 }
 
+_TOKENS = "16x the longest published contexts (1M tokens); every token is scheduled"
+SERVING_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
+    **{k: v for k, v in SCENARIO_LIMITS.items() if k.startswith(("cluster.", "pricing."))},
+    "serving.requests.count": (None, 10**7, "every request is generated and simulated; percentiles settle within "
+                               "a few thousand"),
+    "serving.requests.concurrency": (None, 2**20, "a million clients is far beyond one deployment's load"),
+    "serving.requests.prompt_tokens.mean": (None, 2**24, _TOKENS),
+    "serving.requests.prompt_tokens.max": (None, 2**24, _TOKENS),
+    "serving.requests.output_tokens.mean": (None, 2**24, _TOKENS),
+    "serving.requests.output_tokens.max": (None, 2**24, _TOKENS),
+    "serving.max_batch_tokens": (None, 2**24, _TOKENS),
+    "serving.max_seqs": (None, 2**20, "servers batch up to a few thousand sequences"),
+    "serving.host_overhead_ms": (None, 1e3, "a server's CPU spends microseconds to milliseconds per iteration"),
+    "serving.slo.ttft_s": (None, 1e6, "a first token within days is no latency target"),
+    "serving.slo.tpot_s": (None, 1e6, "a token per day is no latency target"),
+}
+
 NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
     "gpus": (None, 576, "the largest NVLink domain is 576 GPUs, and each GPU of a node is simulated"),
     "nics.count": (None, 576, "a node carries at most one compute NIC per GPU (8 on a DGX H100, 72 on a GB200 "
@@ -92,6 +110,13 @@ MAX_STEP_TASKS = 1_500_000
 # the project's loaded 2-core machine (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step,
 # ~255,000 estimated tasks, with its one-GPU baseline in 8.6 CPU s, ~30,000/s, 75 s of wall time
 # under load; 26,000 keeps a margin), so the default allows 260,000; the library has only the hard cap.
+# Serving (`serve`): sequence steps (a request's prompt chunk or output token in one scheduler
+# iteration) simulated per CPU second, measured 2026-12-03 on the shipped serving scenarios:
+# 300,000-500,000 with the rate search's probes counted at their bound (17), here 500,000 so
+# that long-output and tiny-batch loads (more iterations per step) still answer in time.
+SERVING_STEPS_PER_SECOND = 500_000
+# Worker processes (sweep, validate --workers): a few per CPU at most.
+MAX_WORKERS_PER_CPU = 4
 ANSWER_SECONDS = 10.0
 TASKS_PER_SECOND = 26_000
 
@@ -240,6 +265,37 @@ def check_affordable(tasks: float, what: str) -> None:
                          f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,}, about "
                          f"{_show(ledger.seconds)} s); --max-seconds "
                          f"{math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it", tasks=tasks)
+
+
+def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float, max_batch_tokens: int,
+                       rates: int, search: bool, search_requests: int, search_probes: int,
+                       file: str | None = None) -> None:
+    """Refuse a serving load (`serve`) whose simulation would outlast the answer budget (or, with
+    none, about a minute): each request is scheduled once per prompt chunk and output token, in
+    the scenario's run, each of `rates` and, with `search`, up to `search_probes` shorter probes."""
+    runs = count * (1 + rates + (1 if search and not rates else 0))
+    runs += search_probes * min(count, search_requests) if search and not rates else 0
+    steps = runs * (output_tokens + prompt_tokens / max_batch_tokens + 1)
+    ledger = _LEDGER.get()
+    seconds = ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+    if steps <= seconds * SERVING_STEPS_PER_SECOND:
+        return
+    raise InputError(f"{_show(count)} requests of ~{_show(round(output_tokens))} output tokens make about "
+                     f"{steps:,.0f} sequence steps to simulate (the scenario's load"
+                     f"{f', {rates} rates' if rates else ', the rate search' if search else ''}); at most "
+                     f"{seconds * SERVING_STEPS_PER_SECOND:,.0f}, about {_show(round(seconds))} s of simulation, "
+                     f"are allowed: fewer requests (percentiles settle within a few thousand), shorter outputs "
+                     f"(output_tokens mean or max), or fewer --rates", key="serving.requests.count", file=file)
+
+
+def check_workers(workers: int | None, key: str = "--workers") -> None:
+    """Refuse more worker processes than MAX_WORKERS_PER_CPU per CPU of this machine."""
+    cpus = os.cpu_count() or 1
+    if workers is not None and workers > MAX_WORKERS_PER_CPU * cpus:
+        raise InputError(f"{_show(workers)} worker processes is above the limit of {MAX_WORKERS_PER_CPU * cpus:,} "
+                         f"({MAX_WORKERS_PER_CPU} per CPU, {cpus} here): each is a Python process holding its own "
+                         f"copy of the simulator, and more of them than CPUs only wait for one; allowed: 1.."
+                         f"{MAX_WORKERS_PER_CPU * cpus:,}", key=key)
 
 
 # ---------------------------------------------------------------- wall-clock guard

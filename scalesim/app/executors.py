@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from scalesim.errors import InputError
+from scalesim.limits import check_workers
 
 ALLOWED = "local, dask-local, dask://HOST:PORT"
 DASK_INSTALL = "pip install 'scalesim[dask]'"
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 5
 TASKS_PER_WORKER = 2        # a pool keeps this many tasks per worker in flight: busy, yet quick to stop
 _ADDRESS = re.compile(r"^dask://(?P<host>[^\s:/]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
@@ -53,6 +54,7 @@ def parse_executor(text: str, workers: int | None = None) -> ExecutorSpec:
     """
     if workers is not None and workers < 1:
         raise InputError(f"{workers} workers: give at least 1", key="--workers")
+    check_workers(workers)
     local_workers = workers or os.cpu_count() or 1
     if text == "local":
         return ExecutorSpec("local", local_workers)

@@ -105,6 +105,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     from scalesim.app.validate import load_cases, summaries
     from scalesim.report.validation import parity_plot, validation_json, validation_table
 
+    from scalesim.limits import check_workers
+
+    check_workers(workers)
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     catalog = catalog_from(catalog_dirs)       # e.g. a calibrated folder, checked against every case
