@@ -144,3 +144,8 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path):
     p = subprocess.run([sys.executable, "-m", "scalesim", "run", bad], capture_output=True, text=True)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "micro_batch" in p.stderr
+
+
+def test_a_folder_given_as_a_node_design_says_so(tmp_path):
+    result = run_cli("topology", "show", str(tmp_path))
+    assert result.exit_code == 2 and "is a folder" in result.output

@@ -183,3 +183,68 @@ def test_a_searched_plan_over_the_answer_budget_says_so_in_its_row():
     assert row["status"] == "not_available" and row["reason"].startswith("over the answer budget (")
     assert "--max-seconds" in row["reason"] and row["estimated_tasks"] > 260_000
     assert check_point(point, base, file)["status"] == "ok"     # the library allows up to the hard cap
+
+
+# ---------------------------------------------------------------- options and serving loads
+
+SERVE = ROOT / "scenarios" / "serve-1x4090-llama3-8b.yaml"
+
+
+def serving_file(tmp_path, **requests) -> str:
+    data = yaml.safe_load(SERVE.read_text())
+    data["serving"]["requests"].update(requests)
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def answered(args, code=2):
+    start = time.process_time()
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert time.process_time() - start < 5, "refusing must not take long"
+    assert result.exit_code == code and "Traceback" not in result.output, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["sweep", ROOT / "scenarios" / "8x4090-ddp.yaml", "--gpus", "8", "--workers", str(10**6)],
+     ["'--workers'", "per CPU", "allowed: 1.."]),
+    (["validate", "--workers", str(10**6), "--only", "collective", "--fast"], ["'--workers'", "per CPU"]),
+    (["run", ROOT / "scenarios" / "8x4090-ddp.yaml", "--seed", "-5", "--samples", "10"], ["'--seed'", "x>=0"]),
+])
+def test_options_beyond_what_makes_sense_are_refused_naming_the_option(tmp_path, args, needles):
+    if args[0] == "sweep":
+        args = [*args, "--out", tmp_path / "sweep"]
+    output = answered(args)
+    for needle in needles:
+        assert needle in output, output
+
+
+def test_a_serving_load_beyond_the_answer_budget_is_refused_before_any_request_is_made(tmp_path):
+    # 10^6 requests (below the 10^7 limit): their ~5 x 10^8 sequence steps would take minutes;
+    # refused before the requests are even generated.
+    output = answered(["serve", serving_file(tmp_path, count=10**6), "--no-plots"])
+    assert "'serving.requests.count'" in output and "sequence steps" in output and "fewer requests" in output
+
+
+@pytest.mark.parametrize("requests, key", [
+    ({"count": 10**9}, "serving.requests.count"),
+    ({"output_tokens": {"mean": 10**9}}, "serving.requests.output_tokens.mean"),
+])
+def test_absurd_serving_values_are_refused_with_the_limit_and_why(tmp_path, requests, key):
+    output = answered(["serve", serving_file(tmp_path, **requests), "--no-plots"])
+    assert f"'{key}'" in output and "above the limit of" in output
+
+
+def test_a_slo_no_rate_can_meet_skips_the_rate_search():
+    # One token alone takes longer than a 1 ns TTFT: lowering the rate cannot help, so the
+    # search stops at once instead of halving the rate twelve times.
+    from scalesim.app.serve import serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    s, file = load_serving_scenario(SERVE)
+    strict = s.model_copy(update={"serving": s.serving.model_copy(update={"slo": s.serving.slo.model_copy(
+        update={"ttft_s": 1e-9})})})
+    result = serve(strict, file)
+    assert result["max_rate_under_slo"] is None and result["sweep"] == []
+    assert serve(s, file)["max_rate_under_slo"] is not None        # the shipped SLO is met at some rate
