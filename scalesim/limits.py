@@ -250,6 +250,18 @@ def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
         _LEDGER.reset(token)
 
 
+@contextlib.contextmanager
+def fresh_budget() -> Iterator[None]:
+    """Within the block, a new answer budget as large as the current one (none if none): each
+    design of `compare` is a run of its own."""
+    ledger = _LEDGER.get()
+    token = _LEDGER.set(None if ledger is None else _Ledger(ledger.seconds))
+    try:
+        yield
+    finally:
+        _LEDGER.reset(token)
+
+
 def charge(tasks: float) -> None:
     """Count a simulated step's estimated tasks against the current answer budget (if any)."""
     ledger = _LEDGER.get()
