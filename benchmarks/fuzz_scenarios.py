@@ -58,7 +58,7 @@ def base_scenarios(quick: bool = False) -> list[Path]:
     """The shipped scenarios; `quick`: those that simulate in well under a second."""
     paths = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted((ROOT / "scenarios" / "claims").glob("*/*.yaml"))
     if quick:
-        heavy = ("1024x", "16384x", "64xh100", "fp8", "small-vs-large")
+        heavy = ("1024x", "16384x", "64xh100", "fp8", "small-vs-large", "serve-")    # serve: its rate search
         paths = [p for p in paths if not any(h in str(p.relative_to(ROOT)) for h in heavy)]
     return paths
 

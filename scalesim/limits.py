@@ -115,6 +115,9 @@ MAX_STEP_TASKS = 1_500_000
 # 300,000-500,000 with the rate search's probes counted at their bound (17), here 500,000 so
 # that long-output and tiny-batch loads (more iterations per step) still answer in time.
 SERVING_STEPS_PER_SECOND = 500_000
+# `collective`: CPU seconds per GPU x log2(GPUs) to plan and play one size out, measured 2026-12-03
+# (all_reduce on 64-1,024 H100s over IB NDR: 0.15-3.1 s per size; 32,768 GPUs: over 200 s).
+COLLECTIVE_S_PER_GPU_LOG = 4e-4
 # Worker processes (sweep, validate --workers): a few per CPU at most.
 MAX_WORKERS_PER_CPU = 4
 ANSWER_SECONDS = 10.0
@@ -298,6 +301,24 @@ def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float
                      f"{seconds * SERVING_STEPS_PER_SECOND:,.0f}, about {_show(round(seconds))} s of simulation, "
                      f"are allowed: fewer requests (percentiles settle within a few thousand), shorter outputs "
                      f"(output_tokens mean or max), or fewer --rates", key="serving.requests.count", file=file)
+
+
+def check_collective_size(gpus: int, sizes: int) -> None:
+    """Refuse a `collective` run whose planning and playing out would outlast the answer budget:
+    every size plans and plays every flow of every phase, ~COLLECTIVE_S_PER_GPU_LOG x n log2 n
+    CPU seconds for n GPUs."""
+    per_size = COLLECTIVE_S_PER_GPU_LOG * gpus * max(1.0, math.log2(max(gpus, 2)))
+    ledger = _LEDGER.get()
+    seconds = ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+    if sizes * per_size <= seconds:
+        return
+    fit = max(0, int(seconds // per_size))
+    raise InputError(f"{sizes} sizes on {gpus:,} GPUs take about {sizes * per_size:,.0f} s to simulate (every "
+                     f"flow of every phase is played out, ~{per_size:.2g} s per size here); at most about "
+                     f"{_show(round(seconds))} s: " + (f"give at most {fit} sizes (e.g. --sizes 1M,64M,1G) or fewer "
+                                                       "GPUs (--gpus, --nodes)" if fit else
+                                                       "give fewer GPUs (--gpus, --nodes)"),
+                     key="--sizes" if fit else "--gpus")
 
 
 def check_workers(workers: int | None, key: str = "--workers") -> None:

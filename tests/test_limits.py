@@ -248,3 +248,9 @@ def test_a_slo_no_rate_can_meet_skips_the_rate_search():
     result = serve(strict, file)
     assert result["max_rate_under_slo"] is None and result["sweep"] == []
     assert serve(s, file)["max_rate_under_slo"] is not None        # the shipped SLO is met at some rate
+
+
+def test_a_collective_beyond_the_answer_budget_is_refused_naming_what_to_lower():
+    # 31 sizes (8 B to 8 GiB) on 256 GPUs: ~25 s of planning and playing out.
+    output = answered(["collective", "--topology", "dgx-h100", "--nodes", "32", "--fabric", "ib-ndr"])
+    assert "'--sizes'" in output and "256 GPUs" in output and "give at most" in output
