@@ -21,6 +21,7 @@ from scalesim.costs.finetune import trainable_params
 from scalesim.errors import InputError
 from scalesim.limits import estimated_tasks
 from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel.experts import experts_whole
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.stages import model_chunks
 
@@ -51,8 +52,13 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     sp = int(tp and plan.sequence_parallel)
     cp = 2 if split and pl.cp > 1 else 0                     # the K/V gather and its sync
     a2a = 2 if moe and pl.ep > 1 else 0
-    forward = parts * (1 + tp + sp) + cp + a2a
-    backward = parts * (1 + tp) + cp + a2a
+    if moe:     # TP calls after the attention part and the last; SP gathers before the first one or two
+        whole = experts_whole(pl)
+        tp_calls, sp_gathers = tp * (1 + (not (whole and sp))), sp * (1 if whole else 2)
+    else:
+        tp_calls, sp_gathers = parts * tp, parts * sp
+    forward = parts + tp_calls + sp_gathers + cp + a2a
+    backward = parts + tp_calls + cp + a2a
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
     shards = pl.dp * pl.cp > 1
     gathers = (1 + moe) * (plan.zero >= 3 and shards) + plan.offload_params
