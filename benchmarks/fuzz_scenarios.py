@@ -1,4 +1,4 @@
-"""Mutation fuzzing of `scalesim run`: never a traceback, never an exit outside 0/2/3, always quick.
+"""Mutation fuzzing of `scalesim run` (and `serve`): never a traceback, never an exit outside 0/2/3, always quick.
 
 Each case takes a shipped scenario and applies one to three seeded mutations:
 drop a key, a value of the wrong type, a bad value (negative, zero, a typo in a
@@ -7,6 +7,7 @@ name, an unknown choice), a huge or tiny value (10^6, 10^9, 2^63, 1e30, .inf,
 or a YAML tag (!!python/object, !!binary, ...). The zoo model and the node
 design may first be written out inline, so their keys are mutated too.
 
+Serving scenarios go to `scalesim serve`, the others to `scalesim run`.
 A case passes when the command exits 0 (fits), 3 (does not fit) or 2 with an
 `error:` line, prints no traceback, and answers within the time bound.
 
@@ -57,7 +58,7 @@ def base_scenarios(quick: bool = False) -> list[Path]:
     """The shipped scenarios; `quick`: those that simulate in well under a second."""
     paths = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted((ROOT / "scenarios" / "claims").glob("*/*.yaml"))
     if quick:
-        heavy = ("1024x", "16384x", "64xh100", "fp8", "small-vs-large")
+        heavy = ("1024x", "16384x", "64xh100", "fp8", "small-vs-large", "serve-")    # serve: its rate search
         paths = [p for p in paths if not any(h in str(p.relative_to(ROOT)) for h in heavy)]
     return paths
 
@@ -204,6 +205,22 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def command(case: str, path: Path) -> list[str]:
+    """The command a user runs on the case: `serve` for a serving scenario, else `run`."""
+    if case.startswith("scenarios/serve-"):
+        return ["serve", str(path), "--no-plots"]
+    return ["run", str(path), "--no-plots", "--no-scaling"]
+
+
+MEMORY_CAP_BYTES = 6 * 2**30
+
+
+def _memory_cap() -> None:
+    """In the case's process: a case that allocates without bound fails there (a MemoryError,
+    reported as a traceback) instead of pushing the shared machine into swap or its OOM killer."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP_BYTES, MEMORY_CAP_BYTES))
+
+
 def run_in_subprocess(case: str, raw: bytes, directory: Path, timeout_s: float) -> Outcome:
     """The case as a user runs it; seconds are the process's CPU seconds (on a machine shared
     with other work, wall time overstates them); a process still running after `timeout_s`
@@ -213,8 +230,9 @@ def run_in_subprocess(case: str, raw: bytes, directory: Path, timeout_s: float) 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cpu = _children_cpu_s()
     try:
-        p = subprocess.run([sys.executable, "-m", "scalesim", "run", str(path), "--no-plots", "--no-scaling"],
-                           capture_output=True, text=True, timeout=timeout_s, env=env, cwd=directory)
+        p = subprocess.run([sys.executable, "-m", "scalesim", *command(case, path)],
+                           capture_output=True, text=True, timeout=timeout_s, env=env, cwd=directory,
+                           preexec_fn=_memory_cap)
     except subprocess.TimeoutExpired:
         return Outcome(case, None, timeout_s, "")
     return Outcome(case, p.returncode, _children_cpu_s() - cpu, p.stdout[-2000:] + p.stderr[-4000:])
@@ -231,7 +249,7 @@ def run_in_process(case: str, raw: bytes, directory: Path) -> Outcome:
     path = directory / "case.yaml"
     path.write_bytes(raw)
     start = time.process_time()
-    result = CliRunner().invoke(cli, ["run", str(path), "--no-plots", "--no-scaling"])
+    result = CliRunner().invoke(cli, command(case, path))
     seconds = time.process_time() - start
     output = result.output
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -263,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
             elif k % 50 == 0:
                 print(f"[{k}/{args.count}] exits so far {dict(exits)}", flush=True)
     print(f"{args.count} cases, seed {args.seed}: exits {dict(exits)}; {len(problems)} problems")
+    kinds = Counter(p.split(" ")[0] if not p.startswith("took") else "slow" for _, p, _ in problems)
+    print(f"problems by kind: {dict(kinds)} (traceback: {kinds['traceback']}, hung: {kinds['no']}, "
+          f"slow: {kinds['slow']}); max CPU {slowest[0][0] if slowest else 0:.1f} s")
     print("slowest: " + "; ".join(f"{s:.1f} s {c}" for s, c in slowest))
     return 1 if problems else 0
 

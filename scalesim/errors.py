@@ -33,7 +33,10 @@ class InputError(Exception):
         key = self.key
         if key_prefix:
             key = f"{key_prefix}.{key}" if key else key_prefix
-        return InputError(self.detail, file=file or self.file, key=key)
+        copy = type(self).__new__(type(self))          # the same kind of error (and its extra fields)
+        copy.__dict__.update(self.__dict__, file=file or self.file, key=key)
+        Exception.__init__(copy, copy._render())
+        return copy
 
 
 def unknown_name(kind: str, name: str, allowed: Iterable[str], *, key: str | None = None,

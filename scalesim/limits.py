@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,23 @@ SCENARIO_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
     "uncertainty.seed": (None, 2**63 - 1, "seeds are 64-bit"),
 }
 
+_TOKENS = "16x the longest published contexts (1M tokens); every token is scheduled"
+SERVING_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
+    **{k: v for k, v in SCENARIO_LIMITS.items() if k.startswith(("cluster.", "pricing."))},
+    "serving.requests.count": (None, 10**7, "every request is generated and simulated; percentiles settle within "
+                               "a few thousand"),
+    "serving.requests.concurrency": (None, 2**20, "a million clients is far beyond one deployment's load"),
+    "serving.requests.prompt_tokens.mean": (None, 2**24, _TOKENS),
+    "serving.requests.prompt_tokens.max": (None, 2**24, _TOKENS),
+    "serving.requests.output_tokens.mean": (None, 2**24, _TOKENS),
+    "serving.requests.output_tokens.max": (None, 2**24, _TOKENS),
+    "serving.max_batch_tokens": (None, 2**24, _TOKENS),
+    "serving.max_seqs": (None, 2**20, "servers batch up to a few thousand sequences"),
+    "serving.host_overhead_ms": (None, 1e3, "a server's CPU spends microseconds to milliseconds per iteration"),
+    "serving.slo.ttft_s": (None, 1e6, "a first token within days is no latency target"),
+    "serving.slo.tpot_s": (None, 1e6, "a token per day is no latency target"),
+}
+
 NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
     "gpus": (None, 576, "the largest NVLink domain is 576 GPUs, and each GPU of a node is simulated"),
     "nics.count": (None, 576, "a node carries at most one compute NIC per GPU (8 on a DGX H100, 72 on a GB200 "
@@ -86,12 +104,24 @@ MAX_NODES = 4096
 # on 3,072 A100s, validation/) has ~0.93 M.
 MAX_STEP_TASKS = 1_500_000
 # A command answers within about ANSWER_SECONDS unless the user allows more (`--max-seconds`):
-# the CLI refuses steps estimated beyond that up front (`answer_budget`). Building and playing
-# out runs at about TASKS_PER_SECOND estimated tasks per CPU second on the project's loaded
-# 2-core machine (measured: the shipped 1,024-GPU GPT-3 step, ~243,000 tasks, in ~10 s with
-# its one-GPU baseline), so the default allows 250,000; the library has only the hard cap.
+# the CLI refuses steps estimated beyond that up front (`answer_budget`), and run's what-if
+# fixes once the steps already simulated and theirs would exceed it. Building and playing out
+# runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU second on
+# the project's loaded 2-core machine (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step,
+# ~255,000 estimated tasks, with its one-GPU baseline in 8.6 CPU s, ~30,000/s, 75 s of wall time
+# under load; 26,000 keeps a margin), so the default allows 260,000; the library has only the hard cap.
+# Serving (`serve`): sequence steps (a request's prompt chunk or output token in one scheduler
+# iteration) simulated per CPU second, measured 2026-12-03 on the shipped serving scenarios:
+# 300,000-500,000 with the rate search's probes counted at their bound (17), here 500,000 so
+# that long-output and tiny-batch loads (more iterations per step) still answer in time.
+SERVING_STEPS_PER_SECOND = 500_000
+# `collective`: CPU seconds per GPU x log2(GPUs) to plan and play one size out, measured 2026-12-03
+# (all_reduce on 64-1,024 H100s over IB NDR: 0.15-3.1 s per size; 32,768 GPUs: over 200 s).
+COLLECTIVE_S_PER_GPU_LOG = 4e-4
+# Worker processes (sweep, validate --workers): a few per CPU at most.
+MAX_WORKERS_PER_CPU = 4
 ANSWER_SECONDS = 10.0
-TASKS_PER_SECOND = 25_000
+TASKS_PER_SECOND = 26_000
 
 
 def _number(value: Any) -> bool:
@@ -141,53 +171,164 @@ def check_cluster_size(nodes: int, gpus_per_node: int) -> None:
                          f"limit of {MAX_CLUSTER_GPUS:,}: {SCENARIO_LIMITS['cluster.gpus'][2]}", key="cluster.nodes")
 
 
-def estimated_tasks(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
-                    buckets_per_rank: float) -> float:
-    """Tasks of a step (counts from scalesim.parallel.size.step_counts)."""
-    return ranks * (micro_batches * layers_per_rank * tasks_per_layer + 2 * buckets_per_rank)
+def estimated_tasks(*, ranks: int, micro_batches: int, tasks_per_micro_batch: float, tasks_per_step: float = 0.0,
+                    buckets_per_rank: float = 0.0, **_counts: Any) -> float:
+    """Tasks of a step, at most (counts from scalesim.parallel.size.step_counts)."""
+    return ranks * (micro_batches * tasks_per_micro_batch + tasks_per_step + buckets_per_rank)
 
 
-def check_step_size(*, ranks: int, micro_batches: int, layers_per_rank: int, tasks_per_layer: int,
-                    buckets_per_rank: float, file: str | None = None) -> None:
-    """Refuse a step with more tasks than MAX_STEP_TASKS, naming what drives the count."""
-    tasks = estimated_tasks(ranks=ranks, micro_batches=micro_batches, layers_per_rank=layers_per_rank,
-                            tasks_per_layer=tasks_per_layer, buckets_per_rank=buckets_per_rank)
+def check_step_size(*, file: str | None = None, **counts: Any) -> None:
+    """Refuse a step with more tasks than the budget allows (`answer_budget`, at most
+    MAX_STEP_TASKS), naming what drives the count; `counts` are step_counts'."""
+    tasks = estimated_tasks(**counts)
     limit, allowed = _task_limit()
     if tasks <= limit:
         return
-    if 2 * buckets_per_rank > micro_batches * layers_per_rank * tasks_per_layer:
-        raise InputError(f"makes about {buckets_per_rank:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
+    ranks, micro_batches, buckets = counts["ranks"], counts["micro_batches"], counts.get("buckets_per_rank", 0.0)
+    if buckets > micro_batches * counts["tasks_per_micro_batch"]:
+        raise OverBudget(f"makes about {buckets:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
                          f"tasks per step; at most {allowed} are allowed): raise parallel.bucket_mb, or shard "
-                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file)
-    raise InputError(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
-                     f"{micro_batches:,} micro-batches x {layers_per_rank:,} layers x ~{tasks_per_layer}); at most "
-                     f"{allowed} are allowed: fewer micro-batches (raise training.micro_batch or lower "
-                     f"training.global_batch), fewer layers, or more pipeline stages", key="training.global_batch",
-                     file=file)
+                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file,
+                         tasks=tasks)
+    raise OverBudget(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
+                     f"{micro_batches:,} micro-batches x ~{counts['tasks_per_micro_batch']:,.0f} tasks each for "
+                     f"{counts.get('layers_per_rank', 0):,} layers); at most {allowed} are allowed: fewer "
+                     f"micro-batches (raise training.micro_batch or lower training.global_batch), fewer layers, "
+                     f"or more pipeline stages", key="training.global_batch", file=file, tasks=tasks)
 
 
 def _task_limit() -> tuple[int, str]:
     """Tasks a step may have now, and the limit as a message says it."""
-    budget = _BUDGET_S.get()
-    if budget is None or budget * TASKS_PER_SECOND >= MAX_STEP_TASKS:
+    ledger = _LEDGER.get()
+    if ledger is None or ledger.limit >= MAX_STEP_TASKS:
         return MAX_STEP_TASKS, f"{MAX_STEP_TASKS:,} (about a minute of simulation)"
-    limit = int(budget * TASKS_PER_SECOND)
-    return limit, (f"{limit:,} (about {_show(budget)} s of simulation, so that the command answers in time; "
-                   f"--max-seconds N allows N s, up to {MAX_STEP_TASKS:,} tasks, about a minute)")
+    return ledger.limit, (f"{ledger.limit:,} (about {_show(ledger.seconds)} s of simulation, so that the command "
+                          f"answers in time; --max-seconds N allows N s, up to {MAX_STEP_TASKS:,} tasks, about "
+                          f"a minute)")
 
 
-_BUDGET_S: contextvars.ContextVar[float | None] = contextvars.ContextVar("scalesim_answer_budget", default=None)
+class OverBudget(InputError):
+    """A plan (or what is left of a command's answer budget) is too small for a step of `tasks`
+    estimated tasks; `short()` says so in a few words, for a row of a table."""
+
+    def __init__(self, message: str, *, tasks: float, file: str | None = None, key: str | None = None):
+        self.tasks = tasks
+        super().__init__(message, file=file, key=key)
+
+    def short(self) -> str:
+        """'over the answer budget (N tasks estimated; --max-seconds S to simulate)'."""
+        ledger = _LEDGER.get()
+        needed = self.tasks + (ledger.spent if ledger is not None else 0.0)
+        if self.tasks > MAX_STEP_TASKS:
+            return (f"over the answer budget ({self.tasks:,.0f} tasks estimated; no plan may have more than "
+                    f"{MAX_STEP_TASKS:,}, about a minute of simulation)")
+        if ledger is None:
+            return f"over the answer budget ({self.tasks:,.0f} tasks estimated)"
+        return (f"over the answer budget ({self.tasks:,.0f} tasks estimated; --max-seconds "
+                f"{math.ceil(needed / TASKS_PER_SECOND)} to simulate)")
+
+
+class _Ledger:
+    """A command's answer budget: the tasks it may simulate, and those simulated so far."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.limit = int(seconds * TASKS_PER_SECOND)
+        self.spent = 0.0
+
+
+_LEDGER: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("scalesim_answer_budget", default=None)
 
 
 @contextlib.contextmanager
 def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
     """Within the block, refuse (InputError) steps estimated to take longer than ANSWER_SECONDS to
-    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS."""
-    token = _BUDGET_S.set(max(ANSWER_SECONDS, max_seconds or 0.0))
+    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS.
+    Work a command may leave out (`check_affordable`: run's what-if fixes) is refused once
+    the steps simulated in the block (`charge`) and it would exceed that budget."""
+    token = _LEDGER.set(_Ledger(max(ANSWER_SECONDS, max_seconds or 0.0)))
     try:
         yield
     finally:
-        _BUDGET_S.reset(token)
+        _LEDGER.reset(token)
+
+
+@contextlib.contextmanager
+def fresh_budget() -> Iterator[None]:
+    """Within the block, a new answer budget as large as the current one (none if none): each
+    design of `compare` is a run of its own."""
+    ledger = _LEDGER.get()
+    token = _LEDGER.set(None if ledger is None else _Ledger(ledger.seconds))
+    try:
+        yield
+    finally:
+        _LEDGER.reset(token)
+
+
+def charge(tasks: float) -> None:
+    """Count a simulated step's estimated tasks against the current answer budget (if any)."""
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger.spent += tasks
+
+
+def check_affordable(tasks: float, what: str) -> None:
+    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget."""
+    ledger = _LEDGER.get()
+    if ledger is not None and ledger.spent + tasks > ledger.limit:
+        raise OverBudget(f"{what}: about {tasks:,.0f} simulated tasks, beyond what is left of the answer budget "
+                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,}, about "
+                         f"{_show(ledger.seconds)} s); --max-seconds "
+                         f"{math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it", tasks=tasks)
+
+
+def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float, max_batch_tokens: int,
+                       rates: int, search: bool, search_requests: int, search_probes: int,
+                       file: str | None = None) -> None:
+    """Refuse a serving load (`serve`) whose simulation would outlast the answer budget (or, with
+    none, about a minute): each request is scheduled once per prompt chunk and output token, in
+    the scenario's run, each of `rates` and, with `search`, up to `search_probes` shorter probes."""
+    runs = count * (1 + rates + (1 if search and not rates else 0))
+    runs += search_probes * min(count, search_requests) if search and not rates else 0
+    steps = runs * (output_tokens + prompt_tokens / max_batch_tokens + 1)
+    ledger = _LEDGER.get()
+    seconds = ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+    if steps <= seconds * SERVING_STEPS_PER_SECOND:
+        return
+    raise InputError(f"{_show(count)} requests of ~{_show(round(output_tokens))} output tokens make about "
+                     f"{steps:,.0f} sequence steps to simulate (the scenario's load"
+                     f"{f', {rates} rates' if rates else ', the rate search' if search else ''}); at most "
+                     f"{seconds * SERVING_STEPS_PER_SECOND:,.0f}, about {_show(round(seconds))} s of simulation, "
+                     f"are allowed: fewer requests (percentiles settle within a few thousand), shorter outputs "
+                     f"(output_tokens mean or max), or fewer --rates", key="serving.requests.count", file=file)
+
+
+def check_collective_size(gpus: int, sizes: int) -> None:
+    """Refuse a `collective` run whose planning and playing out would outlast the answer budget:
+    every size plans and plays every flow of every phase, ~COLLECTIVE_S_PER_GPU_LOG x n log2 n
+    CPU seconds for n GPUs."""
+    per_size = COLLECTIVE_S_PER_GPU_LOG * gpus * max(1.0, math.log2(max(gpus, 2)))
+    ledger = _LEDGER.get()
+    seconds = ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+    if sizes * per_size <= seconds:
+        return
+    fit = max(0, int(seconds // per_size))
+    raise InputError(f"{sizes} sizes on {gpus:,} GPUs take about {sizes * per_size:,.0f} s to simulate (every "
+                     f"flow of every phase is played out, ~{per_size:.2g} s per size here); at most about "
+                     f"{_show(round(seconds))} s: " + (f"give at most {fit} sizes (e.g. --sizes 1M,64M,1G) or fewer "
+                                                       "GPUs (--gpus, --nodes)" if fit else
+                                                       "give fewer GPUs (--gpus, --nodes)"),
+                     key="--sizes" if fit else "--gpus")
+
+
+def check_workers(workers: int | None, key: str = "--workers") -> None:
+    """Refuse more worker processes than MAX_WORKERS_PER_CPU per CPU of this machine."""
+    cpus = os.cpu_count() or 1
+    if workers is not None and workers > MAX_WORKERS_PER_CPU * cpus:
+        raise InputError(f"{_show(workers)} worker processes is above the limit of {MAX_WORKERS_PER_CPU * cpus:,} "
+                         f"({MAX_WORKERS_PER_CPU} per CPU, {cpus} here): each is a Python process holding its own "
+                         f"copy of the simulator, and more of them than CPUs only wait for one; allowed: 1.."
+                         f"{MAX_WORKERS_PER_CPU * cpus:,}", key=key)
 
 
 # ---------------------------------------------------------------- wall-clock guard

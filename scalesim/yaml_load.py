@@ -138,10 +138,16 @@ def parse_yaml_text(text: str, *, file: str | None) -> object:
     """`parse_yaml`, with every problem an InputError naming `file`, the line and the column."""
     try:
         return parse_yaml(text)
+    except yaml.reader.ReaderError as exc:          # a character YAML does not allow (NUL, controls)
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise InputError(f"invalid YAML at line {line}, column {column}: {exc.reason} (U+{code:04X}); "
+                         f"is this a text file?", file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = getattr(exc, "problem", None) or "not valid YAML"
         raise InputError(f"invalid YAML{where}: {problem}", file=file) from None
     except RecursionError:
         raise InputError("invalid YAML: nested too deeply", file=file) from None

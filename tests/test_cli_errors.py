@@ -144,3 +144,37 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path):
     p = subprocess.run([sys.executable, "-m", "scalesim", "run", bad], capture_output=True, text=True)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "micro_batch" in p.stderr
+
+
+def test_a_folder_given_as_a_node_design_says_so(tmp_path):
+    result = run_cli("topology", "show", str(tmp_path))
+    assert result.exit_code == 2 and "is a folder" in result.output
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"garbage \x00\x01 not a log\n", "give --op"),
+    (b"\xff\xfe\x80 not UTF-8\n", "give --op"),
+    (b"", "give --op"),
+    (None, "larger than 32 MiB"),
+])
+def test_calibrate_refuses_files_that_are_no_measurements(tmp_path, content, says):
+    path = tmp_path / "log.txt"
+    if content is None:
+        with open(path, "wb") as handle:      # sparse: no 33 MB written
+            handle.truncate(33 * 2**20)
+    else:
+        path.write_bytes(content)
+    result = run_cli("calibrate", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and str(path) in result.output and says in result.output
+
+
+def test_calibrate_names_a_file_it_cannot_read(tmp_path, monkeypatch):
+    path = tmp_path / "log.txt"
+    path.write_text("# nccl-tests\n")
+
+    def unreadable(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    result = run_cli("calibrate", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "Permission denied" in result.output and str(path) in result.output

@@ -150,3 +150,107 @@ def test_the_commands_refuse_a_step_beyond_their_answer_time_unless_max_seconds_
     with answer_budget():
         shipped, file = load_scenario(flagship)
         prepare(shipped, file)                            # the shipped scenario is within the default
+
+
+def test_run_says_which_what_if_fixes_the_answer_budget_left_unsimulated():
+    # Llama 2 7B with plain DDP does not fit an RTX 4090; the changes that would fit are
+    # simulated only while the command's answer budget lasts, and say so when it is spent.
+    from scalesim.app.run import run_setup
+    from scalesim.app.setup import prepare
+    from scalesim.limits import MAX_STEP_TASKS, answer_budget, charge
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    with answer_budget():
+        setup = prepare(s.with_changes(model="llama2-7b", training={"global_batch": 16, "micro_batch": 1}), file)
+        charge(MAX_STEP_TASKS)                            # as if earlier steps had used the budget up
+        result = run_setup(setup, baseline=False)
+    assert not result.fits
+    assert "would fit" in result.reason and "step not simulated: over the answer budget" in result.reason
+    assert "tasks estimated; --max-seconds" in result.reason
+
+
+def test_a_searched_plan_over_the_answer_budget_says_so_in_its_row():
+    from scalesim.app.plans import PlanPoint, check_point
+    from scalesim.limits import answer_budget
+    from scalesim.scenario import load_scenario
+
+    s, file = load_scenario(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    base = s.with_changes(training={"global_batch": 4096})
+    point = PlanPoint(gpus=8, dp=1, tp=8, micro_batch=1)   # 4,096 micro-batches, TP calls around each half
+    with answer_budget():
+        row = check_point(point, base, file)
+    assert row["status"] == "not_available" and row["reason"].startswith("over the answer budget (")
+    assert "--max-seconds" in row["reason"] and row["estimated_tasks"] > 260_000
+    assert check_point(point, base, file)["status"] == "ok"     # the library allows up to the hard cap
+
+
+# ---------------------------------------------------------------- options and serving loads
+
+SERVE = ROOT / "scenarios" / "serve-1x4090-llama3-8b.yaml"
+
+
+def serving_file(tmp_path, **requests) -> str:
+    data = yaml.safe_load(SERVE.read_text())
+    data["serving"]["requests"].update(requests)
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def answered(args, code=2):
+    start = time.process_time()
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert time.process_time() - start < 5, "refusing must not take long"
+    assert result.exit_code == code and "Traceback" not in result.output, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["sweep", ROOT / "scenarios" / "8x4090-ddp.yaml", "--gpus", "8", "--workers", str(10**6)],
+     ["'--workers'", "per CPU", "allowed: 1.."]),
+    (["validate", "--workers", str(10**6), "--only", "collective", "--fast"], ["'--workers'", "per CPU"]),
+    (["run", ROOT / "scenarios" / "8x4090-ddp.yaml", "--seed", "-5", "--samples", "10"], ["'--seed'", "x>=0"]),
+])
+def test_options_beyond_what_makes_sense_are_refused_naming_the_option(tmp_path, args, needles):
+    if args[0] == "sweep":
+        args = [*args, "--out", tmp_path / "sweep"]
+    output = answered(args)
+    for needle in needles:
+        assert needle in output, output
+
+
+def test_a_serving_load_beyond_the_answer_budget_is_refused_before_any_request_is_made(tmp_path):
+    # 10^6 requests (below the 10^7 limit): their ~5 x 10^8 sequence steps would take minutes;
+    # refused before the requests are even generated.
+    output = answered(["serve", serving_file(tmp_path, count=10**6), "--no-plots"])
+    assert "'serving.requests.count'" in output and "sequence steps" in output and "fewer requests" in output
+
+
+@pytest.mark.parametrize("requests, key", [
+    ({"count": 10**9}, "serving.requests.count"),
+    ({"output_tokens": {"mean": 10**9}}, "serving.requests.output_tokens.mean"),
+])
+def test_absurd_serving_values_are_refused_with_the_limit_and_why(tmp_path, requests, key):
+    output = answered(["serve", serving_file(tmp_path, **requests), "--no-plots"])
+    assert f"'{key}'" in output and "above the limit of" in output
+
+
+def test_a_slo_no_rate_can_meet_skips_the_rate_search():
+    # One token alone takes longer than a 1 ns TTFT: lowering the rate cannot help, so the
+    # search stops at once instead of halving the rate twelve times.
+    from scalesim.app.serve import serve
+    from scalesim.serving.spec import load_serving_scenario
+
+    s, file = load_serving_scenario(SERVE)
+    strict = s.model_copy(update={"serving": s.serving.model_copy(update={"slo": s.serving.slo.model_copy(
+        update={"ttft_s": 1e-9})})})
+    result = serve(strict, file)
+    assert result["max_rate_under_slo"] is None and result["sweep"] == []
+    assert serve(s, file)["max_rate_under_slo"] is not None        # the shipped SLO is met at some rate
+
+
+def test_a_collective_beyond_the_answer_budget_is_refused_naming_what_to_lower():
+    # 31 sizes (8 B to 8 GiB) on 256 GPUs: ~25 s of planning and playing out.
+    output = answered(["collective", "--topology", "dgx-h100", "--nodes", "32", "--fabric", "ib-ndr"])
+    assert "'--sizes'" in output and "256 GPUs" in output and "give at most" in output

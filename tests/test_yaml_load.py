@@ -73,3 +73,14 @@ def test_the_cli_reports_a_duplicate_model_instead_of_simulating_the_last(tmp_pa
     path.write_text(text)
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "duplicate key 'model'" in result.output
+
+
+def test_control_characters_are_refused_naming_line_column_and_character(tmp_path):
+    from scalesim.errors import InputError
+    from scalesim.yaml_load import read_yaml
+
+    path = tmp_path / "bell.yaml"
+    path.write_bytes(b"name: x\nmodel: gpt2\x00\n")
+    with pytest.raises(InputError) as err:
+        read_yaml(path)
+    assert "line 2, column 12" in str(err.value) and "U+0000" in str(err.value)

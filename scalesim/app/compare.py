@@ -15,6 +15,7 @@ import json
 
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.limits import fresh_budget
 from scalesim.result import pareto_front
 from scalesim.result import StepResult
 from scalesim.app.caches import Caches
@@ -169,13 +170,15 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
     results, plans, chosen = [], [], []
     iterable = progress(loaded) if progress else loaded
     for scenario, file in iterable:
-        searched = search or scenario.search
-        if searched:
-            scenario, plan = best_plan(scenario, file, rank_by, catalog, search_progress)
-        setup = prepare(scenario, file, catalog=catalog, caches=Caches())
-        chosen.append(scenario)
-        plans.append(plan if searched else own_plan(scenario, setup.gpus))
-        results.append(run_setup(setup, scaling_counts=None if scaling_counts is None else scaling_counts(setup.gpus)))
+        with fresh_budget():            # each design answers like a run of its own (scalesim/limits.py)
+            searched = search or scenario.search
+            if searched:
+                scenario, plan = best_plan(scenario, file, rank_by, catalog, search_progress)
+            setup = prepare(scenario, file, catalog=catalog, caches=Caches())
+            chosen.append(scenario)
+            plans.append(plan if searched else own_plan(scenario, setup.gpus))
+            results.append(run_setup(setup, scaling_counts=None if scaling_counts is None
+                                     else scaling_counts(setup.gpus)))
     comparison = Comparison([f for _, f in loaded], chosen, results, plans=plans)
     if samples:
         from scalesim.app.uncertainty import Spread, monte_carlo

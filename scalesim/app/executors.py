@@ -32,10 +32,11 @@ from itertools import repeat
 from scalesim.engine.fast_forward import exact_requested, exact_simulation
 
 from scalesim.errors import InputError
+from scalesim.limits import check_workers
 
 ALLOWED = "local, dask-local, dask://HOST:PORT"
 DASK_INSTALL = "pip install 'scalesim[dask]'"
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 5
 TASKS_PER_WORKER = 2        # a pool keeps this many tasks per worker in flight: busy, yet quick to stop
 _ADDRESS = re.compile(r"^dask://(?P<host>[^\s:/]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
@@ -56,6 +57,7 @@ def parse_executor(text: str, workers: int | None = None) -> ExecutorSpec:
     """
     if workers is not None and workers < 1:
         raise InputError(f"{workers} workers: give at least 1", key="--workers")
+    check_workers(workers)
     local_workers = workers or os.cpu_count() or 1
     if text == "local":
         return ExecutorSpec("local", local_workers)

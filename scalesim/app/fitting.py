@@ -7,6 +7,7 @@ cost in time), so every suggestion is checked, not guessed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,8 @@ from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memo
                                 scenario_for, search_points)
 from scalesim.app.setup import Setup, prepare, simulate_setup
 from scalesim.errors import InputError
+from scalesim.limits import OverBudget, check_affordable
+from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.bounds import fastest
 from scalesim.units import format_bytes, format_time
 
@@ -23,6 +26,7 @@ class FitOption:
     change: str                      # what to write in the scenario
     memory_bytes: float
     step_time_s: float | None
+    note: str | None = None          # why the step was not simulated (over the answer budget)
 
 
 def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
@@ -106,9 +110,23 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
             found.append((change, changed))
     tried = found[: 2 * limit]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
-    # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here.
-    return [FitOption(tried[i][0], tried[i][1].step.memory.total, step)
-            for i, step in fastest([s for _, s in tried], lambda s: simulate_setup(s, True).end_s, limit)]
+    # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here,
+    # as many as the command's answer budget allows (scalesim/limits.py); the others say so.
+    over: dict[int, str] = {}
+    timed = fastest([s for _, s in tried], lambda s: _budgeted_step(s, over), limit)
+    return [FitOption(tried[i][0], tried[i][1].step.memory.total, None if id(tried[i][1]) in over else step,
+                      over.get(id(tried[i][1]))) for i, step in timed]
+
+
+def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
+    """A what-if's step (one rank per stage), or inf with the reason in `over` when the command's
+    answer budget has no room for it."""
+    try:
+        check_affordable(compiled_tasks(setup.step, False), "a what-if plan")
+    except OverBudget as exc:
+        over[id(setup)] = exc.short()
+        return math.inf
+    return simulate_setup(setup, True).end_s
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
@@ -149,7 +167,8 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
                               + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
-                    return FitOption(change, memory, simulate_setup(changed, True).end_s)
+                    note = _over_budget(changed, False)
+                    return FitOption(change, memory, None if note else simulate_setup(changed, True).end_s, note)
         gpus *= 2
     return None
 
@@ -160,13 +179,15 @@ def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOpti
         tried = (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, "
                  f"smaller micro-batch, more tensor parallelism, weight offload)")
         if more is not None:
-            return (f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, "
-                    f"step {format_time(more.step_time_s)})")
+            return f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, {_step_text(more)})"
         within = ("" if available is None or available <= gpus
                   else f", not even all {available} GPUs of the cluster with ZeRO-3")
         return f"{tried}{within}; more nodes or a GPU with more memory is needed"
-    return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, step {format_time(o.step_time_s)})"
-                                     for o in options)
+    return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, {_step_text(o)})" for o in options)
+
+
+def _step_text(option: FitOption) -> str:
+    return f"step {format_time(option.step_time_s)}" if option.note is None else f"step not simulated: {option.note}"
 
 
 def combined_option(setup: Setup) -> FitOption | None:
@@ -192,7 +213,17 @@ def combined_option(setup: Setup) -> FitOption | None:
     changed = prepare(scenario_for(base, best, setup.file, base), setup.file, catalog=setup.catalog,
                       caches=setup.caches)
     memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
-    return FitOption(_change_text(own, best), memory, simulate_setup(changed).end_s)
+    note = _over_budget(changed, changed.step.every_rank)
+    return FitOption(_change_text(own, best), memory, None if note else simulate_setup(changed).end_s, note)
+
+
+def _over_budget(setup: Setup, every_rank: bool) -> str | None:
+    """Why the command's answer budget has no room for simulating `setup` (None: it has)."""
+    try:
+        check_affordable(compiled_tasks(setup.step, every_rank), "a what-if plan")
+    except OverBudget as exc:
+        return exc.short()
+    return None
 
 
 def _change_text(own, new) -> str:

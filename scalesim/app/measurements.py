@@ -137,15 +137,22 @@ def parse_benchmark_csv(text: str, file: str) -> tuple[list[GemmPoint], list[Ban
     return gemms, bandwidths
 
 
+MAX_MEASUREMENT_BYTES = 32 * 2**20     # parsing runs at ~15 MB per CPU second: about 2 s
+
+
 def read_measurements(paths: list[Path], op: str | None = None
                       ) -> tuple[list[NcclTestsLog], list[GemmPoint], list[BandwidthPoint]]:
     """Every file: a .csv is a benchmark CSV, anything else nccl-tests output."""
     logs, gemms, bandwidths = [], [], []
     for path in paths:
         try:
+            if Path(path).stat().st_size > MAX_MEASUREMENT_BYTES:
+                raise InputError(f"is larger than {MAX_MEASUREMENT_BYTES // 2**20} MiB; nccl-tests logs are tens of "
+                                 f"kB and benchmark CSVs a few MB", file=str(path))
             text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
-            raise InputError(f"cannot read the measurement file ({exc.__class__.__name__})", file=str(path)) from None
+            raise InputError(f"cannot read the measurement file: {exc.strerror or exc.__class__.__name__}",
+                             file=str(path)) from None
         if Path(path).suffix.lower() == ".csv":
             g, b = parse_benchmark_csv(text, str(path))
             gemms += g

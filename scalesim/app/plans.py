@@ -19,6 +19,7 @@ from scalesim.app.setup import host_fit_reason, prepare
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.limits import OverBudget
 from scalesim.models import get_model
 from scalesim.parallel.step import pipeline_runs
 from scalesim.scenario import Scenario
@@ -219,6 +220,14 @@ def _why(exc: Exception) -> str:
     return f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
 
 
+def refused_row(point: PlanPoint, exc: Exception) -> dict:
+    """The not_available row of a plan the simulator refuses; over the answer budget, the row
+    says so with its estimated tasks (scalesim/limits.py)."""
+    if isinstance(exc, OverBudget):
+        return {**_row(point, "not_available", exc.short()), "estimated_tasks": round(exc.tasks)}
+    return _row(point, "not_available", _why(exc))
+
+
 def _failure(exc: BaseException) -> str:
     """'Type: message (at file.py:line)' of an unexpected exception: the same on every executor."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -233,7 +242,7 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
         setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
     except (InputError, pydantic.ValidationError) as exc:
-        return _row(point, "not_available", _why(exc))
+        return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
         return _row(point, "failed", _failure(exc))
     capacity = setup.gpu.memory_bytes

@@ -19,6 +19,7 @@ from scalesim.costs.inference import (ACTIVATION_BYTES, BLOCK_TOKENS, ServingSha
 from scalesim.costs.memory import FRAMEWORK_OVERHEAD_BYTES
 from scalesim.engine.serving import simulate_serving
 from scalesim.errors import InputError
+from scalesim.limits import check_serving_size
 from scalesim.hardware import GpuSpec
 from scalesim.models import get_model
 from scalesim.serving.metrics import meets_slo, summarise
@@ -39,6 +40,7 @@ HOST_OVERHEAD_S = 0.5e-3
 # Rate search without --rates: at most this many requests per probe, and a 5% bracket.
 SEARCH_REQUESTS = 400
 SEARCH_TOLERANCE = 0.05
+SEARCH_PROBES_MAX = 18      # max_rate_under_slo: 12 doublings or halvings, then bisection from 2x to 5%
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,8 @@ def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[flo
         points = [simulate_load(setup, timer, rate_per_s=r) for r in sorted(rates)]
         ok = [p["rate_per_s"] for p in points if p["meets_slo"]]
         return (max(ok) if ok else None), points
+    if _slo_out_of_reach(setup, timer):
+        return None, []
     probe = {}
 
     def meets(rate: float) -> bool:
@@ -260,11 +264,24 @@ def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[flo
     return lo, [probe[r] for r in sorted(probe)]
 
 
+def _slo_out_of_reach(setup: ServeSetup, timer: IterationTimer) -> bool:
+    """Whether no rate can meet the SLO: every first token and every next one takes at least one
+    iteration, and none is shorter than one token's alone (so the search would only halve the rate
+    twelve times in vain)."""
+    slo, outputs = setup.scenario.serving.slo, setup.scenario.serving.requests.output_tokens
+    shortest = timer.of_entries([(1, 1, True)])
+    return shortest > slo.ttft_s or (shortest > slo.tpot_s and outputs.mean >= 2)
+
+
 def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[float] | None = None,
           search: bool = True) -> dict:
     """Simulate the scenario's load (and the rate sweep or search); the `serve --json` object."""
-    setup = prepare_serving(scenario, file)
     s = scenario.serving
+    prompt, output = (min(d.mean, d.max or d.mean) for d in (s.requests.prompt_tokens, s.requests.output_tokens))
+    check_serving_size(count=s.requests.count, prompt_tokens=prompt, output_tokens=output,
+                       max_batch_tokens=s.max_batch_tokens, rates=len(rates or []), search=search,
+                       search_requests=SEARCH_REQUESTS, search_probes=SEARCH_PROBES_MAX, file=file)
+    setup = prepare_serving(scenario, file)
     out = {"scenario": scenario.name, "gpus": setup.gpus, "replicas": setup.replicas, "gpu": setup.gpu.name,
            "plan": {"tp": s.tp, "pp": s.pp, "ep": s.ep, "weights": s.weights, "kv_cache": s.kv_cache,
                     "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,

@@ -75,7 +75,7 @@ import pydantic
 
 from scalesim.app.caches import Caches
 from scalesim.app.executors import ExecutorSpec, completed, open_pool
-from scalesim.app.plans import (FINETUNE, INTERLEAVED_FALLBACK_NOTE, OFFLOAD, RECOMPUTE, PlanPoint, Progress, _failure, _plain, _row, _why, check_points,
+from scalesim.app.plans import (FINETUNE, INTERLEAVED_FALLBACK_NOTE, OFFLOAD, RECOMPUTE, PlanPoint, Progress, _failure, _plain, _row, check_points, refused_row,
                                 cluster_for, own_plan_point, scenario_for, search_points)
 from scalesim.app.points_file import PointsFile
 from scalesim.app.run import run
@@ -98,7 +98,7 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, gr
         scenario = scenario_for(base, point, file, grown)
         result = run(scenario, file, baseline=False, catalog=catalog, caches=caches)
     except (InputError, pydantic.ValidationError) as exc:
-        return _row(point, "not_available", _why(exc))
+        return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
         return _row(point, "failed", _failure(exc))
     on_prem = (result.economics.get("on_prem") or {}).get("cost_usd") if result.economics else None
@@ -227,6 +227,9 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                                     caches=caches))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
+    over = [r for r in rows if "estimated_tasks" in r]
+    if over:
+        notes.append(f"{len(over)} plans not simulated, e.g. {over[0]['plan']}: {over[0]['reason']}")
     best = best_rows(rows, rank_by)
     return {"scenario": base.name, "file": file, "rank_by": rank_by, "search": search,
             "gpu_counts": gpu_counts, "notes": notes,

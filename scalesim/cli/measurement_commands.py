@@ -49,6 +49,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
     definitions, so busbw is comparable to link bandwidth.
     """
     from scalesim.app.collective_bench import build_topology, parse_sizes, resolve_design, time_collective
+    from scalesim.limits import answer_budget, check_collective_size
     from scalesim.report.collective import collective_plot, collective_table
     from scalesim.topology import Fabric
 
@@ -64,6 +65,8 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         topo = build_topology(spec, p2p=None if p2p is None else p2p == "on", nodes=nodes, fabric=net,
                               catalog=catalog)
         n = gpus or len(topo.gpus)
+        with answer_budget():
+            check_collective_size(min(n, len(topo.gpus)), len(size_list))
         rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +109,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     from scalesim.app.validate import load_cases, summaries
     from scalesim.report.validation import parity_plot, validation_json, validation_table
 
+    from scalesim.limits import check_workers
+
+    check_workers(workers)
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     catalog = catalog_from(catalog_dirs)       # e.g. a calibrated folder, checked against every case

@@ -36,7 +36,9 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
 
     check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out")
     scenario, file = load_serving_scenario(scenario_file)
-    with spinner(as_json):
+    from scalesim.limits import answer_budget
+
+    with spinner(as_json), answer_budget():
         result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
     written = []
     if plots and result.get("sweep"):

@@ -28,7 +28,7 @@ from scalesim.report.tables import make_console
               help="Write the step as a Chrome trace-event JSON file (open it in ui.perfetto.dev).")
 @click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
-@click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
                    "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
@@ -111,7 +111,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 @click.option("--plots/--no-plots", default=True, help="Write the comparison plots.")
 @click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples: P10/P90 of time and cost, and how often each design wins.")
-@click.option("--seed", type=int, default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Monte-Carlo seed [the first scenario's uncertainty.seed, 0].")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (table, plots, assumptions and sources).")
 @click.option("--search", is_flag=True,

@@ -1,27 +1,105 @@
-"""How many tasks a step will have, estimated before building it (scalesim/limits.py bounds it).
+"""How many tasks a step will have, counted before building it (scalesim/limits.py bounds it).
 
-Per simulated rank: for each micro-batch, each layer the rank holds runs a
-forward, a backward and at most one recompute, plus (tensor parallel) the
-collectives around both block halves, (ZeRO-3) its gathers and scatters and
-(context parallel) its key/value exchange; once per step, the gradient
-buckets' reductions (and ZeRO-1/2 gathers). Within ~30% of the built programs
-of the shipped scenarios and validation cases.
+Per simulated rank, stage by stage (its chunks' layers, as `model_chunks` cuts
+them, so interleaved schedules' virtual stages count in full): for each
+micro-batch, each layer runs a forward and a backward, plus its recompute,
+each in parts (attention and MLP halves under tensor or context parallelism,
+four parts for an MoE block) with their tensor-parallel calls, sequence-
+parallel gathers, context-parallel exchanges, expert all-to-alls, ZeRO-3
+gathers and reductions and offloaded-weight fetches; each chunk receives and
+sends its activations and gradients (four pipeline messages per chunk and
+micro-batch). Once per step: the gradient buckets' reductions, the optimizer
+step and ZeRO-1/2 gathers. Every term is the most the builder
+(scalesim/parallel/rank_program.py) can emit, so the count is an upper bound
+of the built program's, within about 2x of it (tests/parallel/test_size.py
+checks both on shipped and validation plans).
 """
 
 from __future__ import annotations
 
-from scalesim.models.spec import ModelSpec
+from scalesim.costs.finetune import trainable_params
+from scalesim.errors import InputError
+from scalesim.limits import estimated_tasks
+from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel.experts import experts_whole
 from scalesim.parallel.parallel_plan import ParallelPlan
+from scalesim.parallel.stages import model_chunks
+
+GRAD_BYTES_PER_PARAM = 4.0      # fp32 gradients: the most buckets a plan can have
+FIRST_BUCKETS_PER_CHUNK = 2     # DDP's small first bucket and the last, partly filled one
+
+
+def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[tuple[LayerSpec, ...]]:
+    """Each pipeline stage's layers (all its chunks); an even split when the model cannot be cut
+    (the plan is then refused elsewhere, with the reason)."""
+    pp, v = plan.placement.pp, plan.chunks_per_stage
+    try:
+        chunks = model_chunks(model, plan.chunks)
+    except InputError:
+        per = -(-len(model.layers) // pp)
+        return [tuple(model.layers[s * per:(s + 1) * per]) or model.layers[:1] for s in range(pp)]
+    return [tuple(layer for c in range(v) for layer in chunks[c * pp + s]) for s in range(pp)]
+
+
+def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
+    """(tasks per micro-batch, tasks once per step) of one layer on one rank, at most."""
+    pl = plan.placement
+    block = layer.kind == "transformer_block"
+    moe = layer.expert_params > 0
+    parts = 4 if moe else 2 if block and (pl.tp > 1 or pl.cp > 1) else 1
+    split = parts > 1
+    tp = int(split and pl.tp > 1)
+    sp = int(tp and plan.sequence_parallel)
+    cp = 2 if split and pl.cp > 1 else 0                     # the K/V gather and its sync
+    a2a = 2 if moe and pl.ep > 1 else 0
+    if moe:     # TP calls after the attention part and the last; SP gathers before the first one or two
+        whole = experts_whole(pl)
+        tp_calls, sp_gathers = tp * (1 + (not (whole and sp))), sp * (1 if whole else 2)
+    else:
+        tp_calls, sp_gathers = parts * tp, parts * sp
+    forward = parts + tp_calls + sp_gathers + cp + a2a
+    backward = parts + tp_calls + cp + a2a
+    recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
+    shards = pl.dp * pl.cp > 1
+    gathers = (1 + moe) * (plan.zero >= 3 and shards) + plan.offload_params
+    reductions = (1 + moe) if plan.zero >= 3 and shards else 0
+    per_micro_batch = forward + backward + recompute + 2 * gathers + reductions
+    once = (1 + moe) * (plan.zero in (1, 2) and plan.overlap_param_gather and shards) + moe
+    return per_micro_batch, once
+
+
+def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
+    """DDP buckets one rank reduces per step (fp32 gradients: the most there can be)."""
+    pl = plan.placement
+    if plan.zero >= 3 or pl.dp * pl.cp <= 1:
+        return 0.0
+    dense = sum((layer.params if plan.finetune is None else trainable_params(layer, plan.finetune))
+                - (layer.expert_params if plan.finetune is None else 0) for layer in layers)
+    return dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
 
 
 def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
-    """Keyword arguments of `scalesim.limits.check_step_size` for `ranks` simulated ranks."""
+    """Keyword arguments of `scalesim.limits.check_step_size` for `ranks` simulated ranks (the most
+    loaded stage's counts, for every rank)."""
     pl = plan.placement
-    layers_per_rank = -(-len(model.layers) // pl.pp)
-    tasks_per_layer = 3 + (8 if pl.tp > 1 else 0) + (2 if plan.zero == 3 else 0) + (2 if pl.cp > 1 else 0)
-    buckets = 0.0
-    if plan.zero < 3:
-        grad_bytes = model.params / (pl.tp * pl.pp) * 4        # fp32 gradients: the most buckets
-        buckets = grad_bytes / plan.bucket_bytes + layers_per_rank
-    return {"ranks": ranks, "micro_batches": plan.micro_batches, "layers_per_rank": layers_per_rank,
-            "tasks_per_layer": tasks_per_layer, "buckets_per_rank": buckets}
+    v = plan.chunks_per_stage
+    per_mb, once, layer_count, buckets = 0, 0, 0, 0.0
+    for layers in _stage_layers(model, plan):
+        counts = [_layer_tasks(layer, plan) for layer in layers]
+        messages = 4 * v if pl.pp > 1 else 0
+        stage_mb = sum(c[0] for c in counts) + messages
+        stage_once = sum(c[1] for c in counts) + 3 + 2 * (plan.zero in (1, 2))   # optimizer (offloaded: 3)
+        stage_buckets = _bucket_count(layers, plan)
+        if stage_mb * plan.micro_batches + stage_once + stage_buckets > \
+                per_mb * plan.micro_batches + once + buckets:
+            per_mb, once, layer_count, buckets = stage_mb, stage_once, len(layers), stage_buckets
+    return {"ranks": ranks, "micro_batches": plan.micro_batches, "layers_per_rank": layer_count,
+            "tasks_per_micro_batch": per_mb, "tasks_per_step": once, "buckets_per_rank": buckets}
+
+
+def compiled_tasks(step, every_rank: bool | None = None) -> float:
+    """Estimated tasks of a compiled step (scalesim/parallel/step.py) as it will be simulated
+    (`every_rank`: as if compiled that way instead)."""
+    pl = step.plan.placement
+    every_rank = step.every_rank if every_rank is None else every_rank
+    return estimated_tasks(**step_counts(step.model, step.plan, pl.size if every_rank else pl.pp))

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pydantic
 
 from scalesim.errors import InputError
+from scalesim.limits import SERVING_LIMITS, check_limits
 from scalesim.scenario import ClusterSpec, PricingSpec
 from scalesim.schema import Strict, validate
 from scalesim.topology.design import read_yaml
@@ -105,6 +106,11 @@ class ServingScenario(Strict):
     serving: ServingSpec
     pricing: PricingSpec = PricingSpec()
     source: list[str] = []
+
+    @pydantic.model_validator(mode="after")
+    def _within_limits(self) -> "ServingScenario":
+        check_limits(self, SERVING_LIMITS)      # values far beyond real deployments (scalesim/limits.py)
+        return self
 
 
 def load_serving_scenario(path: str | Path) -> tuple[ServingScenario, str]:

@@ -135,6 +135,9 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
     if not isinstance(spec, str):
         raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
     path = design_path(spec, file)
+    if path.is_dir():
+        raise InputError(f"'{spec}' is a folder; give a node design .yaml file or a built-in name (scalesim "
+                         f"topologies lists them)", file=file, key=key)
     if spec.endswith((".yaml", ".yml")) or path.is_file():
         data = read_yaml(path, what=f"topology file (named by key '{key}')" if key and file else "topology file")
         if isinstance(data, dict):
