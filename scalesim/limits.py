@@ -303,16 +303,27 @@ def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float
                      f"(output_tokens mean or max), or fewer --rates", key="serving.requests.count", file=file)
 
 
+def _collective_costs(gpus: int) -> tuple[float, float]:
+    """CPU seconds per size for n GPUs (~COLLECTIVE_S_PER_GPU_LOG x n log2 n), and the seconds allowed."""
+    per_size = COLLECTIVE_S_PER_GPU_LOG * gpus * max(1.0, math.log2(max(gpus, 2)))
+    ledger = _LEDGER.get()
+    return per_size, ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+
+
+def collective_sizes_that_fit(gpus: int) -> int:
+    """How many sizes a `collective` run on `gpus` GPUs can simulate within the answer budget."""
+    per_size, seconds = _collective_costs(gpus)
+    return max(0, int(seconds // per_size))
+
+
 def check_collective_size(gpus: int, sizes: int) -> None:
     """Refuse a `collective` run whose planning and playing out would outlast the answer budget:
     every size plans and plays every flow of every phase, ~COLLECTIVE_S_PER_GPU_LOG x n log2 n
     CPU seconds for n GPUs."""
-    per_size = COLLECTIVE_S_PER_GPU_LOG * gpus * max(1.0, math.log2(max(gpus, 2)))
-    ledger = _LEDGER.get()
-    seconds = ledger.seconds if ledger is not None else MAX_STEP_TASKS / TASKS_PER_SECOND
+    per_size, seconds = _collective_costs(gpus)
     if sizes * per_size <= seconds:
         return
-    fit = max(0, int(seconds // per_size))
+    fit = collective_sizes_that_fit(gpus)
     raise InputError(f"{sizes} sizes on {gpus:,} GPUs take about {sizes * per_size:,.0f} s to simulate (every "
                      f"flow of every phase is played out, ~{per_size:.2g} s per size here); at most about "
                      f"{_show(round(seconds))} s: " + (f"give at most {fit} sizes (e.g. --sizes 1M,64M,1G) or fewer "

@@ -1,5 +1,6 @@
 """Every input is simulated quickly or refused naming the key, the limit and why; nothing runs unbounded."""
 
+import json
 import time
 from pathlib import Path
 
@@ -252,5 +253,22 @@ def test_a_slo_no_rate_can_meet_skips_the_rate_search():
 
 def test_a_collective_beyond_the_answer_budget_is_refused_naming_what_to_lower():
     # 31 sizes (8 B to 8 GiB) on 256 GPUs: ~25 s of planning and playing out.
-    output = answered(["collective", "--topology", "dgx-h100", "--nodes", "32", "--fabric", "ib-ndr"])
+    output = answered(["collective", "--topology", "dgx-h100", "--nodes", "32", "--fabric", "ib-ndr",
+                       "--sizes", "8:8G"])
     assert "'--sizes'" in output and "256 GPUs" in output and "give at most" in output
+
+
+def test_the_default_sizes_are_thinned_to_the_answer_budget_with_a_note(monkeypatch):
+    # A user who gave no --sizes gets the sizes that fit (smallest and largest kept), not a refusal.
+    import scalesim.limits as limits
+
+    monkeypatch.setattr(limits, "COLLECTIVE_S_PER_GPU_LOG", 10 / (3.5 * 16 * 4))   # 3 sizes fit on 16 GPUs
+    result = CliRunner().invoke(main, ["collective", "--topology", "dgx-h100", "--nodes", "2",
+                                                       "--fabric", "ib-ndr", "--json"])
+    assert result.exit_code == 0, result.output
+    sizes = [row["bytes"] for row in json.loads(result.stdout)]
+    assert len(sizes) == 3 and sizes[0] == 8 and sizes[-1] == 8 * 2**30
+    assert "--sizes" in result.stderr
+    refused = CliRunner().invoke(main, ["collective", "--topology", "dgx-h100", "--nodes", "2", "--fabric", "ib-ndr",
+                                        "--sizes", "8:8G"])
+    assert refused.exit_code == 2 and "give at most 3 sizes" in refused.output

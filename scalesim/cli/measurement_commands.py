@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from scalesim.cli.progress_bars import validation_progress
 from scalesim.cli.wiring import catalog_from, catalog_option, exact_option, exactly, friendly_errors
@@ -48,13 +49,14 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
     reduce_scatter, all_gather and all_to_all, 1 otherwise), nccl-tests'
     definitions, so busbw is comparable to link bandwidth.
     """
-    from scalesim.app.collective_bench import build_topology, parse_sizes, resolve_design, time_collective
-    from scalesim.limits import answer_budget, check_collective_size
+    from scalesim.app.collective_bench import build_topology, parse_sizes, resolve_design, thin_sizes, time_collective
+    from scalesim.limits import answer_budget, check_collective_size, collective_sizes_that_fit
     from scalesim.report.collective import collective_plot, collective_table
     from scalesim.topology import Fabric
 
     check_output_file(plot, "--plot", suffixes=(".png", ".svg"))
     size_list = parse_sizes(sizes)
+    default_sizes = click.get_current_context().get_parameter_source("sizes") == ParameterSource.DEFAULT
     catalog = catalog_from(catalog_dirs)
     rows = []
     for spec in topologies_:
@@ -66,6 +68,11 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
                               catalog=catalog)
         n = gpus or len(topo.gpus)
         with answer_budget():
+            fit = collective_sizes_that_fit(min(n, len(topo.gpus)))
+            if default_sizes and 2 <= fit < len(size_list):
+                size_list = thin_sizes(size_list, fit)
+                click.echo(f"note: {len(size_list)} of the default sizes on {n:,} GPUs (all of them would take over "
+                           "the answer budget, ~10 s); give --sizes to choose", err=True)
             check_collective_size(min(n, len(topo.gpus)), len(size_list))
         rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
     if plot is not None:
