@@ -118,15 +118,19 @@ def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, a
 
 
 def thin_sizes(sizes: list[int], count: int) -> list[int]:
-    """At most `count` of `sizes`, evenly spaced, the smallest and largest kept (count >= 2).
+    """At most `count` of `sizes`, evenly spaced, the smallest and largest kept (only the largest for one).
 
     >>> thin_sizes([1, 2, 4, 8, 16, 32, 64], 4)
     [1, 4, 16, 64]
     >>> thin_sizes([1, 2, 4], 5)
     [1, 2, 4]
+    >>> thin_sizes([1, 2, 4], 1)
+    [4]
     """
     if count >= len(sizes):
         return list(sizes)
+    if count <= 1:
+        return [sizes[-1]]
     stride = -(-(len(sizes) - 1) // (count - 1))
     kept = sizes[::stride]
     return kept if kept[-1] == sizes[-1] else kept[:count - 1] + [sizes[-1]]

@@ -69,7 +69,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         n = gpus or len(topo.gpus)
         with answer_budget():
             fit = collective_sizes_that_fit(min(n, len(topo.gpus)))
-            if default_sizes and 2 <= fit < len(size_list):
+            if default_sizes and 1 <= fit < len(size_list):
                 size_list = thin_sizes(size_list, fit)
                 click.echo(f"note: {len(size_list)} of the default sizes on {n:,} GPUs (all of them would take over "
                            "the answer budget, ~10 s); give --sizes to choose", err=True)
