@@ -129,3 +129,23 @@ def test_real_gemm_and_copy_figures_set_the_mi300x_efficiencies(tmp_path):
         assert check.after == pytest.approx(check.measured, rel=0.10)
     calibrated = load_catalog([tmp_path / "mine"]).gpu("mi300x")
     assert calibrated.fp8_gemm_efficiency == fits["fp8_gemm_efficiency"].after
+
+
+REAL_H100 = Path(__file__).parents[1] / "data" / "nccl-tests-h100-issue290.txt"  # nccl-tests issue #290 (header)
+
+
+def test_a_real_h100_capture_calibrates_nvlink4_and_the_overlay_reproduces_its_plateau(tmp_path):
+    """8x H100 SXM, all_reduce_perf 128 MiB-4 GiB (NVLink SHARP), 383-474 GB/s busbw, as published."""
+    log = parse_nccl_tests(REAL_H100.read_text(), str(REAL_H100), op="all_reduce")
+    assert (log.gpus, log.nodes, gpu_of_device(log.device, "x")) == (8, 1, "h100-sxm")
+    out = tmp_path / "mine"
+    result = invoke("calibrate", REAL_H100, "--op", "all_reduce", "--link", "nvlink4", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "links.yaml").is_file()
+    fitted = [p for p in log.points if p.busbw_GBps >= 0.95 * max(q.busbw_GBps for q in log.points)]
+    assert [p.size_bytes for p in fitted] == [2**30, 2**31, 2**32]   # the plateau; 128-512 MiB still climb
+    sizes = ",".join(str(int(p.size_bytes)) for p in fitted)
+    rows = json.loads(invoke("collective", "--topology", "dgx-h100", "--op", "all_reduce", "--sizes", sizes,
+                             "--catalog", out, "--json").output)
+    for row, point in zip(rows, fitted, strict=True):
+        assert row["busbw_GBps"] == pytest.approx(point.busbw_GBps, rel=0.05)
