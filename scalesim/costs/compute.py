@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
-from scalesim.costs.flash_rates import measured_flash_s
+from scalesim.costs.flash_rates import MEASURED, measured_flash_s
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
@@ -257,8 +257,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
 
 def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     """Fraction of the 16-bit peak a flash-attention kernel reaches on this GPU's architecture."""
-    if attention == "flash":
-        return FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
+    if attention == "flash":        # forward-only users (serving prefill) take a published forward rate
+        return MEASURED[gpu.arch][0] if gpu.arch in MEASURED else FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
     table = FLASH_KERNEL_EFFICIENCY[attention]
     if gpu.arch not in table:
         raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "
