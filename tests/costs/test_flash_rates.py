@@ -37,3 +37,9 @@ def test_longer_sequences_never_take_less_attention_time():
     times = [attention_time_s(next(op for layer in get_model("llama2-70b", seq_len=s).layers for op in layer.ops
                                    if op.kind == "attention"), spec, "bf16", 1, "flash") for s in (2048, 4096, 8192)]
     assert times == sorted(times)
+
+
+def test_forward_only_users_take_the_published_forward_rate_and_others_keep_theirs():
+    from scalesim.costs.compute import FLASH_ATTENTION_EFFICIENCY, flash_efficiency
+    assert flash_efficiency(get_gpu("mi300x"), "flash") == pytest.approx(518.29 / 1307.4)   # serving prefill
+    assert flash_efficiency(get_gpu("h100-sxm"), "flash") == FLASH_ATTENTION_EFFICIENCY["hopper"]
