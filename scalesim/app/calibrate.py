@@ -8,10 +8,11 @@ reproduces those figures:
 - a link's `efficiency` from nccl-tests bus bandwidth: the collective is
   simulated exactly as `scalesim collective` does (collective_bench), and the
   efficiency is the one at which the simulated busbw matches the measured one
-  on the bandwidth-bound sizes (>= FIT_MIN_BYTES; the geometric mean of
-  predicted / measured is 1). Busbw never falls as a link gets more efficient,
-  so bisection finds it. Small sizes are latency-bound and left out of the fit
-  (the before/after table still shows them).
+  on the bandwidth-bound sizes (>= FIT_MIN_BYTES and on the log's plateau: busbw
+  within PLATEAU of the log's highest; the geometric mean of predicted / measured
+  is 1). Busbw never falls as a link gets more efficient, so bisection finds it.
+  Smaller sizes, and sizes still climbing towards the plateau, are latency- or
+  pipeline-bound and left out of the fit (the before/after table still shows them).
 - a GPU's `gemm_efficiency` (`fp8_gemm_efficiency` for fp8 rows) from GEMM
   TFLOP/s: measured / (dense peak x the shape factor costs/compute.py applies
   to that GEMM), the median over rows; `memory_bw_efficiency` from streaming
@@ -34,11 +35,15 @@ from scalesim.costs.compute import relative_shape_efficiency
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
-from scalesim.app.measurements import BandwidthPoint, GemmPoint, NcclTestsLog, read_measurements
+from scalesim.app.measurements import BandwidthPoint, BusbwPoint, GemmPoint, NcclTestsLog, read_measurements
 from scalesim.schema import read_yaml
 from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, builtin_topology_names, load_node_design
 
 FIT_MIN_BYTES = 64 * 2**20
+# A size is on the plateau when its busbw is within this share of the log's highest. A real NVLS
+# all-reduce on 8x H100 (tests/data/nccl-tests-h100-issue290.txt) still climbs 383 -> 474 GB/s from
+# 128 MiB to 4 GiB; the fixed-size rule alone fitted those climbing sizes with the flat ones.
+PLATEAU = 0.05
 EFFICIENCY_RANGE = (0.02, 1.0)
 BISECTIONS = 24
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
@@ -123,7 +128,7 @@ def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog]
     """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes."""
     spec = catalog.link(link, key="--link")
     rows = [(log, p) for log in logs for p in log.points]
-    fit_rows = [r for r in rows if r[1].size_bytes >= FIT_MIN_BYTES] or rows[-max(1, len(rows) // 3):]
+    fit_rows = bandwidth_bound(logs)
 
     def busbw(efficiency: float, which) -> list[float]:
         trial = catalog.with_spec(replace(spec, efficiency=efficiency), "calibrate")
@@ -144,10 +149,22 @@ def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog]
     checks = tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
                          (log, p) in fit_rows) for (log, p), b, a in zip(rows, before, after))
     note = (f"efficiency fitted by scalesim calibrate on {', '.join(sorted({log.file for log in logs}))}: "
-            f"nccl-tests busbw at sizes >= {_size(FIT_MIN_BYTES)}")
+            f"nccl-tests busbw at sizes >= {_size(FIT_MIN_BYTES)} on the plateau "
+            f"(within {PLATEAU:.0%} of the highest busbw)")
     if efficiency in EFFICIENCY_RANGE:
         note += f" (at the bound {efficiency}: the measurements lie outside what the link can explain)"
     return Fit(link, "efficiency", spec.efficiency, efficiency, checks, note)
+
+
+def bandwidth_bound(logs: list[NcclTestsLog]) -> list[tuple[NcclTestsLog, BusbwPoint]]:
+    """The (log, point) rows a link fit uses: sizes >= FIT_MIN_BYTES on each log's plateau
+    (busbw within PLATEAU of its highest); without such sizes, those >= FIT_MIN_BYTES, else the
+    largest third of all rows."""
+    rows = [(log, p) for log in logs for p in log.points]
+    large = [(log, p) for log, p in rows if p.size_bytes >= FIT_MIN_BYTES]
+    peak = {log.file: max((p.busbw_GBps for lg, p in large if lg is log), default=0.0) for log in logs}
+    flat = [(log, p) for log, p in large if p.busbw_GBps >= (1 - PLATEAU) * peak[log.file]]
+    return flat or large or rows[-max(1, len(rows) // 3):]
 
 
 def _bisect(f: Callable[[float], float], low: float, high: float) -> float:

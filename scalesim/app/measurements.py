@@ -5,7 +5,8 @@ reduce_perf, alltoall_perf, sendrecv_perf; rccl-tests prints the same) is read a
 printed: the "Using devices" lines give the ranks, their hosts and the GPU name;
 the column header ("size count type redop root time algbw busbw ...") locates
 the out-of-place busbw of every data row. The collective comes from "Collective
-test starting: X_perf" (nccl-tests 2.13+) or must be given.
+test starting: X_perf" (nccl-tests 2.13+), else from the last data row where nccl-tests'
+own columns tell it (`infer_op`), else it must be given.
 
 GEMM and memory-bandwidth benchmarks are read from a CSV with this header
 (one measurement per row, '#' lines are comments):
@@ -79,6 +80,7 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
     columns: list[str] | None = None
     points: list[BusbwPoint] = []
     found_op = None
+    last_row: list[str] | None = None
     for line in text.splitlines():
         if (m := _TEST.search(line)) and m.group(1) in NCCL_TESTS_OPS:
             found_op = NCCL_TESTS_OPS[m.group(1)]
@@ -88,7 +90,8 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
             columns = line.lstrip("#").split()
         elif not line.lstrip().startswith("#") and line.split() and line.split()[0].isdigit():
             points.append(_row(line, columns, file))
-    op = op or found_op
+            last_row = line.split()
+    op = op or found_op or infer_op(last_row, columns, len(ranks))
     if op is None:
         raise InputError("cannot tell which collective this is (no 'Collective test starting: X_perf' line); "
                          f"give --op, one of: {', '.join(sorted(set(NCCL_TESTS_OPS.values())))}", file=file)
@@ -99,6 +102,30 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
         raise InputError("no data rows (size count type ... busbw ...) found", file=file)
     hosts = tuple(ranks[r][0] for r in sorted(ranks))
     return NcclTestsLog(file, op, hosts, ranks[min(ranks)][1], tuple(points))
+
+
+def infer_op(row: list[str] | None, columns: list[str] | None, ranks: int) -> str | None:
+    """The collective a data row can only come from, by nccl-tests' own definitions (src/*.cu,
+    *GetBw): busbw is algbw x 2(n-1)/n for all-reduce, x (n-1)/n for reduce-scatter, all-gather and
+    all-to-all, x 1 for broadcast, reduce and send/recv; a root (>= 0) marks reduce and broadcast,
+    redop 'none' the collectives that do not reduce. None where two fit (all-gather and all-to-all;
+    all-reduce and send/recv on 2 ranks) or the row lacks those columns."""
+    if not row or not columns or ranks < 2 or not {"redop", "root", "algbw", "busbw"} <= set(columns) \
+            or len(row) < len(columns):
+        return None
+    cell = dict(zip(columns, row))         # the first algbw/busbw columns: out-of-place
+    try:
+        ratio, root = float(cell["busbw"]) / float(cell["algbw"]), int(cell["root"])
+    except (ValueError, ZeroDivisionError):
+        return None
+    reduces = cell["redop"] != "none"
+    factors = {"all_reduce": 2 * (ranks - 1) / ranks, "reduce_scatter": (ranks - 1) / ranks, "one": 1.0}
+    fits = [name for name, f in factors.items() if abs(ratio / f - 1) < 0.02]
+    if len(fits) != 1 or (fits == ["all_reduce"] and not reduces):
+        return None
+    if fits == ["one"]:
+        return ("reduce" if reduces else "broadcast") if root >= 0 else "send_recv"
+    return fits[0] if reduces else None
 
 
 def _row(line: str, columns: list[str] | None, file: str) -> BusbwPoint:

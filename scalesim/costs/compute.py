@@ -1,15 +1,12 @@
 """How long a layer's forward and backward take on one GPU: a per-op roofline.
 
-Each op takes max(FLOP / achieved peak, bytes / achieved memory bandwidth)
-(Williams, Waterman & Patterson 2009, "Roofline"), plus a fixed per-kernel
-cost. The achieved peak is the GPU's catalog `gemm_efficiency` (large-GEMM
-measurements, cited there) scaled by how well the GEMM's shape fills the GPU
-(tile and wave quantization), and `memory_bw_efficiency` for GEMM operand
-traffic. Memory-bound framework kernels (everything but GEMMs and convs) move
-bytes at the lower of that DRAM rate and what the SMs can issue
-(`streaming_bw_bytes_per_s`). Convolutions in NCHW 16-bit training also pay
-cuDNN's layout conversions (`layout_conversion_s`); attention that
-materialises its scores pays passes over them (`SCORE_PASSES`).
+Each op takes max(FLOP / achieved peak, bytes / achieved memory bandwidth) (Williams, Waterman &
+Patterson 2009, "Roofline"), plus a fixed per-kernel cost. The achieved peak is the GPU's catalog
+`gemm_efficiency` (large-GEMM measurements, cited there) scaled by how well the GEMM's shape fills
+the GPU (tile and wave quantization), and `memory_bw_efficiency` for GEMM operand traffic.
+Memory-bound framework kernels (everything but GEMMs and convs) move bytes at the lower of that DRAM
+rate and what the SMs can issue (`streaming_bw_bytes_per_s`). Convolutions in NCHW 16-bit training
+also pay cuDNN's layout conversions (`layout_conversion_s`); materialised scores cost passes (`SCORE_PASSES`).
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
+from scalesim.costs.flash_rates import MEASURED, measured_flash_s
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
@@ -231,10 +229,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
-    Flash attention skips fully masked blocks, takes twice its forward in backward and runs heads
-    other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
-    fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
-    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
+    Flash attention skips fully masked blocks, takes twice its forward in backward (or each pass at its
+    published rate: costs/flash_rates.py), other heads at their measured speed (head_dims.py). Materialised
+    scores (naive, fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the
+    scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -246,8 +244,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
         executed = (flop / 2 if op.causal else flop) / head_dim_factor(op.head_dims, gpu.arch, backward)
+        measured = measured_flash_s(executed, peak, gpu.arch, backward) if attention == "flash" else None
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
+        pass_s = work * forward if measured is None else max(measured, work * io_s)
+        return pass_s + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
@@ -257,8 +257,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
 
 def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     """Fraction of the 16-bit peak a flash-attention kernel reaches on this GPU's architecture."""
-    if attention == "flash":
-        return FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
+    if attention == "flash":        # forward-only users (serving prefill) take a published forward rate
+        return MEASURED[gpu.arch][0] if gpu.arch in MEASURED else FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
     table = FLASH_KERNEL_EFFICIENCY[attention]
     if gpu.arch not in table:
         raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "

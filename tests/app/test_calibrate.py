@@ -10,7 +10,7 @@ from scalesim.app.calibrate import calibrate, gpu_of_device
 from scalesim.cli import main
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import load_catalog
-from scalesim.app.measurements import parse_benchmark_csv, parse_nccl_tests
+from scalesim.app.measurements import infer_op, parse_benchmark_csv, parse_nccl_tests
 
 SAMPLE = Path(__file__).parents[1] / "data" / "nccl-tests-sample.txt"
 
@@ -129,3 +129,41 @@ def test_real_gemm_and_copy_figures_set_the_mi300x_efficiencies(tmp_path):
         assert check.after == pytest.approx(check.measured, rel=0.10)
     calibrated = load_catalog([tmp_path / "mine"]).gpu("mi300x")
     assert calibrated.fp8_gemm_efficiency == fits["fp8_gemm_efficiency"].after
+
+
+REAL_H100 = Path(__file__).parents[1] / "data" / "nccl-tests-h100-issue290.txt"  # nccl-tests issue #290 (header)
+
+
+def test_a_real_h100_capture_calibrates_nvlink4_and_the_overlay_reproduces_its_plateau(tmp_path):
+    """8x H100 SXM, all_reduce_perf 128 MiB-4 GiB (NVLink SHARP), 383-474 GB/s busbw, as published."""
+    log = parse_nccl_tests(REAL_H100.read_text(), str(REAL_H100))    # no "Collective test" line: see below
+    assert (log.op, log.gpus, log.nodes, gpu_of_device(log.device, "x")) == ("all_reduce", 8, 1, "h100-sxm")
+    out = tmp_path / "mine"
+    result = invoke("calibrate", REAL_H100, "--link", "nvlink4", "--out", out)          # the issue's command
+    assert result.exit_code == 0, result.output
+    assert (out / "links.yaml").is_file()
+    fitted = [p for p in log.points if p.busbw_GBps >= 0.95 * max(q.busbw_GBps for q in log.points)]
+    assert [p.size_bytes for p in fitted] == [2**30, 2**31, 2**32]   # the plateau; 128-512 MiB still climb
+    sizes = ",".join(str(int(p.size_bytes)) for p in fitted)
+    rows = json.loads(invoke("collective", "--topology", "dgx-h100", "--op", "all_reduce", "--sizes", sizes,
+                             "--catalog", out, "--json").output)
+    for row, point in zip(rows, fitted, strict=True):
+        assert row["busbw_GBps"] == pytest.approx(point.busbw_GBps, rel=0.05)
+
+
+HEADER = "size count type redop root time algbw busbw #wrong time algbw busbw #wrong".split()
+
+
+@pytest.mark.parametrize("redop, root, algbw, busbw, ranks, op", [
+    ("sum", -1, 270.63, 473.60, 8, "all_reduce"),        # busbw = algbw x 2(n-1)/n (nccl-tests all_reduce.cu)
+    ("sum", -1, 400.00, 350.00, 8, "reduce_scatter"),    # x (n-1)/n
+    ("none", 0, 300.00, 300.00, 8, "broadcast"),         # x 1, a root
+    ("sum", 0, 300.00, 300.00, 8, "reduce"),
+    ("sum", -1, 300.00, 300.00, 8, "send_recv"),         # x 1, no root (sendrecv.cu runs with redop sum)
+    ("none", -1, 400.00, 350.00, 8, None),               # all-gather or all-to-all: both print this
+    ("sum", -1, 300.00, 300.00, 2, None),                # 2 ranks: all-reduce and send/recv alike
+])
+def test_the_collective_follows_from_nccl_tests_own_busbw_definitions(redop, root, algbw, busbw, ranks, op):
+    row = ["1073741824", "268435456", "float", redop, str(root), "100", str(algbw), str(busbw), "0",
+           "100", str(algbw), str(busbw), "0"]
+    assert infer_op(row, HEADER, ranks) == op
