@@ -18,11 +18,13 @@ network traffic, which this plan stands for too.
 
 The plan keeps NCCL's pipelining as one phase: the NVLink legs (sender to
 proxy) and the network legs (proxy to destination) run at once, each pair's
-bytes summed into one flow.
+bytes summed into one flow. NCCL only: RCCL's all-to-all is taken as plain direct sends (not
+checked whether RCCL's PXN port is on by default).
 """
 
 from __future__ import annotations
 
+from scalesim.collectives.library import library_of
 from scalesim.topology import Topology
 
 
@@ -47,8 +49,8 @@ def _proxies(topology: Topology, server_ranks: list[int]) -> dict[str, int] | No
 
 def pxn_pairs(topology: Topology, ranks: tuple[int, ...], part: float) -> dict[tuple[int, int], float] | None:
     """Bytes per (from, to) GPU pair of an all-to-all that sends `part` from every rank to every other,
-    with NCCL's PXN routing; None when the ranks sit in one server or a server has no NVLink between its
-    GPUs or no NIC (plain direct sends then).
+    with NCCL's PXN routing; None when the ranks sit in one server, run RCCL, or a server has no NVLink
+    between its GPUs or no NIC (plain direct sends then).
 
     >>> from scalesim.topology import build_cluster, load_node_design
     >>> from scalesim.topology.cluster import Fabric
@@ -58,7 +60,7 @@ def pxn_pairs(topology: Topology, ranks: tuple[int, ...], part: float) -> dict[t
     (8.0, 2.0, False)
     """
     servers = topology.ranks_by_server(ranks)
-    if len(servers) <= 1:
+    if len(servers) <= 1 or library_of(topology, ranks) != "nccl":
         return None
     try:
         proxies = [_proxies(topology, s) for s in servers]
