@@ -2,7 +2,9 @@
 
 NCCL runs all-to-all as grouped sends and receives to every peer at once
 ("direct"); each rank sends S/N to each other rank (nccl-tests alltoall_perf,
-where S is the per-rank buffer). nccl-tests' sendrecv has every rank send S to
+where S is the per-rank buffer). Across servers whose GPUs are NVLink peers,
+those sends go through PXN (`collectives/pxn.py`): over NVLink to the GPU on
+the destination's NIC rail, then over the network, aggregated. nccl-tests' sendrecv has every rank send S to
 the next rank and receive S from the previous one. A pipeline-parallel
 activation transfer is a single send of S from one rank to another.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Phase
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, step_latency_s
+from scalesim.collectives.pxn import pxn_pairs
 from scalesim.collectives.ring import flow
 from scalesim.topology import Topology
 
@@ -29,6 +32,11 @@ def p2p_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: fl
     multi_node = len(topology.ranks_by_server(tuple(ranks))) > 1
     scale = 1 / bandwidth_fraction("ring", protocol, op, multi_node)
     if op == "all_to_all":
+        routed = pxn_pairs(topology, tuple(ranks), size_bytes / n * scale) if multi_node else None
+        if routed is not None:
+            flows = tuple(flow(topology, a, b, size) for (a, b), size in routed.items())
+            return CollectivePlan(op, "direct", tuple(ranks), size_bytes,
+                                  (Phase(_latency(topology, list(routed), protocol), flows),), protocol)
         pairs = [(a, b) for a in ranks for b in ranks if a != b]
         part = size_bytes / n
     elif op == "send_recv":
