@@ -1,0 +1,63 @@
+"""Flash-attention kernels: the fraction of peak they reach, and what their backward costs.
+
+Forward: a kernel generation's efficiency per architecture (`flash_efficiency`), from the
+papers' forward figures on 128-wide heads (head shapes other than 128/128: costs/head_dims.py).
+
+Backward, two published facts:
+- work: flash attention keeps no score matrix, so its backward recomputes S = QK^T before the
+  four gradient GEMMs (dV, dP, dQ, dK): five GEMMs against the forward's two, 2.5x the forward
+  FLOP. FlashAttention's own benchmark counts it so (Dao-AILab/flash-attention
+  benchmarks/benchmark_flash_attention.py @c082294e: `2.5 * f if mode == "bwd"`, 3.5 f for
+  forward + backward), and the papers' efficiencies are measured against that count;
+- rate: per FLOP so counted, the backward kernels run slower than the forward. Shah et al.
+  2024 (FlashAttention-3, arXiv 2407.08608, Figs. 5a and 6: H100 80GB SXM5, head dim 128,
+  seqlen 16k, BF16/FP16) measure forward / backward 370 / 322 TFLOPS for FlashAttention-2,
+  648 / 561 for FlashAttention-3 and 595 / 516 for cuDNN: 0.87 for all three kernels. Blackwell
+  (B200), FlashAttention-4, head dim 128, causal, seqlen 8192: forward 1418.1, backward 1208.6
+  TFLOPS (Dao-AILab/flash-attention pull request #2280, the benchmark costs/head_dims.py cites):
+  0.85. Ampere and Ada: no same-benchmark pair found here, so no change (1.0).
+"""
+
+from __future__ import annotations
+
+from scalesim.hardware import GpuSpec
+
+# Fraction of the dense peak flash attention's forward reaches.
+# Dao 2023, FlashAttention-2: 50-73% of peak on A100 (midpoint 0.62; Ada runs
+# the same kernels). Shah et al. 2024, FlashAttention-3: FA2 reaches 35% on
+# H100 and FA3 75%; frameworks use either (PyTorch SDPA: FA2; Transformer
+# Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
+FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5}
+# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
+# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
+# with the papers' figures; no measurement, no entry (such a scenario is refused).
+FLASH_KERNEL_EFFICIENCY = {
+    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": 0.35},
+    "flash3": {"hopper": 0.75},
+}
+FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
+
+FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
+# Backward throughput over forward throughput (FLOP counted as above), per architecture.
+BACKWARD_RELATIVE_RATE = {"hopper": round(322 / 370, 2),      # 0.87; FA3 561/648 and cuDNN 516/595 agree
+                          "blackwell": round(1208.6 / 1418.1, 2)}  # 0.85
+
+
+def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
+    """Fraction of the 16-bit peak a flash-attention kernel's forward reaches on this GPU's architecture."""
+    if attention == "flash":
+        return FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
+    table = FLASH_KERNEL_EFFICIENCY[attention]
+    if gpu.arch not in table:
+        raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "
+                         f"{attention} is known on: {', '.join(table)}; use flash")
+    return table[gpu.arch]
+
+
+def backward_over_forward(arch: str) -> float:
+    """How many times its forward time a flash-attention backward takes on `arch`.
+
+    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5
+    True
+    """
+    return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
