@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  flash_efficiency)
+                                  causal_rate, flash_efficiency)
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
@@ -219,7 +219,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
-    Flash attention skips fully masked blocks, takes 2.5x its forward FLOP in backward at its
+    Flash attention skips fully masked blocks (at its measured causal rate), takes 2.5x its
+    forward FLOP in backward at its
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
     fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
@@ -235,7 +236,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
         work = backward_over_forward(gpu.arch) if backward else 1.0
-        executed = (flop / 2 if op.causal else flop) / head_dim_factor(op.head_dims, gpu.arch, backward)
+        executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
+                    / head_dim_factor(op.head_dims, gpu.arch, backward))
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)

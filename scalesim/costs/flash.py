@@ -1,7 +1,17 @@
-"""Flash-attention kernels: the fraction of peak they reach, and what their backward costs.
+"""Flash-attention kernels: the fraction of peak they reach, under a causal mask, and in backward.
 
 Forward: a kernel generation's efficiency per architecture (`flash_efficiency`), from the
-papers' forward figures on 128-wide heads (head shapes other than 128/128: costs/head_dims.py).
+papers' forward figures on 128-wide heads without a mask (head shapes other than 128/128:
+costs/head_dims.py).
+
+Causal masks: the kernels skip the masked tiles, but do not reach their full-mask rate on the
+rest (tiles on the diagonal are half wasted, and query blocks of unequal length leave SMs idle
+at the end). Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608, Fig. 5: H100 80GB SXM5,
+forward, head dim 128, batch x seqlen = 16k) measure each kernel with and without the mask;
+the ratio of causal to full-mask TFLOPS (both counting the work done: half the s^2 when causal)
+grows with the sequence and is alike for FlashAttention-2, FlashAttention-3 and cuDNN
+(CAUSAL_RATE: their mean per length), taken to hold in backward too (an assumption: the
+same tiles are skipped). Other architectures: no such pair here, so 1.0.
 
 Backward, two published facts:
 - work: flash attention keeps no score matrix, so its backward recomputes S = QK^T before the
@@ -20,6 +30,8 @@ Backward, two published facts:
 
 from __future__ import annotations
 
+import math
+
 from scalesim.hardware import GpuSpec
 
 # Fraction of the dense peak flash attention's forward reaches.
@@ -31,11 +43,19 @@ FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "black
 # A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
 # SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
 # with the papers' figures; no measurement, no entry (such a scenario is refused).
+# Hopper: FA3 paper Fig. 5b, head dim 128, no mask, seqlen 16k: FA2 370, FA3 648 TFLOPS
+# of the H100 SXM5's 989 (the abstract's 35% and 75% are FA2's shorter runs and FA3 at head dim 256).
 FLASH_KERNEL_EFFICIENCY = {
-    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": 0.35},
-    "flash3": {"hopper": 0.75},
+    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
+    "flash3": {"hopper": round(648 / 989, 3)},
 }
 FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
+
+# Causal over full-mask rate by sequence length, Hopper (FA3 paper Fig. 5b vs 5e, TFLOPS at
+# 512 ... 16k): FA2 191/309 260/350 298/362 319/368 333/370 335/370; cuDNN 315/497 410/574
+# 484/617 518/609 529/600 539/595; FA3 292/467 423/565 521/625 579/638 602/646 616/648.
+CAUSAL_RATE = {"hopper": ((512, 0.626), (1024, 0.735), (2048, 0.814), (4096, 0.875),
+                          (8192, 0.905), (16384, 0.921))}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -61,3 +81,22 @@ def backward_over_forward(arch: str) -> float:
     True
     """
     return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
+
+
+def causal_rate(arch: str, seq: int) -> float:
+    """Rate of a causal flash-attention kernel over its full-mask rate at `seq` tokens on `arch`
+    (CAUSAL_RATE, interpolated in log2 of the length, held at the ends); 1.0 where unmeasured.
+
+    >>> causal_rate("hopper", 4096), causal_rate("hopper", 131072), causal_rate("ampere", 4096)
+    (0.875, 0.921, 1.0)
+    """
+    table = CAUSAL_RATE.get(arch)
+    if not table or seq <= 0:
+        return 1.0
+    if seq <= table[0][0]:
+        return table[0][1]
+    for (s0, r0), (s1, r1) in zip(table, table[1:]):
+        if seq <= s1:
+            w = (math.log2(seq) - math.log2(s0)) / (math.log2(s1) - math.log2(s0))
+            return r0 + w * (r1 - r0)
+    return table[-1][1]
