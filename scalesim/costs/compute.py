@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
-from scalesim.costs.flash_rates import MEASURED, measured_flash_s
+from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
+                                  causal_rate, flash_efficiency)
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
@@ -47,20 +48,6 @@ BACKWARD_BYTES_RATIO = 2.0
 # 256x128). The relative rates of the smaller tiles are estimates.
 TILES = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95), (64, 128, 0.85), (64, 64, 0.7))
 
-# Fraction of the dense peak flash attention (forward + backward) reaches.
-# Dao 2023, FlashAttention-2: 50-73% of peak on A100 (midpoint 0.62; Ada runs
-# the same kernels). Shah et al. 2024, FlashAttention-3: FA2 reaches 35% on
-# H100 and FA3 75%; frameworks use either (PyTorch SDPA: FA2; Transformer
-# Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
-FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5}
-# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
-# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
-# with the papers' figures; no measurement, no entry (such a scenario is refused).
-FLASH_KERNEL_EFFICIENCY = {
-    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": 0.35},
-    "flash3": {"hopper": 0.75},
-}
-FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 
 # Activation memory format of convolutions. Tensor-core convolution kernels
 # work on NHWC (channels-last) tensors; PyTorch's default layout is NCHW
@@ -229,10 +216,12 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
-    Flash attention skips fully masked blocks, takes twice its forward in backward (or each pass at its
-    published rate: costs/flash_rates.py), other heads at their measured speed (head_dims.py). Materialised
-    scores (naive, fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the
-    scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
+    Flash attention skips fully masked blocks (at its measured causal rate), takes 2.5x its
+    forward FLOP in backward at its
+    measured backward rate (costs/flash.py) and runs heads
+    other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
+    fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
+    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -243,27 +232,16 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
-        executed = (flop / 2 if op.causal else flop) / head_dim_factor(op.head_dims, gpu.arch, backward)
-        measured = measured_flash_s(executed, peak, gpu.arch, backward) if attention == "flash" else None
+        work = backward_over_forward(gpu.arch) if backward else 1.0
+        executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
+                    / head_dim_factor(op.head_dims, gpu.arch, backward))
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        pass_s = work * forward if measured is None else max(measured, work * io_s)
-        return pass_s + (2 if backward else 1) * KERNEL_OVERHEAD_S
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
-
-
-def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
-    """Fraction of the 16-bit peak a flash-attention kernel reaches on this GPU's architecture."""
-    if attention == "flash":        # forward-only users (serving prefill) take a published forward rate
-        return MEASURED[gpu.arch][0] if gpu.arch in MEASURED else FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
-    table = FLASH_KERNEL_EFFICIENCY[attention]
-    if gpu.arch not in table:
-        raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "
-                         f"{attention} is known on: {', '.join(table)}; use flash")
-    return table[gpu.arch]
 
 
 def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str,

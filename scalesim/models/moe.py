@@ -127,7 +127,7 @@ def mla_ops(s: int, h: int, heads: int, mla: MLASpec, causal: bool) -> tuple[lis
            # QK^T over qk-wide heads, AV over v-wide heads; flash attention's reads and writes
            OpSpec("attention", "attention", 2.0 * s * s * heads * (qk + mla.v_head_dim),
                   float(s * (q_up + kv_up + heads * mla.v_head_dim)), score_elements=float(heads * s * s),
-                  causal=causal, head_dims=(qk, mla.v_head_dim)),
+                  causal=causal, head_dims=(qk, mla.v_head_dim), seq=s),
            gemm_op("attn_out", s, h, heads * mla.v_head_dim)]
     params = (h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * q_up + h * kv_down + mla.kv_lora_rank
               + mla.kv_lora_rank * kv_up + heads * mla.v_head_dim * h)

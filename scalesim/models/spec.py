@@ -37,6 +37,7 @@ class OpSpec:
     causal: bool = False
     groups: int = 1     # grouped GEMM (MoE experts): `groups` GEMMs of gemm_mnk each; flop is their sum
     head_dims: tuple[int, int] | None = None    # attention: (query/key, value) head dims when not standard (MLA)
+    seq: int = 0        # attention: tokens of the sequence (query and key length); 0 when not known
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,7 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
     # causal masks, as MFU conventions count it. Moves what flash attention reads and
     # writes: q, k, v, o (Dao et al. 2022).
     attn.append(OpSpec("attention", "attention", 4.0 * s * s * q_dim, float(2 * s * q_dim + 2 * s * kv_dim),
-                       score_elements=float(heads * s * s), causal=causal))
+                       score_elements=float(heads * s * s), causal=causal, seq=s))
     attn.append(gemm_op("attn_out", s, h, q_dim, bias=bias))
     attn.append(elementwise_op("residual_attn", s * h, inputs=2))
 

@@ -3,7 +3,7 @@
 import pytest
 
 from scalesim.costs.compute import attention_time_s
-from scalesim.costs.flash_rates import BACKWARD_FLOP_RATIO
+from scalesim.costs.flash import FLASH_BACKWARD_FLOP_RATIO as BACKWARD_FLOP_RATIO
 from scalesim.hardware import get_gpu
 from scalesim.models.zoo import get_model
 
@@ -40,6 +40,6 @@ def test_longer_sequences_never_take_less_attention_time():
 
 
 def test_forward_only_users_take_the_published_forward_rate_and_others_keep_theirs():
-    from scalesim.costs.compute import FLASH_ATTENTION_EFFICIENCY, flash_efficiency
+    from scalesim.costs.flash import FLASH_ATTENTION_EFFICIENCY, flash_efficiency
     assert flash_efficiency(get_gpu("mi300x"), "flash") == pytest.approx(518.29 / 1307.4)   # serving prefill
     assert flash_efficiency(get_gpu("h100-sxm"), "flash") == FLASH_ATTENTION_EFFICIENCY["hopper"]

@@ -1,0 +1,116 @@
+"""Flash-attention kernels: the fraction of peak they reach, under a causal mask, and in backward.
+
+Forward: a kernel generation's efficiency per architecture (`flash_efficiency`), from the
+papers' forward figures on 128-wide heads without a mask (head shapes other than 128/128:
+costs/head_dims.py).
+
+Causal masks: the kernels skip the masked tiles, but do not reach their full-mask rate on the
+rest (tiles on the diagonal are half wasted, and query blocks of unequal length leave SMs idle
+at the end). Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608, Fig. 5: H100 80GB SXM5,
+forward, head dim 128, batch x seqlen = 16k) measure each kernel with and without the mask;
+the ratio of causal to full-mask TFLOPS (both counting the work done: half the s^2 when causal)
+grows with the sequence and is alike for FlashAttention-2, FlashAttention-3 and cuDNN
+(CAUSAL_RATE: their mean per length), taken to hold in backward too (an assumption: the
+same tiles are skipped). Other architectures: no such pair here, so 1.0.
+
+Backward, two published facts:
+- work: flash attention keeps no score matrix, so its backward recomputes S = QK^T before the
+  four gradient GEMMs (dV, dP, dQ, dK): five GEMMs against the forward's two, 2.5x the forward
+  FLOP. FlashAttention's own benchmark counts it so (Dao-AILab/flash-attention
+  benchmarks/benchmark_flash_attention.py @c082294e: `2.5 * f if mode == "bwd"`, 3.5 f for
+  forward + backward), and the papers' efficiencies are measured against that count;
+- rate: per FLOP so counted, the backward kernels run slower than the forward. Shah et al.
+  2024 (FlashAttention-3, arXiv 2407.08608, Figs. 5a and 6: H100 80GB SXM5, head dim 128,
+  seqlen 16k, BF16/FP16) measure forward / backward 370 / 322 TFLOPS for FlashAttention-2,
+  648 / 561 for FlashAttention-3 and 595 / 516 for cuDNN: 0.87 for all three kernels. Blackwell
+  (B200), FlashAttention-4, head dim 128, causal, seqlen 8192: forward 1418.1, backward 1208.6
+  TFLOPS (Dao-AILab/flash-attention pull request #2280, the benchmark costs/head_dims.py cites):
+  0.85. Ampere and Ada: no same-benchmark pair found here, so no change (1.0).
+
+AMD Instinct (CDNA3: MI300X, MI325X; CDNA4: MI355X) publishes both passes on a training shape:
+ROCm/aiter op_tests/cpp/mha/README.md @0403bcdfd0b507e0459012b82e00785a818f774a (table added by
+ROCm/aiter pull request #1270, Oct 2025), the hand-written assembly ("v3") kernels Transformer
+Engine on ROCm runs with NVTE_CK_USES_FWD_V3=1 / NVTE_CK_USES_BWD_V3=1 (AMD's MLPerf Training v5.1
+configs, e.g. mlcommons/training_results_v5.1 AMD/benchmarks/llama2_70b_lora/implementations/
+MI300X_EPYC_9575F_pytorch_llama2_70b/config_MI300X_1x8x1.sh, with NVTE_CK_IS_V3_ATOMIC_FP32=0: the
+16-bit-atomic backward, "BWD-a16"). BF16, head dim 128, GQA 64/8 heads, batch 1, sequence 8192,
+causal (Llama 2 70B's shape), FLOP counted as above: MI300X forward 518.29, backward 481.895 TFLOPS;
+MI355X 1300.105 and 1064.56, over dense BF16 peaks of 1307.4 (MI300X, MI325X: same compute die) and
+2516.6. Those rows are causal, so CDNA takes them as its rates with no CAUSAL_RATE on top; the same
+table's other causal rows at 8192 tokens lie within 6% of them, its full-mask rows ~10% faster.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scalesim.hardware import GpuSpec
+
+# Fraction of the dense peak flash attention's forward reaches.
+# Dao 2023, FlashAttention-2: 50-73% of peak on A100 (midpoint 0.62; Ada runs
+# the same kernels). Shah et al. 2024, FlashAttention-3: FA2 reaches 35% on
+# H100 and FA3 75%; frameworks use either (PyTorch SDPA: FA2; Transformer
+# Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
+FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5,
+                              "cdna3": 518.29 / 1307.4, "cdna4": 1300.105 / 2516.6}   # AMD: docstring
+# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
+# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
+# with the papers' figures; no measurement, no entry (such a scenario is refused).
+# Hopper: FA3 paper Fig. 5b, head dim 128, no mask, seqlen 16k: FA2 370, FA3 648 TFLOPS
+# of the H100 SXM5's 989 (the abstract's 35% and 75% are FA2's shorter runs and FA3 at head dim 256).
+FLASH_KERNEL_EFFICIENCY = {
+    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
+    "flash3": {"hopper": round(648 / 989, 3)},
+}
+FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
+
+# Causal over full-mask rate by sequence length, Hopper (FA3 paper Fig. 5b vs 5e, TFLOPS at
+# 512 ... 16k): FA2 191/309 260/350 298/362 319/368 333/370 335/370; cuDNN 315/497 410/574
+# 484/617 518/609 529/600 539/595; FA3 292/467 423/565 521/625 579/638 602/646 616/648.
+CAUSAL_RATE = {"hopper": ((512, 0.626), (1024, 0.735), (2048, 0.814), (4096, 0.875),
+                          (8192, 0.905), (16384, 0.921))}
+
+FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
+# Backward throughput over forward throughput (FLOP counted as above), per architecture.
+BACKWARD_RELATIVE_RATE = {"hopper": round(322 / 370, 2),      # 0.87; FA3 561/648 and cuDNN 516/595 agree
+                          "blackwell": round(1208.6 / 1418.1, 2),  # 0.85
+                          "cdna3": 481.895 / 518.29, "cdna4": 1064.56 / 1300.105}  # AMD's asm kernels
+
+
+def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
+    """Fraction of the 16-bit peak a flash-attention kernel's forward reaches on this GPU's architecture."""
+    if attention == "flash":
+        return FLASH_ATTENTION_EFFICIENCY.get(gpu.arch, 0.5)
+    table = FLASH_KERNEL_EFFICIENCY[attention]
+    if gpu.arch not in table:
+        raise ValueError(f"no published {attention} efficiency for {gpu.arch} GPUs ({gpu.full_name}); "
+                         f"{attention} is known on: {', '.join(table)}; use flash")
+    return table[gpu.arch]
+
+
+def backward_over_forward(arch: str) -> float:
+    """How many times its forward time a flash-attention backward takes on `arch`.
+
+    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5
+    True
+    """
+    return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
+
+
+def causal_rate(arch: str, seq: int) -> float:
+    """Rate of a causal flash-attention kernel over its full-mask rate at `seq` tokens on `arch`
+    (CAUSAL_RATE, interpolated in log2 of the length, held at the ends); 1.0 where unmeasured.
+
+    >>> causal_rate("hopper", 4096), causal_rate("hopper", 131072), causal_rate("ampere", 4096)
+    (0.875, 0.921, 1.0)
+    """
+    table = CAUSAL_RATE.get(arch)
+    if not table or seq <= 0:
+        return 1.0
+    if seq <= table[0][0]:
+        return table[0][1]
+    for (s0, r0), (s1, r1) in zip(table, table[1:]):
+        if seq <= s1:
+            w = (math.log2(seq) - math.log2(s0)) / (math.log2(s1) - math.log2(s0))
+            return r0 + w * (r1 - r0)
+    return table[-1][1]

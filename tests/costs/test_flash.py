@@ -1,0 +1,44 @@
+"""Flash attention under a causal mask and in backward: the published kernel figures."""
+
+import pytest
+
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, attention_time_s
+from scalesim.costs.flash import causal_rate
+from scalesim.hardware import get_gpu
+from scalesim.models.spec import OpSpec
+
+H100 = get_gpu("h100-sxm")
+A100 = get_gpu("a100-80gb-sxm")
+
+
+def attention(s, causal, heads=32, d=128):
+    return OpSpec("attention", "attention", 4.0 * s * s * heads * d, 4.0 * s * heads * d,
+                  score_elements=float(heads * s * s), causal=causal, seq=s)
+
+
+def kernel_s(op, gpu, backward=False):
+    return attention_time_s(op, gpu, "bf16", 1, "flash2", backward=backward) - (2 if backward else 1) * KERNEL_OVERHEAD_S
+
+
+def test_causal_flash2_on_h100_runs_at_the_fa3_papers_causal_rate():
+    # Shah et al. 2024, Fig. 5 (H100 SXM5, head dim 128, 4k): FlashAttention-2 319 TFLOPS causal,
+    # 368 without the mask, each counting the work it does (half the s^2 when causal).
+    full, causal = kernel_s(attention(4096, False), H100), kernel_s(attention(4096, True), H100)
+    assert (0.5 / causal) / (1 / full) == pytest.approx(319 / 368, abs=0.015)
+
+
+def test_the_mask_costs_less_of_the_rate_on_longer_sequences():
+    rates = [causal_rate("hopper", s) for s in (512, 1024, 2048, 4096, 8192, 16384, 65536)]
+    assert rates == sorted(rates) and rates[-1] < 1.0
+    ratios = [kernel_s(attention(s, True), H100) / kernel_s(attention(s, False), H100) for s in (1024, 4096, 16384)]
+    assert ratios == sorted(ratios, reverse=True) and all(r > 0.5 for r in ratios)
+
+
+def test_without_a_measured_pair_a_causal_mask_halves_the_work():
+    full, causal = kernel_s(attention(4096, False), A100), kernel_s(attention(4096, True), A100)
+    assert causal == pytest.approx(full / 2)
+
+
+def test_backward_to_forward_follows_the_masks_rate_too():
+    op = attention(8192, True)
+    assert kernel_s(op, H100, backward=True) / kernel_s(op, H100) == pytest.approx(2.5 / 0.87)
