@@ -21,8 +21,13 @@ from scalesim.collectives.plan import CollectivePlan
 COMPUTE_STREAM = "compute"
 COMM_STREAM = "comm"
 
+# Tasks are records the builder makes by the hundred thousand per step and nothing changes after:
+# slots dataclasses compared and hashed by value, but not frozen, because a frozen dataclass's
+# __init__ sets each field through object.__setattr__ (5x slower to make: 2.5 us against 0.5 us).
+_TASK = dict(slots=True, unsafe_hash=True)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(**_TASK)
 class ComputeTask:
     """Work on the GPU's SMs for a known duration (from the cost models)."""
 
@@ -40,7 +45,7 @@ class ComputeTask:
     host_sync: bool = False    # the host waits for the task to finish before issuing more (.item())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(**_TASK)
 class CollectiveTask:
     """One rank's part in a collective; `key` is shared by all ranks of the call.
 
