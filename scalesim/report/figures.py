@@ -50,11 +50,26 @@ def new_figure(figsize: tuple[float, float]):
 
 def save_figure(fig, path: Path, *, tight_layout: bool = True, whole_legend: bool = False, dpi: int = 120) -> Path:
     """Lay the figure out (unless told not to), write it to `path` (its folder made if missing) and
-    close it. `whole_legend`: the saved box grows to what is drawn outside the axes (a legend below)."""
+    close it. `whole_legend`: the saved box grows to what is drawn outside the axes (a legend below).
+
+    The picture is what `savefig(bbox_inches="tight")` after `tight_layout()` gives, drawn once:
+    savefig would first draw the whole figure without output to lay it out again at the saved
+    DPI and measure it; here the layout is run at that DPI without drawing, and the box measured
+    by a draw without the collections clipped to their axes (`_tight_box`)."""
+    from matplotlib import cbook
+
     if tight_layout:
         fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, **({"bbox_inches": _tight_box(fig, dpi)} if whole_legend else {}))
+    box = None
+    with cbook._setattr_cm(fig, dpi=dpi):
+        engine = fig.get_layout_engine()
+        if engine is not None:
+            engine.execute(fig)                 # what savefig's measuring draw would do first
+            fig.set_layout_engine(None)         # done: savefig need not draw to lay it out again
+        if whole_legend:
+            box = _tight_box(fig)
+    fig.savefig(path, dpi=dpi, **({"bbox_inches": box} if whole_legend else {}))
     if fig.canvas.manager is not None:        # made by pyplot: pyplot keeps it until closed
         import matplotlib.pyplot as plt
 
@@ -62,24 +77,20 @@ def save_figure(fig, path: Path, *, tight_layout: bool = True, whole_legend: boo
     return path
 
 
-def _tight_box(fig, dpi: int):
-    """The box `savefig(bbox_inches="tight")` saves, measured with one draw that skips the
-    collections clipped to their axes (they cannot widen the box: matplotlib leaves them out of
-    it too). matplotlib's "tight" draws the whole figure once more to measure it, which on a
-    timeline of a hundred thousand bars costs as much as drawing the picture."""
-    from matplotlib import cbook
-
+def _tight_box(fig):
+    """The box `savefig(bbox_inches="tight")` saves (at the figure's DPI), measured with one draw
+    that skips the collections clipped to their axes: they cannot widen the box (matplotlib leaves
+    them out of it too), and on a timeline of a hundred thousand bars they cost most of the draw."""
     hidden = [c for ax in fig.axes for c in ax.collections if c.get_visible() and c._fully_clipped_to_axes()]
-    with cbook._setattr_cm(fig, dpi=dpi):
+    for c in hidden:
+        c.set_visible(False)
+    try:
+        renderer = fig.canvas.get_renderer()
+        with renderer._draw_disabled():
+            fig.draw(renderer)
+        box = fig.get_tightbbox(renderer)
+    finally:
         for c in hidden:
-            c.set_visible(False)
-        try:
-            renderer = fig.canvas.get_renderer()
-            with renderer._draw_disabled():
-                fig.draw(renderer)
-            box = fig.get_tightbbox(renderer)
-        finally:
-            for c in hidden:
-                c.set_visible(True)
+            c.set_visible(True)
     pad = matplotlib.rcParams["savefig.pad_inches"]
     return box.padded(pad, pad)
