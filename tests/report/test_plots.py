@@ -82,3 +82,15 @@ def test_the_scaling_plot_starts_at_zero_and_never_cuts_off_a_super_linear_point
                  tmp_path / "zero.png", "ZeRO-2")
     (low, high), (low_z, high_z) = limits[-2:]
     assert low == low_z == 0 and high >= 100 and high_z > 117
+
+
+def test_artists_still_take_their_properties_through_set_after_the_cheaper_matplotlib_import(tmp_path):
+    # report/figures.py spares matplotlib the set() docstrings it builds on import; set() itself,
+    # and what it draws, must not change.
+    from scalesim.report.figures import new_figure, save_figure
+
+    fig, ax = new_figure((3, 2))
+    line, = ax.plot([0, 1], [0, 1])
+    line.set(linewidth=3, color="red", label="a line")
+    assert (line.get_linewidth(), line.get_color(), line.get_label()) == (3, "red", "a line")
+    assert save_figure(fig, tmp_path / "line.png").stat().st_size > 0
