@@ -13,7 +13,7 @@ from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
                                 scenario_for, search_points)
-from scalesim.app.setup import Setup, prepare, simulate_setup
+from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
 from scalesim.parallel.size import compiled_tasks
@@ -126,7 +126,7 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
     except OverBudget as exc:
         over[id(setup)] = exc.short()
         return math.inf
-    return simulate_setup(setup, True).end_s
+    return step_time_of(setup, True)
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
@@ -168,7 +168,7 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
                               + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
                     note = _over_budget(changed, False)
-                    return FitOption(change, memory, None if note else simulate_setup(changed, True).end_s, note)
+                    return FitOption(change, memory, None if note else step_time_of(changed, True), note)
         gpus *= 2
     return None
 
@@ -214,7 +214,7 @@ def combined_option(setup: Setup) -> FitOption | None:
                       caches=setup.caches)
     memory = next(r for p, r in zip(points, rows) if p == best)["memory_per_gpu_bytes"]
     note = _over_budget(changed, changed.step.every_rank)
-    return FitOption(_change_text(own, best), memory, None if note else simulate_setup(changed).end_s, note)
+    return FitOption(_change_text(own, best), memory, None if note else step_time_of(changed), note)
 
 
 def _over_budget(setup: Setup, every_rank: bool) -> str | None:

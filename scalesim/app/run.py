@@ -11,7 +11,7 @@ from dataclasses import replace
 from scalesim.app.caches import Caches
 from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
 from scalesim.app.procurement import run_inputs
-from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup
+from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup, step_time_of
 from scalesim.costs.economics import training_economics
 from scalesim.costs.finetune import trainable_params
 from scalesim.costs.memory import MemoryBreakdown, fit_confidence
@@ -46,7 +46,7 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
     pl = plan.placement
     per_replica = plan.micro_batch * plan.micro_batches
     if gpus == setup.gpus:
-        return per_replica * pl.dp / simulate_setup(setup).end_s / gpus
+        return per_replica * pl.dp / step_time_of(setup) / gpus
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
                                 "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None}}
@@ -57,9 +57,8 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)
     scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
-    return per_replica * dp / simulate_setup(prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog,
-                                                     caches=setup.caches, every_rank=setup.every_rank_asked)
-                                                     ).end_s / gpus
+    return per_replica * dp / step_time_of(prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog,
+                                                   caches=setup.caches, every_rank=setup.every_rank_asked)) / gpus
 
 
 def plan_summary(plan: ParallelPlan) -> dict:

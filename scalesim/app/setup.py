@@ -16,7 +16,7 @@ from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_byt
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.variability import slowest_gpu_factor
-from scalesim.engine import Timeline, simulate
+from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
@@ -306,11 +306,20 @@ def simulates_every_rank(gpus: int, model: ModelSpec, plan: ParallelPlan) -> boo
 
 def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
     """One step played out; `symmetric` overrides how the setup was compiled (one rank per stage)."""
+    return simulate(_charged_step(setup, symmetric).program)
+
+
+def step_time_of(setup: Setup, symmetric: bool | None = None) -> float:
+    """`simulate_setup(setup, symmetric).end_s`, the same float, without making the timeline."""
+    return step_time_s(_charged_step(setup, symmetric).program)
+
+
+def _charged_step(setup: Setup, symmetric: bool | None) -> CompiledStep:
     step = setup.step
     if symmetric is not None and symmetric == step.every_rank:
         step = compile_step(step.model, step.gpu, step.topology, step.plan, not symmetric, step.memo)
     charge(compiled_tasks(step))                      # the command's answer budget (scalesim/limits.py)
-    return simulate(step.program)
+    return step
 
 
 def memory_of(setup: Setup) -> MemoryBreakdown:

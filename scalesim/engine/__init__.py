@@ -8,7 +8,7 @@ a block of tasks are fast-forwarded through the repeats (fast_forward.py) unless
 
 from scalesim.fairshare import max_min_rates
 from scalesim.engine.fast_forward import exact_simulation
-from scalesim.engine.simulator import simulate
+from scalesim.engine.simulator import simulate, step_time_s
 from scalesim.timeline import Interval, Timeline
 
-__all__ = ["Interval", "Timeline", "exact_simulation", "max_min_rates", "simulate"]
+__all__ = ["Interval", "Timeline", "exact_simulation", "max_min_rates", "simulate", "step_time_s"]

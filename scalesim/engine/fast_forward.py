@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import gc
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from operator import attrgetter
@@ -28,7 +27,7 @@ from operator import attrgetter
 import numpy as np
 
 from scalesim.engine.periods import Cut, find_windows, may_repeat, plan_cut, shortened
-from scalesim.program import Program
+from scalesim.program import Program, no_collection
 from scalesim.timeline import Interval, Timeline
 
 # Steps with fewer tasks are played whole: they take milliseconds anyway.
@@ -62,6 +61,26 @@ def exact_requested() -> bool:
 def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timeline | None:
     """The step's timeline from two shortened plays, or None when it has no repeating periods
     worth skipping or they do not repeat exactly (then the caller plays it whole)."""
+    periods = _periodic_plays(program, play)
+    return None if periods is None else _spliced(program, *periods)
+
+
+def fast_forward_end_s(program: Program, play: Callable[[Program], Played]) -> float | None:
+    """`fast_forward(...).end_s` without making the step's intervals (a scaling-curve point needs
+    only the step time): the same float, the largest of the same end times."""
+    periods = _periodic_plays(program, play)
+    if periods is None:
+        return None
+    cut, _a, _b, times, delta_s = periods
+    ends = [times[rank][2][source] + shift
+            for rank, tasks in program.tasks.items() if tasks
+            for source, shift in (_sources(len(tasks), cut, rank, delta_s),)]
+    return max((float(end.max()) for end in ends), default=0.0)
+
+
+def _periodic_plays(program: Program, play: Callable[[Program], Played]) -> tuple | None:
+    """(cut, short play, one period longer play, the short play's times, period length) when the
+    step's periods repeat exactly, else None."""
     total = sum(len(t) for t in program.tasks.values())
     if total < MIN_TASKS or not may_repeat(program):
         return None
@@ -84,7 +103,7 @@ def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timelin
     b = _played(play, longer)
     if b is None or not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
         return None
-    return _spliced(program, cut, a, b, times_a, delta_s)
+    return cut, a, b, times_a, delta_s
 
 
 def _played(play: Callable[[Program], Played], short: Program) -> Played | None:
@@ -134,24 +153,10 @@ def _repeats(cut: Cut, short: dict[int, np.ndarray], longer: dict[int, np.ndarra
     return True
 
 
-@contextlib.contextmanager
-def _no_collection() -> Iterator[None]:
-    """No cyclic garbage collection within the block: making hundreds of thousands of intervals
-    (tuples, tracked) otherwise triggers collections that scan everything alive, and there is no
-    cycle among them to collect (2-3x faster on the 1,024-GPU GPT-3 step)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, np.ndarray],
              delta_s: float) -> Timeline:
     """The whole step: the short play with the cut-out periods put back as shifted copies."""
-    with _no_collection():
+    with no_collection():
         intervals = _intervals(program, cut, times, delta_s)
         ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
     m = cut.removed
@@ -165,15 +170,22 @@ def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, 
 def _intervals(program: Program, cut: Cut, times: dict[int, np.ndarray], delta_s: float) -> list[Interval]:
     """Every task's interval: before the cut as played, the cut-out periods as copies of the first
     period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta."""
-    m = cut.removed
     intervals: list[Interval] = []
     for rank, tasks in program.tasks.items():
-        at, period = cut.at(rank), cut.windows[rank].period
-        index = np.arange(len(tasks))
-        copy = np.clip((index - at) // period, 0, m)         # periods the task lies after the cut's start
-        source = np.where(index < at, index, np.where(copy < m, at + (index - at) % period, index - m * period))
-        shift = np.where(index < at, 0.0, copy * delta_s)
+        source, shift = _sources(len(tasks), cut, rank, delta_s)
         ready, start, end = (times[rank][k][source] + shift for k in range(3))
         intervals.extend(map(Interval._make, zip(repeat(rank), map(_STREAM, tasks), map(_NAME, tasks),
                                                  map(_KIND, tasks), ready.tolist(), start.tolist(), end.tolist())))
     return intervals
+
+
+def _sources(count: int, cut: Cut, rank: int, delta_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the rank's `count` tasks in the whole step: the task of the short play it copies,
+    and how much later it runs (0 before the cut, k Delta in the k-th period put back)."""
+    m = cut.removed
+    at, period = cut.at(rank), cut.windows[rank].period
+    index = np.arange(count)
+    copy = np.clip((index - at) // period, 0, m)         # periods the task lies after the cut's start
+    source = np.where(index < at, index, np.where(copy < m, at + (index - at) % period, index - m * period))
+    shift = np.where(index < at, 0.0, copy * delta_s)
+    return source, shift

@@ -23,15 +23,15 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
-from scalesim.engine.fast_forward import Played, exact_requested, fast_forward
+from scalesim.engine.fast_forward import Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
-from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program
+from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
 
-__all__ = ["MIN_COMPUTE_RATE", "compute_rate", "played", "simulate"]
+__all__ = ["MIN_COMPUTE_RATE", "compute_rate", "played", "simulate", "step_time_s"]
 
 
 @dataclass
@@ -291,6 +291,11 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True,
     exact: play every task (no fast-forward of repeating periods, engine/fast_forward.py);
     None: as `exact_simulation` says (by default the fast-forward is on).
     """
+    with no_collection():
+        return _simulated(program, closed_form, stretches, exact)
+
+
+def _simulated(program: Program, closed_form: bool, stretches: bool, exact: bool | None) -> Timeline:
     if not (exact_requested() if exact is None else exact):
         timeline = fast_forward(program, lambda short: played(short, closed_form, stretches))
         if timeline is not None:
@@ -299,6 +304,19 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True,
     end_s = max((iv.end_s for iv in intervals), default=0.0)
     ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
     return Timeline(ordered, end_s, sent, delivered, dict(sorted(slowed.items())))
+
+
+def step_time_s(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None
+                ) -> float:
+    """`simulate(program, ...).end_s`, the same float, without making or sorting the timeline's
+    intervals where it can (the scaling curve's points need only the step time)."""
+    play = lambda short: played(short, closed_form, stretches)  # noqa: E731
+    with no_collection():
+        if not (exact_requested() if exact is None else exact):
+            end_s = fast_forward_end_s(program, play)
+            if end_s is not None:
+                return end_s
+        return max((iv.end_s for iv in play(program)[0]), default=0.0)
 
 
 def played(program: Program, closed_form: bool = True, stretches: bool = True) -> Played:

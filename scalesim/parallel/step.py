@@ -24,7 +24,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.schedules import Step, in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
 from scalesim.parallel.stages import model_chunks
-from scalesim.program import Program
+from scalesim.program import Program, no_collection
 from scalesim.topology import Topology
 
 
@@ -54,8 +54,9 @@ class CompiledStep:
 
     @cached_property
     def program(self) -> Program:
-        return build_program(self.model, self.gpu, self.topology, self.plan, symmetric=not self.every_rank,
-                             chunks=self.chunks, memo=self.memo, orders=tuple(s.order for s in self.stages))
+        with no_collection():       # hundreds of thousands of tasks, no cycles among them
+            return build_program(self.model, self.gpu, self.topology, self.plan, symmetric=not self.every_rank,
+                                 chunks=self.chunks, memo=self.memo, orders=tuple(s.order for s in self.stages))
 
     @cached_property
     def memory(self) -> MemoryBreakdown:

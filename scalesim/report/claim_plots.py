@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+from scalesim.report import figures  # noqa: F401 (first: it makes matplotlib's import cheaper)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -13,7 +13,9 @@ import math
 import textwrap
 from pathlib import Path
 
-import matplotlib
+from scalesim.report import figures  # noqa: F401 (first: it makes matplotlib's import cheaper)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -7,22 +7,19 @@ file's extension.
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+from scalesim.report.figures import new_figure, save_figure
+from scalesim.report.timeline_plot import _merge_spans, timeline_plot  # noqa: F401 (re-exported)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
-
-from scalesim.report.figures import save_figure  # noqa: E402
-from scalesim.report.timeline_plot import _merge_spans, timeline_plot  # noqa: E402,F401 (re-exported)
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
     """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = new_figure((6.5, 4.2))
     xs = [p["gpus"] for p in points]
     ys = [100 * p["scaling_efficiency"] for p in points]
     ax.plot(xs, ys, marker="o")
@@ -43,10 +40,12 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     layers = {"host_memory": 0, "cpu": 1, "pcie_switch": 2, "nic": 3, "gpu": 4, "nvswitch": 5}
     for node, data in graph.nodes(data=True):
         data["layer"] = layers.get(data["kind"], 3)
+    import networkx as nx
+
     pos = _ordered_layout(graph)
     colours = {"gpu": "#76B900", "pcie_switch": "#4C72B0", "cpu": "#C44E52", "host_memory": "#937860",
                "nvswitch": "#8172B2", "nic": "#DD8452"}
-    fig, ax = plt.subplots(figsize=(11, 6))
+    fig, ax = new_figure((11, 6))
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=900,
                            node_color=[colours.get(d["kind"], "grey") for _, d in graph.nodes(data=True)])
     nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)

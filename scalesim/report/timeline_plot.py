@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from scalesim.report.figures import new_figure, save_figure  # first: it makes matplotlib's import cheaper
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
-from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -59,7 +57,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
                    if rank in shown})
     row_of = {row: y for y, row in enumerate(rows)}
     spans, used = _bar_spans(timeline, shown, lambda rank, stream: row_of[(rank, _row_name(stream))])
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(rows) + 1.6))
+    fig, ax = new_figure((11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
     pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
@@ -73,7 +71,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     ax.set_xlim(0, timeline.end_s * factor)
     ax.set_title(title)
     kinds = [k for k in COLOURS if k in used]          # only what the plot shows
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
+    handles = [Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
     ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
               ncol=max(1, len(kinds)), frameon=False)
     return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut

@@ -276,9 +276,12 @@ class Topology:
 
     def net_plugin_latency_s(self, src: int, dst: int) -> float:
         """The latency an NCCL net plugin reports for the network links of this copy (0 without one)."""
-        nodes = self.path(src, dst)
-        return max((self.graph.edges[u, v]["link"].net_plugin_latency_s for u, v in zip(nodes, nodes[1:])),
-                   default=0.0)
+        key = ("net_plugin", src, dst)        # asked per ring edge of every collective planned
+        if key not in self._routes_memo:
+            nodes = self.path(src, dst)
+            self._routes_memo[key] = max((self.graph.edges[u, v]["link"].net_plugin_latency_s
+                                          for u, v in zip(nodes, nodes[1:])), default=0.0)
+        return self._routes_memo[key]
 
     def bottleneck_bytes_per_s(self, src: int, dst: int) -> float:
         """Capacity of the tightest resource on the route, alone on the network."""

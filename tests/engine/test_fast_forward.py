@@ -78,6 +78,14 @@ def test_a_pipeline_fast_forwarded_is_the_full_simulation(small_steps):
     same_timeline(fast, simulate(program, exact=True))
 
 
+def test_the_step_time_alone_is_the_fast_forwarded_timelines_end_to_the_last_bit(small_steps):
+    from scalesim.engine import step_time_s
+
+    for program in (pipeline(200), pipeline(7)):           # fast-forwarded, and played whole
+        assert step_time_s(program) == simulate(program).end_s
+        assert step_time_s(program, exact=True) == simulate(program, exact=True).end_s
+
+
 def test_contention_between_stages_on_their_own_links_fast_forwards_too(small_steps):
     program = pipeline(120, stages=4, shared_link=False)
     fast = ff.fast_forward(program, played)

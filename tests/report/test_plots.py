@@ -82,3 +82,38 @@ def test_the_scaling_plot_starts_at_zero_and_never_cuts_off_a_super_linear_point
                  tmp_path / "zero.png", "ZeRO-2")
     (low, high), (low_z, high_z) = limits[-2:]
     assert low == low_z == 0 and high >= 100 and high_z > 117
+
+
+def test_artists_still_take_their_properties_through_set_after_the_cheaper_matplotlib_import(tmp_path):
+    # report/figures.py spares matplotlib the set() docstrings it builds on import; set() itself,
+    # and what it draws, must not change.
+    from scalesim.report.figures import new_figure, save_figure
+
+    fig, ax = new_figure((3, 2))
+    line, = ax.plot([0, 1], [0, 1])
+    line.set(linewidth=3, color="red", label="a line")
+    assert (line.get_linewidth(), line.get_color(), line.get_label()) == (3, "red", "a line")
+    assert save_figure(fig, tmp_path / "line.png").stat().st_size > 0
+
+
+def test_a_figure_saved_with_one_draw_is_the_picture_matplotlibs_tight_box_gives(tmp_path):
+    # save_figure lays the figure out at the saved DPI and measures the legend below the axes
+    # without drawing the clipped bars (report/figures.py); matplotlib's own recipe draws twice.
+    from matplotlib.collections import PolyCollection
+
+    from scalesim.report.figures import new_figure, save_figure
+
+    def figure():
+        fig, ax = new_figure((6, 2))
+        ax.add_collection(PolyCollection([[(i, 0), (i, 1), (i + 0.8, 1), (i + 0.8, 0)] for i in range(50)]))
+        ax.set_xlim(0, 50)
+        ax.set_ylim(-1, 2)
+        ax.set_yticks([0.5], ["GPU 0 (x8, identical) compute"])
+        ax.legend(ax.collections, ["forward"], loc="upper center", bbox_to_anchor=(0.5, -0.3))
+        return fig
+
+    ours = save_figure(figure(), tmp_path / "ours.png", whole_legend=True)
+    theirs = figure()
+    theirs.tight_layout()
+    theirs.savefig(tmp_path / "theirs.png", dpi=120, bbox_inches="tight")
+    assert ours.read_bytes() == (tmp_path / "theirs.png").read_bytes()
