@@ -1,8 +1,9 @@
 """Making and writing matplotlib figures, the same way for every plot of the reports.
 
 `new_figure` draws on matplotlib's Agg canvas directly (no pyplot: no backend selection, no
-figure manager). Importing this module first also spares matplotlib the docstrings it builds
-for its artists' `set()` methods as it imports them (`_skip_docstring_building`).
+figure manager). In the `scalesim` command's own process, importing this module first also spares
+matplotlib the docstrings it builds for its artists' `set()` methods as it imports them
+(`_skip_docstring_building`); a program that imports scalesim as a library keeps matplotlib as is.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ def _skip_docstring_building() -> None:
     importing (matplotlib.artist.kwdoc, ~0.3 s of CPU: a third of its import, measured with
     cProfile on matplotlib 3.11). A command never reads those docstrings: leave them short.
     Only before the first artist class is made, and only where matplotlib has these hooks;
-    otherwise matplotlib imports as usual. Drawing is unchanged (`set()` does not use them)."""
+    otherwise matplotlib imports as usual. Drawing is unchanged (`set()` does not use them).
+    Only in the command's process (scalesim.cli loaded): a library user's `help()` on matplotlib
+    keeps its property tables."""
     import sys
 
-    if "matplotlib.figure" in sys.modules:
+    if "matplotlib.figure" in sys.modules or "scalesim.cli" not in sys.modules:
         return
     import matplotlib.artist as artist
 

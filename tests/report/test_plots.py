@@ -117,3 +117,14 @@ def test_a_figure_saved_with_one_draw_is_the_picture_matplotlibs_tight_box_gives
     theirs.tight_layout()
     theirs.savefig(tmp_path / "theirs.png", dpi=120, bbox_inches="tight")
     assert ours.read_bytes() == (tmp_path / "theirs.png").read_bytes()
+
+
+def test_only_the_command_shortens_matplotlibs_docstrings_a_library_user_keeps_them():
+    import subprocess
+    import sys
+
+    show = "import scalesim.report.figures, matplotlib.lines as m; print(len(m.Line2D.set.__doc__ or ''))"
+    as_library = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, check=True)
+    as_command = subprocess.run([sys.executable, "-c", "import scalesim.cli; " + show],
+                                capture_output=True, text=True, check=True)
+    assert int(as_library.stdout) > 1000 > int(as_command.stdout)   # the property table, or none
