@@ -107,3 +107,12 @@ def test_a_scenario_with_a_bad_layout_names_file_and_key():
         prepare(scenario.with_changes(parallel={"pipeline_layout": "Ettt|ttt|tttL"}), file)
     assert exc.value.key == "parallel.pipeline_layout" and exc.value.file == file
     assert "pp x virtual_stages is 4" in str(exc.value)
+
+
+def test_searched_plans_keep_the_layout_only_on_its_own_split():
+    from scalesim.app.plans import PlanPoint, scenario_for
+    scenario, file = _small_pipeline()
+    scenario = scenario.with_changes(parallel={"pipeline_layout": "Et|t*5|t*5|tL"})
+    same = scenario_for(scenario, PlanPoint(8, 2, pp=4), file)
+    other = scenario_for(scenario, PlanPoint(8, 4, pp=2), file)
+    assert same.parallel.pipeline_layout == "Et|t*5|t*5|tL" and other.parallel.pipeline_layout is None
