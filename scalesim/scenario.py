@@ -188,6 +188,12 @@ class ParallelSpec(Strict):
     offload_params: bool = False
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: pydantic.PositiveInt = 1
+    # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
+    # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
+    # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
+    pipeline_layout: str | None = pydantic.Field(None, max_length=10_000)
+    decoder_first_pipeline_num_layers: pydantic.PositiveInt | None = None
+    decoder_last_pipeline_num_layers: pydantic.PositiveInt | None = None
     sequence_parallel: bool = False
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True

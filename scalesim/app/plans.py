@@ -116,9 +116,13 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         "offload_optimizer": point.offload != "none" or base.parallel.offload_optimizer,
         "offload_params": point.offload == "params" or base.parallel.offload_params}
     finetune = {} if point.finetune == "none" else {"finetune": point.finetune}
+    schedule = _schedule_for(base, point)
+    # The scenario's pipeline layout belongs to its own split: other splits get the even one.
+    layout = {} if point.pp == base.parallel.pp and not schedule else {
+        "pipeline_layout": None, "decoder_first_pipeline_num_layers": None, "decoder_last_pipeline_num_layers": None}
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
-                  **_schedule_for(base, point), **offload},
+                  **schedule, **offload, **layout},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   # the scenario's partial recompute goes with full checkpointing only
                   **({} if point.recompute == "full" else {"recompute_num_layers": None})})

@@ -49,7 +49,9 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         return per_replica * pl.dp / step_time_of(setup) / gpus
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
-                                "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None}}
+                                "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None,
+                                "pipeline_layout": None, "decoder_first_pipeline_num_layers": None,
+                                "decoder_last_pipeline_num_layers": None}}
         dp = 1
     else:
         if gpus % (pl.tp * pl.pp * pl.cp) or (gpus // (pl.tp * pl.pp) * (pl.tp if pl.etp == 1 else 1)) % pl.ep:

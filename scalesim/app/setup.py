@@ -29,6 +29,7 @@ from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import compiled_tasks, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
+from scalesim.parallel.stages import pipeline_blocks
 from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import NodeDesign, Topology
 from scalesim.units import format_bytes
@@ -83,6 +84,10 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
         raise bad("parallel.pp_schedule", "the interleaved schedule needs pp > 1")
+    try:
+        _pipeline_blocks(par, model)
+    except InputError as exc:
+        raise exc.located(file=file) from None
     if par.cp > 1 and model.tokens_per_sample % (2 * par.cp):
         raise bad("parallel.cp", f"seq_len ({model.tokens_per_sample}) must be a multiple of 2 x cp "
                   f"({2 * par.cp}): context parallelism splits each sequence into 2 x cp chunks")
@@ -253,7 +258,15 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         grad_accumulation=par.grad_accumulation,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
+        pipeline_blocks=_pipeline_blocks(par, model),
     )
+
+
+def _pipeline_blocks(par, model: ModelSpec) -> tuple[int, ...] | None:
+    """Blocks per pipeline chunk from the scenario's layout keys (None: the even split)."""
+    return pipeline_blocks(model, par.pp, par.virtual_stages if par.pp_schedule == "interleaved" else 1,
+                           par.pipeline_layout, par.decoder_first_pipeline_num_layers,
+                           par.decoder_last_pipeline_num_layers)
 
 
 def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:

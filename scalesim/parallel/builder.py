@@ -94,7 +94,7 @@ class StepBuilder:
         self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)
         self.symmetric = symmetric
         if chunks is None:
-            chunks = model_chunks(model, plan.chunks)
+            chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
         sp = plan.sequence_parallel and pl.tp > 1
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0

@@ -49,6 +49,9 @@ class ParallelPlan:
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.
     recompute_layers: int | None = None
+    # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
+    # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
+    pipeline_blocks: tuple[int, ...] | None = None
 
     @property
     def chunks_per_stage(self) -> int:

@@ -34,7 +34,7 @@ def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[tuple[LayerSpec,
     (the plan is then refused elsewhere, with the reason)."""
     pp, v = plan.placement.pp, plan.chunks_per_stage
     try:
-        chunks = model_chunks(model, plan.chunks)
+        chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
     except InputError:
         per = -(-len(model.layers) // pp)
         return [tuple(model.layers[s * per:(s + 1) * per]) or model.layers[:1] for s in range(pp)]

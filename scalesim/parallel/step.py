@@ -75,7 +75,7 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
                  every_rank: bool, memo: dict | None = None) -> CompiledStep:
     """Cut, shard and order the step; InputError when the plan's pipeline cannot be formed."""
     pl = plan.placement
-    chunks = tuple(model_chunks(model, plan.chunks))
+    chunks = tuple(model_chunks(model, plan.chunks, plan.pipeline_blocks))
     sp = plan.sequence_parallel and pl.tp > 1
     memo = {} if memo is None else memo
     stages = []
