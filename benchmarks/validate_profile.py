@@ -51,6 +51,34 @@ def idle_tail(timings: list, workers: int) -> tuple[float, float]:
     return end - ends[0], 1 - busy / (workers * (end - first)) if end > first else 0.0
 
 
+def makespan(costs: list[float], workers: int) -> float:
+    """When the last of `costs` (seconds, in start order) ends on `workers` workers, each taking
+    the next job when it is free: the wall time an idle machine would need."""
+    free = [0.0] * workers
+    for cost in costs:
+        free[free.index(min(free))] += cost
+    return max(free)
+
+
+def schedules(cost: dict, cases, workers: int) -> None:
+    """Group CPU costs ({(target key, left out?): s}; a left-out job without its own costs its
+    target's) played on an idle pool in the order of before this schedule (outside the quick
+    subset first, then the rest, then the left-one-source-out jobs), in the order validate now
+    uses, longest first by these costs, and the bound (total / workers, or the longest group)."""
+    from scalesim.app.loso import load_costs, load_fits, longest_first, validation_jobs
+    from scalesim.app.validate import target_key
+
+    jobs = validation_jobs(cases, None, load_fits())
+    keys = [(target_key(cases[g[0]]), left_out) for g, _, left_out in jobs]
+    of = [cost.get(k, cost.get((k[0], False), 0.0)) for k in keys]
+    old = sorted(range(len(jobs)), key=lambda k: (jobs[k][2], all(cases[i].fast for i in jobs[k][0])))
+    orders = {"old order": old, "this order": longest_first(jobs, cases, load_costs()),
+              "longest first": sorted(range(len(jobs)), key=lambda k: -of[k])}
+    spans = ", ".join(f"{name} {makespan([of[k] for k in order], workers):.1f} s" for name, order in orders.items())
+    print(f"idle-machine wall from CPU costs on {workers} workers ({sum(of):.1f} s in all): {spans}, "
+          f"bound {max(sum(of) / workers, max(of)):.1f} s")
+
+
 def report(timings: list, wall: float, workers: int, top: int) -> None:
     cpu = sum(t[2] for t in timings)
     loso = sum(t[2] for t in timings if t[1])
@@ -92,18 +120,24 @@ def main() -> None:
     parser.add_argument("--fast", action="store_true", help="the quick subset")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--write", action="store_true", help="record each target's CPU s in validation/costs.json")
+    parser.add_argument("--replay", action="store_true",
+                        help="simulate nothing: play validation/costs.json's costs on an idle pool in each order")
     parser.add_argument("--json", type=Path, help="also write what `validate --json` prints to this file")
     args = parser.parse_args()
     from scalesim.app.loso import costs_file, evaluate_all
     from scalesim.app.validate import load_cases
 
+    cases = [c for c in load_cases() if (args.only is None or c.category == args.only) and (not args.fast or c.fast)]
+    if args.replay:
+        from scalesim.app.loso import load_costs
+        return schedules({(k, False): v for k, v in load_costs().items()}, cases, args.workers)
     wall, cpu = import_cost()
     print(f"imports: {wall:.2f} s wall, {cpu:.2f} s CPU per fresh process ({load()})")
-    cases = [c for c in load_cases() if (args.only is None or c.category == args.only) and (not args.fast or c.fast)]
     timings: list = []
     start = time.perf_counter()
     outcomes, replaced = evaluate_all(cases, None, args.workers, timings=timings)
     report(timings, time.perf_counter() - start, args.workers, args.top)
+    schedules({(t[0], t[1]): t[2] for t in timings}, cases, args.workers)
     if args.json:
         write_json(outcomes, replaced, args.json)
     if args.write:
