@@ -12,6 +12,7 @@ whose run is in none of our sources can expect.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from scalesim.hardware.user_catalog import Catalog, load_catalog
 from scalesim.paths import data_dir
 from scalesim.schema import Strict, read_yaml, validate
 from scalesim.app.executors import completed, open_pool, parse_executor
-from scalesim.app.validate import evaluate_group, group_of, groups_of, summarise
+from scalesim.app.validate import group_of, groups_of, summarise, target_key, timed_group
 
 
 class Fit(Strict):
@@ -120,26 +121,66 @@ def loso_summaries(outcomes: list, replaced: dict[int, object]) -> dict:
     return rows
 
 
-def evaluate_all(cases, catalog: Catalog | None, workers: int | None, progress=None) -> tuple[list, dict]:
+def costs_file() -> Path:
+    return data_dir("validation") / "costs.json"
+
+
+def load_costs(path: Path | None = None) -> dict[str, float]:
+    """CPU seconds each target (`target_key`) took when last measured
+    (benchmarks/validate_profile.py --write); {} when there is no such file or it is unreadable:
+    the costs only order the work, never change a result."""
+    try:
+        data = json.loads((path or costs_file()).read_text())
+    except (OSError, ValueError):
+        return {}
+    costs = data.get("cpu_s") if isinstance(data, dict) else None
+    return {k: float(v) for k, v in costs.items() if isinstance(v, (int, float))} if isinstance(costs, dict) else {}
+
+
+def validation_jobs(cases, catalog: Catalog | None, fits: list[Fit]) -> list[tuple[list[int], Catalog | None, bool]]:
+    """(case indices, catalog, left-one-source-out?) for every group `validate` simulates: each
+    target with `catalog`, then each fitted source's cases without the fits it fed."""
+    return ([(g, catalog, False) for g in groups_of(cases)]
+            + [(g, without, True) for g, without in loso_jobs(cases, catalog, fits)])
+
+
+def longest_first(jobs: list, cases, costs: dict[str, float]) -> list[int]:
+    """Job positions in the order to start them: targets with no recorded cost first (new cases,
+    often the long ones; those outside the quick subset before the rest), then by recorded cost,
+    longest first, so that no long job starts last while the other workers idle. Ties keep the
+    jobs' order; the order never changes a result."""
+    def cost(k: int) -> tuple[int, float]:
+        first = cases[jobs[k][0][0]]
+        known = costs.get(target_key(first))
+        if known is None:
+            return (0, float(all(cases[i].fast for i in jobs[k][0])))
+        return (1, -known)
+    return sorted(range(len(jobs)), key=cost)
+
+
+def evaluate_all(cases, catalog: Catalog | None, workers: int | None, progress=None,
+                 timings: list | None = None) -> tuple[list, dict]:
     """`validate`: every case predicted with `catalog`, then each fitted source's cases again
     without the fits it fed (leave one source out). Returns the outcomes in case order and the
-    re-predicted ones by case index; `progress(finished, total)` may wrap the groups as they end.
+    re-predicted ones by case index; `progress(finished, total)` may wrap the groups as they end;
+    `timings`, a list, receives per group (target key, left out?, CPU s, wall start, wall end, pid).
 
-    Cases that share a scenario are simulated once; the long ones go first so that the pool
-    never waits on one at the end. Results are the same for any number of workers.
+    Cases that share a scenario are simulated once; the long ones go first (`longest_first`) so
+    that the pool never waits on one at the end. Results are the same for any number of workers.
     """
-    groups = sorted(groups_of(cases), key=lambda g: all(cases[i].fast for i in g))
-    jobs = [(g, catalog) for g in groups] + loso_jobs(cases, catalog, load_fits())
+    jobs = validation_jobs(cases, catalog, load_fits())
+    order = longest_first(jobs, cases, load_costs())
     outcomes: list = [None] * len(cases)
     replaced: dict = {}
     with open_pool(parse_executor("local", workers)) as pool:
-        finished = completed(pool, evaluate_group, [([cases[i] for i in g], cat) for g, cat in jobs])
-        for k, group_outcomes in (finished if progress is None else progress(finished, len(jobs))):
-            if isinstance(group_outcomes, BaseException):
-                raise group_outcomes
-            for i, outcome in zip(jobs[k][0], group_outcomes):
-                if k < len(groups):
-                    outcomes[i] = outcome
-                else:
-                    replaced[i] = outcome
+        finished = completed(pool, timed_group, [([cases[i] for i in jobs[k][0]], jobs[k][1]) for k in order])
+        for n, result in (finished if progress is None else progress(finished, len(jobs))):
+            if isinstance(result, BaseException):
+                raise result
+            indices, _, left_out = jobs[order[n]]
+            group_outcomes, *timing = result
+            for i, outcome in zip(indices, group_outcomes):
+                (replaced if left_out else outcomes)[i] = outcome
+            if timings is not None:
+                timings.append((target_key(cases[indices[0]]), left_out, *timing))
     return outcomes, replaced

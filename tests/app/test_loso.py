@@ -45,3 +45,31 @@ def test_validate_reports_the_out_of_sample_figure_beside_the_in_sample_one():
     assert refit and all(c["fitted_on"] or c["id"].startswith("nccl-a100") for c in refit)
     # A case fitted on is predicted worse out of sample than in it (that is what a fit does).
     assert all(abs(c["loso_error"]) >= abs(c["error"]) for c in refit if c["fitted_on"])
+
+
+def test_validate_starts_unmeasured_targets_then_the_longest_recorded():
+    """The schedule only orders the work: targets with no recorded cost first (those outside the
+    quick subset before the rest), then by recorded CPU seconds, longest first."""
+    from types import SimpleNamespace as C
+
+    from scalesim.app.loso import longest_first
+
+    cases = [C(id="short", fast=True, excluded=None, skip=None, collective=None, scenario="a.yaml"),
+             C(id="long", fast=True, excluded=None, skip=None, collective=None, scenario="b.yaml"),
+             C(id="new-fast", fast=True, excluded=None, skip=None, collective=None, scenario="c.yaml"),
+             C(id="new-slow", fast=False, excluded=None, skip=None, collective=None, scenario="d.yaml")]
+    jobs = [([0], None, False), ([1], None, False), ([2], None, False), ([3], None, False), ([1], None, True)]
+    costs = {"scenario:a.yaml": 1.0, "scenario:b.yaml": 30.0}
+    order = longest_first(jobs, cases, costs)
+    assert sorted(order) == list(range(len(jobs)))
+    assert [cases[jobs[k][0][0]].id for k in order] == ["new-slow", "new-fast", "long", "long", "short"]
+
+
+def test_recorded_costs_missing_or_unreadable_order_nothing(tmp_path):
+    from scalesim.app.loso import load_costs
+
+    assert load_costs(tmp_path / "absent.json") == {}
+    (tmp_path / "bad.json").write_text("not json")
+    assert load_costs(tmp_path / "bad.json") == {}
+    (tmp_path / "ok.json").write_text('{"cpu_s": {"scenario:a.yaml": 2.5, "x": "y"}}')
+    assert load_costs(tmp_path / "ok.json") == {"scenario:a.yaml": 2.5}

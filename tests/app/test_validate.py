@@ -121,3 +121,21 @@ def test_the_overall_figure_counts_only_the_shared_reference_set():
     cases = load_cases()
     assert {c.id for c in cases if not c.supplementary and not c.collected_from} == reference
     assert all(c.id not in reference for c in cases if c.supplementary or c.collected_from)
+
+
+def test_validate_reads_the_same_figures_as_run_without_its_extras():
+    """validate computes run's metrics without the fix search, costs or the 1-GPU baseline it
+    does not need: every figure it reports equals run's, to the last digit."""
+    from scalesim.app.run import run
+    from scalesim.app.validate import _predict_training, cases_file
+    from scalesim.scenario import load_scenario
+
+    path = cases_file().parent / "scenarios" / "lambda-2x-rtx-3090-bert-large-squad.yaml"
+    result = run(*load_scenario(path))
+    full = _predict_training(path)
+    assert full["step_time_s"] == result.step_time_s and full["samples_per_s"] == result.samples_per_s
+    assert full["tflops_per_gpu"] == result.tflops_per_gpu
+    assert full["peak_memory_GiB"] == result.memory_per_gpu_bytes / 2**30
+    assert full["scaling_efficiency"] == result.scaling_efficiency
+    assert _predict_training(path, wanted=frozenset({"samples_per_s"})) == {
+        k: v for k, v in full.items() if k != "scaling_efficiency"}
