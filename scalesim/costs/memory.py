@@ -270,13 +270,29 @@ def ddp_bucket_bytes(grad_bytes: float, reduce_bytes: float | None, zero: int, s
     return reduce_bytes
 
 
+def fp32_grad_bytes(params: float, fp32_accumulation: bool, shards: int) -> float:
+    """Bytes of fp32 gradient-accumulation buffers without data parallelism (0 when not accumulating in fp32).
+
+    nanotron's FP32GradientAccumulator (optim/gradient_accumulator.py @67c5ebb6; built whenever
+    `accumulate_grad_in_fp32`, with or without DDP) keeps an fp32 gradient buffer for every parameter
+    and sets each 16-bit `.grad` to None once added into it (`_accumulate_grad`). With data
+    parallelism `training_memory` already counts 6 bytes a parameter (16-bit DDP buckets beside the fp32
+    buffer, `ddp_bucket_bytes`); on one replica (no DDP) the fp32 buffer is the gradient: 4 bytes.
+
+    >>> fp32_grad_bytes(10, True, 1), fp32_grad_bytes(10, False, 1), fp32_grad_bytes(10, True, 8)
+    (40.0, 0.0, 0.0)
+    """
+    return 4.0 * params if fp32_accumulation and shards <= 1 else 0.0
+
+
 def training_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,
                     checkpointing: str, flash_attention: bool, boundary_bytes_per_sample: float,
                     zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     fp32_weights: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, expert_shards: int | None = None,
                     transient_bytes: float = 0.0, cross_entropy: str = "fused",
-                    recomputed: tuple[bool, ...] = (), zero1_over_ddp: bool = False) -> MemoryBreakdown:
+                    recomputed: tuple[bool, ...] = (), zero1_over_ddp: bool = False,
+                    fp32_accumulation: bool = False) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -295,7 +311,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     MoE: the layers' `expert_params` (already split by expert parallelism) are
     sharded over the `expert_shards` expert-data-parallel GPUs instead
     (Megatron-Core's distributed optimizer); `transient_bytes` (all-to-all
-    buffers) add to the activations.
+    buffers) add to the activations. `fp32_accumulation`: gradients added into fp32 buffers
+    (`fp32_grad_bytes`).
     """
     experts = float(sum(layer.expert_params for layer in layers))
     params = float(sum(layer.params for layer in layers)) - experts
@@ -319,6 +336,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
         # "for all parameters even when Zero 1 is used" (optim/gradient_accumulator.py).
         grads = sharded(grad_reduce_bytes, 2)
+    grads = max(grads, fp32_grad_bytes(params + experts, fp32_accumulation, shards))
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
