@@ -101,8 +101,9 @@ class TrainingSpec(Strict):
         return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
-    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
-    cross_entropy: Literal["fused", "fp32-upcast", "eager"] = "fused"
+    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face); compiled =
+    # the same under torch.compile (torchtitan's loss with --training.compile since mid-2025).
+    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled"] = "fused"
     # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
