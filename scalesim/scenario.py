@@ -212,6 +212,10 @@ class ParallelSpec(Strict):
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
     # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
+    # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
+    # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
+    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
+    pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("zero1_over_ddp")

@@ -83,6 +83,8 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
         raise bad("parallel.pp_schedule", "the interleaved schedule needs pp > 1")
+    if par.pipeline_balance == "nanotron" and par.pp_schedule == "interleaved":
+        raise bad("parallel.pipeline_balance", "nanotron places one chunk per stage: use pp_schedule 1f1b or gpipe")
     if par.cp > 1 and model.tokens_per_sample % (2 * par.cp):
         raise bad("parallel.cp", f"seq_len ({model.tokens_per_sample}) must be a multiple of 2 x cp "
                   f"({2 * par.cp}): context parallelism splits each sequence into 2 x cp chunks")
@@ -251,6 +253,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
+        pipeline_balance=par.pipeline_balance,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
     )

@@ -19,6 +19,7 @@ from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.builder import build_program
+from scalesim.parallel.cost_balance import nanotron_chunks
 from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.schedules import Step, in_flight, schedule
@@ -74,7 +75,8 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
                  every_rank: bool, memo: dict | None = None) -> CompiledStep:
     """Cut, shard and order the step; InputError when the plan's pipeline cannot be formed."""
     pl = plan.placement
-    chunks = tuple(model_chunks(model, plan.chunks))
+    split = nanotron_chunks if plan.pipeline_balance == "nanotron" else model_chunks
+    chunks = tuple(split(model, plan.chunks))
     sp = plan.sequence_parallel and pl.tp > 1
     memo = {} if memo is None else memo
     stages = []
