@@ -101,8 +101,9 @@ class TrainingSpec(Strict):
         return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
-    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face).
-    cross_entropy: Literal["fused", "fp32-upcast", "eager"] = "fused"
+    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face); compiled =
+    # the same under torch.compile (torchtitan's loss with --training.compile since mid-2025).
+    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled"] = "fused"
     # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
@@ -217,6 +218,10 @@ class ParallelSpec(Strict):
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
     # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
+    # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
+    # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
+    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
+    pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
 
     @pydantic.field_validator("zero1_over_ddp")

@@ -29,6 +29,7 @@ from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import compiled_tasks, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
+from scalesim.parallel.cost_balance import nanotron_blocks
 from scalesim.parallel.stages import pipeline_blocks
 from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import NodeDesign, Topology
@@ -84,6 +85,8 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
         raise bad("parallel.pp_schedule", "the interleaved schedule needs pp > 1")
+    if par.pipeline_balance == "nanotron" and par.pp_schedule == "interleaved":
+        raise bad("parallel.pipeline_balance", "nanotron places one chunk per stage: use pp_schedule 1f1b or gpipe")
     try:
         _pipeline_blocks(par, model)
     except InputError as exc:
@@ -256,6 +259,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         gradient_as_bucket_view=par.gradient_as_bucket_view,
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
+        pipeline_balance=par.pipeline_balance,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
@@ -263,7 +267,14 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
 
 
 def _pipeline_blocks(par, model: ModelSpec) -> tuple[int, ...] | None:
-    """Blocks per pipeline chunk from the scenario's layout keys (None: the even split)."""
+    """Blocks per pipeline chunk from the scenario's layout keys or nanotron's placement (None: the
+    even split)."""
+    if par.pipeline_balance == "nanotron":
+        if par.pipeline_layout is not None or par.decoder_first_pipeline_num_layers is not None \
+                or par.decoder_last_pipeline_num_layers is not None:
+            raise InputError("pipeline_balance: nanotron places the blocks itself; give it or a pipeline "
+                             "layout, not both", key="parallel.pipeline_balance")
+        return nanotron_blocks(model, par.pp) if par.pp > 1 else None
     return pipeline_blocks(model, par.pp, par.virtual_stages if par.pp_schedule == "interleaved" else 1,
                            par.pipeline_layout, par.decoder_first_pipeline_num_layers,
                            par.decoder_last_pipeline_num_layers)

@@ -46,6 +46,7 @@ class ParallelPlan:
     zero1_over_ddp: bool = False    # ZeRO-1 inside torch DDP: its 16-bit buckets stay (costs/memory.py)
     grad_accumulation: str = "fused"  # fp32-add: a pass per micro-batch (costs/accumulation.py)
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
+    pipeline_balance: str = "layers"  # nanotron: its compute-cost stage placement (parallel/cost_balance.py)
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.
     recompute_layers: int | None = None
