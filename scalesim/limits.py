@@ -122,6 +122,15 @@ COLLECTIVE_S_PER_GPU_LOG = 4e-4
 MAX_WORKERS_PER_CPU = 4
 ANSWER_SECONDS = 10.0
 TASKS_PER_SECOND = 26_000
+# A sweep (`sweep`, and `compare --search`'s search of each design) simulates many plans: it is a
+# batch of runs that shows its progress on stderr and can be resumed, so by default its plans may
+# take about two minutes of simulation together (CPU seconds, all workers; at TASKS_PER_SECOND),
+# more with --max-seconds. The shipped search examples (README, benchmarks/cli_table.py) are well
+# within it; a sweep of many GPU counts of a large model is not, and is refused up front.
+SWEEP_SECONDS = 120.0
+# Checking one enumerated plan's memory (prepare and compile it, no simulation) in a search: about
+# 1 ms of CPU, measured 2026-12-03 (19,062 plans of Llama 3 70B on 64-2,048 H100s in 17 CPU s).
+PLAN_CHECK_SECONDS = 1e-3
 
 
 def _number(value: Any) -> bool:
@@ -241,12 +250,13 @@ _LEDGER: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("scales
 
 
 @contextlib.contextmanager
-def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
-    """Within the block, refuse (InputError) steps estimated to take longer than ANSWER_SECONDS to
-    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS.
-    Work a command may leave out (`check_affordable`: run's what-if fixes) is refused once
+def answer_budget(max_seconds: float | None = None, default_seconds: float = ANSWER_SECONDS) -> Iterator[None]:
+    """Within the block, refuse (InputError) steps estimated to take longer than `default_seconds`
+    (ANSWER_SECONDS; a sweep's: SWEEP_SECONDS) to simulate, or `max_seconds` when that is longer
+    (`--max-seconds`); a step at most MAX_STEP_TASKS. Work a command may leave out or refuse
+    (`check_affordable`: run's what-if fixes and scaling points, a sweep's plans) is refused once
     the steps simulated in the block (`charge`) and it would exceed that budget."""
-    token = _LEDGER.set(_Ledger(max(ANSWER_SECONDS, max_seconds or 0.0)))
+    token = _LEDGER.set(_Ledger(max(default_seconds, max_seconds or 0.0)))
     try:
         yield
     finally:
@@ -272,14 +282,16 @@ def charge(tasks: float) -> None:
         ledger.spent += tasks
 
 
-def check_affordable(tasks: float, what: str) -> None:
-    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget."""
+def check_affordable(tasks: float, what: str, key: str | None = None, fix: str = "") -> None:
+    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget
+    (`key`: the option or scenario key the message names; `fix`: what else would make it fit)."""
     ledger = _LEDGER.get()
     if ledger is not None and ledger.spent + tasks > ledger.limit:
         raise OverBudget(f"{what}: about {tasks:,.0f} simulated tasks, beyond what is left of the answer budget "
-                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,}, about "
-                         f"{_show(ledger.seconds)} s); --max-seconds "
-                         f"{math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it", tasks=tasks)
+                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,} estimated tasks, about "
+                         f"{_show(ledger.seconds)} s of simulation, so that the command answers in bounded time); "
+                         f"{fix}--max-seconds {math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it",
+                         tasks=tasks, key=key)
 
 
 def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float, max_batch_tokens: int,
