@@ -264,11 +264,23 @@ def answer_budget(max_seconds: float | None = None, default_seconds: float = ANS
 
 
 @contextlib.contextmanager
-def fresh_budget() -> Iterator[None]:
-    """Within the block, a new answer budget as large as the current one (none if none): each
-    design of `compare` is a run of its own."""
+def fresh_budget(default_seconds: float = ANSWER_SECONDS) -> Iterator[None]:
+    """Within the block, a new answer budget as large as the current one, or `default_seconds`
+    when that is larger (none if none): each design of `compare` is a run of its own, and its
+    plan search (`compare --search`) a sweep (SWEEP_SECONDS)."""
     ledger = _LEDGER.get()
-    token = _LEDGER.set(None if ledger is None else _Ledger(ledger.seconds))
+    token = _LEDGER.set(None if ledger is None else _Ledger(max(ledger.seconds, default_seconds)))
+    try:
+        yield
+    finally:
+        _LEDGER.reset(token)
+
+
+@contextlib.contextmanager
+def no_budget() -> Iterator[None]:
+    """Within the block, no answer budget (the library's hard caps only): work the caller has
+    budgeted already (a sweep's plans) runs the same in this process as in a worker's."""
+    token = _LEDGER.set(None)
     try:
         yield
     finally:

@@ -21,6 +21,7 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import OverBudget
 from scalesim.models import get_model
+from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.step import pipeline_runs
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
@@ -236,11 +237,14 @@ def _failure(exc: BaseException) -> str:
 
 
 def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
-                catalog: Catalog | None = None, caches: Caches | None = None) -> dict:
-    """Can the plan run, and does it fit? No simulation."""
+                catalog: Catalog | None = None, caches: Caches | None = None, tasks: dict | None = None) -> dict:
+    """Can the plan run, and does it fit? No simulation. `tasks`: where to put the plan's estimated
+    simulated tasks (scalesim/parallel/size.py), by point."""
     try:
         setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
+        if tasks is not None:
+            tasks[point] = compiled_tasks(setup.step)
     except (InputError, pydantic.ValidationError) as exc:
         return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -280,10 +284,11 @@ def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
 
 def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                  progress: Progress | None = None, catalog: Catalog | None = None,
-                 caches: Caches | None = None) -> list[dict]:
+                 caches: Caches | None = None, tasks: dict | None = None) -> list[dict]:
     """`check_point` for every point (rows in the points' order), skipping the check of any plan
     that needs at least the memory of one that already does not fit, and of any plan that offloads
-    or adapts when the same plan doing less of that fits (memory first: no simulation here)."""
+    or adapts when the same plan doing less of that fits (memory first: no simulation here);
+    `tasks` gets the estimated simulated tasks of every plan checked."""
     order = sorted(range(len(points)), key=lambda i: (FINETUNE.index(points[i].finetune),
                                                         OFFLOAD.index(points[i].offload),
                                                         points[i].gpus, points[i].tp, points[i].pp,
@@ -305,7 +310,7 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
         if smaller is not None:
             rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
             continue
-        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog, caches)
+        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog, caches, tasks)
         if rows[i]["status"] == "does_not_fit":
             too_big.setdefault(split, []).append(p)
     return [rows[i] for i in range(len(points))]
