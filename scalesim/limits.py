@@ -122,14 +122,11 @@ COLLECTIVE_S_PER_GPU_LOG = 4e-4
 MAX_WORKERS_PER_CPU = 4
 ANSWER_SECONDS = 10.0
 TASKS_PER_SECOND = 26_000
-# A sweep (`sweep`, and `compare --search`'s search of each design) simulates many plans: it is a
-# batch of runs that shows its progress on stderr and can be resumed, so by default its plans may
-# take about two minutes of simulation together (CPU seconds, all workers; at TASKS_PER_SECOND),
-# more with --max-seconds. The shipped search examples (README, benchmarks/cli_table.py) are well
-# within it; a sweep of many GPU counts of a large model is not, and is refused up front.
+# A sweep (and `compare --search`'s search) is a batch of runs that shows progress and can resume:
+# its plans may take ~2 minutes of simulation together (CPU s, all workers), more with --max-seconds.
 SWEEP_SECONDS = 120.0
-# Checking one enumerated plan's memory (prepare and compile it, no simulation) in a search: about
-# 1 ms of CPU, measured 2026-12-03 (19,062 plans of Llama 3 70B on 64-2,048 H100s in 17 CPU s).
+# Checking one plan's memory in a search (prepare, no simulation): ~1 ms of CPU, measured
+# 2026-12-03 (19,062 plans of Llama 3 70B on 64-2,048 H100s in 17 CPU s).
 PLAN_CHECK_SECONDS = 1e-3
 
 
@@ -265,9 +262,8 @@ def answer_budget(max_seconds: float | None = None, default_seconds: float = ANS
 
 @contextlib.contextmanager
 def fresh_budget(default_seconds: float = ANSWER_SECONDS) -> Iterator[None]:
-    """Within the block, a new answer budget as large as the current one, or `default_seconds`
-    when that is larger (none if none): each design of `compare` is a run of its own, and its
-    plan search (`compare --search`) a sweep (SWEEP_SECONDS)."""
+    """Within the block, a new answer budget as large as the current one or `default_seconds` (none
+    if none): each design of `compare` is a run of its own, its search a sweep (SWEEP_SECONDS)."""
     ledger = _LEDGER.get()
     token = _LEDGER.set(None if ledger is None else _Ledger(max(ledger.seconds, default_seconds)))
     try:

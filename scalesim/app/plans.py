@@ -19,7 +19,7 @@ from scalesim.app.setup import host_fit_reason, prepare
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.limits import OverBudget
+from scalesim.limits import PLAN_CHECK_SECONDS, TASKS_PER_SECOND, OverBudget, charge, check_affordable
 from scalesim.models import get_model
 from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.step import pipeline_runs
@@ -314,3 +314,45 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
         if rows[i]["status"] == "does_not_fit":
             too_big.setdefault(split, []).append(p)
     return [rows[i] for i in range(len(points))]
+
+
+def charge_checks(plans: int, search: bool, counts: int) -> None:
+    """Checking each plan's memory costs about PLAN_CHECK_SECONDS: refused (exit 2) when that alone
+    is beyond the answer budget, else charged to it."""
+    work = plans * PLAN_CHECK_SECONDS * TASKS_PER_SECOND
+    check_affordable(work, f"checking the memory of {plans:,} plans ({counts} GPU count{'s' if counts != 1 else ''}"
+                     f"{', --search' if search else ''}), about {plans * PLAN_CHECK_SECONDS:,.0f} s",
+                     key="--search" if search else "--gpus", fix="fewer GPU counts (--gpus), or ")
+    charge(work)
+
+
+@dataclass(frozen=True)
+class SweepBudget:
+    """The plans' estimated simulated tasks (scalesim/parallel/size.py), held against the answer
+    budget (scalesim/limits.py: SWEEP_SECONDS or --max-seconds; none in the library)."""
+
+    tasks: dict[PlanPoint, float]
+    search: bool
+    counts: int
+
+    def refuse_over(self, pending: list[PlanPoint]) -> None:
+        """Refuse (OverBudget, exit 2) plans to simulate whose estimated work, together, is over
+        what is left of the budget; else charge it."""
+        work = sum(self.tasks.get(p, 0.0) for p in pending)
+        what = (f"the sweep's {len(pending):,} plan{'s' if len(pending) != 1 else ''} to simulate "
+                f"({self.counts} GPU count{'s' if self.counts != 1 else ''}{', --search' if self.search else ''})")
+        check_affordable(work, what, key="--search" if self.search else "--gpus",
+                         fix="fewer GPU counts (--gpus), or " if not self.search else
+                         "fewer GPU counts (--gpus), the pruned search (no --exhaustive), or ")
+        charge(work)
+
+    def admit(self, point: PlanPoint) -> dict | None:
+        """None, the plan's work charged, when what is left of the budget has room for it; else
+        its `not_available` row saying so (with `estimated_tasks`)."""
+        work = self.tasks.get(point, 0.0)
+        try:
+            check_affordable(work, "a plan of the search")
+        except OverBudget as exc:
+            return refused_row(point, exc)
+        charge(work)
+        return None

@@ -68,7 +68,7 @@ import csv
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pydantic
@@ -76,13 +76,13 @@ import pydantic
 from scalesim.app.caches import Caches
 from scalesim.app.executors import ExecutorSpec, completed, open_pool
 from scalesim.app.plans import (FINETUNE, INTERLEAVED_FALLBACK_NOTE, OFFLOAD, RECOMPUTE, PlanPoint, Progress, _failure, _plain, _row, check_points, refused_row,
-                                cluster_for, own_plan_point, scenario_for, search_points)
+                                SweepBudget, charge_checks, cluster_for, own_plan_point, scenario_for, search_points)
 from scalesim.app.points_file import PointsFile
 from scalesim.app.run import run
 from scalesim.app.setup import prepare
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.limits import PLAN_CHECK_SECONDS, TASKS_PER_SECOND, OverBudget, charge, check_affordable, no_budget
+from scalesim.limits import no_budget
 from scalesim.parallel.bounds import beaten, best_steps, bound_waves, compiled_bound_s
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
@@ -221,7 +221,7 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
                 points.append(own)
     caches = Caches()           # this sweep's clusters and plans, reused by every plan simulated here
     tasks: dict[PlanPoint, float] = {}
-    _charge_checks(len(points), search, len(gpu_counts))
+    charge_checks(len(points), search, len(gpu_counts))
     checked = check_points(points, base, file, grown, progress, catalog, caches, tasks)
     if search and not exhaustive:
         mark_dominated(checked, base.training.global_batch)
@@ -241,48 +241,6 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
             "summary": {g: {s: sum(1 for r in rows if r["gpus"] == g and r["status"] == s) for s in STATUSES}
                         for g in gpu_counts},
             "rows": rows}
-
-
-def _charge_checks(plans: int, search: bool, counts: int) -> None:
-    """Checking each plan's memory costs about PLAN_CHECK_SECONDS: refused (exit 2) when that alone
-    is beyond the answer budget, else charged to it."""
-    work = plans * PLAN_CHECK_SECONDS * TASKS_PER_SECOND
-    check_affordable(work, f"checking the memory of {plans:,} plans ({counts} GPU count{'s' if counts != 1 else ''}"
-                     f"{', --search' if search else ''}), about {plans * PLAN_CHECK_SECONDS:,.0f} s",
-                     key="--search" if search else "--gpus", fix="fewer GPU counts (--gpus), or ")
-    charge(work)
-
-
-@dataclass(frozen=True)
-class SweepBudget:
-    """The plans' estimated simulated tasks (scalesim/parallel/size.py), held against the answer
-    budget (scalesim/limits.py: SWEEP_SECONDS or --max-seconds; none in the library)."""
-
-    tasks: dict[PlanPoint, float]
-    search: bool
-    counts: int
-
-    def refuse_over(self, pending: list[PlanPoint]) -> None:
-        """Refuse (OverBudget, exit 2) plans to simulate whose estimated work, together, is over
-        what is left of the budget; else charge it."""
-        work = sum(self.tasks.get(p, 0.0) for p in pending)
-        what = (f"the sweep's {len(pending):,} plan{'s' if len(pending) != 1 else ''} to simulate "
-                f"({self.counts} GPU count{'s' if self.counts != 1 else ''}{', --search' if self.search else ''})")
-        check_affordable(work, what, key="--search" if self.search else "--gpus",
-                         fix="fewer GPU counts (--gpus), or " if not self.search else
-                         "fewer GPU counts (--gpus), the pruned search (no --exhaustive), or ")
-        charge(work)
-
-    def admit(self, point: PlanPoint) -> dict | None:
-        """None, the plan's work charged, when what is left of the budget has room for it; else
-        its `not_available` row saying so (with `estimated_tasks`)."""
-        work = self.tasks.get(point, 0.0)
-        try:
-            check_affordable(work, "a plan of the search")
-        except OverBudget as exc:
-            return refused_row(point, exc)
-        charge(work)
-        return None
 
 
 def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
