@@ -99,17 +99,18 @@ NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
 MAX_SAMPLES = 100_000
 MAX_CLUSTER_GPUS = 32768
 MAX_NODES = 4096
-# Tasks a step may have (estimated before building it; ~30-100 us each to build and play
-# out): ~1 min on one core. The largest validated plan (Megatron-LM's 1T-parameter GPT
-# on 3,072 A100s, validation/) has ~0.93 M.
+# Tasks a step may have (estimated before building it): ~1 min on one core. The largest validated
+# plan (Megatron-LM's 1T-parameter GPT on 3,072 A100s, validation/) has ~0.93 M.
 MAX_STEP_TASKS = 1_500_000
 # A command answers within about ANSWER_SECONDS unless the user allows more (`--max-seconds`):
-# the CLI refuses steps estimated beyond that up front (`answer_budget`), and run's what-if
-# fixes once the steps already simulated and theirs would exceed it. Building and playing out
-# runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU second on
-# the project's loaded 2-core machine (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step,
-# ~255,000 estimated tasks, with its one-GPU baseline in 8.6 CPU s, ~30,000/s, 75 s of wall time
-# under load; 26,000 keeps a margin), so the default allows 260,000; the library has only the hard cap.
+# the CLI refuses steps estimated beyond that up front (`answer_budget`); run's what-if fixes and
+# scaling points are left out once the steps simulated and theirs would exceed it. Building and
+# playing out runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU s
+# (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step, ~255,000 estimated tasks, with its 1-GPU
+# baseline in 8.6 CPU s under load; 26,000 keeps a margin); the library has only the hard cap.
+# Collectives over many GPUs cost more than their task count says: ~2e-4 CPU s per simulated GPU
+# (measured 2026-12-03: Llama 3 405B steps of ~30,000 tasks on 512-32,768 H100s, 0.9-6.4 s).
+NETWORK_SECONDS_PER_GPU = 2e-4
 # Serving (`serve`): sequence steps (a request's prompt chunk or output token in one scheduler
 # iteration) simulated per CPU second, measured 2026-12-03 on the shipped serving scenarios:
 # 300,000-500,000 with the rate search's probes counted at their bound (17), here 500,000 so
@@ -118,8 +119,7 @@ SERVING_STEPS_PER_SECOND = 500_000
 # `collective`: CPU seconds per GPU x log2(GPUs) to plan and play one size out, measured 2026-12-03
 # (all_reduce on 64-1,024 H100s over IB NDR: 0.15-3.1 s per size; 32,768 GPUs: over 200 s).
 COLLECTIVE_S_PER_GPU_LOG = 4e-4
-# Worker processes (sweep, validate --workers): a few per CPU at most.
-MAX_WORKERS_PER_CPU = 4
+MAX_WORKERS_PER_CPU = 4        # worker processes (sweep, validate --workers): a few per CPU at most
 ANSWER_SECONDS = 10.0
 TASKS_PER_SECOND = 26_000
 # A sweep (and `compare --search`'s search) is a batch of runs that shows progress and can resume:

@@ -21,7 +21,7 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import PLAN_CHECK_SECONDS, TASKS_PER_SECOND, OverBudget, charge, check_affordable
 from scalesim.models import get_model
-from scalesim.parallel.size import compiled_tasks
+from scalesim.parallel.size import step_cost
 from scalesim.parallel.step import pipeline_runs
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
@@ -244,7 +244,7 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
         setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
         if tasks is not None:
-            tasks[point] = compiled_tasks(setup.step)
+            tasks[point] = step_cost(setup.step)
     except (InputError, pydantic.ValidationError) as exc:
         return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)

@@ -21,7 +21,7 @@ from scalesim.hardware.user_catalog import Catalog
 from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import OverBudget, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
-from scalesim.parallel.size import compiled_tasks
+from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
@@ -206,7 +206,7 @@ def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool =
     try:
         point = scaling_point(setup, gpus)
         if point is not None and charged:
-            check_affordable(compiled_tasks(point.step), f"the scaling point on {gpus:,} GPUs")
+            check_affordable(step_cost(point.step), f"the scaling point on {gpus:,} GPUs")
     except OverBudget as exc:
         skipped.append({"gpus": gpus, "reason": exc.short(), "estimated_tasks": round(exc.tasks)})
         return None
