@@ -247,40 +247,34 @@ _LEDGER: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("scales
 
 
 @contextlib.contextmanager
-def answer_budget(max_seconds: float | None = None, default_seconds: float = ANSWER_SECONDS) -> Iterator[None]:
+def _using(ledger: _Ledger | None) -> Iterator[None]:
+    token = _LEDGER.set(ledger)
+    try:
+        yield
+    finally:
+        _LEDGER.reset(token)
+
+
+def answer_budget(max_seconds: float | None = None, default_seconds: float = ANSWER_SECONDS):
     """Within the block, refuse (InputError) steps estimated to take longer than `default_seconds`
     (ANSWER_SECONDS; a sweep's: SWEEP_SECONDS) to simulate, or `max_seconds` when that is longer
     (`--max-seconds`); a step at most MAX_STEP_TASKS. Work a command may leave out or refuse
     (`check_affordable`: run's what-if fixes and scaling points, a sweep's plans) is refused once
     the steps simulated in the block (`charge`) and it would exceed that budget."""
-    token = _LEDGER.set(_Ledger(max(default_seconds, max_seconds or 0.0)))
-    try:
-        yield
-    finally:
-        _LEDGER.reset(token)
+    return _using(_Ledger(max(default_seconds, max_seconds or 0.0)))
 
 
-@contextlib.contextmanager
-def fresh_budget(default_seconds: float = ANSWER_SECONDS) -> Iterator[None]:
+def fresh_budget(default_seconds: float = ANSWER_SECONDS):
     """Within the block, a new answer budget as large as the current one or `default_seconds` (none
     if none): each design of `compare` is a run of its own, its search a sweep (SWEEP_SECONDS)."""
     ledger = _LEDGER.get()
-    token = _LEDGER.set(None if ledger is None else _Ledger(max(ledger.seconds, default_seconds)))
-    try:
-        yield
-    finally:
-        _LEDGER.reset(token)
+    return _using(None if ledger is None else _Ledger(max(ledger.seconds, default_seconds)))
 
 
-@contextlib.contextmanager
-def no_budget() -> Iterator[None]:
+def no_budget():
     """Within the block, no answer budget (the library's hard caps only): work the caller has
     budgeted already (a sweep's plans) runs the same in this process as in a worker's."""
-    token = _LEDGER.set(None)
-    try:
-        yield
-    finally:
-        _LEDGER.reset(token)
+    return _using(None)
 
 
 def charge(tasks: float) -> None:
@@ -288,6 +282,11 @@ def charge(tasks: float) -> None:
     ledger = _LEDGER.get()
     if ledger is not None:
         ledger.spent += tasks
+
+
+def checks_cost(plans: int) -> float:
+    """Checking `plans` plans' memory (PLAN_CHECK_SECONDS each), in estimated tasks."""
+    return plans * PLAN_CHECK_SECONDS * TASKS_PER_SECOND
 
 
 def check_affordable(tasks: float, what: str, key: str | None = None, fix: str = "") -> None:

@@ -19,7 +19,7 @@ from scalesim.app.setup import host_fit_reason, prepare
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.limits import PLAN_CHECK_SECONDS, TASKS_PER_SECOND, OverBudget, charge, check_affordable
+from scalesim.limits import PLAN_CHECK_SECONDS, OverBudget, charge, check_affordable, check_cluster_size, checks_cost
 from scalesim.models import get_model
 from scalesim.parallel.size import step_cost
 from scalesim.parallel.step import pipeline_runs
@@ -93,6 +93,10 @@ def cluster_for(base: Scenario, gpus: int, file: str | None = None, catalog: Cat
     """The scenario's cluster grown (or shrunk) to `gpus` GPUs, and notes on defaults used."""
     design = load_node_design(base.cluster.node, key="cluster.node", file=file, catalog=catalog)
     nodes = math.ceil(gpus / design.gpus)
+    try:
+        check_cluster_size(nodes, design.gpus)
+    except InputError as exc:
+        raise InputError(f"{gpus:,} GPUs: {exc.detail}", file=file, key="--gpus") from None
     changes: dict = {"nodes": nodes, "gpus": gpus}
     notes = []
     if nodes > 1 and base.cluster.fabric is None:
@@ -319,7 +323,7 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
 def charge_checks(plans: int, search: bool, counts: int) -> None:
     """Checking each plan's memory costs about PLAN_CHECK_SECONDS: refused (exit 2) when that alone
     is beyond the answer budget, else charged to it."""
-    work = plans * PLAN_CHECK_SECONDS * TASKS_PER_SECOND
+    work = checks_cost(plans)
     check_affordable(work, f"checking the memory of {plans:,} plans ({counts} GPU count{'s' if counts != 1 else ''}"
                      f"{', --search' if search else ''}), about {plans * PLAN_CHECK_SECONDS:,.0f} s",
                      key="--search" if search else "--gpus", fix="fewer GPU counts (--gpus), or ")
