@@ -141,3 +141,26 @@ def test_a_million_gpus_is_refused_at_once_by_every_command_with_the_reason(comm
     assert "above the limit of" in result.output and "graph" in result.output      # the reason
     assert "--gpus" in result.output if command(tmp_path)[0] == "sweep" else "nodes" in result.output \
         or "gpus" in result.output
+
+
+def test_costs_beyond_a_trillion_dollars_are_shown_as_powers_of_ten():
+    from scalesim.units import format_usd
+
+    assert format_usd(2.5e12) == "$2.50e+12" and format_usd(3e15) == "$3.00e+15"
+    assert format_usd(999_999_999_999) == "$999,999,999,999"       # whole dollars up to a trillion
+
+
+def test_a_piped_sweep_says_how_far_it_is_on_stderr(monkeypatch, tmp_path):
+    # No terminal (CliRunner, a pipe, a CI log): a line "simulating plans: k of n (t s elapsed)" on
+    # stderr every interval (10 s; here 1 ms), also with --json, whose stdout stays one JSON document.
+    import functools
+
+    import scalesim.cli.progress_bars as bars
+    from scalesim.app.heartbeat import lines
+
+    monkeypatch.setattr(bars, "heartbeat_lines", functools.partial(lines, interval=0.001))
+    result = CliRunner().invoke(main, ["sweep", str(DDP), "--gpus", "4,8", "--workers", "1", "--json",
+                                       "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0
+    assert " of 2 (" in result.stderr and "elapsed)" in result.stderr
+    assert json.loads(result.stdout)["gpu_counts"] == [4, 8]
