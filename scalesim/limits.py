@@ -99,17 +99,18 @@ NODE_LIMITS: dict[str, tuple[float | None, float | None, str]] = {
 MAX_SAMPLES = 100_000
 MAX_CLUSTER_GPUS = 32768
 MAX_NODES = 4096
-# Tasks a step may have (estimated before building it; ~30-100 us each to build and play
-# out): ~1 min on one core. The largest validated plan (Megatron-LM's 1T-parameter GPT
-# on 3,072 A100s, validation/) has ~0.93 M.
+# Tasks a step may have (estimated before building it): ~1 min on one core. The largest validated
+# plan (Megatron-LM's 1T-parameter GPT on 3,072 A100s, validation/) has ~0.93 M.
 MAX_STEP_TASKS = 1_500_000
 # A command answers within about ANSWER_SECONDS unless the user allows more (`--max-seconds`):
-# the CLI refuses steps estimated beyond that up front (`answer_budget`), and run's what-if
-# fixes once the steps already simulated and theirs would exceed it. Building and playing out
-# runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU second on
-# the project's loaded 2-core machine (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step,
-# ~255,000 estimated tasks, with its one-GPU baseline in 8.6 CPU s, ~30,000/s, 75 s of wall time
-# under load; 26,000 keeps a margin), so the default allows 260,000; the library has only the hard cap.
+# the CLI refuses steps estimated beyond that up front (`answer_budget`); run's what-if fixes and
+# scaling points are left out once the steps simulated and theirs would exceed it. Building and
+# playing out runs at about TASKS_PER_SECOND estimated tasks (scalesim/parallel/size.py) per CPU s
+# (measured 2026-12-03: the shipped 1,024-GPU GPT-3 step, ~255,000 estimated tasks, with its 1-GPU
+# baseline in 8.6 CPU s under load; 26,000 keeps a margin); the library has only the hard cap.
+# Collectives over many GPUs cost more than their task count says: ~2e-4 CPU s per simulated GPU
+# (measured 2026-12-03: Llama 3 405B steps of ~30,000 tasks on 512-32,768 H100s, 0.9-6.4 s).
+NETWORK_SECONDS_PER_GPU = 2e-4
 # Serving (`serve`): sequence steps (a request's prompt chunk or output token in one scheduler
 # iteration) simulated per CPU second, measured 2026-12-03 on the shipped serving scenarios:
 # 300,000-500,000 with the rate search's probes counted at their bound (17), here 500,000 so
@@ -118,10 +119,15 @@ SERVING_STEPS_PER_SECOND = 500_000
 # `collective`: CPU seconds per GPU x log2(GPUs) to plan and play one size out, measured 2026-12-03
 # (all_reduce on 64-1,024 H100s over IB NDR: 0.15-3.1 s per size; 32,768 GPUs: over 200 s).
 COLLECTIVE_S_PER_GPU_LOG = 4e-4
-# Worker processes (sweep, validate --workers): a few per CPU at most.
-MAX_WORKERS_PER_CPU = 4
+MAX_WORKERS_PER_CPU = 4        # worker processes (sweep, validate --workers): a few per CPU at most
 ANSWER_SECONDS = 10.0
 TASKS_PER_SECOND = 26_000
+# A sweep (and `compare --search`'s search) is a batch of runs that shows progress and can resume:
+# its plans may take ~2 minutes of simulation together (CPU s, all workers), more with --max-seconds.
+SWEEP_SECONDS = 120.0
+# Checking one plan's memory in a search (prepare, no simulation): ~1 ms of CPU, measured
+# 2026-12-03 (19,062 plans of Llama 3 70B on 64-2,048 H100s in 17 CPU s).
+PLAN_CHECK_SECONDS = 1e-3
 
 
 def _number(value: Any) -> bool:
@@ -241,28 +247,34 @@ _LEDGER: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("scales
 
 
 @contextlib.contextmanager
-def answer_budget(max_seconds: float | None = None) -> Iterator[None]:
-    """Within the block, refuse (InputError) steps estimated to take longer than ANSWER_SECONDS to
-    simulate, or `max_seconds` when that is longer (`--max-seconds`); at most MAX_STEP_TASKS.
-    Work a command may leave out (`check_affordable`: run's what-if fixes) is refused once
+def _using(ledger: _Ledger | None) -> Iterator[None]:
+    token = _LEDGER.set(ledger)
+    try:
+        yield
+    finally:
+        _LEDGER.reset(token)
+
+
+def answer_budget(max_seconds: float | None = None, default_seconds: float = ANSWER_SECONDS):
+    """Within the block, refuse (InputError) steps estimated to take longer than `default_seconds`
+    (ANSWER_SECONDS; a sweep's: SWEEP_SECONDS) to simulate, or `max_seconds` when that is longer
+    (`--max-seconds`); a step at most MAX_STEP_TASKS. Work a command may leave out or refuse
+    (`check_affordable`: run's what-if fixes and scaling points, a sweep's plans) is refused once
     the steps simulated in the block (`charge`) and it would exceed that budget."""
-    token = _LEDGER.set(_Ledger(max(ANSWER_SECONDS, max_seconds or 0.0)))
-    try:
-        yield
-    finally:
-        _LEDGER.reset(token)
+    return _using(_Ledger(max(default_seconds, max_seconds or 0.0)))
 
 
-@contextlib.contextmanager
-def fresh_budget() -> Iterator[None]:
-    """Within the block, a new answer budget as large as the current one (none if none): each
-    design of `compare` is a run of its own."""
+def fresh_budget(default_seconds: float = ANSWER_SECONDS):
+    """Within the block, a new answer budget as large as the current one or `default_seconds` (none
+    if none): each design of `compare` is a run of its own, its search a sweep (SWEEP_SECONDS)."""
     ledger = _LEDGER.get()
-    token = _LEDGER.set(None if ledger is None else _Ledger(ledger.seconds))
-    try:
-        yield
-    finally:
-        _LEDGER.reset(token)
+    return _using(None if ledger is None else _Ledger(max(ledger.seconds, default_seconds)))
+
+
+def no_budget():
+    """Within the block, no answer budget (the library's hard caps only): work the caller has
+    budgeted already (a sweep's plans) runs the same in this process as in a worker's."""
+    return _using(None)
 
 
 def charge(tasks: float) -> None:
@@ -272,14 +284,21 @@ def charge(tasks: float) -> None:
         ledger.spent += tasks
 
 
-def check_affordable(tasks: float, what: str) -> None:
-    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget."""
+def checks_cost(plans: int) -> float:
+    """Checking `plans` plans' memory (PLAN_CHECK_SECONDS each), in estimated tasks."""
+    return plans * PLAN_CHECK_SECONDS * TASKS_PER_SECOND
+
+
+def check_affordable(tasks: float, what: str, key: str | None = None, fix: str = "") -> None:
+    """Raise OverBudget when simulating `tasks` more would take the command beyond its answer budget
+    (`key`: the option or scenario key the message names; `fix`: what else would make it fit)."""
     ledger = _LEDGER.get()
     if ledger is not None and ledger.spent + tasks > ledger.limit:
         raise OverBudget(f"{what}: about {tasks:,.0f} simulated tasks, beyond what is left of the answer budget "
-                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,}, about "
-                         f"{_show(ledger.seconds)} s); --max-seconds "
-                         f"{math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it", tasks=tasks)
+                         f"({max(0.0, ledger.limit - ledger.spent):,.0f} of {ledger.limit:,} estimated tasks, about "
+                         f"{_show(ledger.seconds)} s of simulation, so that the command answers in bounded time); "
+                         f"{fix}--max-seconds {math.ceil((ledger.spent + tasks) / TASKS_PER_SECOND)} allows it",
+                         tasks=tasks, key=key)
 
 
 def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float, max_batch_tokens: int,

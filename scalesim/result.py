@@ -125,6 +125,8 @@ class StepResult:
     energy_kwh: float | None
     plan: dict[str, Any] = field(default_factory=dict)
     scaling: list[dict[str, float]] = field(default_factory=list)
+    # Scaling points the command's answer budget left out: {"gpus", "reason", "estimated_tasks"}.
+    scaling_skipped: list[dict[str, Any]] = field(default_factory=list)
     timeline: Timeline | None = field(default=None, repr=False)   # not part of the JSON
     economics: dict[str, Any] = field(default_factory=dict)       # cloud, on-prem, energy detail
     reliability: dict[str, Any] = field(default_factory=dict)     # failures, checkpoints, goodput
@@ -139,6 +141,7 @@ class StepResult:
         return 1.0 - self.memory_per_gpu_bytes / self.memory_capacity_bytes
 
     def to_json(self) -> dict[str, Any]:
+        skipped = {"scaling_skipped": self.scaling_skipped} if self.scaling_skipped else {}
         return {
             "scenario": self.scenario,
             "gpus": self.gpus,
@@ -168,6 +171,7 @@ class StepResult:
             "economics": self.economics,
             "reliability": self.reliability,
             "assumptions": self.assumptions,
+            **skipped,
         }
 
 

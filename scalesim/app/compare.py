@@ -15,7 +15,7 @@ import json
 
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.limits import fresh_budget
+from scalesim.limits import SWEEP_SECONDS, fresh_budget
 from scalesim.result import pareto_front
 from scalesim.result import StepResult
 from scalesim.app.caches import Caches
@@ -173,7 +173,8 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
         with fresh_budget():            # each design answers like a run of its own (scalesim/limits.py)
             searched = search or scenario.search
             if searched:
-                scenario, plan = best_plan(scenario, file, rank_by, catalog, search_progress)
+                with fresh_budget(SWEEP_SECONDS):       # the search is a sweep: a sweep's budget
+                    scenario, plan = best_plan(scenario, file, rank_by, catalog, search_progress)
             setup = prepare(scenario, file, catalog=catalog, caches=Caches())
             chosen.append(scenario)
             plans.append(plan if searched else own_plan(scenario, setup.gpus))

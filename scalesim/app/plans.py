@@ -19,8 +19,9 @@ from scalesim.app.setup import host_fit_reason, prepare
 from scalesim.costs.memory import MEMORY_MODEL_ERROR_FRACTION
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
-from scalesim.limits import OverBudget
+from scalesim.limits import PLAN_CHECK_SECONDS, OverBudget, charge, check_affordable, check_cluster_size, checks_cost
 from scalesim.models import get_model
+from scalesim.parallel.size import step_cost
 from scalesim.parallel.step import pipeline_runs
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
@@ -92,6 +93,10 @@ def cluster_for(base: Scenario, gpus: int, file: str | None = None, catalog: Cat
     """The scenario's cluster grown (or shrunk) to `gpus` GPUs, and notes on defaults used."""
     design = load_node_design(base.cluster.node, key="cluster.node", file=file, catalog=catalog)
     nodes = math.ceil(gpus / design.gpus)
+    try:
+        check_cluster_size(nodes, design.gpus)
+    except InputError as exc:
+        raise InputError(f"{gpus:,} GPUs: {exc.detail}", file=file, key="--gpus") from None
     changes: dict = {"nodes": nodes, "gpus": gpus}
     notes = []
     if nodes > 1 and base.cluster.fabric is None:
@@ -240,11 +245,14 @@ def _failure(exc: BaseException) -> str:
 
 
 def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
-                catalog: Catalog | None = None, caches: Caches | None = None) -> dict:
-    """Can the plan run, and does it fit? No simulation."""
+                catalog: Catalog | None = None, caches: Caches | None = None, tasks: dict | None = None) -> dict:
+    """Can the plan run, and does it fit? No simulation. `tasks`: where to put the plan's estimated
+    simulated tasks (scalesim/parallel/size.py), by point."""
     try:
         setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
+        if tasks is not None:
+            tasks[point] = step_cost(setup.step)
     except (InputError, pydantic.ValidationError) as exc:
         return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -284,10 +292,11 @@ def _needs_no_more_memory(q: PlanPoint, p: PlanPoint) -> bool:
 
 def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                  progress: Progress | None = None, catalog: Catalog | None = None,
-                 caches: Caches | None = None) -> list[dict]:
+                 caches: Caches | None = None, tasks: dict | None = None) -> list[dict]:
     """`check_point` for every point (rows in the points' order), skipping the check of any plan
     that needs at least the memory of one that already does not fit, and of any plan that offloads
-    or adapts when the same plan doing less of that fits (memory first: no simulation here)."""
+    or adapts when the same plan doing less of that fits (memory first: no simulation here);
+    `tasks` gets the estimated simulated tasks of every plan checked."""
     order = sorted(range(len(points)), key=lambda i: (FINETUNE.index(points[i].finetune),
                                                         OFFLOAD.index(points[i].offload),
                                                         points[i].gpus, points[i].tp, points[i].pp,
@@ -309,7 +318,49 @@ def check_points(points: list[PlanPoint], base: Scenario, file: str | None, grow
         if smaller is not None:
             rows[i] = _row(p, "does_not_fit", f"needs at least the memory of {smaller.label}, which does not fit")
             continue
-        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog, caches)
+        rows[i] = check_point(p, base, file, grown.get(p.gpus), catalog, caches, tasks)
         if rows[i]["status"] == "does_not_fit":
             too_big.setdefault(split, []).append(p)
     return [rows[i] for i in range(len(points))]
+
+
+def charge_checks(plans: int, search: bool, counts: int) -> None:
+    """Checking each plan's memory costs about PLAN_CHECK_SECONDS: refused (exit 2) when that alone
+    is beyond the answer budget, else charged to it."""
+    work = checks_cost(plans)
+    check_affordable(work, f"checking the memory of {plans:,} plans ({counts} GPU count{'s' if counts != 1 else ''}"
+                     f"{', --search' if search else ''}), about {plans * PLAN_CHECK_SECONDS:,.0f} s",
+                     key="--search" if search else "--gpus", fix="fewer GPU counts (--gpus), or ")
+    charge(work)
+
+
+@dataclass(frozen=True)
+class SweepBudget:
+    """The plans' estimated simulated tasks (scalesim/parallel/size.py), held against the answer
+    budget (scalesim/limits.py: SWEEP_SECONDS or --max-seconds; none in the library)."""
+
+    tasks: dict[PlanPoint, float]
+    search: bool
+    counts: int
+
+    def refuse_over(self, pending: list[PlanPoint]) -> None:
+        """Refuse (OverBudget, exit 2) plans to simulate whose estimated work, together, is over
+        what is left of the budget; else charge it."""
+        work = sum(self.tasks.get(p, 0.0) for p in pending)
+        what = (f"the sweep's {len(pending):,} plan{'s' if len(pending) != 1 else ''} to simulate "
+                f"({self.counts} GPU count{'s' if self.counts != 1 else ''}{', --search' if self.search else ''})")
+        check_affordable(work, what, key="--search" if self.search else "--gpus",
+                         fix="fewer GPU counts (--gpus), or " if not self.search else
+                         "fewer GPU counts (--gpus), the pruned search (no --exhaustive), or ")
+        charge(work)
+
+    def admit(self, point: PlanPoint) -> dict | None:
+        """None, the plan's work charged, when what is left of the budget has room for it; else
+        its `not_available` row saying so (with `estimated_tasks`)."""
+        work = self.tasks.get(point, 0.0)
+        try:
+            check_affordable(work, "a plan of the search")
+        except OverBudget as exc:
+            return refused_row(point, exc)
+        charge(work)
+        return None

@@ -19,8 +19,9 @@ from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.engine.fast_forward import exact_simulation
-from scalesim.limits import time_limit
+from scalesim.limits import OverBudget, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
+from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
@@ -42,11 +43,17 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
     degree (and the global batch) follows the GPU count. On one GPU the plan
     has no model parallelism. None when `gpus` cannot hold the plan.
     """
-    plan = setup.plan
-    pl = plan.placement
-    per_replica = plan.micro_batch * plan.micro_batches
     if gpus == setup.gpus:
-        return per_replica * pl.dp / step_time_of(setup) / gpus
+        return _rate(setup)
+    point = scaling_point(setup, gpus)
+    return None if point is None else _rate(point)
+
+
+def scaling_point(setup: Setup, gpus: int) -> Setup | None:
+    """The plan of `per_gpu_rate` on `gpus` GPUs, prepared (not simulated); None when `gpus`
+    cannot hold it. OverBudget when its step alone is over the command's answer budget."""
+    pl = setup.plan.placement
+    per_replica = setup.plan.micro_batch * setup.plan.micro_batches
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
                                 "virtual_stages": 1, "sequence_parallel": False, "ep": 1, "etp": None,
@@ -59,8 +66,14 @@ def per_gpu_rate(setup: Setup, gpus: int) -> float | None:
         changes = {"parallel": {"dp": None}}
         dp = gpus // (pl.tp * pl.pp * pl.cp)
     scenario = setup.scenario.with_changes(training={"global_batch": per_replica * dp}, **changes)
-    return per_replica * dp / step_time_of(prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog,
-                                                   caches=setup.caches, every_rank=setup.every_rank_asked)) / gpus
+    return prepare(scenario, setup.file, gpus=gpus, catalog=setup.catalog, caches=setup.caches,
+                   every_rank=setup.every_rank_asked)
+
+
+def _rate(setup: Setup) -> float:
+    """Samples/s per GPU of the prepared setup, simulated."""
+    plan = setup.plan
+    return plan.micro_batch * plan.micro_batches * plan.placement.dp / step_time_of(setup) / setup.gpus
 
 
 def plan_summary(plan: ParallelPlan) -> dict:
@@ -124,7 +137,7 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
     reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
-    efficiency, scaling = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts)
+    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts)
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=setup.file, key="training.tokens")
@@ -139,7 +152,7 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
         scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
         energy_kwh=money.energy_kwh,
         plan=_with_trainable(plan_summary(setup.plan), setup),
-        scaling=scaling,
+        scaling=scaling, scaling_skipped=skipped,
         timeline=timeline,
         economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},
         assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
@@ -168,14 +181,35 @@ def _with_fixes(setup: Setup, reason: str) -> str:
 
 
 def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None
-             ) -> tuple[float | None, list[dict]]:
-    """Scaling efficiency against one GPU, and the weak-scaling curve at `scaling_counts`."""
+             ) -> tuple[float | None, list[dict], list[dict]]:
+    """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts`, and the
+    points the command's answer budget left out (scalesim/limits.py; each with the reason)."""
+    skipped: list[dict] = []
     single = None
     if baseline or scaling_counts:
-        single = own_rate if setup.gpus == 1 else per_gpu_rate(setup, 1)
+        # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
+        # refused only when its step alone is over the budget; the curve's points get what is left.
+        single = own_rate if setup.gpus == 1 else _budgeted_rate(setup, 1, skipped, charged=False)
     efficiency = own_rate / single if single else None
     known = {setup.gpus: own_rate, 1: single}      # simulated already: never twice
-    scaling = [{"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single}
-               for k, rate in ((k, known[k] if k in known else per_gpu_rate(setup, k))
-                               for k in scaling_counts or []) if rate is not None]
-    return efficiency, scaling
+    scaling = []
+    for k in scaling_counts or []:
+        if single is None:      # no baseline to compare with (over the budget): no curve
+            continue
+        rate = known[k] if k in known else _budgeted_rate(setup, k, skipped)
+        if rate is not None:
+            scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single})
+    return efficiency, scaling, skipped
+
+
+def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool = True) -> float | None:
+    """`per_gpu_rate` on `gpus` GPUs, or None with the reason in `skipped` when the command's answer
+    budget has no room for it (`charged`: it must fit in what is left; else only on its own)."""
+    try:
+        point = scaling_point(setup, gpus)
+        if point is not None and charged:
+            check_affordable(step_cost(point.step), f"the scaling point on {gpus:,} GPUs")
+    except OverBudget as exc:
+        skipped.append({"gpus": gpus, "reason": exc.short(), "estimated_tasks": round(exc.tasks)})
+        return None
+    return None if point is None else _rate(point)

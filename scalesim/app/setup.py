@@ -27,7 +27,7 @@ from scalesim.models.packing import masked_lm_head, packed_attention
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
-from scalesim.parallel.size import compiled_tasks, step_counts
+from scalesim.parallel.size import step_cost, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
 from scalesim.parallel.cost_balance import nanotron_blocks
 from scalesim.parallel.stages import pipeline_blocks
@@ -342,7 +342,7 @@ def _charged_step(setup: Setup, symmetric: bool | None) -> CompiledStep:
     step = setup.step
     if symmetric is not None and symmetric == step.every_rank:
         step = compile_step(step.model, step.gpu, step.topology, step.plan, not symmetric, step.memo)
-    charge(compiled_tasks(step))                      # the command's answer budget (scalesim/limits.py)
+    charge(step_cost(step))                           # the command's answer budget (scalesim/limits.py)
     return step
 
 

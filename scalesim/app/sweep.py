@@ -76,12 +76,13 @@ import pydantic
 from scalesim.app.caches import Caches
 from scalesim.app.executors import ExecutorSpec, completed, open_pool
 from scalesim.app.plans import (FINETUNE, INTERLEAVED_FALLBACK_NOTE, OFFLOAD, RECOMPUTE, PlanPoint, Progress, _failure, _plain, _row, check_points, refused_row,
-                                cluster_for, own_plan_point, scenario_for, search_points)
+                                SweepBudget, charge_checks, cluster_for, own_plan_point, scenario_for, search_points)
 from scalesim.app.points_file import PointsFile
 from scalesim.app.run import run
 from scalesim.app.setup import prepare
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.limits import no_budget
 from scalesim.parallel.bounds import beaten, best_steps, bound_waves, compiled_bound_s
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
@@ -96,7 +97,8 @@ def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, gr
     """Simulate one step of the plan and cost the whole run: one result row."""
     try:
         scenario = scenario_for(base, point, file, grown)
-        result = run(scenario, file, baseline=False, catalog=catalog, caches=caches)
+        with no_budget():           # charged by the sweep (SweepBudget): the same on every executor
+            result = run(scenario, file, baseline=False, catalog=catalog, caches=caches)
     except (InputError, pydantic.ValidationError) as exc:
         return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -218,13 +220,15 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
             else:
                 points.append(own)
     caches = Caches()           # this sweep's clusters and plans, reused by every plan simulated here
-    checked = check_points(points, base, file, grown, progress, catalog, caches)
+    tasks: dict[PlanPoint, float] = {}
+    charge_checks(len(points), search, len(gpu_counts))
+    checked = check_points(points, base, file, grown, progress, catalog, caches, tasks)
     if search and not exhaustive:
         mark_dominated(checked, base.training.global_batch)
     by_point = dict(zip(points, checked))
     by_point.update(simulate_points([p for p in points if by_point[p]["status"] == "ok"], base, file, grown,
                                     executor, points_file, progress, catalog, prune=search and not exhaustive,
-                                    caches=caches))
+                                    caches=caches, budget=SweepBudget(tasks, search, len(gpu_counts))))
     rows += [by_point[p] for p in points]
     rows.sort(key=lambda r: r["gpus"])          # stable: plan order within a count
     over = [r for r in rows if "estimated_tasks" in r]
@@ -242,8 +246,11 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
 def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, grown: dict[int, Scenario],
                     executor: ExecutorSpec = IN_PROCESS, points_file: PointsFile | None = None,
                     progress: Progress = _plain, catalog: Catalog | None = None,
-                    prune: bool = False, caches: Caches | None = None) -> dict[PlanPoint, dict]:
+                    prune: bool = False, caches: Caches | None = None,
+                    budget: SweepBudget | None = None) -> dict[PlanPoint, dict]:
     """`evaluate_point` of each point on the executor (rows of the points file reused), by point.
+    `budget`: without `prune`, the points to simulate are refused together when over it; with
+    `prune`, plans are simulated, lowest bound first, while it lasts, and the rest say so.
 
     `prune`: simulate in waves, lowest step-time bound first, and mark `dominated` the plans
     whose bound exceeds the best step simulated at their GPU count (scalesim/parallel/bounds.py).
@@ -255,6 +262,8 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
         row = points_file.finished(asdict(p)) if points_file is not None else None
         if row is not None:
             earlier[p] = row
+    if budget is not None and not prune:
+        budget.refuse_over([p for p in points if p not in earlier])
     if not prune:
         pending = sorted((p for p in points if p not in earlier), key=lambda p: -_work_estimate(p, base))
         waves, bounds = [pending] if pending else [], {}
@@ -269,7 +278,7 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
         return rows
     with open_pool(executor) as pool:
         shared = caches if executor.kind == "local" and executor.workers == 1 else None   # never pickled
-        finished = _in_waves(pool, waves, bounds, earlier, base, file, grown, catalog, shared)
+        finished = _in_waves(pool, waves, bounds, earlier, base, file, grown, catalog, shared, budget)
         for p, row in progress(finished, "simulating", len(pending)):
             rows[p] = row
             if points_file is not None and not (bounds and row["status"] == "dominated"):   # pruned: not simulated
@@ -279,10 +288,11 @@ def simulate_points(points: list[PlanPoint], base: Scenario, file: str | None, g
 
 def _in_waves(pool, waves: list[list[PlanPoint]], bounds: dict[PlanPoint, float], earlier: dict[PlanPoint, dict],
               base: Scenario, file: str | None, grown: dict[int, Scenario], catalog: Catalog | None,
-              caches: Caches | None):
+              caches: Caches | None, budget: SweepBudget | None = None):
     """(point, row) of each point not in `earlier`, as each finishes, wave after wave. With
     `bounds`, a plan whose bound exceeds the best step simulated in the earlier waves (in this
-    run or, resumed, in an earlier one) at its GPU count is marked dominated, not simulated."""
+    run or, resumed, in an earlier one) at its GPU count is marked dominated, not simulated;
+    with `budget`, so is one the answer budget has no room left for (not_available, saying so)."""
     before: list[dict] = []          # rows of the earlier waves: a wave is pruned by those alone
     for wave in waves:
         best = best_steps(before) if bounds else {}
@@ -292,6 +302,10 @@ def _in_waves(pool, waves: list[list[PlanPoint]], bounds: dict[PlanPoint, float]
             wave.remove(p)
             yield p, _row(p, "dominated", f"its compute alone takes at least {bounds[p]:.4g} s per step "
                           f"(parallel/bounds.py), more than the {best[p.gpus]:.4g} s of a simulated plan")
+        for p, row in [(p, budget.admit(p)) for p in wave] if budget is not None and bounds else []:
+            if row is not None:
+                wave.remove(p)
+                yield p, row
         payloads = [(p, base, file, grown.get(p.gpus), catalog, caches)   # ~3 kB each (more with a catalog)
                     for p in wave]
         for i, row in completed(pool, evaluate_point, payloads):

@@ -9,7 +9,7 @@ import click
 from click.core import ParameterSource
 
 from scalesim.cli.progress_bars import validation_progress
-from scalesim.cli.wiring import catalog_from, catalog_option, exact_option, exactly, friendly_errors
+from scalesim.cli.wiring import catalog_from, catalog_option, exact_option, exact_simulation_context, friendly_errors
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
 
@@ -122,7 +122,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
     check_output_file(plot, "--plot", suffixes=(".png", ".svg", ".pdf"))
     cases = [c for c in load_cases() if (only is None or c.category == only) and (not fast or c.fast)]
     catalog = catalog_from(catalog_dirs)       # e.g. a calibrated folder, checked against every case
-    with exactly(exact):
+    with exact_simulation_context(exact):
         outcomes, replaced = evaluate_all(cases, catalog, workers, validation_progress(as_json))
     rows = summaries(outcomes)
     loso = loso_summaries(outcomes, replaced)

@@ -10,7 +10,7 @@ import click
 
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, exact_option,
-                                 exactly, friendly_errors, slug, status)
+                                 exact_simulation_context, friendly_errors, slug, status)
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
@@ -52,7 +52,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     check_output_dir(directory if plots else None, "--out")
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
-    with answer_budget(max_seconds), exactly(exact):
+    with answer_budget(max_seconds), exact_simulation_context(exact):
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
@@ -153,7 +153,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
         compare_serving(scenario_files, as_json, out, plots)
         return
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
-    with answer_budget(max_seconds), time_limit(max_seconds), exactly(exact):
+    with answer_budget(max_seconds), time_limit(max_seconds), exact_simulation_context(exact):
         comparison = run_compare(list(scenario_files), scaling_counts=scaling_counts, samples=samples, seed=seed,
                                  progress=lambda items: progress(as_json)(items, "simulating designs", len(items)),
                                  catalog=catalog_from(catalog_dirs), search=search, rank_by=rank_by,
@@ -224,11 +224,15 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
               help="Continue an interrupted sweep: plans already simulated in <out>/points.jsonl (same scenario "
                    "and plan) are reused, not simulated again; failed ones are retried.")
 @click.option("--force", is_flag=True, help="Start over: discard an existing <out>/points.jsonl.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Allow plans estimated to take up to this many seconds of simulation together (CPU "
+                   "seconds, all workers) [120]: a sweep estimated beyond it is refused before simulating "
+                   "(exit 2, naming --gpus or --search), as is any one plan beyond ~1 min.")
 @catalog_option
 @exact_option
 @friendly_errors
 def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, plots, executor_name, workers,
-          resume, force, catalog_dirs, exact) -> None:
+          resume, force, max_seconds, catalog_dirs, exact) -> None:
     """Simulate SCENARIO_FILE at several GPU counts; with --search, find and rank the plans that fit.
 
     The cluster grows by whole nodes of the scenario's node design; without
@@ -240,11 +244,15 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     Each simulated plan is appended to <out>/points.jsonl as it finishes. An
     existing points file is never overwritten silently: give --resume to
     continue that sweep (Ctrl-C is safe) or --force to start over.
+    Progress goes to stderr (a bar on a terminal, a line every 10 s otherwise).
+    A sweep whose plans are estimated beyond about 2 minutes of simulation is
+    refused before any is simulated (exit 2) unless --max-seconds allows it.
     Exit 3 when no GPU count has a plan that runs and fits.
     """
     from scalesim.app.executors import parse_executor
     from scalesim.app.points_file import NAME, PointsFile
     from scalesim.app.sweep import parse_counts, run_sweep
+    from scalesim.limits import SWEEP_SECONDS, answer_budget
     from scalesim.scenario import load_scenario
 
     counts = parse_counts(gpu_counts)
@@ -253,7 +261,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
     check_output_dir(directory, "--out")
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, stop_on_sigterm(), \
-            exactly(exact):
+            exact_simulation_context(exact), answer_budget(max_seconds, default_seconds=SWEEP_SECONDS):
         try:
             result = run_sweep(scenario, file, counts, search=search, rank_by=rank_by, exhaustive=exhaustive,
                                progress=sweep_progress(as_json), executor=executor, points_file=points,

@@ -57,7 +57,7 @@ def exact_option(fn):
                              "micro-batches, identical layers). Same results within 1e-9; slower.")(fn)
 
 
-def exactly(exact: bool):
+def exact_simulation_context(exact: bool):
     """The block plays every step whole when `exact` (--exact)."""
     from scalesim.engine.fast_forward import exact_simulation
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from scalesim.costs.finetune import trainable_params
 from scalesim.errors import InputError
-from scalesim.limits import estimated_tasks
+from scalesim.limits import NETWORK_SECONDS_PER_GPU, TASKS_PER_SECOND, estimated_tasks
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.experts import experts_whole
 from scalesim.parallel.parallel_plan import ParallelPlan
@@ -103,3 +103,9 @@ def compiled_tasks(step, every_rank: bool | None = None) -> float:
     pl = step.plan.placement
     every_rank = step.every_rank if every_rank is None else every_rank
     return estimated_tasks(**step_counts(step.model, step.plan, pl.size if every_rank else pl.pp))
+
+
+def step_cost(step) -> float:
+    """What simulating a compiled step costs, in estimated tasks: its tasks (`compiled_tasks`) and,
+    as many tasks' worth, the playing out of its collectives over its GPUs (NETWORK_SECONDS_PER_GPU)."""
+    return compiled_tasks(step) + NETWORK_SECONDS_PER_GPU * TASKS_PER_SECOND * step.plan.placement.size

@@ -52,6 +52,9 @@ def _step_rows(t: Table, r: StepResult) -> None:
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})")
     t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
+    for point in r.scaling_skipped:       # left out by the command's answer budget (scalesim/limits.py)
+        t.add_row(f"  {point['gpus']:,} GPU{'s' if point['gpus'] > 1 else ''} (scaling point)",
+                  f"not simulated: {point['reason']}")
     if r.slowest_gpu_factor > 1.0:
         t.add_row("  GPU speed spread", f"GPU work {r.slowest_gpu_factor - 1:.1%} slower than on a median GPU "
                   f"(the slowest of {r.gpus:,} sets the pace; cluster.gpu_speed_spread)")
