@@ -19,7 +19,7 @@ from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.engine.fast_forward import exact_simulation
-from scalesim.limits import OverBudget, check_affordable, time_limit
+from scalesim.limits import TASKS_PER_SECOND, OverBudget, charge, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, breakdown, critical_rank
@@ -186,6 +186,7 @@ def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list
     points the command's answer budget left out (scalesim/limits.py; each with the reason)."""
     skipped: list[dict] = []
     single = None
+    charge(_preparing_tasks(setup.gpus))        # the cluster built before the step (answer budget)
     if baseline or scaling_counts:
         # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
         # refused only when its step alone is over the budget; the curve's points get what is left.
@@ -202,13 +203,28 @@ def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list
     return efficiency, scaling, skipped
 
 
+# What a run spends besides playing steps out, in the answer budget's units (limits.TASKS_PER_SECOND):
+# building a cluster's graph and plan, ~1e-4 CPU s per GPU (measured 2026-12-03: 1.5 s at 16,384
+# GPUs, 3.2 s at 32,768, 0.08 s at 1,024), and the imports and plots that follow the scaling curve,
+# kept free when a point is planned (~0.7 s of imports and ~0.8 s of plots on the 16,384-GPU run).
+PREPARE_SECONDS_PER_GPU = 1e-4
+REPLY_SECONDS = 1.5
+
+
+def _preparing_tasks(gpus: int) -> float:
+    return PREPARE_SECONDS_PER_GPU * TASKS_PER_SECOND * gpus
+
+
 def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool = True) -> float | None:
     """`per_gpu_rate` on `gpus` GPUs, or None with the reason in `skipped` when the command's answer
-    budget has no room for it (`charged`: it must fit in what is left; else only on its own)."""
+    budget has no room for it (`charged`: it must fit in what is left, its cluster's graph and the
+    reply's REPLY_SECONDS included; else only on its own)."""
     try:
         point = scaling_point(setup, gpus)
         if point is not None and charged:
-            check_affordable(step_cost(point.step), f"the scaling point on {gpus:,} GPUs")
+            check_affordable(step_cost(point.step) + _preparing_tasks(gpus) + REPLY_SECONDS * TASKS_PER_SECOND,
+                             f"the scaling point on {gpus:,} GPUs")
+            charge(_preparing_tasks(gpus))
     except OverBudget as exc:
         skipped.append({"gpus": gpus, "reason": exc.short(), "estimated_tasks": round(exc.tasks)})
         return None
