@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from scalesim.errors import InputError
 from scalesim.models.spec import LayerSpec, ModelSpec
-from scalesim.parallel.stages import model_chunks
 
 MLP_GEMMS = ("mlp_gate", "mlp_up", "mlp_down", "mlp_fc1", "mlp_fc2")
 
@@ -61,9 +60,3 @@ def nanotron_blocks(model: ModelSpec, chunks: int) -> tuple[int, ...]:
                          f"({counts}); use fewer stages", key="parallel.pp")
     return tuple(counts)
 
-
-def nanotron_chunks(model: ModelSpec, chunks: int) -> list[tuple[LayerSpec, ...]]:
-    """The model's layers on `chunks` pipeline stages as nanotron places them."""
-    if chunks == 1:
-        return [tuple(model.layers)]
-    return model_chunks(model, chunks, nanotron_blocks(model, chunks))

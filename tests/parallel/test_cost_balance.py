@@ -4,14 +4,14 @@ import pytest
 
 from scalesim.errors import InputError
 from scalesim.models import get_model
-from scalesim.parallel.cost_balance import nanotron_blocks_per_stage, nanotron_chunks
+from scalesim.parallel.cost_balance import nanotron_blocks, nanotron_blocks_per_stage
 from scalesim.parallel.stages import model_chunks
 
 
 def test_every_layer_lands_on_exactly_one_stage_in_order():
     model = get_model("llama3-8b", seq_len=1024)
     for pp in (2, 4, 8):
-        chunks = nanotron_chunks(model, pp)
+        chunks = model_chunks(model, pp, nanotron_blocks(model, pp))
         assert [layer for chunk in chunks for layer in chunk] == list(model.layers)
         assert chunks[0][0].kind == "embedding" and chunks[-1][-1].name == "lm_head"
 
@@ -28,7 +28,7 @@ def test_the_head_s_cost_pushes_blocks_towards_the_first_stage():
 def test_the_first_stage_never_holds_fewer_blocks_than_an_even_split():
     model = get_model("llama3-8b", seq_len=1024)
     for pp in (2, 4, 8):
-        blocks = [sum(1 for layer in c if layer.kind == "transformer_block") for c in nanotron_chunks(model, pp)]
+        blocks = list(nanotron_blocks(model, pp))
         even = [sum(1 for layer in c if layer.kind == "transformer_block") for c in model_chunks(model, pp)]
         assert sum(blocks) == sum(even) == model.num_layers
         assert blocks[0] >= even[0]
@@ -37,4 +37,4 @@ def test_the_first_stage_never_holds_fewer_blocks_than_an_even_split():
 def test_a_stage_left_without_blocks_is_refused():
     model = get_model("llama3-8b", seq_len=1024)
     with pytest.raises(InputError):
-        nanotron_chunks(model, model.num_layers)
+        nanotron_blocks(model, model.num_layers)

@@ -119,7 +119,7 @@ def test_searched_plans_keep_the_layout_only_on_its_own_split():
 
 
 def test_nanotron_placement_and_a_layout_together_are_refused_and_nanotron_is_a_layout_of_its_own():
-    from scalesim.parallel.cost_balance import nanotron_chunks
+    from scalesim.parallel.cost_balance import nanotron_blocks
     scenario, file = _small_pipeline()
     with pytest.raises(InputError) as exc:
         prepare(scenario.with_changes(parallel={"pipeline_balance": "nanotron",
@@ -128,6 +128,5 @@ def test_nanotron_placement_and_a_layout_together_are_refused_and_nanotron_is_a_
     # The stages the step plays are the ones nanotron's rule places.
     step = prepare(scenario.with_changes(parallel={"pipeline_balance": "nanotron", "dp": 4, "pp": 2}), file).step
     placed = [sum(layer.kind == "transformer_block" for layer in s.layers) for s in step.stages]
-    assert placed == [sum(layer.kind == "transformer_block" for layer in c)
-                      for c in nanotron_chunks(get_model("gpt2-124m", seq_len=1024), 2)]
+    assert tuple(placed) == nanotron_blocks(get_model("gpt2-124m", seq_len=1024), 2)
     assert placed[0] > placed[1]          # gpt2's large head pushes blocks to the first stage
