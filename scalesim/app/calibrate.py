@@ -171,24 +171,28 @@ def nvls_switch_link(topologies: list[Topology]) -> str | None:
     return None
 
 
-def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, topologies, fit_rows, ramp):
-    """(catalog, efficiency, switch): the NVLS switch's pipeline fill fitted on the climbing sizes in turn
-    with `link`'s efficiency on the plateau (JOINT_ROUNDS). switch is None when nothing was fitted: no
-    NVLS switch, climbing sizes that do not run NVLS, or a link whose efficiency cannot hold the plateau
-    once the fill slows it (the NVLink port under an NVLS run: calibrate the switch for the ramp)."""
+def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topologies, fit_rows, ramp):
+    """(catalog, efficiency, switch, rows): the NVLS switch's pipeline fill fitted on the climbing sizes
+    that run NVLS (`rows`), in turn with `link`'s efficiency on the plateau (JOINT_ROUNDS). switch is None
+    when nothing was fitted: no NVLS switch, no climbing size on NVLS, or a link whose efficiency cannot
+    hold the plateau once the fill slows it (the NVLink port under an NVLS run: calibrate the switch)."""
     alone = with_field(catalog, link, efficiency=efficiency)
     switch = nvls_switch_link(topologies(catalog)) if ramp else None
+    if switch is not None:          # the sizes NVLS runs at when it is at its fastest (no fill)
+        tops = dict(zip((log.file for log in logs), topologies(with_field(alone, switch, nvls_pipeline_fill=0.0))))
+        ramp = [(log, p) for log, p in ramp
+                if time_collective(tops[log.file], log.op, log.gpus, p.size_bytes).algo == "nvls"]
     fitted, joint = alone, efficiency
-    for _ in range(JOINT_ROUNDS if switch else 0):
+    for _ in range(JOINT_ROUNDS if switch and ramp else 0):
         fill = solve_field(busbw, fitted, switch, "nvls_pipeline_fill", ramp, FILL_RANGE, False)
         if fill is None:
-            return alone, efficiency, None
+            break
         fitted = with_field(fitted, switch, nvls_pipeline_fill=round(fill, 3))
         joint = solve_field(busbw, fitted, link, "efficiency", fit_rows, EFFICIENCY_RANGE, True) or joint
         fitted = with_field(fitted, link, efficiency=joint)
-    if switch is None or (joint in EFFICIENCY_RANGE and switch != link):
-        return alone, efficiency, None
-    return fitted, joint, switch
+    if fitted is alone or (joint in EFFICIENCY_RANGE and switch != link):
+        return alone, efficiency, None, []
+    return fitted, joint, switch, ramp
 
 
 def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog], list[Topology]],
@@ -204,7 +208,7 @@ def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog]
         raise InputError(f"the simulated bus bandwidth does not depend on '{link}' here (it is not on the "
                          f"collective's path, or another link or algorithm bounds it); calibrate the link the "
                          "run crossed, e.g. the NVSwitch for NVLS all-reduce", key="--link")
-    fitted, efficiency, switch = _with_fill(busbw, catalog, link, efficiency, topologies, fit_rows, ramp)
+    fitted, efficiency, switch, ramp = _with_fill(busbw, catalog, link, efficiency, logs, topologies, fit_rows, ramp)
     before, after = busbw(catalog, rows), busbw(fitted, rows)
     sources = ", ".join(sorted({log.file for log in logs}))
     note = (f"efficiency fitted by scalesim calibrate on {sources}: nccl-tests busbw at sizes >= "
