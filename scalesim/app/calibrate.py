@@ -13,6 +13,13 @@ reproduces those figures:
   is 1). Busbw never falls as a link gets more efficient, so bisection finds it.
   Smaller sizes, and sizes still climbing towards the plateau, are latency- or
   pipeline-bound and left out of the fit (the before/after table still shows them).
+- an NVSwitch's `nvls_pipeline_fill` (the NVLS kernel's pipeline fill, in loops;
+  scalesim/collectives/nvls.py) from the climbing sizes (>= RAMP_MIN_BYTES, below the
+  plateau), when the link is an NVSwitch that reduces in the network: bisection again
+  (busbw never rises as the fill deepens), the geometric mean of predicted / measured
+  on those sizes is 1. The fill also slows the plateau a little, so efficiency and
+  fill are fitted in turn (JOINT_ROUNDS) until both hold. The catalog's own value was
+  fitted by this same function on one source (scalesim/hardware/data/links.yaml).
 - a GPU's `gemm_efficiency` (`fp8_gemm_efficiency` for fp8 rows) from GEMM
   TFLOP/s: measured / (dense peak x the shape factor costs/compute.py applies
   to that GEMM), the median over rows; `memory_bw_efficiency` from streaming
@@ -45,6 +52,9 @@ FIT_MIN_BYTES = 64 * 2**20
 # 128 MiB to 4 GiB; the fixed-size rule alone fitted those climbing sizes with the flat ones.
 PLATEAU = 0.05
 EFFICIENCY_RANGE = (0.02, 1.0)
+RAMP_MIN_BYTES = 2**20           # below 1 MiB a call is latency-bound: the fill is not what sets it
+FILL_RANGE = (0.0, 64.0)         # loops of the NVLS pipeline
+JOINT_ROUNDS = 4
 BISECTIONS = 24
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
 # How nvidia-smi / rocm-smi names a GPU (as nccl-tests prints it) -> catalog GPU; most specific first.
@@ -123,37 +133,106 @@ def default_link(log: NcclTestsLog, design: NodeDesign, catalog: Catalog) -> str
 
 # ---------------------------------------------------------------- links
 
+def busbw_of(logs: list[NcclTestsLog], topologies: Callable[[Catalog], list[Topology]], algo: str = "auto"):
+    """busbw(catalog, rows): the busbw `scalesim collective` simulates for `rows` with that catalog."""
+    def busbw(catalog: Catalog, which) -> list[float]:
+        tops = dict(zip((log.file for log in logs), topologies(catalog)))
+        return [time_collective(tops[log.file], log.op, log.gpus, p.size_bytes, algo).busbw_GBps for log, p in which]
+    return busbw
+
+
+def with_field(catalog: Catalog, link: str, **fields) -> Catalog:
+    return catalog.with_spec(replace(catalog.link(link), **fields), "calibrate")
+
+
+def solve_field(busbw, catalog: Catalog, link: str, field: str, rows, bounds: tuple[float, float],
+                rising: bool) -> float | None:
+    """The value of `link`'s `field` at which the simulated busbw of `rows` matches them (geometric
+    mean of predicted / measured 1), by bisection; None when the busbw does not depend on it."""
+    def log_error(value: float) -> float:
+        got = busbw(with_field(catalog, link, **{field: value}), rows)
+        return statistics.fmean(math.log(b / p.busbw_GBps) for b, (_, p) in zip(got, rows))
+
+    low, high = bounds
+    at_low, at_high = log_error(low), log_error(high)
+    if abs(at_high - at_low) < 1e-3:
+        return None
+    if rising:
+        return high if at_high <= 0 else low if at_low >= 0 else _bisect(log_error, low, high)
+    return low if at_low <= 0 else high if at_high >= 0 else _bisect(lambda v: -log_error(v), low, high)
+
+
+def nvls_switch_link(topologies: list[Topology]) -> str | None:
+    """The catalog name of the NVSwitch (with in-network reduction) the logs' GPUs hang off, if any."""
+    for top in topologies:
+        for _, data in top.graph.nodes(data=True):
+            if data.get("kind") == "nvswitch" and getattr(data.get("link"), "in_network_reduction", False):
+                return data["link"].name
+    return None
+
+
+def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topologies, fit_rows, ramp):
+    """(catalog, efficiency, switch, rows): the NVLS switch's pipeline fill fitted on the climbing sizes
+    that run NVLS (`rows`), in turn with `link`'s efficiency on the plateau (JOINT_ROUNDS). switch is None
+    when nothing was fitted: no NVLS switch, no climbing size on NVLS, or a link whose efficiency cannot
+    hold the plateau once the fill slows it (the NVLink port under an NVLS run: calibrate the switch)."""
+    alone = with_field(catalog, link, efficiency=efficiency)
+    switch = nvls_switch_link(topologies(catalog)) if ramp else None
+    if switch is not None:          # the sizes NVLS runs at when it is at its fastest (no fill)
+        tops = dict(zip((log.file for log in logs), topologies(with_field(alone, switch, nvls_pipeline_fill=0.0))))
+        ramp = [(log, p) for log, p in ramp
+                if time_collective(tops[log.file], log.op, log.gpus, p.size_bytes).algo == "nvls"]
+    fitted, joint = alone, efficiency
+    for _ in range(JOINT_ROUNDS if switch and ramp else 0):
+        fill = solve_field(busbw, fitted, switch, "nvls_pipeline_fill", ramp, FILL_RANGE, False)
+        if fill is None:
+            break
+        fitted = with_field(fitted, switch, nvls_pipeline_fill=round(fill, 3))
+        joint = solve_field(busbw, fitted, link, "efficiency", fit_rows, EFFICIENCY_RANGE, True) or joint
+        fitted = with_field(fitted, link, efficiency=joint)
+    if fitted is alone or (joint in EFFICIENCY_RANGE and switch != link):
+        return alone, efficiency, None, []
+    return fitted, joint, switch, ramp
+
+
 def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog], list[Topology]],
-             catalog: Catalog) -> Fit:
-    """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes."""
+             catalog: Catalog) -> list[Fit]:
+    """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes;
+    on an NVSwitch that runs NVLS, also the switch's pipeline fill from the climbing sizes, in turn."""
     spec = catalog.link(link, key="--link")
     rows = [(log, p) for log in logs for p in log.points]
-    fit_rows = bandwidth_bound(logs)
-
-    def busbw(efficiency: float, which) -> list[float]:
-        trial = catalog.with_spec(replace(spec, efficiency=efficiency), "calibrate")
-        tops = dict(zip((log.file for log in logs), topologies(trial)))
-        return [time_collective(tops[log.file], log.op, log.gpus, p.size_bytes).busbw_GBps for log, p in which]
-
-    def log_error(efficiency: float) -> float:
-        return statistics.fmean(math.log(b / p.busbw_GBps) for b, (_, p) in zip(busbw(efficiency, fit_rows), fit_rows))
-
-    low, high = EFFICIENCY_RANGE
-    at_low, at_high = log_error(low), log_error(high)
-    if at_high - at_low < 1e-3:
+    fit_rows, ramp = bandwidth_bound(logs), ramp_rows(logs)
+    busbw = busbw_of(logs, topologies)
+    efficiency = solve_field(busbw, catalog, link, "efficiency", fit_rows, EFFICIENCY_RANGE, True)
+    if efficiency is None:
         raise InputError(f"the simulated bus bandwidth does not depend on '{link}' here (it is not on the "
                          f"collective's path, or another link or algorithm bounds it); calibrate the link the "
                          "run crossed, e.g. the NVSwitch for NVLS all-reduce", key="--link")
-    efficiency = high if at_high <= 0 else low if at_low >= 0 else _bisect(log_error, low, high)
-    before, after = busbw(spec.efficiency, rows), busbw(efficiency, rows)
-    checks = tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
-                         (log, p) in fit_rows) for (log, p), b, a in zip(rows, before, after))
-    note = (f"efficiency fitted by scalesim calibrate on {', '.join(sorted({log.file for log in logs}))}: "
-            f"nccl-tests busbw at sizes >= {_size(FIT_MIN_BYTES)} on the plateau "
-            f"(within {PLATEAU:.0%} of the highest busbw)")
+    fitted, efficiency, switch, ramp = _with_fill(busbw, catalog, link, efficiency, logs, topologies, fit_rows, ramp)
+    before, after = busbw(catalog, rows), busbw(fitted, rows)
+    sources = ", ".join(sorted({log.file for log in logs}))
+    note = (f"efficiency fitted by scalesim calibrate on {sources}: nccl-tests busbw at sizes >= "
+            f"{_size(FIT_MIN_BYTES)} on the plateau (within {PLATEAU:.0%} of the highest busbw)")
     if efficiency in EFFICIENCY_RANGE:
         note += f" (at the bound {efficiency}: the measurements lie outside what the link can explain)"
-    return Fit(link, "efficiency", spec.efficiency, efficiency, checks, note)
+
+    def checks(used) -> tuple[Check, ...]:
+        return tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
+                           (log, p) in used) for (log, p), b, a in zip(rows, before, after))
+
+    fits = [Fit(link, "efficiency", spec.efficiency, efficiency, checks(fit_rows), note)]
+    if switch:
+        fits.append(Fit(switch, "nvls_pipeline_fill", catalog.link(switch).nvls_pipeline_fill,
+                        fitted.link(switch).nvls_pipeline_fill, checks(ramp),
+                        f"nvls_pipeline_fill fitted by scalesim calibrate on {sources}: nccl-tests busbw at sizes "
+                        f">= {_size(RAMP_MIN_BYTES)} below the plateau, in turn with {link}'s efficiency"))
+    return fits
+
+
+def ramp_rows(logs: list[NcclTestsLog]) -> list[tuple[NcclTestsLog, BusbwPoint]]:
+    """The (log, point) rows a pipeline-fill fit uses: sizes >= RAMP_MIN_BYTES not in bandwidth_bound."""
+    flat = bandwidth_bound(logs)
+    return [(log, p) for log in logs for p in log.points if p.size_bytes >= RAMP_MIN_BYTES and (log, p) not in flat]
 
 
 def bandwidth_bound(logs: list[NcclTestsLog]) -> list[tuple[NcclTestsLog, BusbwPoint]]:
@@ -218,7 +297,7 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
         designs = [design_for_log(log, topology, catalog) for log in logs]
         name = link or default_link(logs[0], designs[0], catalog)
         network = name if catalog.link(name, key="--link").kind in NETWORK_KINDS else None
-        fits.append(fit_link(logs, name, lambda cat: [log_topology(lg, d, network, cat)
+        fits.extend(fit_link(logs, name, lambda cat: [log_topology(lg, d, network, cat)
                                                       for lg, d in zip(logs, designs)], catalog))
     if gemms or bandwidths:
         if gpu is None and not logs:

@@ -23,8 +23,10 @@ SMs. Channel counts, as NCCL logs them on real machines:
 - send/recv across servers: 2 (NCCL_NCHANNELS_PER_NET_PEER, nccl#1424);
   inside a server, the figure of its link.
 
-NCCL uses fewer channels for small messages (nccl#1216); not modelled, as
-small calls are short. Memory-bandwidth contention between NCCL and compute
+NCCL uses fewer channels for small messages (nccl#1216): rings and trees drop a
+channel while the message is below nChannels x threads x 64 B (Simple; 8 B for
+LL128), src/enqueue.cc getAlgoInfo @v2.18.5-1, i.e. below ~786 KiB for 24
+channels of 512 threads; not modelled, as such calls are short. NVLS keeps its 16. Memory-bandwidth contention between NCCL and compute
 (nccl#1428, nccl#1433) is not modelled either: this is the SM share alone, a
 lower bound on the slowdown overlap causes.
 """

@@ -10,13 +10,29 @@ higher bus bandwidth comes from (nccl#1031; nccl-tests#212).
 What the switch's reduction engines achieve is the NVSwitch catalog entry's
 `efficiency` (fitted on the published 8x H100 NVLS bus bandwidth); it caps
 each flow.
+
+Mid-size calls: NCCL's NVLS kernel is a pipeline. Each of its 16 channels
+(NCCL_NVLS_NCHANNELS, src/transport/nvls.cc) works in loops of nHeads chunks
+(one per GPU), through three warp groups handing chunks on through FIFOs:
+scatter (user buffer -> multicast buffer), reduce (multimem.ld_reduce +
+multimem.st) and gather (src/collectives/device/all_reduce.h, NCCL 2.18.5).
+A call therefore takes its bytes' time plus a fill of a few loop-times, and
+the loop grows with the message: chunkSize is 128 KiB from 1 GiB (8 GPUs), 64
+KiB below, 32 KiB below 64 MiB and 16 KiB below 8 MiB (src/enqueue.cc, the same
+in 2.18.5-2.21.5). `pipeline_fill_s` adds that fill as latency. Its depth in
+loops is the NVSwitch entry's `nvls_pipeline_fill`, fitted (scalesim calibrate's
+ramp fit) on one source, Azure's ND H100 v5 nccl-tests page; NCCL's own tuner
+has no such term (23 us + size / bandwidth), which is why NVLS all-reduces of
+1-128 MiB measured 13-38% below that model on Azure's H100 and H200 VMs while 1-8
+GiB match it. NVLSTree (several servers) keeps its own chunk rules and no fill.
 """
 
 from __future__ import annotations
 
-from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 import math
 
+from scalesim.collectives.kernels import NVLS_CHANNELS
+from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.collectives.protocol import base_latency_s, step_latency_s
 from scalesim.collectives.ring import flow, plugin_latency_s
 from scalesim.topology import Topology
@@ -46,6 +62,41 @@ def _switch_flows(topology: Topology, ranks: list[int], switch: str, per_port_by
     return flows
 
 
+NVLS_MAX_CHUNK_BYTES = 128 * 1024   # NCCL enqueue.cc maxChunkSize 131072 (NCCL_NVLS_CHUNKSIZE's default in 2.21+)
+# (message below factor x nChannels x nHeads x chunk, chunk above floor) -> chunk = floor, in this order.
+NVLS_CHUNK_STEPS = ((64, 65536), (8, 32768), (2, 16384))
+
+
+def nvls_chunk_bytes(size_bytes: float, heads: int, channels: int = NVLS_CHANNELS) -> int:
+    """The chunk NCCL's NVLS all-reduce uses for a message (src/enqueue.cc, 2.18.5-2.21.5).
+
+    >>> [nvls_chunk_bytes(s * 2**20, 8) // 1024 for s in (1, 16, 128, 1024)]
+    [16, 32, 64, 128]
+    """
+    chunk = NVLS_MAX_CHUNK_BYTES
+    for factor, floor in NVLS_CHUNK_STEPS:
+        if size_bytes < factor * channels * heads * chunk and chunk > floor:
+            chunk = floor
+    return chunk
+
+
+def pipeline_fill_s(size_bytes: float, heads: int, port_bytes_per_s: float, fill_loops: float) -> float:
+    """The NVLS kernel's pipeline fill: `fill_loops` loops of nChannels x nHeads x chunk bytes (or of
+    the message, when it is smaller than one loop and leaves channels idle), each moving (N+1)/N of
+    its bytes through every GPU port at `port_bytes_per_s`."""
+    if fill_loops <= 0 or port_bytes_per_s <= 0:
+        return 0.0
+    loop = min(size_bytes, NVLS_CHANNELS * heads * nvls_chunk_bytes(size_bytes, heads))
+    return fill_loops * loop * (heads + 1) / heads / port_bytes_per_s
+
+
+def _fill_s(topology: Topology, ranks: list[int], switch: str, size_bytes: float) -> float:
+    g = topology.graph
+    spec = g.nodes[switch]["link"]
+    port = min(g.edges[topology.node_of(r), switch]["link"].bw_bytes_per_s for r in ranks) * spec.efficiency
+    return pipeline_fill_s(size_bytes, len(ranks), port, spec.nvls_pipeline_fill)
+
+
 def nvls_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
               protocol: str = "simple") -> CollectivePlan:
     switch = nvls_switch(topology, ranks)
@@ -55,7 +106,8 @@ def nvls_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     if n <= 1 or size_bytes <= 0:
         return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, ())
     flows = _switch_flows(topology, list(ranks), switch, size_bytes * (n + 1) / n)
-    latency = base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
+    latency = (base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
+               + _fill_s(topology, list(ranks), switch, size_bytes))
     return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple")
 
 

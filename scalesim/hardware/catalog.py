@@ -207,8 +207,8 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
     if not isinstance(name, str) or not name:
         raise where.error(None, f"a link id must be a non-empty string, got {name!r}")
     read = _Reader(mapping, where, _LINK_FIELDS,
-                   optional=("source", "description", "in_network_reduction", "net_plugin_latency") if inline
-                   else ("in_network_reduction", "net_plugin_latency"))
+                   optional=("source", "description", "in_network_reduction", "net_plugin_latency", "nvls_pipeline_fill")
+                   if inline else ("in_network_reduction", "net_plugin_latency", "nvls_pipeline_fill"))
     kind = read("kind", _choice(LINK_KINDS))
     reduction = read("in_network_reduction", _bool, default=False)
     if reduction and kind != "nvswitch":
@@ -217,6 +217,9 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
     if plugin and kind not in NETWORK_LINK_KINDS:
         raise where.error("net_plugin_latency", f"only a network link ({', '.join(NETWORK_LINK_KINDS)}) "
                           f"goes through an NCCL net plugin, not a {kind} link")
+    fill = read("nvls_pipeline_fill", _non_negative, default=0.0)
+    if fill and not reduction:
+        raise where.error("nvls_pipeline_fill", "only an nvswitch with in_network_reduction runs NVLS")
     return LinkSpec(
         name=name,
         kind=kind,
@@ -227,6 +230,7 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
         source=read("source", _sources, default=("inline definition",)),
         in_network_reduction=reduction,
         net_plugin_latency_s=plugin,
+        nvls_pipeline_fill=fill,
     )
 
 
@@ -236,7 +240,7 @@ _GPU_FIELDS = ("full_name", "sms", "boost_clock_mhz", "fp8_gemm_efficiency", "ar
                "mig", "list_price_usd", "cloud_usd_per_gpu_hour", "gemm_efficiency",
                "memory_bw_efficiency", "training_clock_fraction", "source")
 _LINK_FIELDS = ("kind", "bandwidth", "latency", "efficiency", "description", "source",
-                "in_network_reduction", "net_plugin_latency")
+                "in_network_reduction", "net_plugin_latency", "nvls_pipeline_fill")
 
 
 class _Reader:

@@ -101,6 +101,9 @@ class LinkSpec:
     # reports to NCCL (ncclNetProperties_t.latency), which NCCL 2.18+ adds to every inter-node step of
     # its latency model (collectives/protocol.py). NCCL's built-in IB/RoCE and socket transports report 0.
     net_plugin_latency_s: float = 0.0
+    # NVSwitch with NVLS: the NVLS kernel's pipeline fill, in loops of nChannels x nHeads x chunkSize bytes
+    # (scalesim/collectives/nvls.py pipeline_fill_s); 0 for every other link.
+    nvls_pipeline_fill: float = 0.0
 
     @property
     def effective_bw_bytes_per_s(self) -> float:

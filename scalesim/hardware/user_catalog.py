@@ -56,7 +56,8 @@ _GPU_FIELDS = {"full_name": "full_name", "arch": "arch", "fp32": "fp32_flop_per_
                "training_clock_fraction": "training_clock_fraction"}
 _LINK_FIELDS = {"kind": "kind", "bandwidth": "bw_bytes_per_s", "latency": "latency_s",
                 "efficiency": "efficiency", "description": "description",
-                "in_network_reduction": "in_network_reduction", "net_plugin_latency": "net_plugin_latency_s"}
+                "in_network_reduction": "in_network_reduction", "net_plugin_latency": "net_plugin_latency_s",
+                "nvls_pipeline_fill": "nvls_pipeline_fill"}
 _EXTRA_KEYS = ("base", "name", "memory_gb")
 BASE_HINT = " or a mapping with base: NAME"
 

@@ -167,3 +167,23 @@ def test_the_collective_follows_from_nccl_tests_own_busbw_definitions(redop, roo
     row = ["1073741824", "268435456", "float", redop, str(root), "100", str(algbw), str(busbw), "0",
            "100", str(algbw), str(busbw), "0"]
     assert infer_op(row, HEADER, ranks) == op
+
+
+def test_calibrating_the_nvls_switch_fits_its_pipeline_fill_on_the_climbing_sizes(tmp_path):
+    """The real 8x H100 capture climbs 383 -> 432 GB/s from 128 to 512 MiB before its 465-474 GB/s plateau:
+    the switch's efficiency takes the plateau, its nvls_pipeline_fill the climb (collectives/nvls.py)."""
+    out = tmp_path / "mine"
+    fits = calibrate([REAL_H100], out=out, link="nvswitch-gen3")
+    assert [(f.entry, f.field) for f in fits] == [("nvswitch-gen3", "efficiency"), ("nvswitch-gen3", "nvls_pipeline_fill")]
+    ramp = [c for c in fits[1].checks if c.fitted]
+    assert [c.what for c in ramp] == [f"all_reduce 8 GPUs {s} MiB" for s in (128, 256, 512)]
+    assert sum(abs(c.after / c.measured - 1) for c in ramp) < sum(abs(c.before / c.measured - 1) for c in ramp)
+    entry = load_catalog([out]).link("nvswitch-gen3")
+    assert entry.nvls_pipeline_fill == fits[1].after and entry.efficiency == fits[0].after
+    log = parse_nccl_tests(REAL_H100.read_text(), str(REAL_H100))
+    rows = json.loads(invoke("collective", "--topology", "dgx-h100", "--sizes",
+                             ",".join(str(int(p.size_bytes)) for p in log.points), "--catalog", out, "--json").output)
+    # Every captured size within 6%: 128 MiB stays at -5.3% (see the report: the capture's deficit grows from
+    # 128 to 512 MiB at one chunk size, which a fill, fixed per chunk size, cannot follow).
+    for row, point in zip(rows, log.points, strict=True):
+        assert row["busbw_GBps"] == pytest.approx(point.busbw_GBps, rel=0.06)

@@ -42,7 +42,8 @@ def test_validate_reports_the_out_of_sample_figure_beside_the_in_sample_one():
     summary = report["summary"]
     assert {"loso_median_abs_error", "loso_max_abs_error"} <= set(summary)
     refit = [c for c in report["cases"] if c["loso_error"] != c["error"]]
-    assert refit and all(c["fitted_on"] or c["id"].startswith("nccl-a100") for c in refit)
+    # (and the other cases of a fitted source: the Azure pages share the NVLS pipeline fill's source)
+    assert refit and all(c["fitted_on"] or c["id"].startswith(("nccl-a100", "azure-nd-")) for c in refit)
     # A case fitted on is predicted worse out of sample than in it (that is what a fit does).
     assert all(abs(c["loso_error"]) >= abs(c["error"]) for c in refit if c["fitted_on"])
 
