@@ -106,9 +106,10 @@ def nvls_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     if n <= 1 or size_bytes <= 0:
         return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, ())
     flows = _switch_flows(topology, list(ranks), switch, size_bytes * (n + 1) / n)
-    latency = (base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
-               + _fill_s(topology, list(ranks), switch, size_bytes))
-    return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple")
+    fill_s = _fill_s(topology, list(ranks), switch, size_bytes)
+    latency = base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple") + fill_s
+    return CollectivePlan(op, "nvls", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), "simple",
+                          tuner_unseen_latency_s=fill_s)
 
 
 def nvls_tree_servers(topology: Topology, ranks: tuple[int, ...]) -> list[tuple[list[int], str]] | None:

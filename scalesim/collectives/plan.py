@@ -48,6 +48,9 @@ class CollectivePlan:
     size_bytes: float           # nccl-tests' "size": the per-rank buffer
     phases: tuple[Phase, ...]
     protocol: str = "simple"    # NCCL protocol: ll | ll128 | simple
+    # Part of the phases' latency NCCL's tuner does not predict (NVLS's pipeline fill): `auto`
+    # chooses as NCCL does, without it, and the call is then timed with it.
+    tuner_unseen_latency_s: float = 0.0
 
     @property
     def bytes_sent(self) -> float:

@@ -4,7 +4,9 @@ NCCL predicts, for every algorithm and protocol it may use, time = latency +
 size / bandwidth, and runs the fastest (ncclTopoGetAlgoTime). `auto` does the
 same with our own prediction: each candidate plan is timed alone on the
 topology with the fluid model (`estimate.plan_time_s`), so the choice sees the
-real paths (host staging, NICs, switch uplinks). Candidates:
+real paths (host staging, NICs, switch uplinks). What NCCL's tuner does not
+predict (NVLS's pipeline fill, `CollectivePlan.tuner_unseen_latency_s`) is left
+out of the choice, as NCCL leaves it out, and kept in the call's time. Candidates:
 
 - all_reduce: ring, tree, NVLS (one server on an NVSwitch with in-network
   reduction), NVLSTree (several such servers) -- NCCL's own set;
@@ -102,7 +104,8 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
         timed = []
         for a, p in candidates:
             plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
-            timed.append((plan_time_s(plan, topology.capacity_bytes_per_s), len(timed), plan))
+            tuner_time_s = plan_time_s(plan, topology.capacity_bytes_per_s) - plan.tuner_unseen_latency_s
+            timed.append((tuner_time_s, len(timed), plan))
         best = min(timed)[2]
     if memo is not None:
         memo[key] = best

@@ -67,3 +67,14 @@ def test_only_an_nvls_switch_takes_a_pipeline_fill():
     assert catalog.resolve_link({"base": "nvswitch-gen3", "nvls_pipeline_fill": 3}).nvls_pipeline_fill == 3
     with pytest.raises(InputError, match="nvls_pipeline_fill"):
         catalog.resolve_link({"base": "nvlink4", "nvls_pipeline_fill": 3})
+
+
+def test_auto_chooses_as_nccls_tuner_which_does_not_see_the_fill():
+    # NCCL's tuner times NVLS as latency + size / bandwidth (src/graph/tuning.cc), without the fill, so the
+    # fill may slow an NVLS call but never changes which algorithm and protocol `auto` picks.
+    shipped, unfilled = h100(), h100(0.0)
+    for size in (2**k for k in range(20, 31)):
+        with_fill = plan_collective("all_reduce", shipped, tuple(range(8)), size)
+        without = plan_collective("all_reduce", unfilled, tuple(range(8)), size)
+        assert (with_fill.algo, with_fill.protocol) == (without.algo, without.protocol)
+        assert plan_time_s(with_fill, shipped.capacity_bytes_per_s) >= plan_time_s(without, unfilled.capacity_bytes_per_s)
