@@ -12,7 +12,7 @@ import networkx as nx
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
-from scalesim.topology.design import NodeDesign
+from scalesim.topology.design import NodeDesign, host_cpu
 
 
 def node_gpu(design: NodeDesign, catalog: Catalog | None = None) -> GpuSpec:
@@ -77,9 +77,12 @@ def _add_pcie(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str):
         g.add_edge(f"{p}sw{k}", f"{p}cpu{socket}", link=uplink, duplex=True)
 
     p2p = gpu.pcie_p2p if design.p2p is None else design.p2p
+    # NCCL's default P2P level: through the CPUs (PATH_SYS) on AMD, only below a PCIe switch
+    # (PATH_PXB) on Intel and ARM (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p, since 2.9.6)
+    via_cpu = host_cpu(design.host) == "amd"
     for i in range(design.gpus):
         socket = i * sockets // design.gpus
-        g.add_node(f"{p}gpu{i}", kind="gpu", socket=socket, index=i, spec=gpu, p2p=p2p)
+        g.add_node(f"{p}gpu{i}", kind="gpu", socket=socket, index=i, spec=gpu, p2p=p2p, p2p_via_cpu=via_cpu)
         parent = f"{p}sw{i * switches // design.gpus}" if switches else f"{p}cpu{socket}"
         g.add_edge(f"{p}gpu{i}", parent, link=slot, duplex=True)
     return slot

@@ -31,6 +31,10 @@ class HostDesign(Strict):
     sockets: pydantic.PositiveInt = 1
     socket_link: Part = "upi"             # catalog link between CPU sockets
     memory: Part = "ddr5-4800-8ch"        # catalog memory per socket (host-staged copies pass here)
+    # CPU vendor, which decides where NCCL allows PCIe peer-to-peer: only below a PCIe switch on Intel
+    # and ARM hosts, through the CPUs too on AMD (NVIDIA/nccl src/graph/paths.cc, ncclTopoCheckP2p)
+    # [inferred from socket_link: upi* intel, infinity-fabric* amd; see `host_cpu`]
+    cpu: Literal["intel", "amd", "arm"] | None = None
     # CPU time to issue one eager PyTorch op on this host's CPU, microseconds [the published
     # measurement in scalesim/costs/host.py]; a faster CPU issues kernels sooner.
     dispatch_us_per_op: pydantic.PositiveFloat | None = None
@@ -80,6 +84,15 @@ class NodeDesign(Strict):
             raise ValueError(f"gpus ({self.gpus}) must divide evenly over host.sockets ({self.host.sockets})")
         check_limits(self, NODE_LIMITS)
         return self
+
+
+def host_cpu(host: HostDesign) -> str:
+    """The host CPU's vendor: `host.cpu` as written, else what its socket link says (AMD's Infinity
+    Fabric / xGMI, else Intel's UPI, the default socket link)."""
+    if host.cpu is not None:
+        return host.cpu
+    link = host.socket_link if isinstance(host.socket_link, str) else str(host.socket_link.get("base", ""))
+    return "amd" if link.startswith("infinity-fabric") else "intel"
 
 
 def builtin_topology_dir() -> Path:

@@ -97,8 +97,9 @@ class Topology:
         """Graph nodes a GPU-to-GPU copy passes, in order.
 
         Within a server: NVLink (bridge or NVSwitch) when both GPUs are on
-        it; else PCIe peer-to-peer through the nearest common switch or root
-        complex when the node allows P2P; else staged through the sender
+        it; else PCIe peer-to-peer through the nearest common switch, or root
+        complex on AMD hosts (NCCL's default P2P level), when the node allows
+        P2P; else staged through the sender
         socket's host memory (device-to-host, then host-to-device), as NCCL's
         SHM transport does on GeForce cards. Between servers: to the GPU's
         nearest NIC (GPUDirect RDMA when the GPU allows P2P, else through host
@@ -156,12 +157,16 @@ class Topology:
         return tuple(prefix + n for n in self._local_paths[key])
 
     def _template_path(self, a: str, b: str) -> tuple[str, ...]:
-        """Peer-to-peer through the PCIe tree, or staged through the sending socket's host memory."""
+        """Peer-to-peer through the PCIe tree, or staged through the sending socket's host memory:
+        between GPUs, P2P only where NCCL's default allows it (on Intel and ARM hosts not through a CPU)."""
         g = self.graph
         gpu = a if g.nodes[a]["kind"] == "gpu" else b
         other = b if gpu == a else a
         if self._p2p(gpu) and (g.nodes[other]["kind"] == "nic" or self._p2p(other)):
-            return tuple(nx.shortest_path(self._pcie, a, b))
+            direct = tuple(nx.shortest_path(self._pcie, a, b))
+            if g.nodes[other]["kind"] == "nic" or g.nodes[gpu].get("p2p_via_cpu", True) or \
+                    not any(g.nodes[n]["kind"] == "cpu" for n in direct):
+                return direct
         mem = self._memory[(g.nodes[a]["server"], g.nodes[a]["socket"])]
         cpu = next(n for n in g.neighbors(mem) if g.nodes[n]["kind"] == "cpu")
         up = nx.shortest_path(self._pcie, a, cpu)

@@ -45,6 +45,28 @@ def test_turning_p2p_on_for_the_4090_avoids_host_memory():
     assert "host_memory" not in kinds(t, t.path(0, 1))
 
 
+def _root_port_pair(cpu: str, switches: int = 0):
+    return load_node_design({"name": "pair", "gpu": "h100-pcie", "gpus": 2, "host": {"sockets": 1, "cpu": cpu},
+                             "pcie": {"switches": switches}})
+
+
+def test_nccl_uses_p2p_through_the_cpu_only_on_amd_hosts():
+    # NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p: P2P up to PATH_SYS by default, PATH_PXB
+    # (a common PCIe switch) on Intel and ARM CPUs; elsewhere NCCL's SHM transport stages in host memory.
+    intel, amd = build_cluster(_root_port_pair("intel")), build_cluster(_root_port_pair("amd"))
+    assert kinds(intel, intel.path(0, 1)) == ["gpu", "cpu", "host_memory", "cpu", "gpu"]
+    assert kinds(amd, amd.path(0, 1)) == ["gpu", "cpu", "gpu"]
+    below_switch = build_cluster(_root_port_pair("intel", switches=1))
+    assert kinds(below_switch, below_switch.path(0, 1)) == ["gpu", "pcie_switch", "gpu"]
+
+
+def test_the_cpu_vendor_follows_the_socket_link_unless_given():
+    from scalesim.topology.design import host_cpu
+    assert host_cpu(load_node_design("a100-pcie-8").host) == "amd"      # infinity-fabric
+    assert host_cpu(load_node_design("dgx-h100").host) == "intel"       # upi
+    assert host_cpu(_root_port_pair("arm").host) == "arm"
+
+
 def test_sxm_gpus_talk_over_the_nvswitch():
     t = build_cluster(load_node_design("dgx-h100"))
     assert kinds(t, t.path(2, 5)) == ["gpu", "nvswitch", "gpu"]
