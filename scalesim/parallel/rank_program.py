@@ -9,16 +9,14 @@ described in builder.py's module docstring.
 from __future__ import annotations
 
 from scalesim.costs.accumulation import grad_accumulation_time_s
-from scalesim.costs.coalesced import (all_gather_copy_host_s, param_tensor_shares, param_tensors,
-                                      reduce_scatter_hook_host_s)
-from scalesim.costs.compute import KERNEL_OVERHEAD_S, optimizer_time_s, streaming_bw_bytes_per_s
+from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
-from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.program import COMM_STREAM, ComputeTask
+from scalesim.program import ComputeTask
 
 PASS_SECONDS = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}
 
@@ -201,7 +199,7 @@ class RankProgram:
         if g < plan.chunks - 1:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
-        pending = self._buckets(work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
+        pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
         for position, w in enumerate(reversed(work)):
             dep = self._layer_backward(w, dep)
             self._reduce_layer(w, dep, final)
@@ -269,59 +267,14 @@ class RankProgram:
                                              self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),
                                              self.expert_span))
 
-    def _buckets(self, work) -> list[tuple[float, int, int]]:
-        """The chunk's DDP buckets in backward order: (reduced bytes, position of the layer that fills
-        it, calls). Under nanotron's fp32 accumulation hook (grad_accumulation fp32-add) buckets hold
-        whole parameter tensors (ddp.tensor_buckets), sized by their bf16 gradients: torch DDP sizes
-        buckets by the parameters' own gradients (reducer.cpp compute_bucket_assignment_by_size,
-        numel * element_size) while the hook reduces the fp32 buffers (optim/gradient_accumulator.py
-        get_fp32_accum_hook, @67c5ebb6), so a 25 MiB bucket is reduced as 50 MiB. Without ZeRO the hook
-        calls torch's all_reduce_coalesced, which ProcessGroupNCCL runs as one ncclAllReduce per tensor
-        inside an NCCL group (ProcessGroupNCCL.cpp allreduce_coalesced -> collectiveCoalesced): a call
-        per tensor, each with its own latency; with ZeRO-1 one reduce-scatter per bucket."""
-        plan, b = self.plan, self.b
-        grads = [(b._trained(w.layer) - b._expert_trained(w.layer)) * b.grad_bytes_per_param for w in reversed(work)]
-        if plan.grad_accumulation != "fp32-add":
-            return [(size, position, 1) for size, position in ddp_buckets(grads, plan.bucket_bytes)]
-        tensors = [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
-                   for w, size in zip(reversed(work), grads)]
-        cap = plan.bucket_bytes * b.grad_bytes_per_param / b.weight_bytes_per_param
-        return [(size, position, count if plan.zero == 0 else 1)
-                for size, position, count in tensor_buckets(tensors, cap)]
-
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = self._slices_flattened(size, dep)
+        dep = slices_flattened(self, size, dep)
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))
-
-    def _slices_flattened(self, size: float, dep: int | None) -> int | None:
-        """nanotron's hook flattens the bucket's per-rank slices and torch copies them into NCCL's flat
-        input before the reduce-scatter (costs/coalesced.py): CPU time on the backward's thread, `dp`
-        small copies of the whole bucket on the communication stream."""
-        plan, b = self.plan, self.b
-        dp = len(self.grad_group)
-        if not plan.zero1_over_ddp or dp <= 1:
-            return dep
-        seconds = dp * KERNEL_OVERHEAD_S + 2 * size / streaming_bw_bytes_per_s(b.gpu)
-        self.list.append(ComputeTask("bucket slices flattened", "other", seconds * plan.slowest_gpu_factor,
-                                     deps=() if dep is None else (dep,), stream=COMM_STREAM,
-                                     host_s=reduce_scatter_hook_host_s(dp, plan.host_dispatch_s)))
-        return len(self.list) - 1
-
-    def _gathered_copied(self, works, params: float, dep: int | None) -> None:
-        """nanotron's ZeRO-1 all-gather flattens the output slices and copies every gathered slice back
-        into its parameter from Python (costs/coalesced.py): host-bound, `dp` x tensors launches."""
-        plan, b = self.plan, self.b
-        dp = len(self.grad_group)
-        if not plan.zero1_over_ddp or dp <= 1:
-            return
-        tensors = sum(param_tensors(w.layer) for w in works)
-        seconds = KERNEL_OVERHEAD_S + 4 * params * b.weight_bytes_per_param / streaming_bw_bytes_per_s(b.gpu)
-        self.compute("zero-1 gathered slices copied", "other", seconds, 0.0, (dep,),
-                     host_s=all_gather_copy_host_s(dp, tensors, plan.host_dispatch_s))
+        shard_copied(self, size, self.reductions[-1])
 
     def _tied_reduce(self, deps: tuple[int, ...]) -> int | None:
         """The tied word embeddings' gradient summed between the first and the last pipeline stage
@@ -365,6 +318,6 @@ class RankProgram:
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
             gathered = self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param,
                                  "comm", (opt,), ("dp", "cp"))
-            self._gathered_copied(local_works, params_local, gathered)
+            gathered_copied(self, local_works, params_local, gathered)
             self.call("zero_experts", "all_gather", self.edp_group, experts_local * b.weight_bytes_per_param,
                       "comm", (opt,), ("dp", "cp"))

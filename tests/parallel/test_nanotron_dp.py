@@ -80,3 +80,11 @@ def test_the_slice_copies_never_make_a_step_faster():
     with_copies = simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(zero=1))).end_s
     without = simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(zero=1, copies=False))).end_s
     assert with_copies > without
+
+
+def test_zero1_backward_after_a_bucket_waits_for_its_reduce_scatter():
+    # one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1): the .then() copy's wait holds the compute stream
+    tasks = rank0(plan(zero=1))
+    calls = {i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name == "grad reduce_scatter"}
+    copies = [t for t in tasks if isinstance(t, ComputeTask) and t.name == "reduce-scatter shard copied"]
+    assert len(copies) == len(calls) and all(t.stream == "compute" and set(t.deps) <= calls for t in copies)
