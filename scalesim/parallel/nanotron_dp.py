@@ -71,8 +71,10 @@ def shard_copied(rp, size: float, call: int | None) -> None:
     the callback at once on a pool stream made to wait for the call's CUDA event (ATen ivalue
     Future::invokeCallback, synchronizeWithCurrentStreams), and copies the shard into the
     parameters' slices there. Its benchmark runs set CUDA_DEVICE_MAX_CONNECTIONS=1 (run_multinode.sh
-    @67c5ebb6): every stream shares one hardware queue, so that wait holds back the backward kernels
-    issued after it until the reduce-scatter ends; modelled as the copy on the compute stream."""
+    @67c5ebb6): every stream shares one hardware work queue (CUDA C++ Programming Guide, "CUDA
+    environment variables"; "essentially having a single stream", NVIDIA/Megatron-LM issue #533), so
+    that wait holds back the backward kernels issued after it until the reduce-scatter ends (an
+    inference from those two sources, not a measurement); modelled as the copy on the compute stream."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
     if not plan.zero1_over_ddp or dp <= 1 or call is None:
