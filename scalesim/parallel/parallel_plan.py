@@ -43,7 +43,9 @@ class ParallelPlan:
     moe_dispatcher: str = "alltoall"    # token dispatcher: alltoall | flex (parallel/experts.py)
     # DDP's gradient_as_bucket_view: gradients live in the reduction buckets, not beside them (costs/memory.py)
     gradient_as_bucket_view: bool = False
-    zero1_over_ddp: bool = False    # ZeRO-1 inside torch DDP: its 16-bit buckets stay (costs/memory.py)
+    # ZeRO-1 inside torch DDP (nanotron): its 16-bit buckets stay (costs/memory.py); its per-rank-slice
+    # collectives cost host time and hold the backward (parallel/nanotron_dp.py)
+    zero1_over_ddp: bool = False
     grad_accumulation: str = "fused"  # fp32-add: a pass per micro-batch (costs/accumulation.py)
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
     pipeline_balance: str = "layers"  # nanotron: its compute-cost stage placement (parallel/cost_balance.py)

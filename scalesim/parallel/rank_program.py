@@ -12,8 +12,8 @@ from scalesim.costs.accumulation import grad_accumulation_time_s
 from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
-from scalesim.parallel.ddp import ddp_buckets
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.program import ComputeTask
@@ -199,16 +199,15 @@ class RankProgram:
         if g < plan.chunks - 1:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
-        grads = [(b._trained(w.layer) - b._expert_trained(w.layer)) * b.grad_bytes_per_param for w in reversed(work)]
-        pending = (ddp_buckets(grads, plan.bucket_bytes)
-                   if final and plan.zero < 3 and len(self.grad_group) > 1 else [])
+        pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
         for position, w in enumerate(reversed(work)):
             dep = self._layer_backward(w, dep)
             self._reduce_layer(w, dep, final)
             while plan.overlap_grad_reduce and pending and pending[0][1] == position:
-                self._reduce_bucket(pending.pop(0)[0], dep)
-        for size, _ in pending:
-            self._reduce_bucket(size, dep)
+                size, _, calls = pending.pop(0)
+                self._reduce_bucket(size, dep, calls)
+        for size, _, calls in pending:
+            self._reduce_bucket(size, dep, calls)
         self._accumulate(work, dep)
         if g > 0:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
@@ -268,9 +267,14 @@ class RankProgram:
                                              self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),
                                              self.expert_span))
 
-    def _reduce_bucket(self, size: float, dep: int | None) -> None:
+    def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
+        """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        self.reductions.append(self.call("grad", op, self.grad_group, size, "comm", (dep,), ("dp", "cp")))
+        dep = slices_flattened(self, size, dep)
+        for _ in range(calls):
+            self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
+                                             ("dp", "cp")))
+        shard_copied(self, size, self.reductions[-1])
 
     def _tied_reduce(self, deps: tuple[int, ...]) -> int | None:
         """The tied word embeddings' gradient summed between the first and the last pipeline stage
@@ -312,7 +316,8 @@ class RankProgram:
                                host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
                                host_sync=plan.host_dispatch_s > 0)
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
-            self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param, "comm",
-                      (opt,), ("dp", "cp"))
+            gathered = self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param,
+                                 "comm", (opt,), ("dp", "cp"))
+            gathered_copied(self, local_works, params_local, gathered)
             self.call("zero_experts", "all_gather", self.edp_group, experts_local * b.weight_bytes_per_param,
                       "comm", (opt,), ("dp", "cp"))

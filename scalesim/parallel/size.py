@@ -17,6 +17,7 @@ checks both on shipped and validation plans).
 
 from __future__ import annotations
 
+from scalesim.costs.coalesced import param_tensors
 from scalesim.costs.finetune import trainable_params
 from scalesim.errors import InputError
 from scalesim.limits import NETWORK_SECONDS_PER_GPU, TASKS_PER_SECOND, estimated_tasks
@@ -75,7 +76,10 @@ def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
         return 0.0
     dense = sum((layer.params if plan.finetune is None else trainable_params(layer, plan.finetune))
                 - (layer.expert_params if plan.finetune is None else 0) for layer in layers)
-    return dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
+    buckets = dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
+    if plan.grad_accumulation == "fp32-add" and plan.zero == 0:      # nanotron: an all-reduce per tensor
+        buckets = max(buckets, float(sum(param_tensors(layer) for layer in layers)))
+    return buckets * (3 if plan.zero1_over_ddp else 1)   # nanotron ZeRO-1: flatten, call, shard copy
 
 
 def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:

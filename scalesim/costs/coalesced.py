@@ -1,0 +1,113 @@
+"""Host work of nanotron's ZeRO-1 data-parallel collectives, which move parameters as per-rank slices.
+
+nanotron runs ZeRO-1 inside torch DDP (`parallel.zero1_over_ddp`) and splits every parameter
+tensor into one slice per data-parallel rank (optim/zero.py `_partition_parameters`). Its two
+data-parallel collectives work on lists of those slices (src/nanotron/distributed.py, @67c5ebb6,
+the commit its benchmark sweep ran, torch 2.1 / cu121 per its run_multinode.sh):
+
+- gradients: the fp32 accumulation hook (optim/gradient_accumulator.py `get_fp32_accum_hook`) runs
+  once per DDP bucket on the backward's thread and calls `reduce_scatter_coalesced`, which flattens
+  the bucket's slices once per rank (`_flatten_dense_tensors`, a Python call each) and hands the
+  `dp` flat tensors to `dist.reduce_scatter`; torch's ProcessGroupNCCL copies each listed input into
+  one flat buffer on NCCL's stream before the call (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+  reduce_scatter, "Copy the input tensors to the flattened inputs": `dp` C++-issued copies).
+- parameters: after the update, `_all_gather_params` calls `all_gather_coalesced`: `dp` flattens of
+  the output slices, one all-gather into `dp` listed outputs (ProcessGroupNCCL copies the flat result
+  into each: `dp` C++ copies), then `update_output` copies every gathered slice back into its
+  parameter from a Python loop: `dp` x (parameter tensors) `copy_` calls.
+
+Each Python-issued op costs the host's dispatch time (costs/host.py, DISPATCH_S_PER_OP, a measured
+figure); each C++-issued copy the fraction of it autograd's launches cost there
+(BACKWARD_DISPATCH_FRACTION, an estimate). Building the slices (Python indexing, `torch.split`,
+`_unflatten_dense_tensors`' views) launches nothing and is left out, so the figures are a floor.
+Pure functions.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.host import BACKWARD_DISPATCH_FRACTION
+from scalesim.models.spec import LayerSpec
+
+# Parameter tensors of nanotron's Llama layers (src/nanotron/models/llama.py @67c5ebb6): a decoder
+# layer holds input_layernorm, attn.qkv_proj, attn.o_proj, post_attention_layernorm,
+# mlp.gate_up_proj and mlp.down_proj weights (merged QKV and gate/up, no biases); the embedding,
+# the final norm and an untied lm_head one each.
+NANOTRON_TENSORS = {"transformer_block": 6, "embedding": 1, "norm": 1, "head": 1}
+
+
+MERGED_GEMMS = ("mlp_gate", "mlp_up")     # nanotron's one gate_up_proj tensor
+
+
+def param_tensors(layer: LayerSpec) -> int:
+    """Parameter tensors a layer holds as nanotron builds it (a tied head holds none).
+
+    >>> param_tensors(LayerSpec("b", "transformer_block", 10, (), 0.0)), param_tensors(LayerSpec("h", "head", 0, (), 0.0))
+    (6, 0)
+    """
+    return len(param_tensor_shares(layer))
+
+
+def param_tensor_shares(layer: LayerSpec) -> tuple[float, ...]:
+    """Each parameter tensor's share of the layer's parameters, in forward order: a GEMM's weight is
+    n x k of its (m, n, k), nanotron's gate and up projections one tensor, the norms share what is
+    left; kinds without such ops split their parameters evenly over NANOTRON_TENSORS (or one).
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> ops = (OpSpec("norm_attn", "norm", 0, 0), OpSpec("qkv", "gemm", 0, 0, (1, 6, 2)),
+    ...        OpSpec("mlp_gate", "gemm", 0, 0, (1, 4, 2)), OpSpec("mlp_up", "gemm", 0, 0, (1, 4, 2)))
+    >>> [round(share * 30, 6) for share in param_tensor_shares(LayerSpec("b", "transformer_block", 30, ops, 0.0))]
+    [2.0, 12.0, 16.0]
+    """
+    if layer.params <= 0:
+        return ()
+    sizes: list[float] = []
+    norms: list[int] = []
+    previous = ""
+    for op in layer.ops:
+        if op.kind == "gemm" and op.gemm_mnk is not None:
+            weight = float(op.gemm_mnk[1] * op.gemm_mnk[2] * op.groups)
+            if op.name == MERGED_GEMMS[1] and sizes and previous == MERGED_GEMMS[0]:
+                sizes[-1] += weight
+            else:
+                sizes.append(weight)
+            previous = op.name
+        elif op.kind == "norm":
+            norms.append(len(sizes))
+            sizes.append(0.0)
+            previous = op.name
+    left = max(layer.params - sum(sizes), 0.0)
+    if not sizes or (not norms and left > 0.01 * layer.params):
+        count = NANOTRON_TENSORS.get(layer.kind, 1)
+        return (1.0 / count,) * count
+    for index in norms:
+        sizes[index] = left / len(norms)
+    return tuple(size / layer.params for size in sizes)
+
+
+def reduce_scatter_hook_host_s(dp: int, dispatch_s: float) -> float:
+    """CPU time the fp32 accumulation hook spends on one bucket before its reduce-scatter is issued:
+    `dp` Python flattens, then `dp` C++ copies into NCCL's flat input.
+
+    >>> reduce_scatter_hook_host_s(128, 13e-6) == 2 * reduce_scatter_hook_host_s(64, 13e-6)
+    True
+    >>> reduce_scatter_hook_host_s(1, 13e-6)
+    0.0
+    """
+    if dp <= 1:
+        return 0.0
+    return dp * dispatch_s * (1.0 + BACKWARD_DISPATCH_FRACTION)
+
+
+def all_gather_copy_host_s(dp: int, tensors: int, dispatch_s: float) -> float:
+    """CPU time of the ZeRO-1 parameter all-gather's flattens and copies on one rank holding
+    `tensors` parameter tensors: `dp` Python flattens, `dp` C++ copies out of the flat result and
+    `dp * tensors` Python `copy_` calls.
+
+    >>> all_gather_copy_host_s(128, 170, 13e-6) > all_gather_copy_host_s(64, 170, 13e-6) > 0
+    True
+    >>> all_gather_copy_host_s(1, 170, 13e-6)
+    0.0
+    """
+    if dp <= 1:
+        return 0.0
+    return dp * dispatch_s * (1.0 + BACKWARD_DISPATCH_FRACTION + tensors)

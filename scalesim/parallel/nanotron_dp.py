@@ -1,0 +1,83 @@
+"""nanotron's data-parallel gradient path, as a RankProgram (rank_program.py) plays it.
+
+nanotron (@67c5ebb6, the commit its benchmark sweep ran; torch 2.1 per its run_multinode.sh) wraps
+the model in torch DDP and registers its fp32 accumulation hook (helpers.py init_optimizer_and_grad_accumulator,
+optim/gradient_accumulator.py get_fp32_accum_hook): DDP forms the buckets, the hook reduces the fp32
+buffers, all-reducing each tensor without ZeRO and reduce-scattering per-rank slices with ZeRO-1
+(`parallel.zero1_over_ddp`), whose parameter all-gather copies the slices back one by one. The host
+figures are in scalesim/costs/coalesced.py. Each function takes the RankProgram it adds tasks to.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.coalesced import (all_gather_copy_host_s, param_tensor_shares, param_tensors,
+                                      reduce_scatter_hook_host_s)
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
+from scalesim.program import COMM_STREAM, ComputeTask
+
+
+def buckets(rp, work) -> list[tuple[float, int, int]]:
+    """The chunk's DDP buckets in backward order: (reduced bytes, position of the layer that fills
+    it, calls). Under nanotron's fp32 accumulation hook (grad_accumulation fp32-add) buckets hold
+    whole parameter tensors (ddp.tensor_buckets), sized by their bf16 gradients: torch DDP sizes
+    buckets by the parameters' own gradients (reducer.cpp compute_bucket_assignment_by_size,
+    numel * element_size) while the hook reduces the fp32 buffers (optim/gradient_accumulator.py
+    get_fp32_accum_hook, @67c5ebb6), so a 25 MiB bucket is reduced as 50 MiB. Without ZeRO the hook
+    calls torch's all_reduce_coalesced, which ProcessGroupNCCL runs as one ncclAllReduce per tensor
+    inside an NCCL group (ProcessGroupNCCL.cpp allreduce_coalesced -> collectiveCoalesced): a call
+    per tensor, each with its own latency; with ZeRO-1 one reduce-scatter per bucket."""
+    plan, b = rp.plan, rp.b
+    grads = [(b._trained(w.layer) - b._expert_trained(w.layer)) * b.grad_bytes_per_param for w in reversed(work)]
+    if plan.grad_accumulation != "fp32-add":
+        return [(size, position, 1) for size, position in ddp_buckets(grads, plan.bucket_bytes)]
+    tensors = [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
+               for w, size in zip(reversed(work), grads)]
+    cap = plan.bucket_bytes * b.grad_bytes_per_param / b.weight_bytes_per_param
+    return [(size, position, count if plan.zero == 0 else 1)
+            for size, position, count in tensor_buckets(tensors, cap)]
+
+
+def slices_flattened(rp, size: float, dep: int | None) -> int | None:
+    """nanotron's hook flattens the bucket's per-rank slices and torch copies them into NCCL's flat
+    input before the reduce-scatter (costs/coalesced.py): CPU time on the backward's thread, `dp`
+    small copies of the whole bucket on the communication stream."""
+    plan, b = rp.plan, rp.b
+    dp = len(rp.grad_group)
+    if not plan.zero1_over_ddp or dp <= 1:
+        return dep
+    seconds = dp * KERNEL_OVERHEAD_S + 2 * size / streaming_bw_bytes_per_s(b.gpu)
+    rp.list.append(ComputeTask("bucket slices flattened", "other", seconds * plan.slowest_gpu_factor,
+                               deps=() if dep is None else (dep,), stream=COMM_STREAM,
+                               host_s=reduce_scatter_hook_host_s(dp, plan.host_dispatch_s)))
+    return len(rp.list) - 1
+
+
+def gathered_copied(rp, works, params: float, dep: int | None) -> None:
+    """nanotron's ZeRO-1 all-gather flattens the output slices and copies every gathered slice back
+    into its parameter from Python (costs/coalesced.py): host-bound, `dp` x tensors launches."""
+    plan, b = rp.plan, rp.b
+    dp = len(rp.grad_group)
+    if not plan.zero1_over_ddp or dp <= 1:
+        return
+    tensors = sum(param_tensors(w.layer) for w in works)
+    seconds = KERNEL_OVERHEAD_S + 4 * params * b.weight_bytes_per_param / streaming_bw_bytes_per_s(b.gpu)
+    rp.compute("zero-1 gathered slices copied", "other", seconds, 0.0, (dep,),
+               host_s=all_gather_copy_host_s(dp, tensors, plan.host_dispatch_s))
+
+
+def shard_copied(rp, size: float, call: int | None) -> None:
+    """nanotron's reduce_scatter_coalesced returns `work.get_future().then(update_output)`: torch runs
+    the callback at once on a pool stream made to wait for the call's CUDA event (ATen ivalue
+    Future::invokeCallback, synchronizeWithCurrentStreams), and copies the shard into the
+    parameters' slices there. Its benchmark runs set CUDA_DEVICE_MAX_CONNECTIONS=1 (run_multinode.sh
+    @67c5ebb6): every stream shares one hardware work queue (CUDA C++ Programming Guide, "CUDA
+    environment variables"; "essentially having a single stream", NVIDIA/Megatron-LM issue #533), so
+    that wait holds back the backward kernels issued after it until the reduce-scatter ends (an
+    inference from those two sources, not a measurement); modelled as the copy on the compute stream."""
+    plan, b = rp.plan, rp.b
+    dp = len(rp.grad_group)
+    if not plan.zero1_over_ddp or dp <= 1 or call is None:
+        return
+    seconds = KERNEL_OVERHEAD_S + 2 * size / dp / streaming_bw_bytes_per_s(b.gpu)
+    rp.compute("reduce-scatter shard copied", "other", seconds, 0.0, (call,), host_s=plan.host_dispatch_s)

@@ -1,0 +1,90 @@
+"""nanotron's data-parallel gradient path: DDP buckets of whole bf16 tensors reduced as fp32 by its
+accumulation hook, one all-reduce per tensor without ZeRO, and the host work of its per-rank-slice
+ZeRO-1 collectives (scalesim/costs/coalesced.py)."""
+
+import pytest
+
+from scalesim.costs.coalesced import all_gather_copy_host_s, param_tensor_shares, param_tensors
+from scalesim.engine import simulate
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.parallel.ddp import tensor_buckets
+from scalesim.program import CollectiveTask, ComputeTask
+from scalesim.topology import build_cluster, load_node_design
+
+DGX = build_cluster(load_node_design("dgx-h100"))
+LLAMA = {"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "ffn": "swiglu",
+         "ffn_hidden": 2816, "tied_embeddings": True}
+MODEL = get_model(LLAMA, seq_len=1024)
+
+
+DISPATCH_S = 13e-6        # scalesim/costs/host.py DISPATCH_S_PER_OP
+
+
+def plan(dp=8, zero=0, nanotron=True, copies=True, **extra):
+    return ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 2, "bf16", "adamw", "none", "flash", zero=zero,
+                        grad_reduce_dtype="fp32", grad_accumulation="fp32-add" if nanotron else "fused",
+                        zero1_over_ddp=nanotron and copies and zero == 1, host_dispatch_s=DISPATCH_S, **extra)
+
+
+def rank0(p):
+    return build_program(MODEL, DGX.gpu_spec, DGX, p).tasks[0]
+
+
+def grad_calls(tasks):
+    return [t for t in tasks if isinstance(t, CollectiveTask) and t.name.startswith("grad ")]
+
+
+def test_whole_tensors_fill_buckets_and_every_byte_is_reduced_once():
+    layers = [(3.0, 9.0, 1.0), (0.5,), (2.0, 2.0)]
+    buckets = tensor_buckets(layers, bucket_bytes=4.0, first_bucket_bytes=1.0)
+    assert sum(b[0] for b in buckets) == pytest.approx(sum(map(sum, layers)))
+    assert sum(b[2] for b in buckets) == sum(map(len, layers))
+    assert (9.0, 0, 1) in buckets                     # larger than the cap: a bucket of its own
+    assert [b[1] for b in buckets] == sorted(b[1] for b in buckets)
+
+
+def test_a_llama_block_holds_nanotrons_six_tensors_and_their_shares_add_up():
+    block = next(layer for layer in MODEL.layers if layer.kind == "transformer_block")
+    assert param_tensors(block) == 6                  # 2 norms, qkv, o, gate_up, down
+    assert sum(param_tensor_shares(block)) == pytest.approx(1.0)
+    assert param_tensors(next(layer for layer in MODEL.layers if layer.kind == "head")) == 0    # tied
+
+
+def test_without_zero_the_hook_all_reduces_each_parameter_tensor_and_moves_every_fp32_gradient():
+    calls = grad_calls(rank0(plan(zero=0)))
+    assert all(c.plan.op == "all_reduce" for c in calls)
+    assert len(calls) == sum(param_tensors(layer) for layer in MODEL.layers)
+    assert sum(c.plan.size_bytes for c in calls) == pytest.approx(4 * MODEL.params, rel=1e-6)
+
+
+def test_zero1_reduce_scatters_buckets_sized_by_their_bf16_gradients():
+    calls = grad_calls(rank0(plan(zero=1, bucket_bytes=4 * 2**20)))
+    assert sum(c.plan.size_bytes for c in calls) == pytest.approx(4 * MODEL.params, rel=1e-6)
+    # a bucket closes once it holds 4 MiB of bf16 gradients: 8 MiB of fp32 reduced (but the first and last)
+    assert max(c.plan.size_bytes for c in calls) >= 8 * 2**20
+    assert len(calls) <= 4 * MODEL.params / (8 * 2**20) + 2 + MODEL.params * 2 / (32000 * 1024 * 2)
+
+
+def test_zero1_copies_cost_host_time_that_grows_with_the_data_parallel_ranks():
+    def copy_host_s(dp):
+        return sum(t.host_s for t in rank0(plan(dp=dp, zero=1)) if isinstance(t, ComputeTask)
+                   and t.name.startswith("zero-1 gathered"))
+    assert copy_host_s(8) == pytest.approx(2 * copy_host_s(4)) and copy_host_s(4) > 0
+    tensors = sum(map(param_tensors, MODEL.layers))
+    assert copy_host_s(8) == pytest.approx(all_gather_copy_host_s(8, tensors, DISPATCH_S))
+    assert copy_host_s(8) > 8 * tensors * DISPATCH_S          # a Python copy_ per rank and tensor at least
+
+
+def test_the_slice_copies_never_make_a_step_faster():
+    with_copies = simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(zero=1))).end_s
+    without = simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(zero=1, copies=False))).end_s
+    assert with_copies > without
+
+
+def test_zero1_backward_after_a_bucket_waits_for_its_reduce_scatter():
+    # one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1): the .then() copy's wait holds the compute stream
+    tasks = rank0(plan(zero=1))
+    calls = {i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name == "grad reduce_scatter"}
+    copies = [t for t in tasks if isinstance(t, ComputeTask) and t.name == "reduce-scatter shard copied"]
+    assert len(copies) == len(calls) and all(t.stream == "compute" and set(t.deps) <= calls for t in copies)
