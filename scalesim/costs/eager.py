@@ -36,8 +36,11 @@ after, `apply_rotary_emb` in models/llama/model.py, as Meta's Llama reference) m
 one falls back to its eager ATen kernel (torch/_inductor/lowering.py, `unsupported_input_tensor`,
 with the warning "Torchinductor does not support code generation for complex operators.
 Performance may be worse than eager"; pytorch/torchtitan issue #15 reports it for this RoPE).
-The casts on either side only border a GEMM and the fallback, so nothing fuses them away: the
-three kernels per tensor stay (`eager_rope_model`), while RMSNorm and SwiGLU fuse.
+The casts on either side border the q/k projection GEMM and the fallback, so they stay kernels of
+their own (the cast back of k may share its pass with repeat_kv's copy, counted in neither mode):
+the three kernels per tensor stay (`eager_rope_model`), while RMSNorm and SwiGLU fuse. Projects
+that moved RoPE to real arithmetic for this reason report compile speed-ups from it (e.g.
+huggingface/diffusers pull request #11649).
 """
 
 from __future__ import annotations
