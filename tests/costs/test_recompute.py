@@ -3,7 +3,8 @@
 import pytest
 
 from scalesim.costs.compute import layer_time
-from scalesim.costs.memory import CROSS_ENTROPY_PEAK_BYTES, activation_bytes, loss_peak_bytes
+from scalesim.costs.loss_memory import CROSS_ENTROPY_PEAK_BYTES, loss_peak_bytes
+from scalesim.costs.memory import activation_bytes
 from scalesim.costs.recompute import recomputed_kernels, recomputed_shares, saved_bytes_per_sample
 from scalesim.hardware import get_gpu
 from scalesim.models import get_model
