@@ -37,6 +37,9 @@ FRAGMENTATION = 0.05
 # model (nanotron at tp8 / pp16-32, FP8 torchtitan runs), not by moving this figure. Later (mem5): nanotron's
 # stage placement, fp32 gradients at dp 1 and torchtitan's compiled loss: median 7.4%, max 29%, 28 of 39
 # within 10%, signed median -0.9% (validation/memory-notes.md); the figure is left for a re-measurement.
+# mem7: the cases compare what the sources print (rank 0's reserved bytes, `MemoryBreakdown.reserved`) with
+# torch's loss_parallel and Hugging Face's causal-LM loss peaks: median 6.7%, max 22%, 31 of 39 within 10%,
+# signed median -3.3%; the need's error around a fit verdict is what this band is for, so it stays.
 MEMORY_MODEL_ERROR_FRACTION = 0.18
 
 
