@@ -137,6 +137,8 @@ def test_validate_reads_the_same_figures_as_run_without_its_extras():
     assert full["step_time_s"] == result.step_time_s and full["samples_per_s"] == result.samples_per_s
     assert full["tflops_per_gpu"] == result.tflops_per_gpu
     assert full["peak_memory_GiB"] == result.memory_per_gpu_bytes / 2**30
+    # one stage: rank 0's reserved is run's, the caching allocator's share of the need
+    assert full["peak_reserved_GiB"] == result.memory_reserved_bytes / 2**30 < full["peak_memory_GiB"]
     assert full["scaling_efficiency"] == result.scaling_efficiency
     assert _predict_training(path, wanted=frozenset({"samples_per_s"})) == {
         k: v for k, v in full.items() if k != "scaling_efficiency"}
