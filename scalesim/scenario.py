@@ -99,11 +99,13 @@ class TrainingSpec(Strict):
             raise ValueError("Megatron's block recompute method limits full checkpointing; it needs "
                              "training.activation_checkpointing: full")
         return value
-    # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
+    # How the loss is computed, which sets its memory peak (scalesim/costs/loss_memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
-    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face); compiled =
-    # the same under torch.compile (torchtitan's loss with --training.compile since mid-2025).
-    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled"] = "fused"
+    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan); compiled = the same under
+    # torch.compile (torchtitan's loss with --training.compile since mid-2025); loss-parallel = the
+    # eager loss on vocab-sharded logits under torch's loss_parallel() (torchtitan with TP);
+    # hf-causal-lm = Hugging Face's causal-LM loss, its fp32 logits kept in the model's output.
+    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled", "loss-parallel", "hf-causal-lm"] = "fused"
     # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py);

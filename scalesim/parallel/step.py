@@ -63,6 +63,13 @@ class CompiledStep:
         """Peak memory of the most loaded pipeline stage."""
         return max((stage_memory(self.model, self.plan, stage) for stage in self.stages), key=lambda m: m.total)
 
+    @cached_property
+    def first_stage_memory(self) -> MemoryBreakdown:
+        """Peak memory of a rank of the first pipeline stage: world rank 0, the rank whose memory
+        nanotron (helpers.py log_throughput, rank 0 only; ranks ordered ep, pp, dp, tp) and
+        fsdp_qlora (Logger.log, rank 0 only) report. It holds the most in-flight micro-batches."""
+        return stage_memory(self.model, self.plan, self.stages[0])
+
     def optimizer_state_bytes(self) -> float:
         """The optimizer state of the most loaded stage, as it would be held on the GPU (what
         ZeRO-Offload moves to the host)."""
