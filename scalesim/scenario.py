@@ -56,6 +56,13 @@ class LoraSpec(Strict):
     rank: pydantic.PositiveInt = 16
     targets: Literal["all-linear", "attention"] | list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = \
         "all-linear"
+    # Which modules carry the adapters (scalesim/costs/adapters.py): peft = one per targeted linear of
+    # the checkpoint (Hugging Face PEFT: q, k, v apart); megatron = NeMo / Megatron-core's fused
+    # linear_qkv, linear_proj, linear_fc1 (gate and up), linear_fc2.
+    layout: Literal["peft", "megatron"] = "peft"
+    # Adapter dropout rate (PEFT lora_dropout, NeMo adapter_dropout): a dropout kernel and its mask
+    # on each adapter's input; 0 = none.
+    dropout: float = pydantic.Field(0.0, ge=0.0, lt=1.0)
 
     @pydantic.field_validator("targets")
     @classmethod
