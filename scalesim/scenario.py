@@ -135,6 +135,19 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
+    # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
+    # (scalesim/costs/flash.py); needs precision fp8 and a GPU with a published rate (Hopper).
+    fp8_attention: bool = False
+
+    @pydantic.field_validator("fp8_attention")
+    @classmethod
+    def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        data = info.data
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused")):
+            raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
+                             "training.precision: fp8 and a flash attention (not naive or fused)")
+        return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;
     # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block
