@@ -315,7 +315,7 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
         raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
                          f"not one: use finetune: none", file=file, key="training.finetune")
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
-                         training.lora.layout, training.lora.dropout)
+                         training.lora.layout, training.lora.dropout, scenario.parallel.tp)
     if not any(trainable_params(layer, spec) for layer in model.layers):
         raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
                          f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"

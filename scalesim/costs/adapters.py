@@ -117,8 +117,38 @@ def dropout_op(name: str, elements: int) -> OpSpec:
     return OpSpec(op.name, op.kind, op.flop, op.elements_moved + elements * DROPOUT_MASK_BYTES / 2)
 
 
+# Megatron's adapter on a column-parallel module (linear_qkv, linear_fc1) reads the full input and
+# writes this rank's output columns; on a row-parallel one (linear_proj, linear_fc2) the reverse.
+COLUMN_PARALLEL = ("q", "k", "v", "qkv", "gate", "up", "gate_up")
+
+
+def megatron_split(shape: tuple[str, int, int, int], tp: int) -> tuple[str, int, int, int]:
+    """One rank's share of a Megatron-core adapter under tensor and sequence parallelism, as
+    (name, tokens, in, out): the whole adapter's widths over tokens / tp.
+
+    NeMo's ParallelLinearAdapter splits both of its linear layers with the base (linear_in
+    column-parallel with gathered output beside linear_qkv / linear_fc1, row-parallel beside
+    linear_proj / linear_fc2; linear_out column-parallel), and under sequence parallelism its
+    dropout runs on the rank's sequence shard and its output meets the base's reduce-scattered
+    output on the shard (`all2all_hp2sp` with a2a_experimental, LORA_A2A=1 in NVIDIA's MLPerf
+    configs): every op of the adapter does 1/tp of the whole adapter's work, which this shape
+    (tp times fewer tokens, full widths) gives. The adapter's own gathers and all-to-alls are not
+    modelled (tens of MB per layer over NVLink).
+
+    >>> megatron_split(("qkv", 8192, 8192, 2560), 4), megatron_split(("o", 8192, 2048, 8192), 4)
+    (('qkv', 2048, 8192, 10240), ('o', 2048, 8192, 8192))
+    """
+    name, m, k, n = shape
+    if tp <= 1:
+        return shape
+    if name in COLUMN_PARALLEL:
+        return name, -(-m // tp), k, n * tp
+    return name, -(-m // tp), k * tp, n
+
+
 def adapter_ops(shape: tuple[str, int, int, int], spec, batch: int) -> tuple[tuple, tuple]:
-    """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch).
+    """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch);
+    under tensor parallelism a Megatron adapter runs one rank's share (`megatron_split`).
 
     Forward (PEFT's LoraLayer, NeMo's ParallelLinearAdapter): dropout of x when the rate is
     above 0, x A (t x r), (x A) B (t x out), scaled, added into y. Backward: the scale's
@@ -132,6 +162,8 @@ def adapter_ops(shape: tuple[str, int, int, int], spec, batch: int) -> tuple[tup
     >>> [len(ops) for ops in adapter_ops(("q", 512, 4096, 4096), dropped, 1)]
     [5, 7]
     """
+    if spec.layout == "megatron":
+        shape = megatron_split(shape, spec.tp)
     _, m, k, n = shape
     t = m * batch
     rank = spec.rank

@@ -69,6 +69,7 @@ class FinetuneSpec:
     fused_modules: bool = False
     layout: str = "peft"
     dropout: float = 0.0
+    tp: int = 1                # tensor-parallel ways (Megatron's adapters split with the base)
 
     @property
     def quantized(self) -> bool:
@@ -76,7 +77,7 @@ class FinetuneSpec:
 
 
 def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str], layout: str = "peft",
-                  dropout: float = 0.0) -> FinetuneSpec:
+                  dropout: float = 0.0, tp: int = 1) -> FinetuneSpec:
     """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -84,7 +85,8 @@ def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[
     kv = model.kv_heads or q
     width = q + 2 * kv
     return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
-                        fused_modules=model.family in FUSED_FAMILIES, layout=layout, dropout=dropout)
+                        fused_modules=model.family in FUSED_FAMILIES, layout=layout, dropout=dropout,
+                        tp=tp)
 
 
 def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:

@@ -73,3 +73,21 @@ def test_dropout_keeps_its_mask_so_activations_grow_by_at_least_a_byte_per_input
 
     # linear_qkv's input (s x h) and linear_proj's (s x h): one mask byte per element, per block
     assert activations(0.1) - activations(0.0) >= 32 * 2 * 2048 * 4096
+
+
+@pytest.mark.parametrize("targets", ["attention", "all-linear"])
+def test_megatron_adapters_split_with_the_base_so_a_rank_does_1_over_tp_of_the_work(targets):
+    # NeMo's ParallelLinearAdapter: both linear layers tensor-parallel, dropout and output on the
+    # rank's sequence shard: every op of a rank is 1/tp of the whole adapter's.
+    from scalesim.parallel.sharding import shard_layer
+    model = get_model("llama2-70b", seq_len=8192)
+    whole = finetune_spec(model, "lora", 16, targets, "megatron", 0.1)
+    split = finetune_spec(model, "lora", 16, targets, "megatron", 0.1, tp=4)
+
+    def work(layer, spec):
+        ops = [op for shape in adapter_shapes(layer, spec) for ops in adapter_ops(shape, spec, 1) for op in ops]
+        return sum(op.flop for op in ops), sum(op.elements_moved for op in ops if op.kind != "gemm"), len(ops)
+
+    flop1, moved1, kernels1 = work(model.layers[1], whole)
+    flop4, moved4, kernels4 = work(shard_layer(model.layers[1], 4, 1, True), split)
+    assert flop4 == pytest.approx(flop1 / 4) and moved4 == pytest.approx(moved1 / 4) and kernels4 == kernels1
