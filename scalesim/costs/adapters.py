@@ -122,33 +122,36 @@ def dropout_op(name: str, elements: int) -> OpSpec:
 COLUMN_PARALLEL = ("q", "k", "v", "qkv", "gate", "up", "gate_up")
 
 
-def megatron_split(shape: tuple[str, int, int, int], tp: int) -> tuple[str, int, int, int]:
-    """One rank's share of a Megatron-core adapter under tensor and sequence parallelism, as
-    (name, tokens, in, out): the whole adapter's widths over tokens / tp.
+def megatron_widths(shape: tuple[str, int, int, int], rank: int, tp: int) -> tuple[int, int]:
+    """(A's columns, B's output width) one rank computes of a Megatron-core adapter whose base
+    GEMM's local shape is `shape`, under tensor parallelism `tp`.
 
-    NeMo's ParallelLinearAdapter splits both of its linear layers with the base (linear_in
-    column-parallel with gathered output beside linear_qkv / linear_fc1, row-parallel beside
-    linear_proj / linear_fc2; linear_out column-parallel), and under sequence parallelism its
-    dropout runs on the rank's sequence shard and its output meets the base's reduce-scattered
-    output on the shard (`all2all_hp2sp` with a2a_experimental, LORA_A2A=1 in NVIDIA's MLPerf
-    configs): every op of the adapter does 1/tp of the whole adapter's work, which this shape
-    (tp times fewer tokens, full widths) gives. The adapter's own gathers and all-to-alls are not
-    modelled (tens of MB per layer over NVLink).
+    NeMo's ParallelLinearAdapter (nemo/collections/nlp/modules/common/megatron/adapters/
+    parallel_adapters.py) splits both of its linear layers: beside a column-parallel base
+    (linear_qkv, linear_fc1) linear_in is a ColumnParallelLinear with gathered output (r / tp of
+    A's columns on the full input; with Transformer Engine >= 1.5 the layernorm output it reads
+    is already gathered, so its dropout runs on the full input) and linear_out a ColumnParallelLinear
+    to the rank's output columns, as the base; beside a row-parallel base (linear_proj, linear_fc2)
+    linear_in is a RowParallelLinear on the rank's input columns and linear_out a ColumnParallelLinear
+    whose out / tp columns an all-to-all turns into the rank's sequence shard (a2a_experimental,
+    LORA_A2A=1 in NVIDIA's MLPerf configs), where the scale and add run. Either way every GEMM of
+    the adapter does 1/tp of the whole adapter's FLOP. The adapter's own gathers, all-reduce of
+    x A and all-to-alls are not modelled (tens of MB per layer).
 
-    >>> megatron_split(("qkv", 8192, 8192, 2560), 4), megatron_split(("o", 8192, 2048, 8192), 4)
-    (('qkv', 2048, 8192, 10240), ('o', 2048, 8192, 8192))
+    >>> megatron_widths(("qkv", 8192, 8192, 2560), 16, 4), megatron_widths(("o", 8192, 2048, 8192), 16, 4)
+    ((4, 2560), (16, 2048))
     """
-    name, m, k, n = shape
+    name, _, _, n = shape
     if tp <= 1:
-        return shape
+        return rank, n
     if name in COLUMN_PARALLEL:
-        return name, -(-m // tp), k, n * tp
-    return name, -(-m // tp), k * tp, n
+        return -(-rank // tp), n
+    return rank, -(-n // tp)
 
 
 def adapter_ops(shape: tuple[str, int, int, int], spec, batch: int) -> tuple[tuple, tuple]:
     """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch);
-    under tensor parallelism a Megatron adapter runs one rank's share (`megatron_split`).
+    under tensor parallelism a Megatron adapter runs one rank's share (`megatron_widths`).
 
     Forward (PEFT's LoraLayer, NeMo's ParallelLinearAdapter): dropout of x when the rate is
     above 0, x A (t x r), (x A) B (t x out), scaled, added into y. Backward: the scale's
@@ -162,15 +165,16 @@ def adapter_ops(shape: tuple[str, int, int, int], spec, batch: int) -> tuple[tup
     >>> [len(ops) for ops in adapter_ops(("q", 512, 4096, 4096), dropped, 1)]
     [5, 7]
     """
-    if spec.layout == "megatron":
-        shape = megatron_split(shape, spec.tp)
     _, m, k, n = shape
     t = m * batch
     rank = spec.rank
-    forward = (gemm_op("lora_a", t, rank, k), gemm_op("lora_b", t, n, rank),
+    # A's columns and B's output width on this rank: the base GEMM's local shape, except that
+    # Megatron splits the adapter's other linear layer too (megatron_widths).
+    r_in, n = megatron_widths(shape, rank, spec.tp) if spec.layout == "megatron" else (rank, n)
+    forward = (gemm_op("lora_a", t, r_in, k), gemm_op("lora_b", t, n, rank),
                elementwise_op("lora_scale", t * n), elementwise_op("lora_add", t * n, inputs=2))
     backward = (elementwise_op("lora_scale_grad", t * n), gemm_op("lora_db", rank, n, t),
-                gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, rank, t), gemm_op("lora_dx", t, k, rank),
+                gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, r_in, t), gemm_op("lora_dx", t, k, r_in),
                 elementwise_op("lora_dx_add", t * k, inputs=2))
     if spec.dropout > 0:
         forward = (dropout_op("lora_dropout", t * k),) + forward
