@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
                                   causal_rate, flash_efficiency, fp8_forward_speedup)
+from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
@@ -239,8 +240,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
                     / head_dim_factor(op.head_dims, gpu.arch, backward))
         if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
             executed /= fp8_forward_speedup(gpu.arch, op.seq)
+        # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
+        executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
