@@ -56,6 +56,13 @@ class LoraSpec(Strict):
     rank: pydantic.PositiveInt = 16
     targets: Literal["all-linear", "attention"] | list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = \
         "all-linear"
+    # Which modules carry the adapters (scalesim/costs/adapters.py): peft = one per targeted linear of
+    # the checkpoint (Hugging Face PEFT: q, k, v apart); megatron = NeMo / Megatron-core's fused
+    # linear_qkv, linear_proj, linear_fc1 (gate and up), linear_fc2.
+    layout: Literal["peft", "megatron"] = "peft"
+    # Adapter dropout rate (PEFT lora_dropout, NeMo adapter_dropout): a dropout kernel and its mask
+    # on each adapter's input; 0 = none.
+    dropout: float = pydantic.Field(0.0, ge=0.0, lt=1.0)
 
     @pydantic.field_validator("targets")
     @classmethod
@@ -130,6 +137,19 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
+    # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
+    # (scalesim/costs/flash.py); needs precision fp8 and a GPU with a published rate (Hopper).
+    fp8_attention: bool = False
+
+    @pydantic.field_validator("fp8_attention")
+    @classmethod
+    def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        data = info.data
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused")):
+            raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
+                             "training.precision: fp8 and a flash attention (not naive or fused)")
+        return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;
     # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from scalesim.app.caches import Caches
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
+from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
@@ -23,7 +24,7 @@ from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import charge, check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
 from scalesim.models.conv_fusion import fuse_resnet
-from scalesim.models.packing import masked_lm_head, packed_attention
+from scalesim.models.packing import fp8_attention, masked_lm_head, packed_attention
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
@@ -222,6 +223,10 @@ def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
             flash_efficiency(gpu, training.attention)
         except ValueError as exc:
             raise InputError(str(exc), file=file, key="training.attention") from None
+    if training.fp8_attention and gpu.arch not in FP8_FORWARD_SPEEDUP:
+        raise InputError(f"no published FP8 attention rate for {gpu.full_name} ({gpu.arch}); known on: "
+                         f"{', '.join(FP8_FORWARD_SPEEDUP)}: use fp8_attention: false", file=file,
+                         key="training.fp8_attention")
 
 
 def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: int, dp: int,
@@ -287,6 +292,8 @@ def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
     model = fuse_resnet(model, training.conv_fusion)
     if training.fused_gemm_gelu:
         model = gemm_gelu_model(model)
+    if training.fp8_attention:
+        model = fp8_attention(model)
     if training.packed_sequences > 1:
         if model.tokens_per_sample is None:
             raise InputError(f"{model.name} is a vision model; packed_sequences applies to token models "
@@ -309,7 +316,8 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
     if model.tokens_per_sample is None or not model.num_layers or model.family == "bert":
         raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
                          f"not one: use finetune: none", file=file, key="training.finetune")
-    spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets)
+    spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
+                         training.lora.layout, training.lora.dropout, scenario.parallel.tp)
     if not any(trainable_params(layer, spec) for layer in model.layers):
         raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
                          f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"

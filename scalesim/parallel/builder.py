@@ -166,10 +166,10 @@ class StepBuilder:
             return {"forward": 0.0, "backward": 0.0, "recompute": 0.0}
         forward, backward, attention = layer_kernels(layer, plan.attention)
         if plan.finetune is not None:
-            # Each adapter launches its own kernels, in both passes (costs/finetune.py adapter_ops);
+            # Each adapter launches its own kernels, in both passes (costs/adapters.py adapter_ops);
             # frozen layers skip their weight-gradient GEMMs.
             for shape in adapter_shapes(layer, plan.finetune):
-                extra_forward, extra_backward = adapter_ops(shape, plan.finetune.rank, 1)
+                extra_forward, extra_backward = adapter_ops(shape, plan.finetune, 1)
                 forward += len(extra_forward)
                 backward += len(extra_backward)
             gemms = sum(1 for op in layer.ops if op.kind == "gemm")
