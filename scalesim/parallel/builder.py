@@ -185,7 +185,7 @@ class StepBuilder:
                  "backward": launch_host_s(backward, plan.host_dispatch_s, graphs, backward=True),
                  # recomputation re-runs the Python forward of the checkpointed part
                  "recompute": launch_host_s(recompute, plan.host_dispatch_s, graphs)}
-        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs)
+        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs, plan.moe_dispatcher)
         if experts_forward:                  # grouped expert MLP: host work per local expert
             times["forward"] += experts_forward
             times["backward"] += experts_backward
