@@ -10,6 +10,7 @@ task's host time, the engine plays the host thread out.
 
 from __future__ import annotations
 
+from scalesim.costs.recompute import module_ops
 from scalesim.models.spec import LayerSpec
 
 # CPU time to issue one eager PyTorch op from Python, seconds. NVIDIA's
@@ -67,6 +68,17 @@ def layer_kernels(layer: LayerSpec, attention: str) -> tuple[int, int, int]:
         forward += f
         backward += b
     return forward, backward, attention_forward
+
+
+def module_kernels(layer: LayerSpec, modules: tuple[str, ...], attention_forward: int) -> int:
+    """Kernels selective recomputation launches: the attention core's (`attention_forward`, from
+    `layer_kernels`) without `modules`, else one forward per op of the listed modules (their
+    grouped GEMMs' per-expert launches come with `expert_host_s`)."""
+    if not modules:
+        return attention_forward
+    names = module_ops(modules)
+    return sum(KERNELS.get(op.kind, (1, 1))[0] if op.kind != "attention" else FLASH_ATTENTION_KERNELS[0]
+               for op in layer.ops if op.name in names)
 
 
 def launch_host_s(kernels: int, dispatch_s: float, cuda_graphs: bool, backward: bool = False) -> float:
