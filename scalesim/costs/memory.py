@@ -354,9 +354,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
-    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed,
-                                   recompute_modules) + transient_bytes
+    acts = transient_bytes + layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
+        boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 
