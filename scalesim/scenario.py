@@ -106,6 +106,18 @@ class TrainingSpec(Strict):
             raise ValueError("Megatron's block recompute method limits full checkpointing; it needs "
                              "training.activation_checkpointing: full")
         return value
+    # With selective checkpointing: the modules Megatron-Core recomputes (--recompute-modules;
+    # scalesim/costs/recompute.py RECOMPUTE_MODULES). None: the attention core ("core_attn").
+    recompute_modules: list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                                    "shared_experts"]] | None = None
+
+    @pydantic.field_validator("recompute_modules")
+    @classmethod
+    def _modules_need_selective(cls, value: list[str] | None, info: pydantic.ValidationInfo) -> list[str] | None:
+        if value is not None and info.data.get("activation_checkpointing") != "selective":
+            raise ValueError("Megatron's recompute modules are its selective recomputation; they need "
+                             "training.activation_checkpointing: selective")
+        return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/loss_memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
     # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan); compiled = the same under
@@ -168,6 +180,11 @@ class TrainingSpec(Strict):
     # Mixture of experts: the busiest expert's routed tokens over the mean (>= 1); None takes the
     # router's published default (scalesim/parallel/experts.py, DEFAULT_IMBALANCE).
     moe_imbalance: float | None = pydantic.Field(None, ge=1.0)
+    # Mixture of experts: token dropping with every expert's input padded to its capacity, capacity_factor
+    # x the mean tokens per expert (Megatron-Core --moe-expert-capacity-factor with
+    # --moe-pad-expert-input-to-capacity; NeMo's MegatronTokenDropCallback: 1.0); None: the model's
+    # (dropless for the zoo's models). Overrides the model's moe.capacity_factor.
+    moe_capacity_factor: float | None = pydantic.Field(None, ge=1.0)
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None

@@ -6,7 +6,7 @@ validation): what it returns holds the compiled step (`parallel/step.py`) that t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.app.caches import Caches
 
@@ -241,6 +241,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         precision=training.precision,
         optimizer=training.optimizer,
         checkpointing=training.activation_checkpointing,
+        recompute_modules=tuple(training.recompute_modules or ()),
         attention=resolved_attention(training),
         zero=par.zero,
         sequence_parallel=par.sequence_parallel,
@@ -305,6 +306,11 @@ def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
                              f"({model.tokens_per_sample}) positions; {model.name} given",
                              key="training.mlm_positions", file=file)
         model = masked_lm_head(model, training.mlm_positions)
+    if training.moe_capacity_factor is not None:
+        if model.moe is None:
+            raise InputError(f"moe_capacity_factor applies to mixture-of-experts models; {model.name} has no experts "
+                             "(allowed: null)", key="training.moe_capacity_factor", file=file)
+        model = replace(model, moe=replace(model.moe, capacity_factor=training.moe_capacity_factor))
     return model
 
 

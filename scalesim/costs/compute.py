@@ -19,7 +19,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
                                   causal_rate, flash_efficiency, fp8_forward_speedup)
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
+from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -328,11 +328,13 @@ class LayerTime:
 
 
 def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, checkpointing: str = "none",
-               attention: str = "flash", memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
+               attention: str = "flash", memory_format: str = "nhwc", held_sms: int = 0,
+               recompute_modules: tuple[str, ...] = ()) -> LayerTime:
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
-    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5);
+    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5), or the ops of
+    `recompute_modules` when given (Megatron-Core's --recompute-modules, scalesim/costs/recompute.py);
     selective-op re-runs what torchtitan's per-op policy does not save
     (scalesim/costs/recompute.py).
     A matmul's backward is twice its forward, layout conversions included
@@ -357,6 +359,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
+    if recompute_modules and checkpointing == "selective":
+        attention_s = module_recompute_s(layer, times, recompute_modules)
     recompute = {"none": 0.0, "selective": attention_s, "full": fwd,
                  SELECTIVE_OP: recomputed_time_s(layer, times)}[checkpointing]
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)

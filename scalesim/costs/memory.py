@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scalesim.costs.loss_memory import loss_peak_bytes
-from scalesim.costs.recompute import SELECTIVE_OP, saved_bytes_per_sample
+from scalesim.costs.recompute import SELECTIVE_OP, module_saved_bytes_per_sample, saved_bytes_per_sample
 from scalesim.models.spec import ModelSpec
 
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers: a CUDA context alone
@@ -119,7 +119,7 @@ def state_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float,
 def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpointing: str,
                             flash_attention: bool, boundary_bytes_per_sample: float,
                             in_flight: float = 1.0, cross_entropy: str = "fused",
-                            recomputed: tuple[bool, ...] = ()) -> float:
+                            recomputed: tuple[bool, ...] = (), recompute_modules: tuple[str, ...] = ()) -> float:
     """Activations held at the peak of backward by these layers, with `in_flight` micro-batches live.
 
     none: every layer's saved tensors; selective: attention scores are
@@ -133,12 +133,17 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
     `recomputed` (partial recompute, one flag per layer; empty: all): blocks flagged False keep
     every activation, as without checkpointing. Their own micro-batch's are freed before the
     first block is recomputed, which is not subtracted (an over-count of at most one block).
+    `recompute_modules` (selective, Megatron-Core's modules): each block keeps its activations less
+    what those modules re-run (recompute.py, module_saved_bytes_per_sample).
     """
     scale = 2.0 if precision in ("fp32", "tf32") else 1.0
     per_layer = []
     for layer in layers:
         scores = layer.attention_score_bytes if (not flash_attention and checkpointing == "none") else 0.0
-        per_layer.append((layer.activation_bytes + scores) * micro_batch * scale)
+        kept = layer.activation_bytes
+        if checkpointing == "selective" and recompute_modules and layer.kind == "transformer_block":
+            kept = max(0.0, kept - module_saved_bytes_per_sample(layer, recompute_modules))
+        per_layer.append((kept + scores) * micro_batch * scale)
     loss = loss_peak_bytes(layers, micro_batch, cross_entropy)
     if checkpointing not in ("full", SELECTIVE_OP):
         return sum(per_layer) * in_flight + loss
@@ -281,7 +286,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     bucket_view: bool = False, expert_shards: int | None = None,
                     transient_bytes: float = 0.0, cross_entropy: str = "fused",
                     recomputed: tuple[bool, ...] = (), zero1_over_ddp: bool = False,
-                    fp32_accumulation: bool = False) -> MemoryBreakdown:
+                    fp32_accumulation: bool = False, recompute_modules: tuple[str, ...] = ()) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` (already split by tensor/context parallelism).
 
     ZeRO (Rajbhandari et al. 2020) divides over the `shards` GPUs that hold
@@ -330,8 +335,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
-    acts = layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed) + transient_bytes
+    acts = transient_bytes + layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
+        boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
     live = weights + grads + opt + buckets + acts
     return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
 

@@ -114,6 +114,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
     if plan.finetune is None and not plan.offload_params:
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
+                               recompute_modules=plan.recompute_modules,
                                **common, **_expert_memory(model, plan))
     return finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
 
