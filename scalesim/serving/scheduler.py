@@ -136,14 +136,14 @@ class Scheduler:
         """The next iteration's batch, or None when there is nothing to run."""
         budget = self.max_batch_tokens
         block_tokens, running = self.block_tokens, self.running
-        sequences: list[Sequence] = []
         entries: list[tuple[int, int, bool]] = []
-        i = 0
         # The running sequences in the order they were admitted. Hot loop (one pass per sequence per
         # iteration): `known` and `_grow` inlined; `used_blocks` only grows until a preemption, so its
-        # peak is taken there (`_make_room`) and after the loop.
-        while i < len(running) and budget > 0:
-            seq = running[i]
+        # peak is taken there (`_make_room`) and after the loop. A preemption pops sequences after this
+        # one only, so the list iterator sees the shortened list, and those chosen are running[:n].
+        for seq in running:
+            if budget <= 0:
+                break
             computed = seq.computed
             known = seq.request.prompt_tokens + seq.generated
             q = known - computed
@@ -157,10 +157,9 @@ class Scheduler:
                     self.used_blocks += need
                 elif not self._make_room(seq, after):
                     break
-            sequences.append(seq)
             entries.append((q, after, after == known))
             budget -= q
-            i += 1
+        sequences = running[:len(entries)]
         self.peak_blocks = max(self.peak_blocks, self.used_blocks)
         while self.waiting and budget > 0 and len(running) < self.max_seqs:
             seq = self.waiting[0]
