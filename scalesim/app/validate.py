@@ -155,12 +155,12 @@ def _predict_training(path: Path, catalog=None, wanted: frozenset[str] | None = 
     reads (the fix search of a plan that does not fit, costs, the timeline's breakdown); the 1-GPU
     baseline behind `scaling_efficiency` only when `wanted` (the metrics asked for; None: all) has it."""
     from scalesim.app.run import per_gpu_rate
-    from scalesim.app.setup import prepare, simulate_setup
+    from scalesim.app.setup import prepare, step_time_of
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(path)
     setup = prepare(scenario, file, catalog=catalog)
-    step = simulate_setup(setup).end_s
+    step = step_time_of(setup)       # simulate_setup(setup).end_s without making the timeline
     model, gpus = setup.model, setup.gpus
     samples_per_s = scenario.training.global_batch / step
     tokens_per_s = samples_per_s * model.tokens_per_sample if model.tokens_per_sample else None
