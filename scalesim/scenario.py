@@ -127,8 +127,10 @@ class TrainingSpec(Strict):
     cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled", "loss-parallel", "hf-causal-lm"] = "fused"
     # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
-    # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
-    elementwise_kernels: Literal["fused", "eager"] = "fused"
+    # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py);
+    # compiled-complex-rope = torch.compile of model code whose RoPE is complex-valued (torchtitan's
+    # Llama): all fused but the RoPE, which Inductor leaves to eager kernels.
+    elementwise_kernels: Literal["fused", "eager", "compiled-complex-rope"] = "fused"
     # What each transformer block keeps for backward, by the framework's model code
     # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
     # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.

@@ -12,7 +12,7 @@ from scalesim.app.caches import Caches
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
-from scalesim.costs.eager import eager_model, gemm_gelu_model
+from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
@@ -175,6 +175,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
+    elif training.elementwise_kernels == "compiled-complex-rope":
+        model = eager_rope_model(model, training.precision)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))

@@ -307,8 +307,10 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
-            # read 2 bytes, write 1 per input element (TE FP8 primer).
-            cast_s = _stream_s(3 * m * k * op.groups, gpu, held_sms) + KERNEL_OVERHEAD_S
+            # read 2 bytes, write 1 per input element (TE FP8 primer); under sequence
+            # parallelism once per gathered input, on the local shard (op.cast_share).
+            if op.cast_share > 0:
+                cast_s = _stream_s(3 * m * k * op.groups * op.cast_share, gpu, held_sms) + KERNEL_OVERHEAD_S
     else:
         compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu, held_sms))
     layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format, held_sms)

@@ -28,6 +28,19 @@ torchtitan's three.
 Backward runs each piece's own backward kernel (autograd), priced as every
 element-wise op is (scalesim/costs/compute.py). Applies to 16-bit and fp8
 training; in fp32 the casts do not exist and the model is left as it is.
+
+Under torch.compile the same code is fused, except its rotary embedding: torchtitan (9dec370 and
+after, `apply_rotary_emb` in models/llama/model.py, as Meta's Llama reference) multiplies by
+`freqs_cis` in complex64 (`view_as_complex(xq.float()...) * freqs_cis`, then `view_as_real`,
+`type_as`), and Inductor has no code generation for complex tensors: an op that reads or writes
+one falls back to its eager ATen kernel (torch/_inductor/lowering.py, `unsupported_input_tensor`,
+with the warning "Torchinductor does not support code generation for complex operators.
+Performance may be worse than eager"; pytorch/torchtitan issue #15 reports it for this RoPE).
+The casts on either side border the q/k projection GEMM and the fallback, so they stay kernels of
+their own (the cast back of k may share its pass with repeat_kv's copy, counted in neither mode):
+the three kernels per tensor stay (`eager_rope_model`), while RMSNorm and SwiGLU fuse. Projects
+that moved RoPE to real arithmetic for this reason report compile speed-ups from it (e.g.
+huggingface/diffusers pull request #11649).
 """
 
 from __future__ import annotations
@@ -84,6 +97,25 @@ def eager_model(model: ModelSpec, precision: str) -> ModelSpec:
     if precision not in EAGER_PRECISIONS:
         return model
     return replace(model, layers=tuple(eager_layer(layer) for layer in model.layers))
+
+
+def eager_rope_model(model: ModelSpec, precision: str) -> ModelSpec:
+    """`model` as torch.compile runs torchtitan's Llama: fused, but its complex-number rotary
+    embeddings run as the eager kernels (see the module docstring).
+
+    >>> from scalesim.models import get_model
+    >>> m = eager_rope_model(get_model("llama3-8b", seq_len=1024), "bf16")
+    >>> [op.name for op in m.layers[1].ops].count("rope"), [op.name for op in m.layers[1].ops].count("swiglu")
+    (6, 1)
+    """
+    if precision not in EAGER_PRECISIONS:
+        return model
+
+    def rope_only(layer: LayerSpec) -> LayerSpec:
+        ops = tuple(piece for op in layer.ops
+                    for piece in (eager_ops(op) if op.kind == "elementwise" and op.name == "rope" else [op]))
+        return layer if len(ops) == len(layer.ops) else replace(layer, ops=ops)
+    return replace(model, layers=tuple(rope_only(layer) for layer in model.layers))
 
 
 def gemm_gelu_model(model: ModelSpec) -> ModelSpec:

@@ -61,18 +61,49 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
                    ring_steps=cp if op.kind == "attention" else op.ring_steps)
 
 
+# Column-parallel GEMMs that read the block's sequence-parallel all-gathered input, and the one of
+# them that casts it to FP8 (its siblings read the same FP8 tensor).
+SP_GATHERED_INPUT = {"qkv": "qkv", "mlp_gate": "mlp_gate", "mlp_up": "mlp_gate"}
+
+
+def _sp_fp8_casts(ops: tuple[OpSpec, ...], tp: int) -> tuple[OpSpec, ...]:
+    """Under sequence parallelism the FP8 recipes cast a column-parallel GEMM's input once, on the
+    local 1/tp shard, and all-gather it in FP8 (as scalesim's TP all-gather moves it): torchao's
+    PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies to wq/wk/wv and
+    w1/w3 ("the float8 cast happens before the all-gather ... so that if there are multiple float8
+    users of the input activation, we perform fp8 allgather only once", torchao/float8/
+    float8_tensor_parallel.py); Transformer Engine's LayerNormLinear / LayerNormMLP gather their
+    norm output in FP8 likewise. So the first such GEMM casts 1/tp of its m x k input and its
+    siblings (a gated MLP's up projection) none, where each would otherwise cast all of it."""
+    names = {op.name for op in ops}
+    out = []
+    for op in ops:
+        caster = SP_GATHERED_INPUT.get(op.name)
+        if caster is None or op.gemm_mnk is None:
+            out.append(op)
+            continue
+        first = caster == op.name or caster not in names
+        out.append(replace(op, cast_share=op.cast_share / tp if first else 0.0))
+    return tuple(out)
+
+
+def _shard_ops(ops: tuple[OpSpec, ...], tp: int, cp: int, sp: bool) -> tuple[OpSpec, ...]:
+    sharded = tuple(_shard_op(op, tp, cp, sp) for op in ops)
+    return _sp_fp8_casts(sharded, tp) if sp and tp > 1 else sharded
+
+
 def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None = None) -> LayerSpec:
     """The part of `layer` one GPU runs and holds. `memo`: the caller's cache of sharded ops (a
     model repeats one block tens of times; a sweep shards the same blocks for hundreds of plans)."""
     if tp == 1 and cp == 1:
         return layer
     if memo is None:
-        ops = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
+        ops = _shard_ops(layer.ops, tp, cp, sp)
     else:
         key = ("sharded-ops", layer.ops, tp, cp, sp)
         ops = memo.get(key)
         if ops is None:
-            ops = memo[key] = tuple(_shard_op(op, tp, cp, sp) for op in layer.ops)
+            ops = memo[key] = _shard_ops(layer.ops, tp, cp, sp)
     if layer.kind == "transformer_block":
         share = 1 / tp if sp else UNSPLIT_ACTIVATION_SHARE + (1 - UNSPLIT_ACTIVATION_SHARE) / tp
         acts = layer.activation_bytes * share / cp

@@ -67,3 +67,19 @@ def test_a_swiglu_model_has_no_gelu_to_fuse():
                        "ffn": "swiglu", "ffn_hidden": 512}, seq_len=128)
     from scalesim.costs.eager import gemm_gelu_model
     assert gemm_gelu_model(llama) == llama
+
+
+def test_compiled_complex_rope_runs_only_the_rotary_embedding_as_eager_kernels():
+    # torch.compile fuses torchtitan's RMSNorm and SwiGLU; its complex64 RoPE falls back to ATen kernels
+    from scalesim.costs.eager import eager_rope_model
+    model = get_model("llama3-8b", seq_len=1024)
+    block = eager_rope_model(model, "bf16").layers[1]
+    fused, eager = model.layers[1], eager_model(model, "bf16").layers[1]
+    assert [op for op in block.ops if op.name == "rope"] == [op for op in eager.ops if op.name == "rope"]
+    assert [op for op in block.ops if op.name != "rope"] == [op for op in fused.ops if op.name != "rope"]
+    gpu = get_gpu("h100-sxm")
+    t = {name: layer_time(b, gpu, "bf16", 1).forward_s for name, b in
+         (("fused", fused), ("compiled", block), ("eager", eager))}
+    assert t["fused"] < t["compiled"] < t["eager"]
+    assert eager_rope_model(model, "fp32") is model
+
