@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import re
 import sys
 from pathlib import Path
@@ -86,3 +87,23 @@ def status(as_json: bool, what: str):
 def spinner(as_json: bool):
     """A spinner on stderr while simulating (none when printing JSON)."""
     return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off while one command answers (and what is already
+    loaded left out of its later passes): at 32,768 GPUs its passes over the millions of objects
+    of a step cost 0.3-1 s, for ~30 MB of cycles kept until the command ends. Only the command
+    line pauses it; the library never touches the collector. Restored on the way out."""
+    enabled, freeze = gc.isenabled(), gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()
+        if enabled:
+            gc.enable()
+
