@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalesim.app.caches import Caches
-from scalesim.app.clusters import cluster_of
+from scalesim.app.clusters import cluster_of, cluster_size
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.eager import eager_model, gemm_gelu_model
@@ -161,10 +161,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     (`simulates_every_rank`). `caches`: what the calling command reuses (a fresh one if None)."""
     caches = Caches() if caches is None else caches
     asked = every_rank
-    design, topology, count = cluster_of(scenario, file, gpus, catalog, caches)
+    design, count = cluster_size(scenario, file, gpus, catalog, caches)
     par, training = scenario.parallel, scenario.training
-    gpu = topology.gpu_spec
-    _check_gpu(gpu, training, file)
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
     model = _model_variant(model, training, file)
     if training.saved_activations == "nanotron" and not any(op.name == "swiglu" for layer in model.layers
@@ -177,6 +175,9 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         model = eager_model(model, training.precision)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
+    topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
+    gpu = topology.gpu_spec
+    _check_gpu(gpu, training, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
     if every_rank is None:
         every_rank = simulates_every_rank(count, model, plan)
