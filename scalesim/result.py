@@ -134,6 +134,8 @@ class StepResult:
     inputs: Any = field(default=None, repr=False, compare=False)   # costs.economics.RunInputs; not JSON
     slowest_gpu_factor: float = 1.0   # GPU work vs the median GPU: the job's slowest GPU sets the pace
     fit_confidence: str = "fits"      # fits | tight | does_not_fit (costs/memory.py, fit_confidence)
+    # What PyTorch's caching allocator holds at the peak (torch.cuda.max_memory_reserved), most loaded stage.
+    memory_reserved_bytes: float | None = None
 
     @property
     def memory_headroom_fraction(self) -> float:
@@ -150,6 +152,7 @@ class StepResult:
             "reason": self.reason,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "memory_capacity_bytes": self.memory_capacity_bytes,
+            "memory_reserved_bytes": self.memory_reserved_bytes,
             "memory_headroom_fraction": self.memory_headroom_fraction,
             "fit_confidence": self.fit_confidence,
             "memory_breakdown_bytes": self.memory_breakdown,

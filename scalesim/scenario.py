@@ -56,6 +56,13 @@ class LoraSpec(Strict):
     rank: pydantic.PositiveInt = 16
     targets: Literal["all-linear", "attention"] | list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = \
         "all-linear"
+    # Which modules carry the adapters (scalesim/costs/adapters.py): peft = one per targeted linear of
+    # the checkpoint (Hugging Face PEFT: q, k, v apart); megatron = NeMo / Megatron-core's fused
+    # linear_qkv, linear_proj, linear_fc1 (gate and up), linear_fc2.
+    layout: Literal["peft", "megatron"] = "peft"
+    # Adapter dropout rate (PEFT lora_dropout, NeMo adapter_dropout): a dropout kernel and its mask
+    # on each adapter's input; 0 = none.
+    dropout: float = pydantic.Field(0.0, ge=0.0, lt=1.0)
 
     @pydantic.field_validator("targets")
     @classmethod
@@ -99,11 +106,25 @@ class TrainingSpec(Strict):
             raise ValueError("Megatron's block recompute method limits full checkpointing; it needs "
                              "training.activation_checkpointing: full")
         return value
-    # How the loss is computed, which sets its memory peak (scalesim/costs/memory.py): fused =
+    # With selective checkpointing: the modules Megatron-Core recomputes (--recompute-modules;
+    # scalesim/costs/recompute.py RECOMPUTE_MODULES). None: the attention core ("core_attn").
+    recompute_modules: list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                                    "shared_experts"]] | None = None
+
+    @pydantic.field_validator("recompute_modules")
+    @classmethod
+    def _modules_need_selective(cls, value: list[str] | None, info: pydantic.ValidationInfo) -> list[str] | None:
+        if value is not None and info.data.get("activation_checkpointing") != "selective":
+            raise ValueError("Megatron's recompute modules are its selective recomputation; they need "
+                             "training.activation_checkpointing: selective")
+        return value
+    # How the loss is computed, which sets its memory peak (scalesim/costs/loss_memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
-    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan, Hugging Face); compiled =
-    # the same under torch.compile (torchtitan's loss with --training.compile since mid-2025).
-    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled"] = "fused"
+    # on fp32 logits; eager = F.cross_entropy(logits.float()) (torchtitan); compiled = the same under
+    # torch.compile (torchtitan's loss with --training.compile since mid-2025); loss-parallel = the
+    # eager loss on vocab-sharded logits under torch's loss_parallel() (torchtitan with TP);
+    # hf-causal-lm = Hugging Face's causal-LM loss, its fp32 logits kept in the model's output.
+    cross_entropy: Literal["fused", "fp32-upcast", "eager", "compiled", "loss-parallel", "hf-causal-lm"] = "fused"
     # RMSNorm, rotary embedding and SwiGLU as fused kernels (Megatron-LM, Transformer Engine,
     # torch.compile) or as eager PyTorch model code runs them, one kernel per tensor op with fp32
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py).
@@ -126,6 +147,19 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
+    # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
+    # (scalesim/costs/flash.py); needs precision fp8 and a GPU with a published rate (Hopper).
+    fp8_attention: bool = False
+
+    @pydantic.field_validator("fp8_attention")
+    @classmethod
+    def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        data = info.data
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused")):
+            raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
+                             "training.precision: fp8 and a flash attention (not naive or fused)")
+        return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;
     # normconv = BatchNorm folded into the convs, one scale-bias-add-ReLU pass per block
@@ -144,6 +178,11 @@ class TrainingSpec(Strict):
     # Mixture of experts: the busiest expert's routed tokens over the mean (>= 1); None takes the
     # router's published default (scalesim/parallel/experts.py, DEFAULT_IMBALANCE).
     moe_imbalance: float | None = pydantic.Field(None, ge=1.0)
+    # Mixture of experts: token dropping with every expert's input padded to its capacity, capacity_factor
+    # x the mean tokens per expert (Megatron-Core --moe-expert-capacity-factor with
+    # --moe-pad-expert-input-to-capacity; NeMo's MegatronTokenDropCallback: 1.0); None: the model's
+    # (dropless for the zoo's models). Overrides the model's moe.capacity_factor.
+    moe_capacity_factor: float | None = pydantic.Field(None, ge=1.0)
     tokens: pydantic.PositiveFloat | None = None
     epochs: pydantic.PositiveFloat | None = None
     dataset_samples: pydantic.PositiveInt | None = None

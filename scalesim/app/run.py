@@ -145,7 +145,7 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
     money = training_economics(inputs)
     return StepResult(
         scenario=setup.scenario.name, gpus=setup.gpus, gpu_name=gpu.name, fits=reason is None, reason=reason,
-        memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity,
+        memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity, memory_reserved_bytes=memory.reserved,
         memory_breakdown=memory.as_dict(), step_time_s=step, breakdown=parts,
         samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / gpu.peak_flop_per_s(training.precision),

@@ -6,12 +6,13 @@ validation): what it returns holds the compiled step (`parallel/step.py`) that t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.app.caches import Caches
 from scalesim.app.clusters import cluster_of, cluster_size
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
+from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP
@@ -24,7 +25,7 @@ from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import charge, check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
 from scalesim.models.conv_fusion import fuse_resnet
-from scalesim.models.packing import masked_lm_head, packed_attention
+from scalesim.models.packing import fp8_attention, masked_lm_head, packed_attention
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.parallel_plan import ParallelPlan
@@ -202,6 +203,10 @@ def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
             flash_efficiency(gpu, training.attention)
         except ValueError as exc:
             raise InputError(str(exc), file=file, key="training.attention") from None
+    if training.fp8_attention and gpu.arch not in FP8_FORWARD_SPEEDUP:
+        raise InputError(f"no published FP8 attention rate for {gpu.full_name} ({gpu.arch}); known on: "
+                         f"{', '.join(FP8_FORWARD_SPEEDUP)}: use fp8_attention: false", file=file,
+                         key="training.fp8_attention")
 
 
 def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: int, dp: int,
@@ -216,6 +221,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         precision=training.precision,
         optimizer=training.optimizer,
         checkpointing=training.activation_checkpointing,
+        recompute_modules=tuple(training.recompute_modules or ()),
         attention=resolved_attention(training),
         zero=par.zero,
         sequence_parallel=par.sequence_parallel,
@@ -267,6 +273,8 @@ def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
     model = fuse_resnet(model, training.conv_fusion)
     if training.fused_gemm_gelu:
         model = gemm_gelu_model(model)
+    if training.fp8_attention:
+        model = fp8_attention(model)
     if training.packed_sequences > 1:
         if model.tokens_per_sample is None:
             raise InputError(f"{model.name} is a vision model; packed_sequences applies to token models "
@@ -278,6 +286,11 @@ def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
                              f"({model.tokens_per_sample}) positions; {model.name} given",
                              key="training.mlm_positions", file=file)
         model = masked_lm_head(model, training.mlm_positions)
+    if training.moe_capacity_factor is not None:
+        if model.moe is None:
+            raise InputError(f"moe_capacity_factor applies to mixture-of-experts models; {model.name} has no experts "
+                             "(allowed: null)", key="training.moe_capacity_factor", file=file)
+        model = replace(model, moe=replace(model.moe, capacity_factor=training.moe_capacity_factor))
     return model
 
 
@@ -289,7 +302,8 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
     if model.tokens_per_sample is None or not model.num_layers or model.family == "bert":
         raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
                          f"not one: use finetune: none", file=file, key="training.finetune")
-    spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets)
+    spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
+                         training.lora.layout, training.lora.dropout, scenario.parallel.tp)
     if not any(trainable_params(layer, spec) for layer in model.layers):
         raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
                          f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"

@@ -48,6 +48,7 @@ class Case(Strict):
     source: str
     metric: Literal["busbw_GBps", "algbw_GBps", "samples_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                     "hardware_tflops_per_gpu", "step_time_s", "scaling_efficiency", "peak_memory_GiB",
+                    "peak_reserved_GiB",
                     "output_tokens_per_s", "ttft_s"]
     measured: pydantic.PositiveFloat
     unit: str = ""
@@ -154,12 +155,12 @@ def _predict_training(path: Path, catalog=None, wanted: frozenset[str] | None = 
     reads (the fix search of a plan that does not fit, costs, the timeline's breakdown); the 1-GPU
     baseline behind `scaling_efficiency` only when `wanted` (the metrics asked for; None: all) has it."""
     from scalesim.app.run import per_gpu_rate
-    from scalesim.app.setup import prepare, simulate_setup
+    from scalesim.app.setup import prepare, step_time_of
     from scalesim.scenario import load_scenario
 
     scenario, file = load_scenario(path)
     setup = prepare(scenario, file, catalog=catalog)
-    step = simulate_setup(setup).end_s
+    step = step_time_of(setup)       # simulate_setup(setup).end_s without making the timeline
     model, gpus = setup.model, setup.gpus
     samples_per_s = scenario.training.global_batch / step
     tokens_per_s = samples_per_s * model.tokens_per_sample if model.tokens_per_sample else None
@@ -167,7 +168,10 @@ def _predict_training(path: Path, catalog=None, wanted: frozenset[str] | None = 
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=setup.file, key="training.tokens")
     metrics = {"samples_per_s": samples_per_s,
-               "tflops_per_gpu": model.model_flop_per_sample * samples_per_s / gpus / 1e12, "step_time_s": step, "peak_memory_GiB": setup.step.memory.total / 2**30}
+               "tflops_per_gpu": model.model_flop_per_sample * samples_per_s / gpus / 1e12, "step_time_s": step,
+               "peak_memory_GiB": setup.step.memory.total / 2**30,
+               # torch.cuda.max_memory_reserved of world rank 0, as torchtitan (no PP), nanotron and fsdp_qlora log it
+               "peak_reserved_GiB": setup.step.first_stage_memory.reserved / 2**30}
     if wanted is None or "scaling_efficiency" in wanted:
         # Throughput per GPU on N GPUs over that on one, same per-GPU batch: a check of the
         # multi-GPU model that a software stack's single-GPU speed does not blur.

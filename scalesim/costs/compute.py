@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency)
+                                  causal_rate, flash_efficiency, fp8_forward_speedup)
+from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
+from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -221,7 +222,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
     fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
-    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak.
+    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
+    unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
+    measured FP8 speed-up (costs/flash.py, fp8_forward_speedup); its backward stays 16-bit.
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -235,8 +238,12 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         work = backward_over_forward(gpu.arch) if backward else 1.0
         executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
                     / head_dim_factor(op.head_dims, gpu.arch, backward))
+        if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
+            executed /= fp8_forward_speedup(gpu.arch, op.seq)
+        # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
+        executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency)
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
@@ -319,11 +326,13 @@ class LayerTime:
 
 
 def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, checkpointing: str = "none",
-               attention: str = "flash", memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
+               attention: str = "flash", memory_format: str = "nhwc", held_sms: int = 0,
+               recompute_modules: tuple[str, ...] = ()) -> LayerTime:
     """Forward, backward and recompute time of one layer for a micro-batch.
 
     Full checkpointing re-runs the whole forward of the layer in backward;
-    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5);
+    selective re-runs only the attention core (Korthikanti et al. 2022, sec. 5), or the ops of
+    `recompute_modules` when given (Megatron-Core's --recompute-modules, scalesim/costs/recompute.py);
     selective-op re-runs what torchtitan's per-op policy does not save
     (scalesim/costs/recompute.py).
     A matmul's backward is twice its forward, layout conversions included
@@ -348,6 +357,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
+    if recompute_modules and checkpointing == "selective":
+        attention_s = module_recompute_s(layer, times, recompute_modules)
     recompute = {"none": 0.0, "selective": attention_s, "full": fwd,
                  SELECTIVE_OP: recomputed_time_s(layer, times)}[checkpointing]
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)

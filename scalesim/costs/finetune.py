@@ -8,7 +8,8 @@ x A B with A (in x r) and B (r x out) trainable. So:
   r (in + out) parameters per targeted layer are trained;
 - each targeted layer runs two small GEMMs more in forward (x A, then (x A) B)
   and four in backward (dB, d(xA), dA, and dx through A), twice the forward's
-  FLOP, plus the element-wise scale and add PEFT runs unfused (`adapter_ops`);
+  FLOP, plus the element-wise scale and add run unfused (costs/adapters.py, which
+  also lays the adapters out as the framework does: PEFT or Megatron's fused modules);
 - the backward still computes input gradients through every frozen GEMM (the
   loss must reach the earlier adapters), but the weight-gradient GEMMs
   disappear: a frozen GEMM's backward is one GEMM of the forward's size, not two;
@@ -29,6 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from scalesim.costs.adapters import (ALL_LINEAR, ATTENTION_TARGETS, BLOCK_GEMMS, FUSED_FAMILIES,  # noqa: F401
+                                     LAYOUTS, TARGET_OPS, adapter_ops, adapter_shapes,
+                                     dropout_activation_bytes, resolve_targets)
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
@@ -36,19 +40,6 @@ from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, Memo
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
-from scalesim.models.transformer import elementwise_op, gemm_op
-
-# Which GEMM of a block (scalesim/models/transformer.py) holds each projection: q, k and v share
-# the fused qkv GEMM, split in proportion to their widths (FinetuneSpec.qkv_split).
-TARGET_OPS = {"q": "qkv", "k": "qkv", "v": "qkv", "o": "attn_out", "gate": "mlp_gate", "up": "mlp_up",
-              "down": "mlp_down"}
-ALL_LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
-ATTENTION_TARGETS = ("q", "k", "v", "o")
-BLOCK_GEMMS = ("qkv", "attn_out", "mlp_gate", "mlp_up", "mlp_down")
-
-# Checkpoints whose projections are fused modules (HF Phi3: qkv_proj, gate_up_proj; config source in the zoo).
-FUSED_FAMILIES = ("phi3",)
-FUSED = {"q": "qkv", "k": "qkv", "v": "qkv", "gate": "gate_up", "up": "gate_up"}
 
 # NF4 with double quantisation (Dettmers et al. 2023, sec. 3, "Double Quantization").
 NF4_BLOCK = 64
@@ -67,6 +58,8 @@ class FinetuneSpec:
     h + 2 kv_dim), so an adapter on q alone has the width q has.
     fused_modules: the checkpoint itself fuses q, k, v into one linear layer and gate, up into
     another (Phi-3's qkv_proj and gate_up_proj), so PEFT adapts each fused layer as one.
+    layout: peft | megatron, which modules carry adapters (costs/adapters.py).
+    dropout: the adapters' dropout rate (0: no dropout kernel).
     """
 
     method: str
@@ -74,63 +67,26 @@ class FinetuneSpec:
     targets: tuple[str, ...]
     qkv_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
     fused_modules: bool = False
+    layout: str = "peft"
+    dropout: float = 0.0
+    tp: int = 1                # tensor-parallel ways (Megatron's adapters split with the base)
 
     @property
     def quantized(self) -> bool:
         return self.method == "qlora"
 
 
-def resolve_targets(targets: str | list[str]) -> tuple[str, ...]:
-    """all-linear / attention / an explicit list, as projection names in block order."""
-    chosen = {"all-linear": ALL_LINEAR, "attention": ATTENTION_TARGETS}.get(targets) \
-        if isinstance(targets, str) else tuple(targets)
-    return tuple(t for t in ALL_LINEAR if t in chosen)
-
-
-def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str]) -> FinetuneSpec:
+def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str], layout: str = "peft",
+                  dropout: float = 0.0, tp: int = 1) -> FinetuneSpec:
     """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     q = model.heads or 1
     kv = model.kv_heads or q
     width = q + 2 * kv
     return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
-                        fused_modules=model.family in FUSED_FAMILIES)
-
-
-def adapter_shapes(layer: LayerSpec, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
-    """(projection, tokens, in, out) of each adapter in this layer, one sample; in and out are
-    the GEMM's local k and n (under tensor parallelism the adapter splits as its GEMM does)."""
-    if layer.kind != "transformer_block":
-        return []
-    gemms = {op.name: op.gemm_mnk for op in layer.ops if op.kind == "gemm"}
-    if spec.fused_modules:
-        return _fused_shapes(gemms, spec)
-    shapes = []
-    for target in spec.targets:
-        mnk = gemms.get(TARGET_OPS[target])
-        if mnk is None:
-            continue
-        m, n, k = mnk
-        if target in ("q", "k", "v"):
-            n = round(n * spec.qkv_split["qkv".index(target)])
-        shapes.append((target, m, k, n))
-    return shapes
-
-
-def _fused_shapes(gemms: dict, spec: FinetuneSpec) -> list[tuple[str, int, int, int]]:
-    """One adapter per fused module any target falls in: qkv whole, gate and up together."""
-    shapes, seen = [], set()
-    for target in spec.targets:
-        module = FUSED.get(target, target)
-        if module in seen:
-            continue
-        seen.add(module)
-        if module == "gate_up":
-            (m, n, k), (_, n_up, _) = gemms["mlp_gate"], gemms["mlp_up"]
-            shapes.append((module, m, k, n + n_up))
-        elif TARGET_OPS.get(target) in gemms:
-            m, n, k = gemms[TARGET_OPS[target]]
-            shapes.append((module, m, k, n))
-    return shapes
+                        fused_modules=model.family in FUSED_FAMILIES, layout=layout, dropout=dropout,
+                        tp=tp)
 
 
 def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
@@ -179,24 +135,6 @@ def dequantize_s(weights: float, gpu: GpuSpec, held_sms: int = 0) -> float:
         + KERNEL_OVERHEAD_S
 
 
-def adapter_ops(shape: tuple[str, int, int, int], rank: int, batch: int) -> tuple[tuple, tuple]:
-    """Forward and backward ops of one adapter for a whole micro-batch (t = tokens x batch).
-
-    Forward (PEFT's LoraLayer): x A (t x r), (x A) B (t x out), scaled, added into y.
-    Backward: the scale's gradient, dB = (x A)^T dy, d(x A) = dy B^T, dA = x^T d(x A),
-    dx += d(x A) A^T (a GEMM, then the add into the frozen path's dx). Lora dropout is
-    taken as 0 (identity, no kernel), as Unsloth requires and many recipes use.
-    """
-    _, m, k, n = shape
-    t = m * batch
-    forward = (gemm_op("lora_a", t, rank, k), gemm_op("lora_b", t, n, rank),
-               elementwise_op("lora_scale", t * n), elementwise_op("lora_add", t * n, inputs=2))
-    backward = (elementwise_op("lora_scale_grad", t * n), gemm_op("lora_db", rank, n, t),
-                gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, rank, t), gemm_op("lora_dx", t, k, rank),
-                elementwise_op("lora_dx_add", t * k, inputs=2))
-    return forward, backward
-
-
 def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, spec: FinetuneSpec,
                         checkpointing: str = "none", attention: str = "flash",
                         memory_format: str = "nhwc", held_sms: int = 0) -> LayerTime:
@@ -221,7 +159,7 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
         fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms) for op in layer.ops)
     flop = layer.forward_flop * batch
     for shape in adapter_shapes(layer, spec):
-        forward, backward = adapter_ops(shape, spec.rank, batch)
+        forward, backward = adapter_ops(shape, spec, batch)
         fwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in forward)
         bwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in backward)
         flop += sum(op.flop for op in forward if op.kind == "gemm")
@@ -261,12 +199,13 @@ def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_byt
 
 def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str,
                               recomputed: tuple[bool, ...] = ()) -> float:
-    """x A of every adapter, kept for dB (16-bit, r per token); recomputed under full checkpointing
-    (in the layers `recomputed` flags, all if empty)."""
+    """x A of every adapter, kept for dB (16-bit, r per token), and what adapter dropout keeps
+    (costs/adapters.py, dropout_activation_bytes); recomputed under full checkpointing (in the
+    layers `recomputed` flags, all if empty)."""
     flags = recomputed or (True,) * len(layers)
     kept = [layer for layer, flag in zip(layers, flags) if not (checkpointing == "full" and flag)]
     return float(sum(2 * m * spec.rank for layer in kept for _, m, _, _ in adapter_shapes(layer, spec))
-                 * micro_batch)
+                 * micro_batch + sum(dropout_activation_bytes(layer, spec, 2) for layer in kept) * micro_batch)
 
 
 def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: str, optimizer: str,

@@ -38,6 +38,22 @@ causal (Llama 2 70B's shape), FLOP counted as above: MI300X forward 518.29, back
 MI355X 1300.105 and 1064.56, over dense BF16 peaks of 1307.4 (MI300X, MI325X: same compute die) and
 2516.6. Those rows are causal, so CDNA takes them as its rates with no CAUSAL_RATE on top; the same
 table's other causal rows at 8192 tokens lie within 6% of them, its full-mask rows ~10% faster.
+The same table's batch-1 64/8-head rows at other lengths, causal and full-mask (AMD_FLASH_TFLOPS),
+set the rate of a kernel that runs another length or mask (length_rate): the kernels are slower on
+short sequences (MI300X causal 2048 tokens: forward 392, backward 280 TFLOPS), which is what
+context parallelism's ring steps run (costs/context_chunks.py).
+
+FP8 attention (Transformer Engine's FP8 dot-product attention on cuDNN, NeMo's
+`fp8_dot_product_attention`, FP8_DPA=1 in NVIDIA's MLPerf Training Llama 2 70B LoRA configs,
+mlcommons/training_results_v4.0 NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/configs/
+config_common.sh, with NVTE_FUSED_ATTN=1, NVTE_FLASH_ATTN=0: the cuDNN kernels): the forward runs
+faster than the 16-bit one by FP8_FORWARD_SPEEDUP, cuDNN's FP8 over cuDNN's BF16 rate on the same
+benchmark (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608: Fig. 7 FP8 forward and Fig. 5b
+BF16 forward, H100 80GB SXM5, head dim 128, no mask, batch x seqlen = 16k; TFLOPS at 512 ... 16k:
+FP8 617 751 886 864 971 1005, BF16 497 574 617 609 600 595). The backward stays at the 16-bit
+rate: that config also sets NVTE_FP8_DPA_BWD=1 (an FP8 backward), but no FP8 backward rate is
+published for Hopper (FlashAttention-3's FP8 kernel is forward-only), so that speed-up is not
+counted: an under-estimate of FP8 attention's gain, said so where a case runs it.
 """
 
 from __future__ import annotations
@@ -69,6 +85,25 @@ FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 # 484/617 518/609 529/600 539/595; FA3 292/467 423/565 521/625 579/638 602/646 616/648.
 CAUSAL_RATE = {"hopper": ((512, 0.626), (1024, 0.735), (2048, 0.814), (4096, 0.875),
                           (8192, 0.905), (16384, 0.921))}
+
+# AMD's asm kernels by length, batch 1, 64 query and 8 key/value heads, head dim 128, BF16, TFLOPS
+# (ROCm/aiter op_tests/cpp/mha/README.md, module docstring): (seq, forward, backward-a16) per mask.
+AMD_FLASH_TFLOPS = {
+    "cdna3": {True: ((1024, 228.54, 283.58), (2048, 392.425, 279.72), (4096, 474.385, 420.265),
+                     (8192, 518.29, 481.895), (10240, 510.895, 501.055), (16384, 541.55, 458.075)),
+              False: ((1024, 418.36, 292.68), (2048, 485.45, 437.26), (4096, 546.34, 524.33),
+                      (8192, 591.37, 473.0), (10240, 572.09, 503.78), (16384, 547.78, 519.21))},
+    "cdna4": {True: ((1024, 432.565, 386.805), (2048, 936.435, 725.61), (4096, 1046.085, 941.16),
+                     (8192, 1300.105, 1064.56), (10240, 1338.005, 1092.475), (16384, 1392.485, 1162.805)),
+              False: ((1024, 1003.73, 806.07), (2048, 1018.07, 965.91), (4096, 1305.83, 1140.11),
+                      (8192, 1412.91, 1159.28), (10240, 1417.43, 1195.97), (16384, 1437.62, 1212.72))},
+}
+AMD_REFERENCE = (8192, True)     # the row FLASH_ATTENTION_EFFICIENCY and BACKWARD_RELATIVE_RATE take
+
+# FP8 over BF16 forward rate of cuDNN's flash attention by sequence length (module docstring).
+FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 / 574, 3)),
+                                  (2048, round(886 / 617, 3)), (4096, round(864 / 609, 3)),
+                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3)))}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -104,7 +139,43 @@ def causal_rate(arch: str, seq: int) -> float:
     >>> causal_rate("hopper", 4096), causal_rate("hopper", 131072), causal_rate("ampere", 4096)
     (0.875, 0.921, 1.0)
     """
-    table = CAUSAL_RATE.get(arch)
+    return _by_length(CAUSAL_RATE.get(arch), seq)
+
+
+def fp8_forward_speedup(arch: str, seq: int) -> float:
+    """How many times faster an FP8 flash-attention forward runs than the 16-bit one at `seq`
+    tokens on `arch` (FP8_FORWARD_SPEEDUP, interpolated in log2 of the length, held at the ends).
+
+    >>> fp8_forward_speedup("hopper", 8192), fp8_forward_speedup("hopper", 512) < fp8_forward_speedup("hopper", 8192)
+    (1.618, True)
+    """
+    if arch not in FP8_FORWARD_SPEEDUP:
+        raise ValueError(f"no published FP8 attention rate for {arch} GPUs; known on: "
+                         f"{', '.join(FP8_FORWARD_SPEEDUP)}")
+    return _by_length(FP8_FORWARD_SPEEDUP[arch], seq)
+
+
+def length_rate(arch: str, seq: int, causal: bool, backward: bool) -> float:
+    """A flash kernel's rate at `seq` tokens with (`causal`) or without a mask, over the rate the
+    architecture's efficiency figures stand for (AMD_REFERENCE); 1.0 where no table by length is
+    published (Hopper's length effect is its causal rate, `causal_rate`).
+
+    >>> length_rate("cdna3", 8192, True, False), length_rate("hopper", 2048, True, True)
+    (1.0, 1.0)
+    >>> round(length_rate("cdna3", 2048, True, True), 3)          # 279.72 / 481.895
+    0.58
+    """
+    table = AMD_FLASH_TFLOPS.get(arch)
+    if table is None:
+        return 1.0
+    column = 2 if backward else 1
+    ref_seq, ref_mask = AMD_REFERENCE
+    reference = next(row[column] for row in table[ref_mask] if row[0] == ref_seq)
+    return _by_length(tuple((row[0], row[column] / reference) for row in table[causal]), seq)
+
+
+def _by_length(table, seq: int) -> float:
+    """A per-length table's value at `seq`: log2-interpolated, held at the ends; 1.0 without a table."""
     if not table or seq <= 0:
         return 1.0
     if seq <= table[0][0]:

@@ -10,6 +10,7 @@ task's host time, the engine plays the host thread out.
 
 from __future__ import annotations
 
+from scalesim.costs.recompute import module_ops
 from scalesim.models.spec import LayerSpec
 
 # CPU time to issue one eager PyTorch op from Python, seconds. NVIDIA's
@@ -67,6 +68,17 @@ def layer_kernels(layer: LayerSpec, attention: str) -> tuple[int, int, int]:
         forward += f
         backward += b
     return forward, backward, attention_forward
+
+
+def module_kernels(layer: LayerSpec, modules: tuple[str, ...], attention_forward: int) -> int:
+    """Kernels selective recomputation launches: the attention core's (`attention_forward`, from
+    `layer_kernels`) without `modules`, else one forward per op of the listed modules (their
+    grouped GEMMs' per-expert launches come with `expert_host_s`)."""
+    if not modules:
+        return attention_forward
+    names = module_ops(modules)
+    return sum(KERNELS.get(op.kind, (1, 1))[0] if op.kind != "attention" else FLASH_ATTENTION_KERNELS[0]
+               for op in layer.ops if op.name in names)
 
 
 def launch_host_s(kernels: int, dispatch_s: float, cuda_graphs: bool, backward: bool = False) -> float:
@@ -147,25 +159,53 @@ def expert_gemm_launches(layer: LayerSpec) -> tuple[int, int]:
 
 EXPERT_MLP_HOST_S = (1.2e-3 / 64, 2.1e-3 / 64)      # (forward, backward) per local expert, seconds
 
+# 3. The eager path of Megatron-Core's NCCL all-to-all dispatcher around the experts (the
+#    `alltoall` dispatcher: permutation, the token-count all-gather and its sync, the split-size
+#    bookkeeping, the all-to-alls' Python wrappers, the sort by local expert and back, the
+#    unpermutation and the probabilities' multiply, each many small torch ops). Measured: an nsys
+#    NVTX summary of Qwen3-30B-A3B on 8 B200 (EP8, 16 local experts, MBS 1, seq 4096, BF16,
+#    `alltoall` dispatcher, forced balance, no CUDA graphs; yanring/Megatron-MoE-ModelZoo issue #7,
+#    Aug 2025) gives, per MoE layer forward, a median of 7.216 ms for the whole MoE MLP (`#MLP`
+#    range, 6,137 instances), 1.871 ms of it in the router and dispatch preprocessing
+#    (`#MOE_ROUTER_AND_PRE`), 2.625 ms in the dispatch (`#MOE_DISPATCH`) and 2.187 ms in the experts
+#    (`#MOE_EXPERTS_COMP`): host time, as the GPU work of that layer is a fraction of a millisecond
+#    on a B200. The router and preprocessing are left out (the recipes capture them in CUDA graphs:
+#    `moe_router`, `moe_preprocess` scopes; scalesim keeps the router's per-op launches), and so are
+#    the 16 experts' own host work already counted by EXPERT_MLP_HOST_S: what stays is the
+#    dispatcher's fixed path, ALLTOALL_PATH_HOST_S per MoE layer forward, scaled with the host's
+#    dispatch speed. Backward replays it through autograd at BACKWARD_DISPATCH_FRACTION of the
+#    forward (the estimate for every backward launch above). The flex dispatcher (DeepEP, HybridEP:
+#    one fused kernel each way) has no such path in this model; no measurement of its host time.
+ALLTOALL_PATH_HOST_S = (7.216e-3 - 1.871e-3) - 16 * EXPERT_MLP_HOST_S[0]
 
-def expert_host_s(layer: LayerSpec, dispatch_s: float, graphed: bool) -> tuple[float, float]:
+
+def expert_host_s(layer: LayerSpec, dispatch_s: float, graphed: bool,
+                  dispatcher: str | None = None) -> tuple[float, float]:
     """Host time, (forward, backward), of one micro-batch of the layer's grouped expert MLP
     beyond its per-op launches: EXPERT_MLP_HOST_S per local expert on a host issuing an op in
-    `dispatch_s`; captured in a CUDA graph (drop-and-pad), only the per-expert GEMM nodes.
+    `dispatch_s`, plus, with the `alltoall` dispatcher, its eager path (ALLTOALL_PATH_HOST_S);
+    captured in a CUDA graph (drop-and-pad), only the per-expert GEMM nodes.
 
     >>> from scalesim.models.spec import OpSpec
     >>> up = lambda g: LayerSpec("b", "transformer_block", 0, (OpSpec("expert_up", "gemm", 1.0, 1.0, groups=g),), 0.0)
     >>> expert_host_s(up(1), 13e-6, False), expert_host_s(up(16), 13e-6, False) < expert_host_s(up(64), 13e-6, False)
     ((0.0, 0.0), True)
+    >>> expert_host_s(up(16), 13e-6, False, "flex") < expert_host_s(up(16), 13e-6, False, "alltoall")
+    True
     """
     groups = max((op.groups for op in layer.ops if op.kind == "gemm"), default=1)
-    if groups <= 1:
+    has_experts = any(op.name == "expert_up" for op in layer.ops)
+    if groups <= 1 and not has_experts:
         return 0.0, 0.0
     if graphed:
         forward, backward = expert_gemm_launches(layer)
         return forward * GRAPH_NODE_S, backward * GRAPH_NODE_S
     scale = dispatch_s / DISPATCH_S_PER_OP
-    return groups * EXPERT_MLP_HOST_S[0] * scale, groups * EXPERT_MLP_HOST_S[1] * scale
+    forward, backward = (groups * per * scale if groups > 1 else 0.0 for per in EXPERT_MLP_HOST_S)
+    if dispatcher == "alltoall" and has_experts:
+        forward += ALLTOALL_PATH_HOST_S * scale
+        backward += ALLTOALL_PATH_HOST_S * BACKWARD_DISPATCH_FRACTION * scale
+    return forward, backward
 
 
 # Ops of an MoE block that dropless MoE runs outside Megatron's per-layer CUDA graphs: the

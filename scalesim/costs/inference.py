@@ -200,18 +200,20 @@ def iteration_work(entries) -> IterationWork:
     >>> iteration_work([(1, 100, True), (4, 4, False)])
     IterationWork(tokens=5, sampled=1, prefill_pairs=10.0, decode_pairs=100.0, prefill_kv_tokens=4.0, decode_kv_tokens=100.0)
     """
-    tokens = sampled = 0
-    pp = dp = pk = dk = 0.0
-    for q, c, samples in entries:
+    tokens = sampled = decode = 0
+    pp = pk = 0.0
+    for q, c, samples in entries:      # hot: once per sequence per simulated iteration
         tokens += q
-        sampled += 1 if samples else 0
+        if samples:
+            sampled += 1
         if q == 1:
-            dp += c
-            dk += c
+            decode += c
         else:
             pp += q * (c - q) + q * (q + 1) / 2
             pk += c * math.ceil(q / FLASH_QUERY_TILE)
-    return IterationWork(tokens, sampled, pp, dp, pk, dk)
+    # A decode step's query meets all its context: as many pairs as cached tokens read (a sum of
+    # integers, exact as a float)
+    return IterationWork(tokens, sampled, pp, float(decode), pk, float(decode))
 
 
 def _gemm_s(m: int, n: int, k: int, gpu: GpuSpec, weights: str, weight_bytes: float) -> float:

@@ -130,3 +130,68 @@ def recomputed_blocks(layers, num_layers: int | None) -> tuple[bool, ...]:
         mask.append(block and seen < num_layers)
         seen += block
     return tuple(mask)
+
+
+# Megatron-Core's selective recomputation by module (`--recompute-granularity selective
+# --recompute-modules ...`; TransformerConfig.recompute_modules, megatron/core/transformer/
+# transformer_config.py): "core_attn" the attention core (the default, scalesim's plain
+# `selective`), "moe_act" the experts' activation, "layernorm" the input and pre-MLP norms,
+# "mla_up_proj" MLA's up projections and RoPE, "mlp" a dense block's MLP, "moe" the whole MoE layer,
+# "shared_experts" the shared experts. moe_act, layernorm and mla_up_proj discard their outputs and
+# re-run them in backward; core_attn, mlp, moe and shared_experts keep only their input. The ops of
+# scalesim's blocks (models/transformer.py, models/moe.py) each module re-runs:
+RECOMPUTE_MODULES = {
+    "core_attn": ("attention",),
+    "moe_act": ("expert_swiglu",),
+    "layernorm": ("norm_attn", "norm_mlp"),
+    "mla_up_proj": ("mla_q_up", "mla_kv_up", "rope"),
+    "mlp": ("mlp_gate", "mlp_up", "swiglu", "gelu", "mlp_down"),
+    "moe": ("router", "router_topk", "moe_permute", "expert_sort", "expert_gate", "expert_up", "expert_swiglu",
+            "expert_down", "expert_unsort", "moe_unpermute", "shared_gate", "shared_up", "shared_swiglu",
+            "shared_down"),
+    "shared_experts": ("shared_gate", "shared_up", "shared_swiglu", "shared_down"),
+}
+# Modules whose checkpoint keeps only the module's input (the rest discard one op's output).
+WHOLE_MODULES = ("core_attn", "mlp", "moe", "shared_experts")
+SUBSUMED = {"moe_act": "moe", "shared_experts": "moe"}      # parts of a module also listed
+
+
+def module_ops(modules: tuple[str, ...]) -> frozenset[str]:
+    """Names of the ops the listed recompute modules re-run.
+
+    >>> sorted(module_ops(("layernorm", "moe_act")))
+    ['expert_swiglu', 'norm_attn', 'norm_mlp']
+    """
+    return frozenset(name for module in modules for name in RECOMPUTE_MODULES[module])
+
+
+def module_recompute_s(layer: LayerSpec, op_times_s: list[float], modules: tuple[str, ...]) -> float:
+    """Forward time the listed modules re-run in backward, given each op's forward time."""
+    names = module_ops(modules)
+    return sum(t for op, t in zip(layer.ops, op_times_s) if op.name in names)
+
+
+def _output_elements(op: OpSpec) -> float:
+    """Elements per sample an op writes: a GEMM's m x n per group; an element-wise op or norm, the
+    elements it moves over its inputs and output (one input for most, two for the gated activations)."""
+    if op.gemm_mnk is not None:
+        m, n, _ = op.gemm_mnk
+        return float(m * n * op.groups)
+    return op.elements_moved / (3.0 if op.name.endswith("swiglu") else 2.0)
+
+
+def module_saved_bytes_per_sample(layer: LayerSpec, modules: tuple[str, ...]) -> float:
+    """16-bit bytes per sample a block no longer keeps for backward when the listed modules are
+    recomputed: the outputs of their ops, except, for a module kept by its input (WHOLE_MODULES), its
+    last op's output (the next op's input, kept). The attention core's outputs are already left out of
+    the flash-attention count; an estimate, capped by the block's activations by the caller."""
+    saved = 0.0
+    for module in modules:
+        if module in SUBSUMED and SUBSUMED[module] in modules:
+            continue
+        names = RECOMPUTE_MODULES[module]
+        outputs = [_output_elements(op) for op in layer.ops if op.name in names and op.kind != "attention"]
+        if module in WHOLE_MODULES and outputs:
+            outputs = outputs[:-1]
+        saved += 2.0 * sum(outputs)
+    return saved

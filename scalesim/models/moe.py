@@ -25,11 +25,11 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scalesim.models.spec import LayerSpec, MoESpec, OpSpec
 from scalesim.models.transformer import (SWIGLU_FLOP_PER_ELEMENT, block_activation_bytes, elementwise_op,
-                                         gemm_op, norm_params, transformer_block)
+                                         gemm_op, norm_op, norm_params, transformer_block)
 
 MOE_DISPATCH = ("norm_mlp", "router", "router_topk", "moe_permute")
 MOE_EXPERTS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down")
@@ -170,3 +170,31 @@ def moe_block(name: str, *, moe: MoESpec | None, mla: MLASpec | None, **block) -
     return LayerSpec(name, "transformer_block", params, tuple(ops), activation_bytes=attention_acts + mlp_acts,
                      attention_score_bytes=dense.attention_score_bytes, expert_params=routed,
                      active_params=active)
+
+
+# Multi-token prediction (DeepSeek-V3 Technical Report, sec. 2.2, Fig. 3; Megatron-Core
+# transformer/multi_token_prediction.py): each MTP module embeds the tokens one position ahead with the
+# shared embedding, normalises them and the previous depth's hidden states (enorm, hnorm: RMSNorm),
+# projects their concatenation 2h -> h (eh_proj), runs one transformer block (an MoE block in
+# DeepSeek-V3), a final norm and the shared output head with its own cross-entropy loss. Megatron places
+# the modules after the decoder on the last pipeline stage, which holds a copy of the embedding (kept in
+# sync like tied embeddings); the output head's weights are the main head's on that stage (0 here).
+MTP_PREFIX = "mtp"
+
+
+def is_mtp(layer: LayerSpec) -> bool:
+    """Whether the layer is part of a multi-token-prediction module (not a decoder block)."""
+    return layer.name.startswith(MTP_PREFIX)
+
+
+def mtp_layers(index: int, *, embedding: LayerSpec, block: LayerSpec, final: LayerSpec, head: LayerSpec,
+               s: int, h: int) -> tuple[LayerSpec, ...]:
+    """The layers of MTP module `index`: the embedding copy, norms and projection, its block, final
+    norm and head. `embedding`, `final` and `head` are the model's own (their weights are shared)."""
+    name = f"{MTP_PREFIX}{index}"
+    proj = LayerSpec(f"{name}_proj", "norm", 2 * norm_params(h, "rmsnorm") + 2 * h * h,
+                     (norm_op("mtp_enorm", s * h, h, "rmsnorm"), norm_op("mtp_hnorm", s * h, h, "rmsnorm"),
+                      gemm_op("mtp_eh_proj", s, h, 2 * h)),
+                     activation_bytes=float(2 * 2 * s * h + 2 * 2 * s * h))   # norm inputs, projection input
+    return (replace(embedding, name=f"{name}_embed", active_params=0), proj, replace(block, name=name),
+            replace(final, name=f"{name}_norm"), replace(head, name=f"{name}_head", params=0))

@@ -47,6 +47,20 @@ def packed_attention(model: ModelSpec, sequences: int) -> ModelSpec:
     return replace(model, layers=layers)
 
 
+def fp8_attention(model: ModelSpec) -> ModelSpec:
+    """`model` with its attention kernels running FP8 (Transformer Engine's FP8 dot-product attention,
+    NeMo `fp8_dot_product_attention`; its cost is in costs/flash.py, fp8_forward_speedup).
+
+    >>> from scalesim.models.zoo import get_model
+    >>> llama = fp8_attention(get_model("llama2-7b", seq_len=512))
+    >>> all(op.fp8 for layer in llama.layers for op in layer.ops if op.kind == "attention")
+    True
+    """
+    layers = tuple(replace(layer, ops=tuple(replace(op, fp8=True) if op.kind == "attention" else op
+                                            for op in layer.ops)) for layer in model.layers)
+    return replace(model, layers=layers)
+
+
 def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
     """A BERT model whose MLM head runs on `rows` (masked) positions per sample instead of all.
 

@@ -38,6 +38,8 @@ class OpSpec:
     groups: int = 1     # grouped GEMM (MoE experts): `groups` GEMMs of gemm_mnk each; flop is their sum
     head_dims: tuple[int, int] | None = None    # attention: (query/key, value) head dims when not standard (MLA)
     seq: int = 0        # attention: tokens of the sequence (query and key length); 0 when not known
+    fp8: bool = False   # attention: the forward runs FP8 (Transformer Engine's FP8 dot-product attention)
+    ring_steps: int = 1  # attention: context parallelism's ring steps, one kernel each (costs/context_chunks.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,7 +246,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                       max_positions: int | None = None, post_norm: bool = False,
                       token_types: int = 0, head: str = "lm", family: str = "inline",
                       source: tuple[str, ...] = (), head_dim: int | None = None, qkv_bias: bool = False,
-                      sandwich_norm: bool = False, moe=None, mla=None) -> ModelSpec:
+                      sandwich_norm: bool = False, moe=None, mla=None, mtp_layers: int = 0) -> ModelSpec:
     """A token transformer (decoder or encoder) built for sequences of seq_len tokens.
 
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
@@ -254,7 +254,8 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     post_norm: BERT's post-LayerNorm blocks, whose extra norm sits in the embedding.
     head: "lm" (projection to vocab + loss) or "bert" (pooler, MLM and NSP heads).
     moe: a `MoESpec` (mixture-of-experts MLP in its MoE blocks); mla: an `MLASpec` (DeepSeek's
-      multi-head latent attention); both built by `scalesim.models.moe`.
+      multi-head latent attention); both built by `scalesim.models.moe`. mtp_layers: DeepSeek-V3's
+      multi-token-prediction modules after the head (`scalesim.models.moe.mtp_layers`).
 
     Arguments are assumed valid (the zoo validates user input); impossible shapes
     raise ValueError.
@@ -279,6 +280,11 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"
                 else bert_pretraining_head(s, h, vocab))
     all_layers = (emb, *blocks, *tail)
+    if mtp_layers:
+        from scalesim.models.moe import moe_block, mtp_layers as mtp_module
+        last = moe_block("mtp", moe=moe, mla=mla, **block)
+        for k in range(mtp_layers):
+            all_layers += mtp_module(k, embedding=emb, block=last, final=tail[0], head=tail[-1], s=s, h=h)
     # MoE: N in 6N counts the parameters a token goes through (active), as MoE MFU is reported
     # (Megatron-Core MoE, DeepSeek-V3); equal to all parameters for dense models.
     params = sum(layer.params if layer.active_params is None else layer.active_params for layer in all_layers)

@@ -176,6 +176,13 @@ _ZOO: dict[str, _Entry] = {
                         dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
                              moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
                              mla=MLASpec(1536, 512, 128, 64, 128), **_MOE), learned=False),
+    # With its multi-token-prediction module (1 depth, sec. 2.2: the 14B of HF's 685B), as NeMo's
+    # DeepSeek-V3 pre-training recipe runs it (nemo/collections/llm/recipes/deepseek_v3.py, use_mtp=True).
+    "deepseek-v3-mtp": _tok("deepseek", "671B + 14B MTP", "DeepSeek-V3 with its multi-token-prediction module",
+                            DEEPSEEK_V3_SOURCE, 4096,
+                            dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
+                                 moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
+                                 mla=MLASpec(1536, 512, 128, 64, 128), mtp_layers=1, **_MOE), learned=False),
     "gpt-oss-20b": _tok("gpt-oss", "20.9B total, 3.6B active", "gpt-oss-20b, 24 x 2880, 32 experts top-4, GQA 8",
                         GPT_OSS_SOURCE.format("20b"), 131072,
                         dict(layers=24, ffn_hidden=2880, moe=MoESpec(32, 4, 2880), **_GPT_OSS), learned=False),

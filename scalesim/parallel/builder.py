@@ -36,7 +36,7 @@ from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
-from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, outside_cuda_graphs
+from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, module_kernels, outside_cuda_graphs
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
@@ -145,8 +145,8 @@ class StepBuilder:
         """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels
         (kept in the memo by content: the same block recurs in every layer and, in a sweep, every plan)."""
         plan = self.plan
-        key = ("layer-time", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
-               plan.memory_format, plan.finetune, layer.kind, layer.ops, held_sms)
+        key = ("layer-time", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.recompute_modules,
+               plan.attention, plan.memory_format, plan.finetune, layer.kind, layer.ops, held_sms)
         known = self.memo.get(key)
         if known is not None:
             return known
@@ -155,7 +155,7 @@ class StepBuilder:
                                         plan.checkpointing, plan.attention, plan.memory_format, held_sms)
         else:
             known = layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                               plan.attention, plan.memory_format, held_sms)
+                               plan.attention, plan.memory_format, held_sms, plan.recompute_modules)
         self.memo[key] = known
         return known
 
@@ -166,10 +166,10 @@ class StepBuilder:
             return {"forward": 0.0, "backward": 0.0, "recompute": 0.0}
         forward, backward, attention = layer_kernels(layer, plan.attention)
         if plan.finetune is not None:
-            # Each adapter launches its own kernels, in both passes (costs/finetune.py adapter_ops);
+            # Each adapter launches its own kernels, in both passes (costs/adapters.py adapter_ops);
             # frozen layers skip their weight-gradient GEMMs.
             for shape in adapter_shapes(layer, plan.finetune):
-                extra_forward, extra_backward = adapter_ops(shape, plan.finetune.rank, 1)
+                extra_forward, extra_backward = adapter_ops(shape, plan.finetune, 1)
                 forward += len(extra_forward)
                 backward += len(extra_backward)
             gemms = sum(1 for op in layer.ops if op.kind == "gemm")
@@ -177,7 +177,7 @@ class StepBuilder:
             if plan.finetune.quantized:          # one NF4 dequantisation kernel per GEMM and pass
                 forward += gemms
                 backward += gemms
-        recompute = {"full": forward, "selective": attention,
+        recompute = {"full": forward, "selective": module_kernels(layer, plan.recompute_modules, attention),
                      "selective-op": recomputed_kernels(layer)}.get(plan.checkpointing, 0)
         moe = self.model.moe
         graphs = plan.cuda_graphs and not (moe is not None and outside_cuda_graphs(layer, moe.capacity_factor))
@@ -185,11 +185,11 @@ class StepBuilder:
                  "backward": launch_host_s(backward, plan.host_dispatch_s, graphs, backward=True),
                  # recomputation re-runs the Python forward of the checkpointed part
                  "recompute": launch_host_s(recompute, plan.host_dispatch_s, graphs)}
-        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs)
+        experts_forward, experts_backward = expert_host_s(layer, plan.host_dispatch_s, graphs, plan.moe_dispatcher)
         if experts_forward:                  # grouped expert MLP: host work per local expert
             times["forward"] += experts_forward
             times["backward"] += experts_backward
-            if plan.checkpointing == "full":
+            if plan.checkpointing == "full" or "moe" in plan.recompute_modules:
                 times["recompute"] += experts_forward
         return times
 
@@ -199,7 +199,8 @@ class StepBuilder:
         memo = self.memo
         blocks = round(share * self.gpu.sms)
         plan = self.plan
-        memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.attention,
+        memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                    plan.recompute_modules, plan.attention,
                     plan.memory_format, plan.optimizer, content, blocks) + \
             (() if plan.finetune is None else (plan.finetune,))
         if memo_key not in memo:

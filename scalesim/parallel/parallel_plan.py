@@ -52,6 +52,9 @@ class ParallelPlan:
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.
     recompute_layers: int | None = None
+    # Selective recomputation by module (Megatron-Core --recompute-modules, costs/recompute.py
+    # RECOMPUTE_MODULES); empty: the attention core.
+    recompute_modules: tuple[str, ...] = ()
     # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None

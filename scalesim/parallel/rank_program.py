@@ -228,7 +228,8 @@ class RankProgram:
         """Recompute (full or selective checkpointing), then the layer's backward."""
         gathered = self.gather(w)
         checkpointing = self.plan.checkpointing if w.recomputed else "none"     # partial recompute
-        if checkpointing == "full":
+        # Megatron's "moe" recompute module re-runs the MoE layer whole: its all-to-alls and token-count sync
+        if checkpointing == "full" or checkpointing == "selective" and w.moe and "moe" in self.plan.recompute_modules:
             dep = self.run_layer(w, "recompute", dep, True, gathered)
             gathered = ()
         elif checkpointing in ("selective", "selective-op"):

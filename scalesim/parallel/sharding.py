@@ -57,7 +57,8 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
     elif sp:
         flop, moved = flop / tp, moved / tp
     return replace(op, flop=flop, elements_moved=moved, score_elements=scores,
-                   gemm_mnk=None if op.gemm_mnk is None else (m, n, k))
+                   gemm_mnk=None if op.gemm_mnk is None else (m, n, k),
+                   ring_steps=cp if op.kind == "attention" else op.ring_steps)
 
 
 def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None = None) -> LayerSpec:

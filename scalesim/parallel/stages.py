@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from scalesim.errors import InputError
 from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.models.moe import is_mtp
 
 LAYOUT_KEY = "parallel.pipeline_layout"
 _SYMBOLS = "EtmL|"
@@ -50,7 +51,8 @@ def model_chunks(model: ModelSpec, chunks: int,
     """The model's layers cut into `chunks` consecutive pieces, in pipeline order: `blocks_per_chunk`
     transformer blocks each (a pipeline layout, `layout_blocks`), else as even as `split_blocks` makes them."""
     layers = list(model.layers)
-    blocks = [i for i, layer in enumerate(layers) if layer.kind == "transformer_block"]
+    # multi-token-prediction modules (after the head) stay with the last chunk, as Megatron places them
+    blocks = [i for i, layer in enumerate(layers) if layer.kind == "transformer_block" and not is_mtp(layer)]
     if chunks == 1:
         return [tuple(layers)]
     if not blocks:
@@ -126,8 +128,10 @@ def parse_layout(text: str) -> list[str]:
     return _expand(text.replace(",", "").replace(" ", ""), 0, 0)[0].split("|")
 
 
-def layout_blocks(text: str, blocks: int, chunks: int) -> tuple[int, ...]:
-    """Transformer blocks per chunk under the layout `text`, checked against the model and the plan."""
+def layout_blocks(text: str, blocks: int, chunks: int, mtp: int = 0) -> tuple[int, ...]:
+    """Transformer blocks per chunk under the layout `text`, checked against the model and the plan.
+    The model's `mtp` multi-token-prediction modules (m) run on the last chunk, before the loss; a
+    layout may leave them out (the recipes' do), not put them elsewhere."""
     parts = parse_layout(text)
     flat = "".join(parts)
     if len(parts) != chunks:
@@ -136,8 +140,9 @@ def layout_blocks(text: str, blocks: int, chunks: int) -> tuple[int, ...]:
         raise _layout_bad(text, "E (the embedding) must appear once, first")
     if flat.count("L") != 1 or not parts[-1].endswith("L"):
         raise _layout_bad(text, "L (the loss) must appear once, last")
-    if "m" in flat:
-        raise _layout_bad(text, "the model has no multi-token-prediction layer (m) in scalesim")
+    if "m" in flat and (flat.count("m") != mtp or not parts[-1].rstrip("L").endswith("m" * mtp)):
+        raise _layout_bad(text, f"the model has {mtp} multi-token-prediction layers (m); scalesim runs them "
+                                "at the end of the last chunk, before L")
     if flat.count("t") != blocks:
         raise _layout_bad(text, f"it places {flat.count('t')} transformer blocks but the model has {blocks}")
     if any(not part for part in parts):
@@ -176,7 +181,8 @@ def pipeline_blocks(model: ModelSpec, pp: int, chunks_per_stage: int, layout: st
     if layout is not None and (first is not None or last is not None):
         raise InputError("give either pipeline_layout or decoder_first/last_pipeline_num_layers, not both",
                          key=LAYOUT_KEY)
-    blocks = sum(layer.kind == "transformer_block" for layer in model.layers)
+    blocks = sum(layer.kind == "transformer_block" and not is_mtp(layer) for layer in model.layers)
     if layout is not None:
-        return layout_blocks(layout, blocks, pp * chunks_per_stage)
+        mtp = sum(layer.kind == "transformer_block" and is_mtp(layer) for layer in model.layers)
+        return layout_blocks(layout, blocks, pp * chunks_per_stage, mtp)
     return first_last_blocks(blocks, pp, chunks_per_stage, first, last)

@@ -63,6 +63,13 @@ class CompiledStep:
         """Peak memory of the most loaded pipeline stage."""
         return max((stage_memory(self.model, self.plan, stage) for stage in self.stages), key=lambda m: m.total)
 
+    @cached_property
+    def first_stage_memory(self) -> MemoryBreakdown:
+        """Peak memory of a rank of the first pipeline stage: world rank 0, the rank whose memory
+        nanotron (helpers.py log_throughput, rank 0 only; ranks ordered ep, pp, dp, tp) and
+        fsdp_qlora (Logger.log, rank 0 only) report. It holds the most in-flight micro-batches."""
+        return stage_memory(self.model, self.plan, self.stages[0])
+
     def optimizer_state_bytes(self) -> float:
         """The optimizer state of the most loaded stage, as it would be held on the GPU (what
         ZeRO-Offload moves to the host)."""
@@ -107,6 +114,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
     if plan.finetune is None and not plan.offload_params:
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
+                               recompute_modules=plan.recompute_modules,
                                **common, **_expert_memory(model, plan))
     return finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
 

@@ -120,38 +120,61 @@ class Scheduler:
         self.waiting.appendleft(seq)
         return seq
 
+    def _make_room(self, seq: Sequence, tokens: int) -> bool:
+        """Blocks for `seq` to hold `tokens` cached tokens, preempting the newest sequences after it
+        until they fit; False when `seq` itself, the last one left, was preempted."""
+        self.peak_blocks = max(self.peak_blocks, self.used_blocks)
+        fits = self._grow(seq, tokens)
+        while not fits and self.running[-1] is not seq:
+            self._preempt_last()
+            fits = self._grow(seq, tokens)
+        if not fits:
+            self._preempt_last()
+        return fits
+
     def schedule(self) -> Batch | None:
         """The next iteration's batch, or None when there is nothing to run."""
         budget = self.max_batch_tokens
-        chosen: list[tuple[Sequence, int]] = []
-        i = 0
-        while i < len(self.running) and budget > 0:
-            seq = self.running[i]
-            q = min(seq.known - seq.computed, budget)
-            fits = self._grow(seq, seq.computed + q)
-            while not fits and self.running[-1] is not seq:
-                self._preempt_last()
-                fits = self._grow(seq, seq.computed + q)
-            if not fits:                    # it is the last one left to preempt
-                self._preempt_last()
+        block_tokens, running = self.block_tokens, self.running
+        entries: list[tuple[int, int, bool]] = []
+        # The running sequences in the order they were admitted. Hot loop (one pass per sequence per
+        # iteration): `known` and `_grow` inlined; `used_blocks` only grows until a preemption, so its
+        # peak is taken there (`_make_room`) and after the loop. A preemption pops sequences after this
+        # one only, so the list iterator sees the shortened list, and those chosen are running[:n].
+        for seq in running:
+            if budget <= 0:
                 break
-            chosen.append((seq, q))
+            computed = seq.computed
+            known = seq.request.prompt_tokens + seq.generated
+            q = known - computed
+            if q > budget:
+                q = budget
+            after = computed + q
+            need = -(-after // block_tokens) - seq.blocks
+            if need > 0:
+                if need <= self.total_blocks - self.used_blocks:
+                    seq.blocks += need
+                    self.used_blocks += need
+                elif not self._make_room(seq, after):
+                    break
+            entries.append((q, after, after == known))
             budget -= q
-            i += 1
-        while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
+        sequences = running[:len(entries)]
+        self.peak_blocks = max(self.peak_blocks, self.used_blocks)
+        while self.waiting and budget > 0 and len(running) < self.max_seqs:
             seq = self.waiting[0]
             q = min(seq.known - seq.computed, budget)
             reserve = seq.request.prompt_tokens + seq.request.output_tokens if self.guaranteed else seq.computed + q
             if not self._grow(seq, reserve):
                 break
             self.waiting.popleft()
-            self.running.append(seq)
-            chosen.append((seq, q))
+            running.append(seq)
+            sequences.append(seq)
+            entries.append((q, seq.computed + q, seq.computed + q == seq.known))
             budget -= q
-        if not chosen:
+        if not sequences:
             return None
-        return Batch(tuple(s for s, _ in chosen),
-                     tuple((q, s.computed + q, s.computed + q == s.known) for s, q in chosen))
+        return Batch(tuple(sequences), tuple(entries))
 
     def complete(self, batch: Batch, now_s: float) -> list[Sequence]:
         """Apply an iteration that ended at `now_s`; returns the sequences it finished."""
@@ -160,10 +183,10 @@ class Scheduler:
             seq.computed += q
             if not samples:
                 continue
-            seq.generated += 1
+            generated = seq.generated = seq.generated + 1
             if seq.first_token_s is None:
                 seq.first_token_s = now_s
-            if seq.done:
+            if generated >= seq.request.output_tokens:
                 seq.finish_s = now_s
                 self._free(seq)
                 finished.append(seq)

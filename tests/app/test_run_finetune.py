@@ -81,6 +81,8 @@ def test_fit_search_proposes_lora_and_qlora_only_when_allowed():
 
 @pytest.mark.parametrize("training,key", [({"finetune": "lora", "lora": {"targets": ["gate"]}}, "lora.targets"),
                                           ({"finetune": "lora", "lora": {"rank": 0}}, "lora.rank"),
+                                          ({"finetune": "lora", "lora": {"layout": "nemo"}}, "lora.layout"),
+                                          ({"finetune": "lora", "lora": {"dropout": 1.0}}, "lora.dropout"),
                                           ({"finetune": "dora"}, "training.finetune"),
                                           ({"optimizer": "adamw-4bit"}, "training.optimizer")])
 def test_bad_fine_tuning_input_names_the_key(tmp_path, training, key):

@@ -3,7 +3,8 @@
 import pytest
 
 from scalesim.costs.compute import layer_time
-from scalesim.costs.memory import CROSS_ENTROPY_PEAK_BYTES, activation_bytes, loss_peak_bytes
+from scalesim.costs.loss_memory import CROSS_ENTROPY_PEAK_BYTES, loss_peak_bytes
+from scalesim.costs.memory import activation_bytes
 from scalesim.costs.recompute import recomputed_kernels, recomputed_shares, saved_bytes_per_sample
 from scalesim.hardware import get_gpu
 from scalesim.models import get_model
@@ -67,3 +68,13 @@ def test_the_eager_loss_peaks_higher_than_a_fused_kernel_and_only_where_the_head
     assert loss_peak_bytes([llama_block()], 2, "eager") == 0.0
     # vocabulary-parallel heads hold 1/tp of the logits each
     assert loss_peak_bytes([shard_layer(head, 4, 1, True)], 2, "eager") == pytest.approx(peaks[2] / 4)
+
+
+def test_loss_parallel_and_hugging_face_losses_hold_an_fp32_logits_copy_more_than_the_eager_loss():
+    # torch's loss_parallel backward builds zeros_like(x), exp(x) and their sum beside the kept log-softmax
+    # output where the eager one holds two gradients; Hugging Face's causal-LM output keeps its fp32 logits.
+    head = lm_head(S, H, 128256, tied=False)
+    eager = loss_peak_bytes([head], 2, "eager")
+    fp32_logits = 2 * S * 128256 * 4
+    for kind in ("loss-parallel", "hf-causal-lm"):
+        assert loss_peak_bytes([head], 2, kind) == pytest.approx(eager + fp32_logits)

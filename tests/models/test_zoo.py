@@ -59,7 +59,7 @@ def test_all_required_names_are_in_the_zoo():
                 "mistral-7b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma2-9b",
                 "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini",
                 # mixtures of experts (issue 22)
-                "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+                "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "deepseek-v3-mtp",
                 "gpt-oss-20b", "gpt-oss-120b", "llama4-scout"]
     assert sorted(model_names()) == sorted(required)
 

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from scalesim.app.setup import prepare, simulate_setup
-from scalesim.costs.host import EXPERT_MLP_HOST_S, dispatcher_host_sync, expert_gemm_launches, expert_host_s
+from scalesim.costs.host import ALLTOALL_PATH_HOST_S, EXPERT_MLP_HOST_S, dispatcher_host_sync, expert_gemm_launches, expert_host_s
 from scalesim.engine import simulate
 from scalesim.models.moe import grouped_gemm_op
 from scalesim.models.spec import LayerSpec
@@ -90,3 +90,30 @@ def test_expert_host_time_is_the_measured_grouped_mlp_cost_per_expert_and_shrink
     assert forward * 1e3 == 1.2 and round(backward * 1e3, 9) == 2.1
     assert expert_host_s(layer, 6.5e-6, graphed=False)[0] < forward
     assert expert_host_s(layer, 13e-6, graphed=True)[0] < forward          # graph nodes only
+
+
+def test_the_all_to_all_dispatchers_eager_path_is_issued_after_the_sync_and_backward_replays_less():
+    def host(dispatcher):
+        s = scenario(ep=8).model_dump()
+        s["parallel"]["moe_dispatcher"] = dispatcher
+        tasks = prepare(Scenario.model_validate(s)).step.program.tasks[0]
+        named = {t.name.split(" + ")[0]: t.host_s for t in tasks if t.kind in ("forward", "backward")}
+        return named["fwd block0.2"], named["bwd block0.2"]
+    (fwd_a2a, bwd_a2a), (fwd_flex, bwd_flex) = host("alltoall"), host("flex")
+    # the experts' part (after the token-count sync) carries the dispatcher's path: milliseconds on the host
+    assert fwd_a2a - fwd_flex == ALLTOALL_PATH_HOST_S > 1e-3
+    assert 0 < bwd_a2a - bwd_flex < fwd_a2a - fwd_flex          # autograd replays it without Python
+
+
+def test_the_dispatcher_path_is_the_measured_moe_mlp_less_its_router_and_its_experts():
+    # yanring/Megatron-MoE-ModelZoo issue #7 (8 B200, EP8, 16 local experts): NVTX medians, ms
+    mlp, router = 7.216, 1.871
+    assert abs((ALLTOALL_PATH_HOST_S + 16 * EXPERT_MLP_HOST_S[0]) * 1e3 - (mlp - router)) < 1e-9
+
+
+def test_an_all_to_all_dispatcher_on_a_slow_host_makes_a_small_moe_step_host_bound():
+    def step(dispatcher):
+        s = scenario(ep=8, micro_batches=4).model_dump()
+        s["parallel"]["moe_dispatcher"] = dispatcher
+        return simulate_setup(prepare(Scenario.model_validate(s))).end_s
+    assert step("alltoall") > step("flex")

@@ -77,3 +77,29 @@ def test_guaranteed_admission_reserves_the_whole_output_and_never_preempts():
     assert [seq.request.id for seq in batches[0].sequences] == [0]      # 1 waits: only 1 block is left
     assert s.preemptions == 0 and [seq.request.id for seq in finished] == [0, 1]
     assert s.peak_blocks == 2 and s.used_blocks == 0
+
+
+def test_the_peak_counts_the_blocks_held_just_before_a_preemption_frees_them():
+    # 3 blocks: both 16-token prompts fill one each; at the first decode request 0 takes the last
+    # free block (the cache is full), then request 1 finds none and is preempted, freeing its block.
+    s = Scheduler(total_blocks=3, max_batch_tokens=64, max_seqs=4)
+    s.add(Request(0, 0.0, 16, 8), 0.0)
+    s.add(Request(1, 0.0, 16, 8), 0.0)
+    s.complete(s.schedule(), 1.0)                 # both prefilled: 2 blocks used
+    batch = s.schedule()
+    assert [seq.request.id for seq in batch.sequences] == [0] and s.preemptions == 1
+    assert s.used_blocks == 2 and s.peak_blocks == 3
+
+
+def test_a_preemption_in_the_middle_keeps_the_batch_and_the_running_list_in_step():
+    # Four prompts fill the four blocks; at the first decode the third (16 tokens) needs a second
+    # block: the fourth, the newest, is preempted for it. The batch is the first three, in order.
+    s = Scheduler(total_blocks=4, max_batch_tokens=64, max_seqs=8)
+    for i in range(4):
+        s.add(Request(i, 0.0, 16 if i == 2 else 8, 4), 0.0)
+    s.complete(s.schedule(), 1.0)
+    batch = s.schedule()
+    assert s.preemptions == 1 and [seq.request.id for seq in s.waiting] == [3]
+    assert [seq.request.id for seq in batch.sequences] == [seq.request.id for seq in s.running] == [0, 1, 2]
+    assert batch.entries == ((1, 9, True), (1, 9, True), (1, 17, True))
+    assert s.used_blocks == s.peak_blocks == 4

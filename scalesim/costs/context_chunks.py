@@ -1,0 +1,46 @@
+"""Attention under context parallelism as its ring runs it: cp steps, one kernel each, on chunks.
+
+Transformer Engine's context parallelism (transformer_engine/pytorch/attention.py,
+AttnFuncWithCPAndKVP2P, cp_comm_type "p2p", what Megatron-core and NeMo use) passes K and V
+around the ring of cp ranks and runs one flash-attention kernel per step. With a causal mask the
+sequence is cut into 2 cp chunks and each rank holds two (chunk i and 2 cp - 1 - i, so the work
+is balanced): step 0 attends its own two chunks causally (s/cp queries and keys), every later step
+attends with no mask over half of the pairs (both query chunks to the first received key chunk, or
+the second query chunk to both key chunks). Each step does the same work, 1/cp of the rank's
+causal half of the s^2 score pairs, on sequences of s/cp tokens. Without a mask all cp steps are
+full-mask kernels on s/cp queries and keys.
+
+A kernel's rate depends on the length it runs (costs/flash.py, length_rate: AMD publishes its
+kernels' rates by length and mask): the rank's attention time is the sum over the steps of
+(1/cp of the work) over that step's rate. Where no rate by length is published every step runs
+at the full sequence's rate, as without context parallelism. Each step is one kernel launch.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.flash import length_rate
+
+
+def ring_steps(seq: int, causal: bool, cp: int) -> tuple[tuple[int, bool], ...]:
+    """(tokens, causal) of each ring step's kernel: the diagonal step keeps the mask.
+
+    >>> ring_steps(8192, True, 4)
+    ((2048, True), (2048, False), (2048, False), (2048, False))
+    >>> ring_steps(8192, True, 1)
+    ((8192, True),)
+    """
+    chunk = max(1, seq // max(1, cp))
+    return ((chunk, causal),) + ((chunk, False),) * (max(1, cp) - 1)
+
+
+def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool) -> float:
+    """The rank's attention time over what it would take at the reference rate (costs/flash.py):
+    the sum over ring steps of 1/cp of the work over the step's rate; 1.0 without rates by length.
+
+    >>> ring_time_factor("cdna3", 8192, True, 1, False), ring_time_factor("hopper", 8192, True, 4, True)
+    (1.0, 1.0)
+    >>> ring_time_factor("cdna3", 8192, True, 4, True) > ring_time_factor("cdna3", 8192, True, 2, True) > 1
+    True
+    """
+    steps = ring_steps(seq, causal, cp) if seq > 0 else ((seq, causal),)
+    return sum(1 / len(steps) / length_rate(arch, tokens, mask, backward) for tokens, mask in steps)

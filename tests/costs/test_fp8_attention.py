@@ -1,0 +1,54 @@
+"""FP8 attention (Transformer Engine's FP8 dot-product attention): the forward at cuDNN's measured
+FP8 rate, the backward unchanged, and the scenario key's checks."""
+
+from dataclasses import replace
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, attention_time_s
+from scalesim.hardware import get_gpu
+from scalesim.models import get_model
+from scalesim.models.packing import fp8_attention
+from scalesim.models.spec import OpSpec
+
+H100 = get_gpu("h100-sxm")
+
+
+def attention(s, fp8, heads=64, d=128):
+    return OpSpec("attention", "attention", 4.0 * s * s * heads * d, 4.0 * s * heads * d,
+                  score_elements=float(heads * s * s), causal=False, seq=s, fp8=fp8)
+
+
+def kernel_s(op, backward=False):
+    return attention_time_s(op, H100, "fp8", 1, "flash", backward=backward) - (2 if backward else 1) * KERNEL_OVERHEAD_S
+
+
+def test_fp8_forward_runs_at_cudnns_fp8_over_bf16_rate():
+    # Shah et al. 2024 (FlashAttention-3), H100 SXM5, head dim 128, no mask, 8k tokens:
+    # cuDNN 971 TFLOPS in FP8 (Fig. 7), 600 in BF16 (Fig. 5b).
+    assert kernel_s(attention(8192, False)) / kernel_s(attention(8192, True)) == pytest.approx(971 / 600, rel=0.01)
+
+
+def test_fp8_attention_leaves_the_backward_at_the_16_bit_rate():
+    assert kernel_s(attention(8192, True), backward=True) == kernel_s(attention(8192, False), backward=True)
+
+
+def test_fp8_attention_marks_only_attention_ops():
+    model = get_model("llama2-7b", seq_len=1024)
+    marked = fp8_attention(model)
+    assert [op.fp8 for op in marked.layers[1].ops] == [op.kind == "attention" for op in model.layers[1].ops]
+    assert replace(marked.layers[1], ops=model.layers[1].ops) == model.layers[1]
+
+
+@pytest.mark.parametrize("node,precision", [("dgx-h100", "bf16"), ("hgx-b200", "fp8")])
+def test_fp8_attention_needs_fp8_and_a_published_rate(tmp_path, node, precision):
+    data = {"name": "bad", "cluster": {"node": node, "gpus": 8}, "model": "llama2-7b",
+            "training": {"precision": precision, "seq_len": 1024, "global_batch": 8, "fp8_attention": True},
+            "parallel": {"dp": 8}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "training.fp8_attention" in result.output and "Traceback" not in result.output
