@@ -72,3 +72,25 @@ def test_topology_show_draws_the_design(tmp_path):
     result = invoke("topology", "show", "dgx-h100", "--out", str(out))
     assert result.exit_code == 0 and out.read_text().startswith("<?xml")
     assert invoke("topology", "show", "dgx-h100", "--out", str(tmp_path / "x.jpg")).exit_code == 2
+
+
+def test_run_pauses_the_garbage_collector_only_while_it_answers(tmp_path, monkeypatch):
+    """`run` turns Python's cyclic collector off while it answers and on again after, even when it
+    exits with a code: a test runner calling it goes on collecting."""
+    import gc
+
+    from scalesim.app import run as run_module
+
+    seen = []
+    real = run_module.run_setup
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "run_setup", spy)
+    assert gc.isenabled()
+    result = CliRunner().invoke(main, ["run", "scenarios/8x4090-ddp.yaml", "--json", "--no-plots"])
+    assert result.exit_code in (0, 3), result.output
+    assert seen == [False]
+    assert gc.isenabled()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scalesim.app.caches import Caches
+from scalesim.app.clusters import cluster_of, cluster_size
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
@@ -161,10 +162,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     (`simulates_every_rank`). `caches`: what the calling command reuses (a fresh one if None)."""
     caches = Caches() if caches is None else caches
     asked = every_rank
-    design, topology, count = _cluster_of(scenario, file, gpus, catalog, caches)
+    design, count = cluster_size(scenario, file, gpus, catalog, caches)
     par, training = scenario.parallel, scenario.training
-    gpu = topology.gpu_spec
-    _check_gpu(gpu, training, file)
     model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
     model = _model_variant(model, training, file)
     if training.saved_activations == "nanotron" and not any(op.name == "swiglu" for layer in model.layers
@@ -179,6 +178,9 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         model = eager_rope_model(model, training.precision)
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
+    topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
+    gpu = topology.gpu_spec
+    _check_gpu(gpu, training, file)
     plan = _plan_of(scenario, model, design, count, dp, _finetune_of(scenario, model, file))
     if every_rank is None:
         every_rank = simulates_every_rank(count, model, plan)
@@ -190,26 +192,6 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, step, None if host is None else host * 1e9,
                  catalog, caches, asked)
-
-
-def _cluster_of(scenario: Scenario, file: str | None, gpus: int | None, catalog: Catalog | None,
-                caches: Caches) -> tuple[NodeDesign, Topology, int]:
-    """The scenario's node design, its cluster, and how many of its GPUs the run uses."""
-    design = caches.design(scenario.cluster.node, "cluster.node", file, catalog)
-    fabric = scenario.cluster.fabric
-    try:
-        topology = caches.cluster(design, scenario.cluster.nodes, None if fabric is None else fabric.as_fabric(),
-                                  catalog)
-    except InputError as exc:
-        inline = isinstance(scenario.cluster.node, dict) and not (exc.key or "").startswith("cluster.")
-        raise exc.located(file=file, key_prefix="cluster.node" if inline else None) from None
-    available = len(topology.gpus)
-    count = gpus or scenario.cluster.gpus or available
-    if count > available:
-        raise InputError(f"asks for {count} GPUs but the cluster has {available} "
-                         f"({scenario.cluster.nodes} x {design.name}); allowed: 1..{available}",
-                         file=file, key="cluster.gpus")
-    return design, topology, count
 
 
 def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, exact_option,
-                                 exact_simulation_context, friendly_errors, slug, status)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, collector_paused,
+                                 exact_option, exact_simulation_context, friendly_errors, slug, status)
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
@@ -35,6 +35,7 @@ from scalesim.report.tables import make_console
 @catalog_option
 @exact_option
 @friendly_errors
+@collector_paused()
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
         samples: int, seed: int | None, max_seconds: float | None, catalog_dirs, exact: bool) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
@@ -129,6 +130,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 @catalog_option
 @exact_option
 @friendly_errors
+@collector_paused()
 def compare(scenario_files, as_json, out, plots, samples, seed, report, search, rank_by, allow_different_work,
             csv_path, max_seconds, catalog_dirs, exact) -> None:
     """Simulate several designs and compare them side by side.

@@ -14,6 +14,9 @@ from scalesim.fairshare import max_min_rates
 
 def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
     """Flows grouped by shared links (transitively), in the order of their first flow."""
+    links = [link for flow in flows for link in flow.links]
+    if len(set(links)) == len(links):           # no link used twice (most plans): each flow alone
+        return [[flow] for flow in flows]
     parent = list(range(len(flows)))
 
     def root(i: int) -> int:

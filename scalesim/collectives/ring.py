@@ -106,19 +106,37 @@ def ring_latency_s(topology: Topology, order: list[int], op: str, protocol: str)
 
 
 def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
-              protocol: str = "simple") -> CollectivePlan:
-    """Expand a ring collective on `ranks` into one phase of flows."""
+              protocol: str = "simple", memo: dict | None = None) -> CollectivePlan:
+    """Expand a ring collective on `ranks` into one phase of flows.
+
+    `memo`: the caller's cache for this topology (scalesim/app/caches.py): the rings' edges and
+    routes, and the latency, are the same for every size of call on the same ranks."""
     n = len(ranks)
     if n <= 1 or size_bytes <= 0:
         return CollectivePlan(op, "ring", tuple(ranks), size_bytes, ())
-    orders = ring_orders(topology, tuple(ranks))
-    multi_node = len(topology.ranks_by_server(tuple(ranks))) > 1
+    ranks = tuple(ranks)
     _, fraction, closed = steps_and_edge_fraction(op, n)
-    wire = (fraction * size_bytes / len(orders)
-            / bandwidth_fraction("ring", protocol, op, multi_node, library_of(topology, tuple(ranks))))
-    flows = []
-    for order in orders:
-        edges = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]
-        flows += [flow(topology, a, b, wire) for a, b in edges]
-    latency = ring_latency_s(topology, orders[0], op, protocol)
-    return CollectivePlan(op, "ring", tuple(ranks), size_bytes, (Phase(latency, tuple(flows)),), protocol)
+    edges, multi_node, lib = _rings(topology, ranks, closed, {} if memo is None else memo)
+    wire = fraction * size_bytes / len(edges) / bandwidth_fraction("ring", protocol, op, multi_node, lib)
+    flows = tuple(Flow(a, b, links, wire) for order in edges for a, b, links in order)
+    key = ("ring-latency", op, ranks, protocol)
+    if memo is None or key not in memo:
+        latency = ring_latency_s(topology, ring_orders(topology, ranks)[0], op, protocol)
+        if memo is None:
+            return CollectivePlan(op, "ring", ranks, size_bytes, (Phase(latency, flows),), protocol)
+        memo[key] = latency
+    return CollectivePlan(op, "ring", ranks, size_bytes, (Phase(memo[key], flows),), protocol)
+
+
+def _rings(topology: Topology, ranks: tuple[int, ...], closed: bool, memo: dict) -> tuple:
+    """Per ring order, its edges as (source GPU, destination GPU, link resources); whether the
+    ranks span servers; their collective library."""
+    key = ("ring-edges", ranks, closed)
+    if key not in memo:
+        n = len(ranks)
+        edges = []
+        for order in ring_orders(topology, ranks):
+            pairs = [(order[i], order[(i + 1) % n]) for i in range(n if closed else n - 1)]
+            edges.append(tuple((topology.node_of(a), topology.node_of(b), topology.route(a, b)) for a, b in pairs))
+        memo[key] = (tuple(edges), len(topology.ranks_by_server(ranks)) > 1, library_of(topology, ranks))
+    return memo[key]

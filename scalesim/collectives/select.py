@@ -99,14 +99,23 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
         raise InputError(f"protocol '{protocol}' is not available for {op} here", key="protocol")
     if len(candidates) == 1:
         (a, p), = candidates
-        best = BUILDERS[a](op, topology, ranks, size_bytes, p)
+        best = _build(a, op, topology, ranks, size_bytes, p, memo)
     else:
         timed = []
         for a, p in candidates:
-            plan = BUILDERS[a](op, topology, ranks, size_bytes, p)
+            plan = _build(a, op, topology, ranks, size_bytes, p, memo)
             tuner_time_s = plan_time_s(plan, topology.capacity_bytes_per_s) - plan.tuner_unseen_latency_s
             timed.append((tuner_time_s, len(timed), plan))
         best = min(timed)[2]
     if memo is not None:
         memo[key] = best
     return best
+
+
+def _build(algo: str, op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float, protocol: str,
+           memo: dict | None) -> CollectivePlan:
+    """The plan of one algorithm and protocol; the ring keeps what every size shares in `memo`."""
+    if algo == "ring":
+        return ring_plan(op, topology, ranks, size_bytes, protocol, memo)
+    return BUILDERS[algo](op, topology, ranks, size_bytes, protocol)
+

@@ -243,20 +243,9 @@ class StepBuilder:
         if key in memo:
             return memo[key]
         plan = plan_collective(op, self.topology, group, size, memo=memo)
-        used = {link for phase in plan.phases for f in phase.flows for link in f.links}
-        topo = self.topology
-        # A copy can only share a link with the plan inside the plan's servers, or on
-        # the fabric next to a switch the plan crosses (routes run NIC, leaf, [spine,
-        # leaf], NIC): copies that touch none of those servers are not planned at all.
-        near = {topo.server_of(r) for r in group} | topo.servers_reaching(used)
-        extra = []
-        for copy, servers in self._copies(group, span):
-            if near.isdisjoint(servers):
-                continue
-            # A copy of a symmetric group runs the same algorithm as the group itself.
-            other = plan_collective(op, topo, copy, size, plan.algo, plan.protocol, memo)
-            if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
-                extra.append(other)
+        # A copy of a symmetric group runs the same algorithm as the group itself.
+        extra = [plan_collective(op, self.topology, copy, size, plan.algo, plan.protocol, memo)
+                 for copy in self._sharing_copies(plan, group, span)]
         if extra:
             phases = []
             for i, phase in enumerate(plan.phases):
@@ -267,22 +256,38 @@ class StepBuilder:
         memo[key] = plan
         return plan
 
+    def _sharing_copies(self, plan: CollectivePlan, group: tuple[int, ...], span: tuple[str, ...]) -> list:
+        """The copies of `group` whose plan (the same algorithm and protocol as `plan`) shares a link
+        with it. Which links a plan crosses does not depend on its size, so this is found once for
+        every size of call."""
+        key = ("sharing-copies", plan.op, group, span, plan.algo, plan.protocol, plan.size_bytes > 0)
+        memo = self.memo
+        if key in memo:
+            return memo[key]
+        used = {link for phase in plan.phases for f in phase.flows for link in f.links}
+        topo = self.topology
+        # A copy can only share a link with the plan inside the plan's servers, or on
+        # the fabric next to a switch the plan crosses (routes run NIC, leaf, [spine,
+        # leaf], NIC): copies that touch none of those servers are not planned at all.
+        near = {topo.server_of(r) for r in group} | topo.servers_reaching(used)
+        sharing = []
+        for copy, servers in self._copies(group, span):
+            if near.isdisjoint(servers):
+                continue
+            other = plan_collective(plan.op, topo, copy, plan.size_bytes, plan.algo, plan.protocol, memo)
+            if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
+                sharing.append(copy)
+        memo[key] = sharing
+        return sharing
+
     def _copies(self, group: tuple[int, ...], span: tuple[str, ...]) -> list[tuple[tuple[int, ...], frozenset]]:
         """The symmetric copies of `group` (differing from it in the dimensions outside `span`, except
         pp) and the servers each touches; the same for every size of call, so found once."""
         pl = self.plan.placement
         key = ("copies", pl, group, span)
         if key not in self.memo:
-            base = pl.coords(group[0])
-            vary = [d for d in ("tp", "cp", "dp") if d not in span]
-            sizes = {"tp": pl.tp, "cp": pl.cp, "dp": pl.dp}
-            combos = [{}]
-            for d in vary:
-                combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
-            coords = [pl.coords(r) for r in group]
-            copies = [tuple(pl.rank(**{**c, **combo}) for c in coords) for combo in combos
-                      if not all(combo[d] == base[d] for d in vary)]
-            self.memo[key] = [(copy, frozenset(map(self.topology.server_of, copy))) for copy in copies]
+            self.memo[key] = [(copy, frozenset(map(self.topology.server_of, copy)))
+                              for copy in pl.symmetric_copies(group, span)]
         return self.memo[key]
 
     def _sm_share(self, plan: CollectivePlan) -> float:

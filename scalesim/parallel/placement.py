@@ -61,3 +61,20 @@ class Placement:
         """Ranks that hold the same parameters and reduce gradients together: DP x CP (Megatron)."""
         return tuple(sorted({self.rank(**{**coords, "dp": d, "cp": c})
                              for d in range(self.dp) for c in range(self.cp)}))
+
+    def symmetric_copies(self, group: tuple[int, ...], span: tuple[str, ...]) -> list[tuple[int, ...]]:
+        """The copies of `group` that differ from it in the dimensions outside `span`, except pp:
+        the groups running the same call at the same time.
+
+        >>> Placement(tp=2, cp=1, dp=2, pp=2).symmetric_copies((0, 2), ("dp",))
+        [(1, 3)]
+        """
+        base = self.coords(group[0])
+        vary = [d for d in ("tp", "cp", "dp") if d not in span]
+        sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp}
+        combos = [{}]
+        for d in vary:
+            combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
+        coords = [self.coords(r) for r in group]
+        return [tuple(self.rank(**{**c, **combo}) for c in coords) for combo in combos
+                if not all(combo[d] == base[d] for d in vary)]

@@ -50,6 +50,18 @@ def build_node_graph(design: NodeDesign, prefix: str = "", server: int = 0,
     return g
 
 
+def add_node_copy(g: nx.Graph, template: nx.Graph, prefix: str, server: int) -> list[str]:
+    """Add to `g` a copy of the one-server `template` (built with no prefix) whose nodes are named
+    `prefix` + the template's and carry `server`: the graph `build_node_graph(..., prefix, server)`
+    would add, nodes and edges in the same order, built without resolving the design again.
+    Returns the copy's NICs in order."""
+    nodes = template.nodes(data=True)
+    g.add_nodes_from((prefix + n, {**d, "server": server}) for n, d in nodes)
+    g.add_edges_from((prefix + u, prefix + v, d) for u, v, d in template.edges(data=True))
+    g.graph.update(template.graph)          # as nx.Graph.update(build_node_graph(...)) does
+    return [prefix + n for n, d in nodes if d["kind"] == "nic"]
+
+
 def _add_host(g: nx.Graph, design: NodeDesign, get_link, p: str) -> None:
     """The CPU sockets, each with its memory, joined in a chain by the socket link."""
     sockets = design.host.sockets

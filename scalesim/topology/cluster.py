@@ -24,7 +24,7 @@ from scalesim.errors import InputError
 from scalesim.hardware import LinkSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.limits import SCENARIO_LIMITS, check_cluster_size, check_time, check_value
-from scalesim.topology.build import build_node_graph
+from scalesim.topology.build import add_node_copy, build_node_graph
 from scalesim.topology.design import NodeDesign
 from scalesim.topology.topology import Topology
 
@@ -102,12 +102,11 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
     if fabric is None:
         raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
     g = nx.Graph(name=f"{nodes}x {design.name}")
+    # Every node is the same design: built once, then copied under each node's prefix.
+    template = build_node_graph(design, nic_count=fabric.nics_per_node, nic_link=fabric.link, catalog=catalog)
     nic_names = []
     for k in range(nodes):
         check_time()
-        part = build_node_graph(design, prefix=f"n{k}/", server=k,
-                                nic_count=fabric.nics_per_node, nic_link=fabric.link, catalog=catalog)
-        g.update(part)
-        nic_names.append([n for n, d in part.nodes(data=True) if d["kind"] == "nic"])
+        nic_names.append(add_node_copy(g, template, f"n{k}/", k))
     _fabric_graph(g, nic_names, fabric, link)
     return Topology(g, f"{nodes}x {design.name}")

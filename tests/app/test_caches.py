@@ -43,3 +43,25 @@ def test_steps_prepared_with_shared_caches_simulate_as_steps_prepared_alone():
     assert again.topology is warm.topology and alone.topology is not warm.topology
     assert again.step.memo is warm.step.memo and shared.memo(warm.topology)
     assert simulate(again.step.program).end_s == simulate(alone.step.program).end_s
+
+
+def test_a_plan_that_cannot_fit_the_cluster_fails_before_the_cluster_is_built(monkeypatch):
+    """32,768 GPUs take seconds to build: a plan whose sizes cannot match them is refused first."""
+    import pytest
+
+    from scalesim.app import caches as caches_module
+    from scalesim.app.setup import prepare
+    from scalesim.errors import InputError
+    from scalesim.scenario import Scenario
+
+    built = []
+    monkeypatch.setattr(caches_module, "build_cluster", lambda *a, **k: built.append(a))
+    scenario = Scenario.model_validate({
+        "name": "bad plan", "cluster": {"node": "dgx-h100", "nodes": 4096,
+                    "fabric": {"link": "ib-ndr", "nics_per_node": 8, "topology": "rail-optimized"}},
+        "model": "llama3-70b", "training": {"precision": "bf16", "seq_len": 8192, "global_batch": 1024},
+        "parallel": {"tp": 8, "pp": 4, "dp": 512}})
+    with pytest.raises(InputError, match="dp x tp x pp x cp") as error:
+        prepare(scenario)
+    assert error.value.key == "parallel.dp" and "32768 GPUs" in str(error.value)
+    assert built == []

@@ -91,3 +91,38 @@ def test_bigger_messages_never_reach_lower_bus_bandwidth(size):
     small = busbw_bytes_per_s("all_reduce", 8, size, time_of(t, plan_collective("all_reduce", t, tuple(range(8)), size)))
     big = busbw_bytes_per_s("all_reduce", 8, 2 * size, time_of(t, plan_collective("all_reduce", t, tuple(range(8)), 2 * size)))
     assert big >= small * (1 - 1e-9)
+
+
+def test_a_ring_planned_with_the_run_memo_is_the_ring_planned_afresh():
+    """ring_plan keeps a ring's edges, routes and latency in the run's memo for every later size of
+    call on the same ranks; each plan must still be the one planned with nothing kept."""
+    from scalesim.collectives.ring import ring_plan
+    from scalesim.topology import Fabric
+
+    t = build_cluster(load_node_design("dgx-h100"), nodes=3, fabric=Fabric("ib-ndr", 8, "rail-optimized"))
+    memo: dict = {}
+    groups = [tuple(range(0, 24, 8)), tuple(range(1, 24, 8)), tuple(range(8)), (3, 11, 12, 20)]
+    for ranks in groups:
+        for op in ("all_reduce", "reduce_scatter", "broadcast"):
+            for protocol in ("ll", "simple"):
+                for size in (1e3, 3 * GiB, 5e6):
+                    kept = ring_plan(op, t, ranks, size, protocol, memo)
+                    assert kept == ring_plan(op, t, ranks, size, protocol)
+                    assert kept.phases[0].flows and kept.bytes_sent > 0
+
+
+@pytest.mark.parametrize("op,algo", [("all_reduce", "ring"), ("all_reduce", "tree"), ("all_reduce", "nvls_tree"),
+                                     ("all_gather", "ring"), ("all_to_all", "direct"), ("send", "direct")])
+def test_the_links_a_plan_crosses_do_not_depend_on_its_size(op, algo):
+    """The step builder finds once which symmetric copies of a group share links with its plan and
+    reuses that for every size of call with the same algorithm and protocol: it relies on this."""
+    from scalesim.topology import Fabric
+
+    t = build_cluster(load_node_design("dgx-h100"), nodes=4, fabric=Fabric("ib-ndr", 8, "rail-optimized"))
+    ranks = (0, 8) if op == "send" else tuple(range(32)) if algo == "nvls_tree" else tuple(range(0, 32, 3))
+
+    def links(size):
+        plan = plan_collective(op, t, ranks, size, algo=algo, protocol="simple")
+        return [[f.links for f in phase.flows] for phase in plan.phases]
+
+    assert links(1e3) == links(7e6) == links(3 * GiB)

@@ -100,3 +100,22 @@ def test_nvlink_on_a_gpu_without_it_is_refused():
     design = load_node_design({"gpu": "rtx4090", "gpus": 2, "nvlink": {"fabric": "bridge"}})
     with pytest.raises(InputError, match="no NVLink"):
         build_node_graph(design)
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "rtx4090-pcie-8", "mi300x-8"])
+def test_a_copied_node_is_the_node_built_afresh_under_its_prefix(name):
+    """build_cluster copies one built node per server: the copy must be the graph building that
+    server afresh would give, node and edge order included (resource ids follow edge order)."""
+    from scalesim.topology.build import add_node_copy
+
+    design = load_node_design(name)
+    template = build_node_graph(design, nic_count=2, nic_link="ib-ndr")
+    fresh, copied = nx.Graph(), nx.Graph()
+    for k in (0, 1, 5):
+        fresh.update(build_node_graph(design, prefix=f"n{k}/", server=k, nic_count=2, nic_link="ib-ndr"))
+        nics = add_node_copy(copied, template, f"n{k}/", k)
+        assert nics == [f"n{k}/nic0", f"n{k}/nic1"]
+    assert list(copied.nodes(data=True)) == list(fresh.nodes(data=True))
+    assert list(copied.edges(data=True)) == list(fresh.edges(data=True))
+    assert copied.graph == fresh.graph
+    assert {d["server"] for _, d in template.nodes(data=True)} == {0}     # the template is left as built
