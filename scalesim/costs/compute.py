@@ -244,7 +244,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
-    compute_s = flop / (peak * gpu.gemm_efficiency)
+    compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
