@@ -376,12 +376,16 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
     gradient (28 B). SGD with momentum: weight and momentum read+write plus
     the gradient. (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
     """
+    if optimizer == "none":
+        return 0.0
     return _stream_s(params * optimizer_bytes_per_param(precision, optimizer), gpu, held_sms) + KERNEL_OVERHEAD_S
 
 
 def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
     """Bytes an optimizer update reads and writes per parameter (`optimizer_time_s`), on the GPU
     or, offloaded, from the host's memory."""
+    if optimizer == "none":          # forward + backward only: no update runs
+        return 0.0
     if optimizer == "sgd":
         return 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
     if optimizer in ("adamw-8bit", "paged-adamw-8bit"):

@@ -324,3 +324,9 @@ def test_fp32_gemms_without_tensor_cores_run_at_the_sgemm_rate_not_the_tensor_co
     block = transformer_block("b", s=2048, h=3072, heads=24, kv_heads=24, f=12288)
     attn = next(o for o in block.ops if o.kind == "attention")
     assert attention_time_s(attn, a100, "fp32", 1, "naive") < attention_time_s(attn, plain, "fp32", 1, "naive")
+
+
+def test_optimizer_none_runs_no_update_and_keeps_no_state():
+    from scalesim.costs.memory import state_bytes_per_param
+    assert optimizer_time_s(1e9, H100, "fp32", "none") == 0.0 < optimizer_time_s(1e9, H100, "fp32", "sgd")
+    assert state_bytes_per_param("fp32", "none")[2] == 0.0
