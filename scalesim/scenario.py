@@ -80,7 +80,8 @@ class TrainingSpec(Strict):
     micro_batch: pydantic.PositiveInt = 1
     # adamw-8bit / paged-adamw-8bit: bitsandbytes' block-wise 8-bit Adam states (Dettmers et al.
     # 2022); paged: the states live in CUDA unified memory, evicted to host RAM under pressure.
-    optimizer: Literal["adamw", "adam", "sgd", "adamw-8bit", "paged-adamw-8bit"] = "adamw"
+    # none: no update step and no optimizer state (forward + backward only, as kernel benchmarks time it).
+    optimizer: Literal["adamw", "adam", "sgd", "adamw-8bit", "paged-adamw-8bit", "none"] = "adamw"
     # What is trained: none = every weight (full training); lora = frozen 16-bit base plus low-rank
     # adapters (Hu et al. 2021); qlora = frozen 4-bit NF4 base plus adapters (Dettmers et al. 2023).
     finetune: Literal["none", "lora", "qlora"] = "none"

@@ -244,7 +244,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
-    compute_s = flop / (peak * gpu.gemm_efficiency)
+    compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes = SCORE_PASSES[attention][1 if backward else 0]
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
@@ -376,12 +376,16 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
     gradient (28 B). SGD with momentum: weight and momentum read+write plus
     the gradient. (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
     """
+    if optimizer == "none":
+        return 0.0
     return _stream_s(params * optimizer_bytes_per_param(precision, optimizer), gpu, held_sms) + KERNEL_OVERHEAD_S
 
 
 def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
     """Bytes an optimizer update reads and writes per parameter (`optimizer_time_s`), on the GPU
     or, offloaded, from the host's memory."""
+    if optimizer == "none":          # forward + backward only: no update runs
+        return 0.0
     if optimizer == "sgd":
         return 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
     if optimizer in ("adamw-8bit", "paged-adamw-8bit"):

@@ -109,7 +109,9 @@ def state_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float,
     w = g = 4.0 if full else 2.0
     if optimizer in EIGHT_BIT_OPTIMIZERS:
         return w, g, 2 * EIGHT_BIT_STATE_BYTES + (0.0 if full else 4.0)
-    if optimizer == "sgd":
+    if optimizer == "none":
+        opt = 0.0                           # no update, no state
+    elif optimizer == "sgd":
         opt = 4.0 if full else 8.0          # momentum (+ fp32 master in mixed precision)
     else:
         opt = 8.0 if full else 12.0         # m, v (+ fp32 master in mixed precision)

@@ -159,8 +159,10 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool,
     if not isinstance(name, str) or not name:
         raise where.error(None, f"a GPU id must be a non-empty string, got {name!r}")
     read = _Reader(mapping, where, _GPU_FIELDS,
-                   optional=("source", "sms", "fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction")
-                   if inline else ("fp8_gemm_efficiency", "boost_clock_mhz", "training_clock_fraction"))
+                   optional=("source", "sms", "fp8_gemm_efficiency", "fp32_gemm_efficiency", "boost_clock_mhz",
+                             "training_clock_fraction")
+                   if inline else ("fp8_gemm_efficiency", "fp32_gemm_efficiency", "boost_clock_mhz",
+                                   "training_clock_fraction"))
     table = _link_table() if link_table is None else link_table
     nvlink = read("nvlink", _nullable(_link_name("nvlink", SCALE_UP_KINDS, table)))
     nvlink_max_gpus = read("nvlink_max_gpus", _count)
@@ -198,6 +200,7 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool,
         source=read("source", _sources, default=("inline definition",)),
         sms=read("sms", _count, default=0),
         fp8_gemm_efficiency=read("fp8_gemm_efficiency", _fraction),
+        fp32_gemm_efficiency=read("fp32_gemm_efficiency", _fraction),
         sm_clock_hz=read("boost_clock_mhz", _positive(_number), default=0.0) * 1e6,
         training_clock_fraction=read("training_clock_fraction", _fraction, default=1.0),
     )
@@ -235,7 +238,8 @@ def _link_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool) 
 
 
 # YAML field names (the spec fields they fill are named in the builders above).
-_GPU_FIELDS = ("full_name", "sms", "boost_clock_mhz", "fp8_gemm_efficiency", "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "memory",
+_GPU_FIELDS = ("full_name", "sms", "boost_clock_mhz", "fp8_gemm_efficiency", "fp32_gemm_efficiency",
+               "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "memory",
                "memory_bw", "nvlink", "nvlink_max_gpus", "pcie", "pcie_p2p", "tdp", "idle", "ecc",
                "mig", "list_price_usd", "cloud_usd_per_gpu_hour", "gemm_efficiency",
                "memory_bw_efficiency", "training_clock_fraction", "source")

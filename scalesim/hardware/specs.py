@@ -43,6 +43,7 @@ class GpuSpec:
     source: tuple[str, ...]
     sms: int = 0                   # streaming multiprocessors (GEMM wave quantization)
     fp8_gemm_efficiency: float | None = None   # achieved fraction of the FP8 peak [gemm_efficiency]
+    fp32_gemm_efficiency: float | None = None  # achieved fraction of the non-tensor FP32 peak [gemm_efficiency]
     sm_clock_hz: float = 0.0       # SM boost clock (datasheet); 0 where unknown
     # SM clock a power-limited part sustains under a training step (tensor cores, HBM
     # and links busy at once) as a fraction of the clock its GEMM benchmarks ran at.
@@ -55,6 +56,8 @@ class GpuSpec:
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:
             return self.fp8_gemm_efficiency
+        if precision == "fp32" and self.fp32_gemm_efficiency is not None:
+            return self.fp32_gemm_efficiency
         return self.gemm_efficiency
 
     def peak_flop_per_s(self, precision: str) -> float:

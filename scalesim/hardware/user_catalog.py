@@ -228,6 +228,8 @@ def _spec_fields(spec: Any, table: Mapping[str, str]) -> dict:
             out["boost_clock_mhz"] = spec.sm_clock_hz / 1e6
         if spec.fp8_gemm_efficiency is not None:
             out["fp8_gemm_efficiency"] = spec.fp8_gemm_efficiency
+        if spec.fp32_gemm_efficiency is not None:
+            out["fp32_gemm_efficiency"] = spec.fp32_gemm_efficiency
     return {k: v for k, v in out.items() if not (k == "sms" and v == 0)}
 
 

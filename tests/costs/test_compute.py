@@ -307,3 +307,26 @@ def test_memory_bound_kernels_slow_only_where_the_sms_not_dram_set_their_rate():
     a100, rtx4090 = get_gpu("a100-80gb-sxm"), get_gpu("rtx4090")
     assert streaming_bw_bytes_per_s(a100, held_sms=24) < streaming_bw_bytes_per_s(a100)
     assert streaming_bw_bytes_per_s(rtx4090, held_sms=2) == streaming_bw_bytes_per_s(rtx4090)
+
+
+def test_fp32_gemms_without_tensor_cores_run_at_the_sgemm_rate_not_the_tensor_core_one():
+    # fp32 training with TF32 off runs cuBLAS SGEMM on the CUDA cores; on GA100 it keeps the 64 FP32
+    # lanes per SM nearly saturated (>0.9 of the non-tensor peak, gpus.yaml), unlike the power-limited
+    # tensor-core GEMMs behind gemm_efficiency (0.80 on the 300 W A100 PCIe).
+    a100 = get_gpu("a100-80gb-pcie")
+    op = gemm(8192, 8192, 8192)
+    rate = op.flop / (op_time_s(op, a100, "fp32", 1) - KERNEL_OVERHEAD_S)
+    assert rate > 0.9 * a100.fp32_flop_per_s
+    assert a100.gemm_efficiency_for("bf16") == a100.gemm_efficiency          # tensor-core precisions unchanged
+    plain = replace(a100, fp32_gemm_efficiency=None)                          # no SGEMM figure: gemm_efficiency
+    assert plain.gemm_efficiency_for("fp32") == plain.gemm_efficiency
+    # eager attention's QK^T and AV batched GEMMs are SGEMMs too
+    block = transformer_block("b", s=2048, h=3072, heads=24, kv_heads=24, f=12288)
+    attn = next(o for o in block.ops if o.kind == "attention")
+    assert attention_time_s(attn, a100, "fp32", 1, "naive") < attention_time_s(attn, plain, "fp32", 1, "naive")
+
+
+def test_optimizer_none_runs_no_update_and_keeps_no_state():
+    from scalesim.costs.memory import state_bytes_per_param
+    assert optimizer_time_s(1e9, H100, "fp32", "none") == 0.0 < optimizer_time_s(1e9, H100, "fp32", "sgd")
+    assert state_bytes_per_param("fp32", "none")[2] == 0.0
