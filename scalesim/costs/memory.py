@@ -21,7 +21,9 @@ from scalesim.models.spec import ModelSpec
 # leave a similar margin). An estimate, not a measurement.
 FRAMEWORK_OVERHEAD_BYTES = 1.0 * 2**30
 # The caching allocator's fragmentation on top of live tensors (~5-10% in
-# PyTorch memory snapshots); we take the low end.
+# PyTorch memory snapshots); we take the low end. Not its size rounding: the
+# CUDACachingAllocator's 512 B / 2 MiB / 20 MiB segment rules add < 0.4% for
+# LLM tensor shapes (validation/allocator_rounding.py, memory-notes.md alloc7).
 FRAGMENTATION = 0.05
 
 
