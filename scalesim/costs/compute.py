@@ -20,6 +20,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
+from scalesim.costs.score_ops import score_passes
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -245,9 +246,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
-    passes = SCORE_PASSES[attention][1 if backward else 0]
+    passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
+                       else (SCORE_PASSES[attention][1 if backward else 0], (4, 6)[1 if backward else 0]))
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
-    kernels = {"naive": (6, 7), "fused": (4, 6)}[attention][1 if backward else 0]
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
 
 

@@ -76,3 +76,17 @@ def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
         raise ValueError(f"masked positions per sample must be in 1..{s}, not {rows}")
     head = bert_pretraining_head(s, model.hidden, model.vocab, mlm_rows=rows)
     return replace(model, layers=tuple(head if layer.name == head.name else layer for layer in model.layers))
+
+
+def attention_score_ops(model: ModelSpec, score_ops: tuple[str, ...]) -> ModelSpec:
+    """`model` whose eager (naive) attention runs `score_ops` on its scores (OpSpec.score_ops,
+    priced by costs/score_ops.py); flash and fused attention ignore them.
+
+    >>> from scalesim.models.zoo import get_model
+    >>> opt = attention_score_ops(get_model("gpt2-124m", seq_len=512), ("mask_add", "clamp", "softmax"))
+    >>> {op.score_ops for layer in opt.layers for op in layer.ops if op.kind == "attention"}
+    {('mask_add', 'clamp', 'softmax')}
+    """
+    layers = tuple(replace(layer, ops=tuple(replace(op, score_ops=tuple(score_ops)) if op.kind == "attention"
+                                            else op for op in layer.ops)) for layer in model.layers)
+    return replace(model, layers=layers)

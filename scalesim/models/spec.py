@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Eager kernels attention code can run on its materialised scores (OpSpec.score_ops):
+# "/ sqrt(d)" or "* scale" (scale), "+ mask" (mask_add), torch.max(scores, finfo.min)
+# (clamp, Hugging Face OPT), softmax, and dropout (p > 0; PyTorch runs none at p = 0).
+SCORE_OPS = ("scale", "mask_add", "clamp", "softmax", "dropout")
+
 @dataclass(frozen=True, slots=True)
 class OpSpec:
     """One forward operation for one sample.
@@ -26,6 +31,9 @@ class OpSpec:
       and flash attention never materialises.
     causal: for attention, whether the mask is causal (flash attention then
       skips the masked half of the work; FLOP still count the full s^2, as MFU does).
+    score_ops: for attention, the eager kernels run on the materialised scores between
+      the two batched matmuls, in order (names in SCORE_OPS; costs/score_ops.py prices
+      them); None: the naive default, scale, mask_add, softmax, dropout (HF BERT/GPT-2).
     """
 
     name: str
@@ -43,6 +51,7 @@ class OpSpec:
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
+    score_ops: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

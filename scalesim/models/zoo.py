@@ -18,7 +18,8 @@ from typing import Any
 from scalesim.errors import InputError, unknown_name
 from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
-from scalesim.models.spec import ModelSpec, MoESpec
+from scalesim.models.packing import attention_score_ops
+from scalesim.models.spec import SCORE_OPS, ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
 
 GPT2_SOURCE = "Radford et al. 2019, GPT-2; Hugging Face configs openai-community/gpt2{,-medium,-large,-xl}"
@@ -270,7 +271,7 @@ def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = Non
 # ------------------------------------------------------------------ inline models
 
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
-_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe")
+_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe", "attention_score_ops")
 _MOE_KEYS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "every", "capacity_factor", "router")
 _ALLOWED = ("kind",) + _REQUIRED + _OPTIONAL
 
@@ -338,11 +339,16 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
                          key="training.seq_len", file=file)
     llama_style = ffn == "swiglu"
     moe = _inline_moe(spec["moe"], ffn_hidden, f"{key}.moe", file) if spec.get("moe") is not None else None
-    return build_transformer(model_name, seq_len=_check_seq_len(seq_len, file), layers=layers, hidden=hidden,
-                             heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
-                             tied_embeddings=tied, bias=not llama_style,
-                             norm="rmsnorm" if llama_style else "layernorm",
-                             family="inline", source=("inline model from the scenario",), moe=moe)
+    score_ops = spec.get("attention_score_ops")
+    if score_ops is not None and (not isinstance(score_ops, list) or not all(o in SCORE_OPS for o in score_ops)):
+        raise InputError(f"must be a list of the eager kernels run on the attention scores, each one of "
+                         f"{', '.join(SCORE_OPS)}; got {score_ops!r}", key=f"{key}.attention_score_ops", file=file)
+    model = build_transformer(model_name, seq_len=_check_seq_len(seq_len, file), layers=layers, hidden=hidden,
+                              heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
+                              tied_embeddings=tied, bias=not llama_style,
+                              norm="rmsnorm" if llama_style else "layernorm",
+                              family="inline", source=("inline model from the scenario",), moe=moe)
+    return model if score_ops is None else attention_score_ops(model, tuple(score_ops))
 
 
 def _inline_moe(spec: Any, ffn_hidden: int, key: str, file: str | None) -> MoESpec:
