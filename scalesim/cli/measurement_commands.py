@@ -30,7 +30,9 @@ from scalesim.report.tables import make_console
 @click.option("--fabric-topology", type=click.Choice(["fat-tree", "rail-optimized", "single-switch"]),
               default="rail-optimized", show_default=True, help="How the NICs are switched.")
 @click.option("--p2p", type=click.Choice(["on", "off"]), default=None,
-              help="Force PCIe peer-to-peer on or off [the design's setting].")
+              help="Force PCIe peer-to-peer on or off [the design's setting]. With it on, NCCL still "
+                   "copies through host memory between GPUs on different Intel/ARM root ports "
+                   "(host.cpu; P2P only below a PCIe switch there).")
 @click.option("--algo", default="auto", show_default=True,
               help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's tuner).")
 @click.option("--protocol", default="auto", show_default=True, help="NCCL protocol: auto | ll | ll128 | simple.")
