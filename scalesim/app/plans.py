@@ -129,8 +129,10 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **schedule, **offload, **layout},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
-                  # the scenario's partial recompute goes with full checkpointing only
-                  **({} if point.recompute == "full" else {"recompute_num_layers": None})})
+                  # the scenario's partial recompute goes with full checkpointing only, its recompute
+                  # modules with selective only (other points checkpoint the whole block or nothing)
+                  **({} if point.recompute == "full" else {"recompute_num_layers": None}),
+                  **({} if point.recompute == "selective" else {"recompute_modules": None})})
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "

@@ -93,3 +93,14 @@ def test_bad_recompute_modules_or_capacity_are_refused_naming_the_key(tmp_path, 
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert key in result.output
+
+
+def test_searched_plans_keep_the_recompute_modules_only_with_selective_recompute():
+    # The plan searches (sweep --search, run's fixes) try none / selective / full on a scenario that
+    # lists recompute modules: each point must be a valid scenario, the modules kept where they apply.
+    from scalesim.app.plans import PlanPoint, scenario_for
+    base = scenario(["moe_act", "layernorm"])
+    kept = {r: scenario_for(base, PlanPoint(8, 8, recompute=r)).training for r in ("none", "selective", "full")}
+    assert kept["selective"].recompute_modules == ["moe_act", "layernorm"]
+    assert kept["none"].recompute_modules is None and kept["full"].recompute_modules is None
+    assert kept["full"].activation_checkpointing == "full"
