@@ -118,6 +118,9 @@ class TrainingSpec(Strict):
         if value is not None and info.data.get("activation_checkpointing") != "selective":
             raise ValueError("Megatron's recompute modules are its selective recomputation; they need "
                              "training.activation_checkpointing: selective")
+        if value is not None and info.data.get("finetune", "none") != "none":
+            raise ValueError(f"recompute modules are modelled for full training, not with finetune: "
+                             f"{info.data['finetune']} (allowed: null, selective then recomputes the attention core)")
         return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/loss_memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy

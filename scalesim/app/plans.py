@@ -132,7 +132,8 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
                   # the scenario's partial recompute goes with full checkpointing only, its recompute
                   # modules with selective only (other points checkpoint the whole block or nothing)
                   **({} if point.recompute == "full" else {"recompute_num_layers": None}),
-                  **({} if point.recompute == "selective" else {"recompute_modules": None})})
+                  **({} if point.recompute == "selective" and point.finetune == "none"
+                     else {"recompute_modules": None})})
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "
