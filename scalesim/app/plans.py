@@ -118,7 +118,9 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     if grown is None:
         grown, _ = cluster_for(base, point.gpus, file)
     offload = {} if point.offload == "none" and point.finetune == "none" else {
-        "offload_optimizer": point.offload != "none" or base.parallel.offload_optimizer,
+        # optimizer: none has no state to offload (the point then offloads nothing more than its lighter one)
+        "offload_optimizer": (point.offload != "none" or base.parallel.offload_optimizer)
+        and base.training.optimizer != "none",
         "offload_params": point.offload == "params" or base.parallel.offload_params}
     finetune = {} if point.finetune == "none" else {"finetune": point.finetune}
     schedule = _schedule_for(base, point)
