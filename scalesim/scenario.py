@@ -118,6 +118,9 @@ class TrainingSpec(Strict):
         if value is not None and info.data.get("activation_checkpointing") != "selective":
             raise ValueError("Megatron's recompute modules are its selective recomputation; they need "
                              "training.activation_checkpointing: selective")
+        if value is not None and info.data.get("finetune", "none") != "none":
+            raise ValueError(f"recompute modules are modelled for full training, not with finetune: "
+                             f"{info.data['finetune']} (allowed: null, selective then recomputes the attention core)")
         return value
     # How the loss is computed, which sets its memory peak (scalesim/costs/loss_memory.py): fused =
     # Megatron-LM's in-place vocab-parallel kernel; fp32-upcast = nanotron's sharded cross-entropy
@@ -152,16 +155,20 @@ class TrainingSpec(Strict):
     cuda_graphs: bool = False
     # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
     # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
-    # (scalesim/costs/flash.py); needs precision fp8 and a GPU with a published rate (Hopper).
+    # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a
+    # published rate (Hopper).
     fp8_attention: bool = False
 
     @pydantic.field_validator("fp8_attention")
     @classmethod
     def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
         data = info.data
-        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused")):
+        # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
-                             "training.precision: fp8 and a flash attention (not naive or fused)")
+                             "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, naive "
+                             f"and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
+                             f"{data.get('attention')})")
         return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;

@@ -37,10 +37,10 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     for zero in (1, 2, 3):
         if zero > setup.plan.zero and replicas > 1:
             out.append((f"parallel.zero: {zero}", {"parallel": {"zero": zero}}))
-    if not par.offload_optimizer:
-        out.append(("parallel.offload_optimizer: true", {"parallel": {"offload_optimizer": True}}))
-    else:
+    if par.offload_optimizer:
         out.append(("parallel.offload_optimizer: false", {"parallel": {"offload_optimizer": False}}))
+    elif t.optimizer != "none":           # optimizer: none has no state to offload
+        out.append(("parallel.offload_optimizer: true", {"parallel": {"offload_optimizer": True}}))
     if not par.offload_params:
         out.append(("parallel.offload_params: true", {"parallel": {"offload_params": True}}))
     if t.activation_checkpointing != "full":
@@ -129,11 +129,23 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
     return step_time_of(setup, True)
 
 
+def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`sections` with the recompute keys the changed checkpointing or fine-tuning no longer takes cleared:
+    recompute_modules go with selective full training only, recompute_num_layers with full."""
+    training = sections.get("training", {})
+    checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
+    finetune = training.get("finetune", scenario.training.finetune)
+    cleared = {**({} if checkpointing == "selective" and finetune == "none" else {"recompute_modules": None}),
+               **({} if checkpointing == "full" else {"recompute_num_layers": None})}
+    return {**sections, "training": {**cleared, **training}}
+
+
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
     """The plan with `sections` changed, prepared as this run's (its catalog, its caches);
     None when that plan cannot be formed."""
     try:
-        return prepare(setup.scenario.with_changes(**sections), setup.file, catalog=setup.catalog,
+        return prepare(setup.scenario.with_changes(**_keys_that_go_with(setup.scenario, sections)), setup.file,
+                       catalog=setup.catalog,
                        caches=setup.caches)
     except (InputError, ValueError):
         return None

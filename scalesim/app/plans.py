@@ -118,7 +118,9 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     if grown is None:
         grown, _ = cluster_for(base, point.gpus, file)
     offload = {} if point.offload == "none" and point.finetune == "none" else {
-        "offload_optimizer": point.offload != "none" or base.parallel.offload_optimizer,
+        # optimizer: none has no state to offload (the point then offloads nothing more than its lighter one)
+        "offload_optimizer": (point.offload != "none" or base.parallel.offload_optimizer)
+        and base.training.optimizer != "none",
         "offload_params": point.offload == "params" or base.parallel.offload_params}
     finetune = {} if point.finetune == "none" else {"finetune": point.finetune}
     schedule = _schedule_for(base, point)
@@ -129,8 +131,11 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **schedule, **offload, **layout},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
-                  # the scenario's partial recompute goes with full checkpointing only
-                  **({} if point.recompute == "full" else {"recompute_num_layers": None})})
+                  # the scenario's partial recompute goes with full checkpointing only, its recompute
+                  # modules with selective only (other points checkpoint the whole block or nothing)
+                  **({} if point.recompute == "full" else {"recompute_num_layers": None}),
+                  **({} if point.recompute == "selective" and point.finetune == "none"
+                     else {"recompute_modules": None})})
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "

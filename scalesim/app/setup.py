@@ -176,6 +176,9 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
         model = eager_rope_model(model, training.precision)
+    if training.optimizer == "none" and par.offload_optimizer:
+        raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
+                         file=file, key="parallel.offload_optimizer")
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     _check_plan(scenario, model, count, dp, file)
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
@@ -233,7 +236,8 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
         # Weights offloaded in full training: FSDP CPUOffload / ZeRO-Infinity update them on the CPU.
-        offload_optimizer=par.offload_optimizer or (par.offload_params and finetune is None),
+        offload_optimizer=par.offload_optimizer or (par.offload_params and finetune is None
+                                                     and training.optimizer != "none"),
         offload_params=par.offload_params,
         finetune=finetune,
         memory_format=training.memory_format,

@@ -213,7 +213,7 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
                     spec: FinetuneSpec | None, zero: int = 0, shards: int = 1, offload_optimizer: bool = False,
                     offload_params: bool = False, grad_reduce_bytes: float | None = None,
                     bucket_view: bool = False, cross_entropy: str = "fused",
-                    recomputed: tuple[bool, ...] = ()) -> MemoryBreakdown:
+                    recomputed: tuple[bool, ...] = (), recompute_modules: tuple[str, ...] = ()) -> MemoryBreakdown:
     """Peak memory of one GPU holding `layers` when fine-tuning (`spec`) or offloading weights.
 
     Base weights as stored (`stored_weight_bytes`): all of them; 1/shards under
@@ -226,6 +226,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     training moves each layer's gradients to the host as they are produced
     (two layers' worth on the GPU). Activations as in full training, less the
     inputs only frozen GEMMs would read (`frozen_input_bytes`), plus the adapters' x A.
+    `recompute_modules` as in `training_memory` (full training with offloaded weights: the scenario
+    refuses them with adapters, whose frozen inputs would be freed twice).
     """
     w16, g, o = state_bytes_per_param(precision, optimizer)
     stored = [stored_weight_bytes(layer, precision, spec) for layer in layers]
@@ -242,7 +244,7 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     kept = [replace(layer, activation_bytes=layer.activation_bytes
                     - frozen_input_bytes(layer, spec, boundary_bytes_per_sample)) for layer in layers]
     acts = layers_activation_bytes(kept, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed)
+                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
         grads = 2 * max((layer.params for layer in layers), default=0) * g

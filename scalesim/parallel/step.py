@@ -109,12 +109,11 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
                   grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
                   bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy,
-                  recomputed=stage.recomputed)
+                  recomputed=stage.recomputed, recompute_modules=plan.recompute_modules)
     layers = with_tied_head_copy(stage.layers, model.vocab, model.hidden, pl.tp)
     if plan.finetune is None and not plan.offload_params:
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
-                               recompute_modules=plan.recompute_modules,
                                **common, **_expert_memory(model, plan))
     return finetune_memory(layers, spec=plan.finetune, offload_params=plan.offload_params, **common)
 

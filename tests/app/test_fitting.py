@@ -6,7 +6,7 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.app.fitting import fit_options
+from scalesim.app.fitting import _candidates, fit_options
 from scalesim.app.setup import memory_of, prepare
 from scalesim.app.run import run
 from scalesim.scenario import Scenario
@@ -123,3 +123,30 @@ def _sections(change: str) -> dict:
     if "tp" in out.get("parallel", {}):
         out["parallel"]["dp"] = 2 // out["parallel"]["tp"]
     return out
+
+
+def test_a_scenario_with_recompute_modules_is_offered_full_recompute():
+    # The modules go with selective recompute only: the full-recompute fix must drop them, not fail
+    # as a plan that cannot be formed (and so never be offered).
+    data = scenario(mb=8).model_dump()
+    data["training"].update(activation_checkpointing="selective", recompute_modules=["core_attn"])
+    setup = prepare(Scenario.model_validate(data))
+    changes = [o.change for o in fit_options(setup, limit=20)]
+    assert any("training.activation_checkpointing: full" in c for c in changes), changes
+
+
+def test_optimizer_none_has_nothing_to_offload():
+    import pytest
+    from scalesim.errors import InputError
+    def with_none(**parallel):
+        data = scenario(mb=1, zero=3).model_dump()
+        data["training"]["optimizer"] = "none"
+        data["parallel"].update(parallel)
+        return Scenario.model_validate(data)
+    with pytest.raises(InputError) as exc:
+        prepare(with_none(offload_optimizer=True), "s.yaml")
+    assert exc.value.key == "parallel.offload_optimizer" and exc.value.file == "s.yaml"
+    # Offloaded weights in full training update on the host, but there is no update: no host step.
+    assert not prepare(with_none(offload_params=True)).plan.offload_optimizer
+    # and the fixes never propose offloading it
+    assert not any("offload_optimizer" in c for c, _ in _candidates(prepare(with_none())))

@@ -52,3 +52,13 @@ def test_fp8_attention_needs_fp8_and_a_published_rate(tmp_path, node, precision)
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fp8_attention" in result.output and "Traceback" not in result.output
+
+
+def test_fp8_attention_is_refused_with_a_kernel_that_has_no_fp8_forward(tmp_path):
+    data = {"name": "bad", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "llama2-7b",
+            "training": {"precision": "fp8", "seq_len": 1024, "global_batch": 8, "fp8_attention": True,
+                         "attention": "flash2"}, "parallel": {"dp": 8}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "training.fp8_attention" in result.output and "flash2" in result.output

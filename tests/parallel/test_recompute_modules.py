@@ -82,6 +82,8 @@ def test_padding_to_capacity_drops_the_token_count_sync():
 @pytest.mark.parametrize("training, key", [
     ({"recompute_modules": ["moe_act"]}, "recompute_modules"),                       # checkpointing stays none
     ({"activation_checkpointing": "selective", "recompute_modules": ["attention"]}, "recompute_modules"),
+    ({"activation_checkpointing": "selective", "finetune": "lora", "recompute_modules": ["mlp"]},
+     "recompute_modules"),                                                           # not modelled with adapters
     ({"moe_capacity_factor": 1.0}, "moe_capacity_factor"),                           # a dense model
     ({"moe_capacity_factor": 0.5}, "moe_capacity_factor"),
 ])
@@ -93,3 +95,27 @@ def test_bad_recompute_modules_or_capacity_are_refused_naming_the_key(tmp_path, 
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert key in result.output
+
+
+def test_searched_plans_keep_the_recompute_modules_only_with_selective_recompute():
+    # The plan searches (sweep --search, run's fixes) try none / selective / full on a scenario that
+    # lists recompute modules: each point must be a valid scenario, the modules kept where they apply.
+    from scalesim.app.plans import PlanPoint, scenario_for
+    base = scenario(["moe_act", "layernorm"])
+    kept = {r: scenario_for(base, PlanPoint(8, 8, recompute=r)).training for r in ("none", "selective", "full")}
+    assert kept["selective"].recompute_modules == ["moe_act", "layernorm"]
+    assert kept["none"].recompute_modules is None and kept["full"].recompute_modules is None
+    assert kept["full"].activation_checkpointing == "full"
+    lora = scenario_for(base, PlanPoint(8, 8, recompute="selective", finetune="lora")).training
+    assert lora.finetune == "lora" and lora.recompute_modules is None     # not modelled with adapters
+
+
+def test_recompute_modules_free_activations_with_offloaded_weights_too():
+    # Full training with parallel.offload_params takes finetune_memory's path: the modules' outputs
+    # are freed there as in training_memory (their recompute time was already charged).
+    dense = {**MOE, "moe": None}
+    def activations(modules):
+        data = scenario(modules, model=dense).model_dump()
+        data["parallel"] = {"dp": 8, "zero": 3, "offload_params": True}
+        return prepare(Scenario.model_validate(data)).step.memory.activations
+    assert activations(["core_attn", "mlp"]) < activations(None)
