@@ -128,7 +128,8 @@ class RankProgram:
         if len(self.grad_group) <= 1:
             return fetched
         if plan.zero < 3:
-            if not (plan.overlap_param_gather and plan.zero >= 1) or work.layer.name in self.gathered_once:
+            if (not (plan.overlap_param_gather and plan.zero >= 1) or plan.optimizer == "none"
+                    or work.layer.name in self.gathered_once):
                 return fetched
             self.gathered_once.add(work.layer.name)
         family = "zero3" if plan.zero >= 3 else "zero"
@@ -316,7 +317,7 @@ class RankProgram:
                                deps=done, timing=timing,
                                host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
                                host_sync=plan.host_dispatch_s > 0)
-        if 1 <= plan.zero <= 2 and not plan.overlap_param_gather:
+        if 1 <= plan.zero <= 2 and not plan.overlap_param_gather and plan.optimizer != "none":   # no update
             gathered = self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param,
                                  "comm", (opt,), ("dp", "cp"))
             gathered_copied(self, local_works, params_local, gathered)
