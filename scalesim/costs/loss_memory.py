@@ -50,7 +50,13 @@ def loss_peak_bytes(layers, micro_batch: int, cross_entropy: str = "fused") -> f
     >>> head = lm_head(4, 8, 100, tied=False)
     >>> loss_peak_bytes([head], 1, "eager") == 8 * 4 * 100, loss_peak_bytes([head], 1, "fused") == 2 * 4 * 100
     (True, True)
+    >>> loss_peak_bytes([head, head], 1, "eager") == loss_peak_bytes([head], 1, "eager")   # one after another
+    True
     """
     extra = CROSS_ENTROPY_PEAK_BYTES[cross_entropy] - HEAD_LOGIT_BYTES
-    logits = sum(op.elements_moved / 2 for layer in layers for op in layer.ops if op.name == "cross_entropy")
+    # Several heads (DeepSeek-V3's multi-token prediction beside the main head) each keep their own
+    # logits in their activations, but their losses' transient peaks come one after another: the
+    # largest counts, not the sum.
+    logits = max((sum(op.elements_moved / 2 for op in layer.ops if op.name == "cross_entropy") for layer in layers),
+                 default=0.0)
     return logits * micro_batch * extra
