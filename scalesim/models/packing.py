@@ -56,9 +56,7 @@ def fp8_attention(model: ModelSpec) -> ModelSpec:
     >>> all(op.fp8 for layer in llama.layers for op in layer.ops if op.kind == "attention")
     True
     """
-    layers = tuple(replace(layer, ops=tuple(replace(op, fp8=True) if op.kind == "attention" else op
-                                            for op in layer.ops)) for layer in model.layers)
-    return replace(model, layers=layers)
+    return _with_attention_fields(model, fp8=True)
 
 
 def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
@@ -87,6 +85,11 @@ def attention_score_ops(model: ModelSpec, score_ops: tuple[str, ...]) -> ModelSp
     >>> {op.score_ops for layer in opt.layers for op in layer.ops if op.kind == "attention"}
     {('mask_add', 'clamp', 'softmax')}
     """
-    layers = tuple(replace(layer, ops=tuple(replace(op, score_ops=tuple(score_ops)) if op.kind == "attention"
-                                            else op for op in layer.ops)) for layer in model.layers)
+    return _with_attention_fields(model, score_ops=tuple(score_ops))
+
+
+def _with_attention_fields(model: ModelSpec, **fields) -> ModelSpec:
+    """`model` with `fields` set on every attention op, the other ops as they are."""
+    layers = tuple(replace(layer, ops=tuple(replace(op, **fields) if op.kind == "attention" else op
+                                            for op in layer.ops)) for layer in model.layers)
     return replace(model, layers=layers)
