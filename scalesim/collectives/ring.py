@@ -114,17 +114,14 @@ def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     n = len(ranks)
     if n <= 1 or size_bytes <= 0:
         return CollectivePlan(op, "ring", tuple(ranks), size_bytes, ())
-    ranks = tuple(ranks)
+    ranks, memo = tuple(ranks), {} if memo is None else memo
     _, fraction, closed = steps_and_edge_fraction(op, n)
-    edges, multi_node, lib = _rings(topology, ranks, closed, {} if memo is None else memo)
+    edges, multi_node, lib = _rings(topology, ranks, closed, memo)
     wire = fraction * size_bytes / len(edges) / bandwidth_fraction("ring", protocol, op, multi_node, lib)
     flows = tuple(Flow(a, b, links, wire) for order in edges for a, b, links in order)
     key = ("ring-latency", op, ranks, protocol)
-    if memo is None or key not in memo:
-        latency = ring_latency_s(topology, ring_orders(topology, ranks)[0], op, protocol)
-        if memo is None:
-            return CollectivePlan(op, "ring", ranks, size_bytes, (Phase(latency, flows),), protocol)
-        memo[key] = latency
+    if key not in memo:
+        memo[key] = ring_latency_s(topology, ring_orders(topology, ranks)[0], op, protocol)
     return CollectivePlan(op, "ring", ranks, size_bytes, (Phase(memo[key], flows),), protocol)
 
 
