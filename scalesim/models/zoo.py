@@ -72,6 +72,11 @@ def _tok(family, published, description, source, seq_len, config, learned=True) 
     return _Entry(family, published, description, (source,), config, seq_len, seq_len if learned else None)
 
 
+# DeepSeek-V3's architecture, with and without its multi-token-prediction module.
+_DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
+                    moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
+                    mla=MLASpec(1536, 512, 128, 64, 128), **_MOE)
+
 _ZOO: dict[str, _Entry] = {
     "gpt2-124m": _tok("gpt2", "124,439,808 (HF gpt2)", "GPT-2 small, 12 x 768", GPT2_SOURCE, 1024,
                       dict(layers=12, hidden=768, heads=12, **_GPT2)),
@@ -174,16 +179,12 @@ _ZOO: dict[str, _Entry] = {
     "deepseek-v3": _tok("deepseek", "671B total, 37B active",
                         "DeepSeek-V3, 61 x 7168, MLA, 1 shared + 256 routed top-8",
                         DEEPSEEK_V3_SOURCE, 4096,
-                        dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
-                             moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
-                             mla=MLASpec(1536, 512, 128, 64, 128), **_MOE), learned=False),
+                        _DEEPSEEK_V3, learned=False),
     # With its multi-token-prediction module (1 depth, sec. 2.2: the 14B of HF's 685B), as NeMo's
     # DeepSeek-V3 pre-training recipe runs it (nemo/collections/llm/recipes/deepseek_v3.py, use_mtp=True).
     "deepseek-v3-mtp": _tok("deepseek", "671B + 14B MTP", "DeepSeek-V3 with its multi-token-prediction module",
                             DEEPSEEK_V3_SOURCE, 4096,
-                            dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
-                                 moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
-                                 mla=MLASpec(1536, 512, 128, 64, 128), mtp_layers=1, **_MOE), learned=False),
+                            dict(_DEEPSEEK_V3, mtp_layers=1), learned=False),
     "gpt-oss-20b": _tok("gpt-oss", "20.9B total, 3.6B active", "gpt-oss-20b, 24 x 2880, 32 experts top-4, GQA 8",
                         GPT_OSS_SOURCE.format("20b"), 131072,
                         dict(layers=24, ffn_hidden=2880, moe=MoESpec(32, 4, 2880), **_GPT_OSS), learned=False),
