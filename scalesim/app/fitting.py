@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
-                                scenario_for, search_points)
+                                recompute_keys_cleared, scenario_for, search_points)
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
@@ -135,9 +135,7 @@ def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[st
     training = sections.get("training", {})
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
-    cleared = {**({} if checkpointing == "selective" and finetune == "none" else {"recompute_modules": None}),
-               **({} if checkpointing == "full" else {"recompute_num_layers": None})}
-    return {**sections, "training": {**cleared, **training}}
+    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training}}
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:

@@ -131,11 +131,15 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **schedule, **offload, **layout},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
-                  # the scenario's partial recompute goes with full checkpointing only, its recompute
-                  # modules with selective only (other points checkpoint the whole block or nothing)
-                  **({} if point.recompute == "full" else {"recompute_num_layers": None}),
-                  **({} if point.recompute == "selective" and point.finetune == "none"
-                     else {"recompute_modules": None})})
+                  **recompute_keys_cleared(point.recompute, point.finetune)})
+
+
+def recompute_keys_cleared(checkpointing: str, finetune: str) -> dict[str, None]:
+    """The scenario's recompute keys a plan with this checkpointing and fine-tuning no longer takes,
+    cleared: partial recompute (recompute_num_layers) goes with full checkpointing only, recompute
+    modules with selective checkpointing of full training only."""
+    return {**({} if checkpointing == "full" else {"recompute_num_layers": None}),
+            **({} if checkpointing == "selective" and finetune == "none" else {"recompute_modules": None})}
 
 
 INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot run (pp = 1, fewer layers than "
