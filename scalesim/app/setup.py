@@ -263,6 +263,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
+        fsdp_version=par.fsdp_version,
     )
 
 

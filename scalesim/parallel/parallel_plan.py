@@ -58,6 +58,9 @@ class ParallelPlan:
     # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None
+    # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
+    # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
+    fsdp_version: int | None = None
 
     @property
     def chunks_per_stage(self) -> int:
