@@ -269,7 +269,8 @@ class ParallelSpec(Strict):
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
-    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
+    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
+    # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
     # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat

@@ -15,7 +15,7 @@ from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
-from scalesim.costs.host import DISPATCH_S_PER_OP
+from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.recompute import modules_of
 from scalesim.costs.variability import slowest_gpu_factor
@@ -260,6 +260,8 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
         pipeline_balance=par.pipeline_balance,
+        pipeline_layer_host_s=nanotron_pipeline_layer_s(par.tp, par.pp, -(-count // design.gpus))
+        if par.pipeline_balance == "nanotron" else 0.0,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
