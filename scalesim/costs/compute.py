@@ -18,7 +18,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
                                   causal_rate, flash_efficiency, fp8_forward_speedup)
 from scalesim.costs.context_chunks import ring_time_factor
-from scalesim.costs.gemm_depth import backward_depths, depth_efficiency
+from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
@@ -304,8 +304,7 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms)     # and the depth's rate: gemm_depth.py
-                 * depth_efficiency(k if depth is None else depth, gpu.gemm_k_overhead, precision, op.kind)
+        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
                  if op.gemm_mnk is not None else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:

@@ -39,6 +39,11 @@ def depth_efficiency(k: int, k_overhead: float, precision: str = "bf16", kind: s
     return (k / (k + k_overhead)) / (REFERENCE_DEPTH / (REFERENCE_DEPTH + k_overhead))
 
 
+def depth_factor(op, gpu, precision: str, depth: int | None = None) -> float:
+    """`depth_efficiency` of GEMM `op` on `gpu`: at its own k, or at `depth` (a backward GEMM's)."""
+    return depth_efficiency(op.gemm_mnk[2] if depth is None else depth, gpu.gemm_k_overhead, precision, op.kind)
+
+
 def backward_depths(op, gpu, precision: str, batch: int) -> tuple[int, ...]:
     """Depths of `op`'s two backward GEMMs where they run at other rates than its forward (a 16-bit
     GEMM on a GPU with a measured `gemm_k_overhead`): the data gradient reduces over the forward's
