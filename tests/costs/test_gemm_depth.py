@@ -61,3 +61,16 @@ def test_backward_gemms_run_at_their_own_depths():
 def test_a_gpu_built_on_b200_keeps_its_gemm_depth_overhead():
     card = builtin_catalog().resolve_gpu({"base": "b200", "memory_gb": 96})
     assert card.gemm_k_overhead == B200.gemm_k_overhead > 0
+
+
+def test_serving_prefill_pays_the_depth_cost_too():
+    # A 4096-token bf16 prefill of Llama 3 8B (GEMMs of K 4096 and 14336) on B200 takes longer
+    # with the measured per-tile cost than without it; FP8 weights (FP8 MMAs, unmeasured) do not.
+    from scalesim.costs.inference import ServingShard, iteration_compute_s, iteration_work
+    from scalesim.models import get_model
+    llama = get_model("llama3-8b", seq_len=1)
+    work = iteration_work([(4096, 4096, True)])
+    flat = replace(B200, gemm_k_overhead=0.0)
+    for weights, slower in (("bf16", True), ("fp8", False)):
+        shard = ServingShard(llama, weights=weights)
+        assert (iteration_compute_s(work, shard, B200) > iteration_compute_s(work, shard, flat)) is slower
