@@ -109,13 +109,15 @@ class RankProgram:
     def tp_op(self, op: str, deps, kind: str = "forward") -> int | None:
         """A tensor-parallel collective on the block's activations in a `kind` pass; in the batch-first
         layout its sequence-parallel calls come with their layout copies (parallel/sp_layout.py): before
-        a reduce-scatter, after an all-gather, both around backward's pair (timed as an all-reduce)."""
+        a reduce-scatter, after an all-gather, both around backward's pair (timed as an all-reduce), and
+        a float8 block input is gathered at one byte an element (torchao's, `gathered_bytes`)."""
         copies = copies_around(self)
+        size = gathered_bytes(self, op, kind) if copies else self.b.activation_bytes
         if copies and op != "all_gather":
-            deps = (layout_copy(self, kind, deps, gathered_bytes(self, op, kind)),)
-        t = self.call("tp", op, self.tp_group, self.b.activation_bytes, "tp", deps, ("tp",))
+            deps = (layout_copy(self, kind, deps, size),)
+        t = self.call("tp", op, self.tp_group, size, "tp", deps, ("tp",))
         if copies and op != "reduce_scatter" and t is not None:
-            t = layout_copy(self, kind, (t,), gathered_bytes(self, op, kind))
+            t = layout_copy(self, kind, (t,), size)
         return t
 
     def neighbour(self, g: int) -> int:

@@ -49,3 +49,17 @@ def test_fp8_block_input_is_gathered_and_copied_after_its_cast():
     forward = sorted(by_kind["forward"])
     assert len(forward) == 2 and forward[1] == pytest.approx(2 * forward[0])    # 1-byte input, 2-byte output
     assert by_kind["backward"] == {forward[1]}                                   # 16-bit gradients
+
+
+def test_fp8_block_input_all_gather_moves_half_the_bytes_of_the_reduce_scatter():
+    from scalesim.program import CollectiveTask
+    sizes = {}
+    for t in program("batch-first", precision="fp8").tasks[0]:
+        if isinstance(t, CollectiveTask) and t.name.startswith("tp "):
+            sizes.setdefault(t.plan.op, set()).add(t.plan.size_bytes)
+    assert len(sizes["all_gather"]) == 1 and len(sizes["reduce_scatter"]) == 1
+    assert 2 * min(sizes["all_gather"]) == min(sizes["reduce_scatter"])
+    # seq-first (Megatron's layout, Transformer Engine) keeps its all-gather at 16 bits
+    same = {t.plan.size_bytes for t in program("seq-first", precision="fp8").tasks[0]
+            if isinstance(t, CollectiveTask) and t.name.startswith("tp ")}
+    assert len(same) == 1
