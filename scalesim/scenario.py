@@ -245,6 +245,11 @@ class ParallelSpec(Strict):
     decoder_first_pipeline_num_layers: pydantic.PositiveInt | None = None
     decoder_last_pipeline_num_layers: pydantic.PositiveInt | None = None
     sequence_parallel: bool = False
+    # How sequence-parallel activations are laid out (scalesim/parallel/sp_layout.py): seq-first (s, b, h),
+    # Megatron-LM's, gathered and scattered in place; batch-first (b, s, h) sharded on dim 1, torch
+    # DTensor's (torchtitan): each all-gather / reduce-scatter also copies the whole tensor. No effect
+    # without sequence parallelism.
+    sequence_parallel_layout: Literal["seq-first", "batch-first"] = "seq-first"
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward

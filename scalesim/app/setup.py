@@ -236,6 +236,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         attention=resolved_attention(training),
         zero=par.zero,
         sequence_parallel=par.sequence_parallel,
+        sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,

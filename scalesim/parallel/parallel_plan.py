@@ -19,6 +19,9 @@ class ParallelPlan:
     attention: str
     zero: int = 0
     sequence_parallel: bool = False
+    # Activations (b, s, h) sharded on dim 1 (torch DTensor plans, torchtitan): each sequence-parallel
+    # call carries a copy of the gathered tensor (parallel/sp_layout.py); seq-first: Megatron's (s, b, h).
+    sequence_parallel_layout: str = "seq-first"
     schedule: str = "1f1b"
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
