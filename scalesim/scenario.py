@@ -213,6 +213,17 @@ def resolved_attention(training: "TrainingSpec") -> str:
     return "naive" if training.precision in ("fp32", "tf32") else "flash"
 
 
+class NcclCtasSpec(Strict):
+    """NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs, as Megatron-Core's NCCL_CFG_PATH yaml
+    sets it in NVIDIA's MLPerf recipes); unset: NCCL's default count (scalesim/collectives/kernels.py).
+    dp: the data-parallel gradient reduction and parameter gathers (dp or dp x cp groups)."""
+
+    dp: pydantic.PositiveInt | None = None
+    cp: pydantic.PositiveInt | None = None
+    tp: pydantic.PositiveInt | None = None
+    ep: pydantic.PositiveInt | None = None
+
+
 class ParallelSpec(Strict):
     dp: pydantic.PositiveInt | None = None      # [gpus / (tp*pp*cp)]
     tp: pydantic.PositiveInt = 1
@@ -252,6 +263,9 @@ class ParallelSpec(Strict):
     # (DeepSpeed's default, and scalesim's). No effect at zero 0 (nothing to gather) or 3
     # (which gathers before every use anyway), so sweeps over ZeRO stages may leave it set.
     overlap_param_gather: bool = False
+    # fp8 training: the ZeRO / FSDP parameter all-gathers carry the transformer blocks' weights in fp8,
+    # 1 byte each (Megatron-Core --fp8-param-gather, TE's Float8Tensor weights); embeddings stay 16-bit.
+    fp8_param_gather: bool = False
     # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
     # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
@@ -272,6 +286,7 @@ class ParallelSpec(Strict):
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
+    nccl_max_ctas: NcclCtasSpec = NcclCtasSpec()
 
     @pydantic.field_validator("zero1_over_ddp")
     @classmethod

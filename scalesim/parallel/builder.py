@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
-from scalesim.collectives.kernels import sm_share
+from scalesim.collectives.kernels import cta_limited, sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
@@ -290,11 +290,11 @@ class StepBuilder:
                               for copy in pl.symmetric_copies(group, span)]
         return self.memo[key]
 
-    def _sm_share(self, plan: CollectivePlan) -> float:
-        key = ("sm-share", plan.op, plan.algo, plan.ranks)
+    def _sm_share(self, plan: CollectivePlan, max_ctas: int | None = None) -> float:
+        key = ("sm-share", plan.op, plan.algo, plan.ranks, max_ctas)
         memo = self.memo
         if key not in memo:
-            memo[key] = sm_share(plan, self.topology, self.gpu.sms)
+            memo[key] = sm_share(plan, self.topology, self.gpu.sms, max_ctas)
         return memo[key]
 
     def _trained(self, layer: LayerSpec) -> int:
@@ -307,8 +307,9 @@ class StepBuilder:
 
     def _stored(self, layer: LayerSpec) -> float:
         """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
-        if self.plan.finetune is None:
-            return layer.params * self.weight_bytes_per_param
+        if self.plan.finetune is None:   # fp8_param_gather: TE's fp8 block weights, a byte each
+            return layer.params * (1 if self.plan.fp8_param_gather and layer.kind == "transformer_block"
+                                   else self.weight_bytes_per_param)
         return (stored_weight_bytes(layer, self.plan.precision, self.plan.finetune)
                 + self._trained(layer) * self.weight_bytes_per_param)
 
@@ -336,8 +337,9 @@ class StepBuilder:
         call = (op, group, size, span)
         known = self._calls.get(call)      # the same call recurs every micro-batch and layer
         if known is None:
-            plan = self._with_copies(op, group, size, span)
-            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan))
+            ctas = self.plan.max_ctas(span)
+            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, ctas)
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, ctas))
         plan, participants, share = known
         names = self._names.get((kind, op, counter))
         if names is None:

@@ -26,6 +26,7 @@ class ParallelPlan:
     # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
     overlap_param_gather: bool = False
+    fp8_param_gather: bool = False  # parameter all-gathers carry block weights in fp8 (parallel/builder.py)
     offload_optimizer: bool = False
     offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
     finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)
@@ -58,6 +59,14 @@ class ParallelPlan:
     # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None
+    # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
+    # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
+    nccl_max_ctas: tuple[tuple[str, int], ...] = ()
+
+    def max_ctas(self, span: tuple[str, ...]) -> int | None:
+        """The CTA limit of the communicator spanning these placement dimensions, if set."""
+        name = "dp" if "dp" in span else span[0] if span else None
+        return dict(self.nccl_max_ctas).get(name)
 
     @property
     def chunks_per_stage(self) -> int:
