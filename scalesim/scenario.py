@@ -213,17 +213,6 @@ def resolved_attention(training: "TrainingSpec") -> str:
     return "naive" if training.precision in ("fp32", "tf32") else "flash"
 
 
-class NcclCtasSpec(Strict):
-    """NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs, as Megatron-Core's NCCL_CFG_PATH yaml
-    sets it in NVIDIA's MLPerf recipes); unset: NCCL's default count (scalesim/collectives/kernels.py).
-    dp: the data-parallel gradient reduction and parameter gathers (dp or dp x cp groups)."""
-
-    dp: pydantic.PositiveInt | None = None
-    cp: pydantic.PositiveInt | None = None
-    tp: pydantic.PositiveInt | None = None
-    ep: pydantic.PositiveInt | None = None
-
-
 class ParallelSpec(Strict):
     dp: pydantic.PositiveInt | None = None      # [gpus / (tp*pp*cp)]
     tp: pydantic.PositiveInt = 1
@@ -283,10 +272,25 @@ class ParallelSpec(Strict):
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
-    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
+    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
+    # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
-    nccl_max_ctas: NcclCtasSpec = NcclCtasSpec()
+    # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
+    # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
+    nccl_max_ctas: dict[Literal["dp", "cp", "tp", "ep"], pydantic.PositiveInt] = {}
+    # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
+    # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
+    # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
+    fsdp_version: Literal[1, 2] | None = None
+
+    @pydantic.field_validator("fsdp_version")
+    @classmethod
+    def _fsdp_needs_zero3(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+        if value is not None and info.data.get("zero") != 3:
+            raise ValueError(f"FSDP's full sharding is ZeRO-3: fsdp_version needs zero: 3 (got zero: "
+                             f"{info.data.get('zero')}); allowed without it: null")
+        return value
 
     @pydantic.field_validator("zero1_over_ddp")
     @classmethod

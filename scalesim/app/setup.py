@@ -15,8 +15,9 @@ from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
-from scalesim.costs.host import DISPATCH_S_PER_OP
+from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.recompute import modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -84,7 +85,8 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
     _check_experts(scenario, model, dp, file)
     if par.fp8_param_gather and training.precision != "fp8":
-        raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got {training.precision})")
+        raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
+                  f"{training.precision})")
     if par.virtual_stages > 1 and par.pp_schedule != "interleaved":
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
@@ -172,6 +174,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                                                               for op in layer.ops):
         raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
                          "has none: allowed here: megatron", file=file, key="training.saved_activations")
+    present = modules_of({op.name for layer in model.layers for op in layer.ops})
+    idle = [m for m in training.recompute_modules or () if m not in present]
+    if idle:
+        raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
+                         f"their ops); allowed here: {', '.join(present)}", file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":
@@ -257,10 +264,13 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
         pipeline_balance=par.pipeline_balance,
+        pipeline_layer_host_s=nanotron_pipeline_layer_s(par.tp, par.pp, -(-count // design.gpus))
+        if par.pipeline_balance == "nanotron" else 0.0,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
-        nccl_max_ctas=tuple((k, v) for k, v in par.nccl_max_ctas.model_dump().items() if v is not None),
+        fsdp_version=par.fsdp_version,
+        nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
     )
 
 

@@ -36,7 +36,8 @@ from scalesim.collectives.kernels import cta_limited, sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
-from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, module_kernels, outside_cuda_graphs
+from scalesim.costs.host import (expert_host_s, launch_host_s, layer_kernels, module_kernels, outside_cuda_graphs,
+                                 with_layer_host_s)
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
@@ -119,7 +120,8 @@ class StepBuilder:
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 parts = tuple(self._layer_time(h) for h in halves)
                 work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
-                                       tuple(self._host_times(h) for h in halves), is_moe, recomputed))
+                                       with_layer_host_s(tuple(self._host_times(h) for h in halves),
+                                                         plan.pipeline_layer_host_s * block), is_moe, recomputed))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp
@@ -290,11 +292,11 @@ class StepBuilder:
                               for copy in pl.symmetric_copies(group, span)]
         return self.memo[key]
 
-    def _sm_share(self, plan: CollectivePlan, max_ctas: int | None = None) -> float:
-        key = ("sm-share", plan.op, plan.algo, plan.ranks, max_ctas)
+    def _sm_share(self, plan: CollectivePlan, span: tuple[str, ...] = ()) -> float:
+        key = ("sm-share", plan.op, plan.algo, plan.ranks, ctas := self.plan.max_ctas(span))
         memo = self.memo
         if key not in memo:
-            memo[key] = sm_share(plan, self.topology, self.gpu.sms, max_ctas)
+            memo[key] = sm_share(plan, self.topology, self.gpu.sms, ctas)
         return memo[key]
 
     def _trained(self, layer: LayerSpec) -> int:
@@ -307,9 +309,8 @@ class StepBuilder:
 
     def _stored(self, layer: LayerSpec) -> float:
         """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
-        if self.plan.finetune is None:   # fp8_param_gather: TE's fp8 block weights, a byte each
-            return layer.params * (1 if self.plan.fp8_param_gather and layer.kind == "transformer_block"
-                                   else self.weight_bytes_per_param)
+        if self.plan.finetune is None:
+            return layer.params * self.plan.gathered_bytes_per_param(layer.kind, self.weight_bytes_per_param)
         return (stored_weight_bytes(layer, self.plan.precision, self.plan.finetune)
                 + self._trained(layer) * self.weight_bytes_per_param)
 
@@ -337,9 +338,8 @@ class StepBuilder:
         call = (op, group, size, span)
         known = self._calls.get(call)      # the same call recurs every micro-batch and layer
         if known is None:
-            ctas = self.plan.max_ctas(span)
-            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, ctas)
-            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, ctas))
+            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, self.plan.max_ctas(span))
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, span))
         plan, participants, share = known
         names = self._names.get((kind, op, counter))
         if names is None:

@@ -50,6 +50,9 @@ class ParallelPlan:
     grad_accumulation: str = "fused"  # fp32-add: a pass per micro-batch (costs/accumulation.py)
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
     pipeline_balance: str = "layers"  # nanotron: its compute-cost stage placement (parallel/cost_balance.py)
+    # Host seconds per decoder layer and micro-batch (forward + backward) the pipeline engine adds
+    # (nanotron's across servers: costs/host.py nanotron_pipeline_layer_s)
+    pipeline_layer_host_s: float = 0.0
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.
     recompute_layers: int | None = None
@@ -59,9 +62,17 @@ class ParallelPlan:
     # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None
+    # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
+    # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
+    fsdp_version: int | None = None
     # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
     # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
+
+    def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
+        """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather
+        gathers Transformer Engine's FP8 block weights, a byte each; the rest as stored."""
+        return 1 if self.fp8_param_gather and layer_kind == "transformer_block" else weight_bytes
 
     def max_ctas(self, span: tuple[str, ...]) -> int | None:
         """The CTA limit of the communicator spanning these placement dimensions, if set."""

@@ -13,6 +13,7 @@ from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
@@ -138,6 +139,7 @@ class RankProgram:
                                                    else b.weight_bytes_per_param)
         g = self.call(family, "all_gather", self.grad_group, stored - experts, "comm", (ahead,),
                       ("dp", "cp"))
+        g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
 
@@ -263,9 +265,10 @@ class RankProgram:
         plan, b = self.plan, self.b
         expert = b._expert_trained(w.layer)
         if plan.zero >= 3 and len(self.grad_group) > 1:
+            ready = reduce_input(self, b._trained(w.layer) - expert, dep)
             self.reductions.append(self.call("grad", "reduce_scatter", self.grad_group,
                                              (b._trained(w.layer) - expert) * b.grad_bytes_per_param, "comm",
-                                             (dep,), ("dp", "cp")))
+                                             (ready,), ("dp", "cp")))
         if expert and (plan.zero >= 3 or final):
             self.reductions.append(self.call("expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
                                              self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),
