@@ -245,6 +245,11 @@ class ParallelSpec(Strict):
     decoder_first_pipeline_num_layers: pydantic.PositiveInt | None = None
     decoder_last_pipeline_num_layers: pydantic.PositiveInt | None = None
     sequence_parallel: bool = False
+    # How sequence-parallel activations are laid out (scalesim/parallel/sp_layout.py): seq-first (s, b, h),
+    # Megatron-LM's, gathered and scattered in place; batch-first (b, s, h) sharded on dim 1, torch
+    # DTensor's (torchtitan): each all-gather / reduce-scatter also copies the whole tensor. No effect
+    # without sequence parallelism.
+    sequence_parallel_layout: Literal["seq-first", "batch-first"] = "seq-first"
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
@@ -252,6 +257,9 @@ class ParallelSpec(Strict):
     # (DeepSpeed's default, and scalesim's). No effect at zero 0 (nothing to gather) or 3
     # (which gathers before every use anyway), so sweeps over ZeRO stages may leave it set.
     overlap_param_gather: bool = False
+    # fp8 training: the ZeRO / FSDP parameter all-gathers carry the transformer blocks' weights in fp8,
+    # 1 byte each (Megatron-Core --fp8-param-gather, TE's Float8Tensor weights); embeddings stay 16-bit.
+    fp8_param_gather: bool = False
     # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
     # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
@@ -273,6 +281,9 @@ class ParallelSpec(Strict):
     # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
+    # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
+    # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
+    nccl_max_ctas: dict[Literal["dp", "cp", "tp", "ep"], pydantic.PositiveInt] = {}
     # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
     # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
