@@ -339,7 +339,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     selective-op re-runs what torchtitan's per-op policy does not save
     (scalesim/costs/recompute.py).
     A matmul's backward is twice its forward, layout conversions included
-    (data- and weight-gradient passes each convert their tensors again).
+    (data- and weight-gradient passes each convert their tensors again). A `backward_only` op
+    adds its own time to backward and nothing to forward.
     """
     fwd = 0.0
     bwd = 0.0
@@ -348,6 +349,10 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     times = []
     for op in layer.ops:
         t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
+        if op.backward_only:            # its elements are the backward kernel's own: not doubled
+            times.append(0.0)
+            bwd += t
+            continue
         times.append(t)
         fwd += t
         if op.kind in MATMUL_KINDS:
