@@ -342,18 +342,14 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     (data- and weight-gradient passes each convert their tensors again). A `backward_only` op
     adds its own time to backward and nothing to forward.
     """
-    fwd = 0.0
-    bwd = 0.0
-    attention_s = 0.0
-    matmul = 0.0
+    fwd = bwd = attention_s = matmul = 0.0
     times = []
     for op in layer.ops:
         t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
+        times.append(0.0 if op.backward_only else t)
         if op.backward_only:            # its elements are the backward kernel's own: not doubled
-            times.append(0.0)
             bwd += t
             continue
-        times.append(t)
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
