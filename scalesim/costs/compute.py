@@ -376,7 +376,9 @@ def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str
     moments (24 B), reads the 16-bit gradient (2 B) and writes the 16-bit
     weight (2 B): 28 B/param; fp32 training: weight, m, v read+write plus the
     gradient (28 B). SGD with momentum: weight and momentum read+write plus
-    the gradient. (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
+    the gradient, 20 B in either precision (mixed: the fp32 master and momentum
+    the memory model keeps, costs/memory.py, 16 B, the 16-bit gradient read and
+    weight written, 4 B). (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
     """
     if optimizer == "none":
         return 0.0
@@ -389,7 +391,7 @@ def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
     if optimizer == "none":          # forward + backward only: no update runs
         return 0.0
     if optimizer == "sgd":
-        return 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
+        return 20.0
     if optimizer in ("adamw-8bit", "paged-adamw-8bit"):
         # 8-bit Adam (Dettmers et al. 2022): moments read and written as 1 byte each (4 B), the
         # weight (or fp32 master) read and written, the gradient read, the 16-bit copy written: 16 B.

@@ -342,3 +342,15 @@ def test_a_backward_only_kernel_adds_its_own_time_to_backward_and_nothing_to_for
     assert t_both.forward_s == t_alone.forward_s
     assert t_both.backward_s - t_alone.backward_s == pytest.approx(op_time_s(grad, gpu, "fp16", 64))
     assert layer_kernels(both, "flash")[:2] == (layer_kernels(alone, "flash")[0], layer_kernels(alone, "flash")[1] + 1)
+
+
+def test_mixed_precision_sgd_streams_the_fp32_master_and_momentum_the_memory_model_keeps():
+    """Mixed-precision SGD keeps an fp32 master and fp32 momentum (costs/memory.py), so its update
+    moves as many bytes as fp32 SGD, and one fp32 state read and write (8 B) less than Adam."""
+    from scalesim.costs.compute import optimizer_bytes_per_param
+    from scalesim.costs.memory import state_bytes_per_param
+    for precision in ("fp16", "bf16"):
+        assert optimizer_bytes_per_param(precision, "sgd") == optimizer_bytes_per_param("fp32", "sgd")
+        assert optimizer_bytes_per_param(precision, "adamw") - optimizer_bytes_per_param(precision, "sgd") == 8.0
+        _, grad, state = state_bytes_per_param(precision, "sgd")
+        assert optimizer_bytes_per_param(precision, "sgd") >= 2 * state + grad
