@@ -104,8 +104,8 @@ class RankProgram:
         return row
 
     def call(self, kind: str, op: str, group: tuple[int, ...], size: float, stream: str, deps,
-             span: tuple[str, ...] = ()) -> int | None:
-        return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span)
+             span: tuple[str, ...] = (), comm: str | None = None) -> int | None:
+        return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span, comm)
 
     def tp_op(self, op: str, deps, kind: str = "forward") -> int | None:
         """A tensor-parallel collective on the block's activations in a `kind` pass; in the batch-first
@@ -191,7 +191,7 @@ class RankProgram:
             wait = t if t is not None else wait
         if work.moe and i in (1, 2) and self.pl.ep > 1:
             a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
-                          "ep", (wait,), self.expert_span)
+                          "ep", (wait,), self.expert_span, "ep")
             if a is not None and self.plan.moe_overlap:
                 self.overlapped.append(a)
             elif a is not None:
