@@ -26,6 +26,10 @@ PLANS = [
     ("scenarios/64xh100-llama3-70b.yaml", {"training": {"global_batch": 64}, "parallel": {"virtual_stages": 10}}),
     ("scenarios/64xh100-mixtral-8x22b-ep8.yaml", {"training": {"global_batch": 64}}),
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"offload_params": True}}),
+    # PyTorch FSDP's own kernels beside ZeRO-3's gathers and reductions (parallel/fsdp.py)
+    ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 2}}),
+    ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 1}}),
+    ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"fsdp_version": 2}}),
     ("scenarios/2x4090-llama2-70b-qlora.yaml", {}),
     ("validation/scenarios/dgxc-llama3.1-405b-bf16-96gpu.yaml", {"training": {"global_batch": 24}}),
     ("validation/scenarios/mbridge-qwen3-30b-a3b-fp8-16xh100.yaml", {"training": {"global_batch": 64}}),
