@@ -62,6 +62,8 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
+    if plan.checkpointing == "selective-op":     # both halves' inputs gathered again (rank_program.py _regather)
+        recompute += 2 * sp * (1 + copies)
     shards = pl.dp * pl.cp > 1
     # FSDP's kernels (parallel/fsdp.py): FSDP2 copies each gathered unit out, either version passes over
     # each gradient before its reduce-scatter

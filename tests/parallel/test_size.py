@@ -28,6 +28,10 @@ PLANS = [
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"offload_params": True}}),
     # PyTorch FSDP's own kernels beside ZeRO-3's gathers and reductions (parallel/fsdp.py)
     ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 2}}),
+    # torchtitan's per-op selective recompute gathers the sequence-parallel inputs again, with layout copies
+    ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml", {}),
+    ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml",
+     {"parallel": {"sequence_parallel_layout": "seq-first"}}),
     ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 1}}),
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"fsdp_version": 2}}),
     ("scenarios/2x4090-llama2-70b-qlora.yaml", {}),
