@@ -62,6 +62,8 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
+    if plan.checkpointing == "selective" and moe and "moe" in plan.recompute_modules:
+        recompute = forward         # the MoE layer replayed whole, all-to-alls included (rank_program.py)
     if plan.checkpointing == "selective-op":     # both halves' inputs gathered again (rank_program.py _regather)
         recompute += 2 * sp * (1 + copies)
     shards = pl.dp * pl.cp > 1

@@ -28,6 +28,8 @@ PLANS = [
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"offload_params": True}}),
     # PyTorch FSDP's own kernels beside ZeRO-3's gathers and reductions (parallel/fsdp.py)
     ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 2}}),
+    # Megatron-Core's "moe" recompute module replays MoE layers whole
+    ("validation/scenarios/dgxc-deepseek-v3-bf16-1024xh100-pp8.yaml", {"training": {"global_batch": 1024}}),
     # torchtitan's per-op selective recompute gathers the sequence-parallel inputs again, with layout copies
     ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml", {}),
     ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml",
