@@ -178,7 +178,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     idle = [m for m in training.recompute_modules or () if m not in present]
     if idle:
         raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
-                         f"their ops); allowed here: {', '.join(present)}", file=file, key="training.recompute_modules")
+                         f"their ops); allowed here: {', '.join(present) or 'none (leave recompute_modules out)'}",
+                         file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":
