@@ -1,5 +1,6 @@
 """Per-communicator NCCL CTA limits (parallel.nccl_max_ctas): dp covers the dp x cp gradient and
-parameter collectives, cp the key/value exchange; each call holds no more SMs than its limit."""
+parameter collectives, cp the key/value exchange, ep the expert all-to-alls; each call holds no more SMs
+than its limit."""
 
 from scalesim.models import get_model
 from scalesim.parallel import ParallelPlan, Placement, build_program
