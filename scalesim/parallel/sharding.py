@@ -68,7 +68,8 @@ SP_GATHERED_INPUT = {"qkv": "qkv", "mlp_gate": "mlp_gate", "mlp_up": "mlp_gate"}
 
 def _sp_fp8_casts(ops: tuple[OpSpec, ...], tp: int) -> tuple[OpSpec, ...]:
     """Under sequence parallelism the FP8 recipes cast a column-parallel GEMM's input once, on the
-    local 1/tp shard, and all-gather it in FP8 (as scalesim's TP all-gather moves it): torchao's
+    local 1/tp shard, and all-gather it in FP8 (scalesim's TP all-gather moves it so in the
+    batch-first layout, parallel/sp_layout.py; in seq-first at 16 bits): torchao's
     PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies to wq/wk/wv and
     w1/w3 ("the float8 cast happens before the all-gather ... so that if there are multiple float8
     users of the input activation, we perform fp8 allgather only once", torchao/float8/

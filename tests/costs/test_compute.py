@@ -330,3 +330,27 @@ def test_optimizer_none_runs_no_update_and_keeps_no_state():
     from scalesim.costs.memory import state_bytes_per_param
     assert optimizer_time_s(1e9, H100, "fp32", "none") == 0.0 < optimizer_time_s(1e9, H100, "fp32", "sgd")
     assert state_bytes_per_param("fp32", "none")[2] == 0.0
+
+
+def test_a_backward_only_kernel_adds_its_own_time_to_backward_and_nothing_to_forward():
+    from scalesim.costs.host import layer_kernels
+    gpu = H100
+    relu = OpSpec("relu", "elementwise", 1e6, 2e6)
+    grad = OpSpec("bn_backward", "norm", 0.0, 3e6, backward_only=True)
+    alone, both = (LayerSpec("l", "conv_block", 0, ops, 0.0) for ops in ((relu,), (relu, grad)))
+    t_alone, t_both = layer_time(alone, gpu, "fp16", 64), layer_time(both, gpu, "fp16", 64)
+    assert t_both.forward_s == t_alone.forward_s
+    assert t_both.backward_s - t_alone.backward_s == pytest.approx(op_time_s(grad, gpu, "fp16", 64))
+    assert layer_kernels(both, "flash")[:2] == (layer_kernels(alone, "flash")[0], layer_kernels(alone, "flash")[1] + 1)
+
+
+def test_mixed_precision_sgd_streams_the_fp32_master_and_momentum_the_memory_model_keeps():
+    """Mixed-precision SGD keeps an fp32 master and fp32 momentum (costs/memory.py), so its update
+    moves as many bytes as fp32 SGD, and one fp32 state read and write (8 B) less than Adam."""
+    from scalesim.costs.compute import optimizer_bytes_per_param
+    from scalesim.costs.memory import state_bytes_per_param
+    for precision in ("fp16", "bf16"):
+        assert optimizer_bytes_per_param(precision, "sgd") == optimizer_bytes_per_param("fp32", "sgd")
+        assert optimizer_bytes_per_param(precision, "adamw") - optimizer_bytes_per_param(precision, "sgd") == 8.0
+        _, grad, state = state_bytes_per_param(precision, "sgd")
+        assert optimizer_bytes_per_param(precision, "sgd") >= 2 * state + grad
