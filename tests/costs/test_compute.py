@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, STREAM_BYTES_PER_SM_CYCLE, attention_time_s,
                                      gemm_shape_efficiency, layer_time, layout_conversion_s, op_time_s,
-                                     optimizer_time_s, streaming_bw_bytes_per_s)
+                                     streaming_bw_bytes_per_s)
 from scalesim.hardware import get_gpu
 from scalesim.models.spec import LayerSpec, OpSpec
 from scalesim.models.transformer import gemm_op, transformer_block
@@ -136,12 +136,6 @@ def test_recompute_adds_the_forward_under_full_checkpointing():
     layer = LayerSpec("l", "transformer_block", 0, (gemm(1024, 1024, 1024),), 0.0)
     assert layer_time(layer, H100, "bf16", 1, "full").recompute_s == layer_time(layer, H100, "bf16", 1).forward_s
     assert layer_time(layer, H100, "bf16", 1, "none").recompute_s == 0
-
-
-def test_optimizer_step_is_memory_bound_streaming():
-    params = 1e9
-    t = optimizer_time_s(params, H100, "bf16") - KERNEL_OVERHEAD_S
-    assert t == pytest.approx(params * 28 / streaming_bw_bytes_per_s(H100))
 
 
 # --------------------------------------------------------------- attention with materialised scores
@@ -326,12 +320,6 @@ def test_fp32_gemms_without_tensor_cores_run_at_the_sgemm_rate_not_the_tensor_co
     assert attention_time_s(attn, a100, "fp32", 1, "naive") < attention_time_s(attn, plain, "fp32", 1, "naive")
 
 
-def test_optimizer_none_runs_no_update_and_keeps_no_state():
-    from scalesim.costs.memory import state_bytes_per_param
-    assert optimizer_time_s(1e9, H100, "fp32", "none") == 0.0 < optimizer_time_s(1e9, H100, "fp32", "sgd")
-    assert state_bytes_per_param("fp32", "none")[2] == 0.0
-
-
 def test_a_backward_only_kernel_adds_its_own_time_to_backward_and_nothing_to_forward():
     from scalesim.costs.host import layer_kernels
     gpu = H100
@@ -342,15 +330,3 @@ def test_a_backward_only_kernel_adds_its_own_time_to_backward_and_nothing_to_for
     assert t_both.forward_s == t_alone.forward_s
     assert t_both.backward_s - t_alone.backward_s == pytest.approx(op_time_s(grad, gpu, "fp16", 64))
     assert layer_kernels(both, "flash")[:2] == (layer_kernels(alone, "flash")[0], layer_kernels(alone, "flash")[1] + 1)
-
-
-def test_mixed_precision_sgd_streams_the_fp32_master_and_momentum_the_memory_model_keeps():
-    """Mixed-precision SGD keeps an fp32 master and fp32 momentum (costs/memory.py), so its update
-    moves as many bytes as fp32 SGD, and one fp32 state read and write (8 B) less than Adam."""
-    from scalesim.costs.compute import optimizer_bytes_per_param
-    from scalesim.costs.memory import state_bytes_per_param
-    for precision in ("fp16", "bf16"):
-        assert optimizer_bytes_per_param(precision, "sgd") == optimizer_bytes_per_param("fp32", "sgd")
-        assert optimizer_bytes_per_param(precision, "adamw") - optimizer_bytes_per_param(precision, "sgd") == 8.0
-        _, grad, state = state_bytes_per_param(precision, "sgd")
-        assert optimizer_bytes_per_param(precision, "sgd") >= 2 * state + grad
