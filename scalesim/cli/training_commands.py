@@ -58,7 +58,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
-            result = run_setup(setup, scaling_counts=counts)
+            result = run_setup(setup, scaling_counts=counts, forked=True)
     written = _run_plots(result, scenario.name, directory) if plots else None
     uncertainty = None
     if samples:

@@ -1,0 +1,83 @@
+"""Work in a forked child (app/forked.py), and run's scaling curve played there beside the step."""
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from scalesim.app.forked import Forked
+from scalesim.app.run import run_setup
+from scalesim.app.scaling_curve import scaling_counts
+from scalesim.app.setup import prepare
+from scalesim.errors import InputError
+from scalesim.limits import answer_budget
+from scalesim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+forks = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+
+
+@forks
+def test_the_work_runs_in_another_process_and_its_result_comes_back():
+    with Forked(os.getpid) as child:
+        assert child.result() != os.getpid()
+
+
+@forks
+def test_what_the_child_raised_is_raised_here():
+    def refuse():
+        raise InputError("no", key="parallel.tp")
+
+    with Forked(refuse) as child, pytest.raises(InputError) as caught:
+        child.result()
+    assert caught.value.key == "parallel.tp"
+
+
+@forks
+def test_an_answer_that_cannot_come_back_is_computed_here():
+    with Forked(lambda: (os.getpid(), lambda: None)) as child:      # a lambda does not pickle
+        pid, _ = child.result()
+    assert pid == os.getpid()
+
+
+@forks
+def test_a_child_whose_result_nobody_asks_for_is_stopped_and_reaped():
+    import time
+
+    child = Forked(lambda: time.sleep(60))
+    pid = child._pid
+    child.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)              # gone: already reaped
+
+
+def _result(setup, forked: bool) -> dict:
+    data = asdict(run_setup(setup, scaling_counts=scaling_counts(setup.gpus), forked=forked))
+    data.pop("timeline")
+    return data
+
+
+@pytest.mark.parametrize("name", ["scenarios/8x4090-ddp.yaml", "scenarios/8xa100-ddp.yaml"])
+def test_the_scaling_curve_played_in_a_child_is_the_one_played_here(name, monkeypatch):
+    scenario, file = load_scenario(ROOT / name)
+    setup = prepare(scenario, file)
+    here = _result(setup, forked=False)
+    played = []
+    monkeypatch.setattr("scalesim.app.run.Forked", lambda work: played.append(work) or Forked(work))
+    assert _result(setup, forked=True) == here
+    assert played                                # it did go through the child
+    assert here["scaling"] and here["scaling_efficiency"] is not None
+
+
+def test_the_answer_budget_leaves_out_the_same_points_in_the_child(monkeypatch):
+    scenario, file = load_scenario(ROOT / "scenarios/8x4090-ddp.yaml")
+    setup = prepare(scenario, file)
+    # a budget just above the step and its baseline: the curve's other points are left out
+    monkeypatch.setattr("scalesim.limits.TASKS_PER_SECOND", 2_000)
+    with answer_budget(1.0):
+        here = _result(setup, forked=False)
+    with answer_budget(1.0):
+        there = _result(setup, forked=True)
+    assert there == here
+    assert here["scaling_skipped"] and here["scaling"]      # some points left out, the baseline kept
