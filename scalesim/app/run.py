@@ -6,6 +6,7 @@ reads everything a user sees from it; `run` does both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -26,6 +27,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
+from scalesim.timeline import Timeline
 from scalesim.units import format_bytes
 
 
@@ -124,14 +126,16 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
 
 
 def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline: bool = True,
-              forked: bool = False) -> StepResult:
+              forked: bool = False, on_step: Callable[[Timeline], object] | None = None) -> StepResult:
     """`run` of a scenario already prepared (the CLI prepares first, to fail before any work).
     `forked`: play the scaling curve's points in a forked process beside the step (app/forked.py;
-    the same numbers), when the plan fits (else the what-if fixes come first, each simulated)."""
+    the same numbers), when the plan fits (else the what-if fixes come first, each simulated).
+    `on_step`: called with the step's timeline once it is played, before the scaling curve is
+    (the CLI draws the timeline plot there while the forked process plays the curve)."""
     if forked and setup.gpus > 1 and (baseline or scaling_counts) and _fits_before_simulating(setup):
         with Forked(partial(_rates_after_step, setup, baseline, scaling_counts)) as rates:
-            return _run_setup(setup, scaling_counts, baseline, rates.result)
-    return _run_setup(setup, scaling_counts, baseline, None)
+            return _run_setup(setup, scaling_counts, baseline, rates.result, on_step)
+    return _run_setup(setup, scaling_counts, baseline, None, on_step)
 
 
 def _fits_before_simulating(setup: Setup) -> bool:
@@ -145,7 +149,7 @@ def _rates_after_step(setup: Setup, baseline: bool, scaling_counts: list[int] | 
     return _scaling_rates(setup, baseline, scaling_counts)
 
 
-def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, rates) -> StepResult:
+def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, rates, on_step) -> StepResult:
     timeline = simulate_setup(setup)
     step = timeline.end_s
     rank = critical_rank(timeline)
@@ -159,12 +163,14 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
     memory = setup.step.memory
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
-    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
-                                            rates() if rates is not None else None)
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=setup.file, key="training.tokens")
+    if on_step is not None:
+        on_step(timeline)
+    reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
+    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
+                                            rates() if rates is not None else None)
     inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s)
     money = training_economics(inputs)
     return StepResult(

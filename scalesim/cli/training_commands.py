@@ -56,10 +56,12 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     with answer_budget(max_seconds), exact_simulation_context(exact):
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
+        drawn: list[Path] = []          # the timeline plot, drawn while the scaling curve is played
+        on_step = (lambda timeline: drawn.append(_timeline_plot(timeline, scenario.name, directory))) if plots else None
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
-            result = run_setup(setup, scaling_counts=counts, forked=True)
-    written = _run_plots(result, scenario.name, directory) if plots else None
+            result = run_setup(setup, scaling_counts=counts, forked=True, on_step=on_step)
+    written = _run_plots(result, scenario.name, directory, drawn) if plots else None
     uncertainty = None
     if samples:
         from scalesim.app.uncertainty import step_uncertainty
@@ -74,11 +76,17 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         sys.exit(EXIT_DOES_NOT_FIT)
 
 
-def _run_plots(result, name: str, directory: Path) -> list[Path]:
-    from scalesim.report.plots import scaling_plot, timeline_plot
+def _timeline_plot(timeline, name: str, directory: Path) -> Path:
+    from scalesim.report.plots import timeline_plot
 
     directory.mkdir(parents=True, exist_ok=True)
-    written = [timeline_plot(result.timeline, directory / "timeline.png", f"{name}: one step")]
+    return timeline_plot(timeline, directory / "timeline.png", f"{name}: one step")
+
+
+def _run_plots(result, name: str, directory: Path, drawn: list[Path] | None = None) -> list[Path]:
+    from scalesim.report.plots import scaling_plot
+
+    written = list(drawn) if drawn else [_timeline_plot(result.timeline, name, directory)]
     if result.scaling:
         written.append(scaling_plot(result.scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
     return written

@@ -81,3 +81,14 @@ def test_the_answer_budget_leaves_out_the_same_points_in_the_child(monkeypatch):
         there = _result(setup, forked=True)
     assert there == here
     assert here["scaling_skipped"] and here["scaling"]      # some points left out, the baseline kept
+
+
+def test_the_step_is_handed_over_before_the_scaling_curve_is_played(monkeypatch):
+    import scalesim.app.run as run_module
+
+    scenario, file = load_scenario(ROOT / "scenarios/8x4090-ddp.yaml")
+    setup = prepare(scenario, file)
+    order, curve = [], run_module._scaling_rates
+    monkeypatch.setattr(run_module, "_scaling_rates", lambda *a: order.append("curve") or curve(*a))
+    result = run_setup(setup, scaling_counts=[1, 2, 8], on_step=lambda timeline: order.append(timeline))
+    assert order[1:] == ["curve"] and order[0].end_s == result.step_time_s
