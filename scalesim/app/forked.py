@@ -49,8 +49,10 @@ class Forked(Generic[T]):
             with os.fdopen(self._read, "rb") as answer:
                 self._read = None
                 data = answer.read()
-        finally:
-            self._reap()
+        except BaseException:               # interrupted while waiting: stop the child, then go on up
+            self.close()
+            raise
+        self._reap()
         try:
             ok, value = pickle.loads(data)
         except Exception:                   # died, or its answer does not unpickle: do it here
