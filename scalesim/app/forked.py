@@ -6,7 +6,8 @@ numbers are the ones this process would compute, and on two cores the command an
 about the time of the longer of the two. The child's answer comes back pickled through a pipe.
 
 Where `os.fork` is missing (Windows), or the child dies or its answer cannot be read back,
-the work runs here when its result is asked for: the same answer, later.
+the work runs here when its result is asked for (`here`, when this process must do it another
+way): the same answer, later.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ T = TypeVar("T")
 
 class Forked(Generic[T]):
     """`work()` running in a forked child; `result()` waits for it (re-raising what it raised),
-    `close()` stops a child whose result nobody will ask for. Use it as a context manager."""
+    `close()` stops a child whose result nobody will ask for. Use it as a context manager.
+    `here`: what gives the same answer in this process when the child cannot [`work`]."""
 
-    def __init__(self, work: Callable[[], T]):
-        self._work = work
+    def __init__(self, work: Callable[[], T], here: Callable[[], T] | None = None):
+        self._work = here or work
         self._pid: int | None = None
         self._read: int | None = None
         if not hasattr(os, "fork"):

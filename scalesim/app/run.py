@@ -133,7 +133,8 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
     `on_step`: called with the step's timeline once it is played, before the scaling curve is
     (the CLI draws the timeline plot there while the forked process plays the curve)."""
     if forked and setup.gpus > 1 and (baseline or scaling_counts) and _fits_before_simulating(setup):
-        with Forked(partial(_rates_after_step, setup, baseline, scaling_counts)) as rates:
+        with Forked(partial(_rates_after_step, setup, baseline, scaling_counts),
+                    here=partial(_scaling_rates, setup, baseline, scaling_counts)) as rates:
             return _run_setup(setup, scaling_counts, baseline, rates.result, on_step)
     return _run_setup(setup, scaling_counts, baseline, None, on_step)
 
@@ -144,7 +145,8 @@ def _fits_before_simulating(setup: Setup) -> bool:
 
 
 def _rates_after_step(setup: Setup, baseline: bool, scaling_counts: list[int] | None) -> tuple:
-    """`_scaling_rates` as it runs after the step: with the step charged to the answer budget."""
+    """`_scaling_rates` in the forked process as it would run here after the step: with the step
+    charged to the answer budget first (here, playing the step charged it)."""
     charge(step_cost(setup.step))
     return _scaling_rates(setup, baseline, scaling_counts)
 

@@ -64,7 +64,7 @@ def test_the_scaling_curve_played_in_a_child_is_the_one_played_here(name, monkey
     setup = prepare(scenario, file)
     here = _result(setup, forked=False)
     played = []
-    monkeypatch.setattr("scalesim.app.run.Forked", lambda work: played.append(work) or Forked(work))
+    monkeypatch.setattr("scalesim.app.run.Forked", lambda work, here: played.append(work) or Forked(work, here))
     assert _result(setup, forked=True) == here
     assert played                                # it did go through the child
     assert here["scaling"] and here["scaling_efficiency"] is not None
@@ -80,6 +80,9 @@ def test_the_answer_budget_leaves_out_the_same_points_in_the_child(monkeypatch):
     with answer_budget(1.0):
         there = _result(setup, forked=True)
     assert there == here
+    monkeypatch.setattr(os, "fork", lambda: (_ for _ in ()).throw(OSError("no more processes")))
+    with answer_budget(1.0):
+        assert _result(setup, forked=True) == here          # played here after all: charged once
     assert here["scaling_skipped"] and here["scaling"]      # some points left out, the baseline kept
 
 
@@ -92,3 +95,17 @@ def test_the_step_is_handed_over_before_the_scaling_curve_is_played(monkeypatch)
     monkeypatch.setattr(run_module, "_scaling_rates", lambda *a: order.append("curve") or curve(*a))
     result = run_setup(setup, scaling_counts=[1, 2, 8], on_step=lambda timeline: order.append(timeline))
     assert order[1:] == ["curve"] and order[0].end_s == result.step_time_s
+
+
+def test_without_a_fork_the_curve_is_played_here_and_the_step_charged_once(monkeypatch):
+    from scalesim import limits
+
+    scenario, file = load_scenario(ROOT / "scenarios/8x4090-ddp.yaml")
+    setup = prepare(scenario, file)
+    with answer_budget(100.0):
+        here = _result(setup, forked=False)
+        spent = limits._LEDGER.get().spent
+    monkeypatch.setattr(os, "fork", lambda: (_ for _ in ()).throw(OSError("no more processes")))
+    with answer_budget(100.0):
+        assert _result(setup, forked=True) == here
+        assert limits._LEDGER.get().spent == spent
