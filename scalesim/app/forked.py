@@ -5,6 +5,7 @@ while it plays the step itself: the two are independent and deterministic, so th
 numbers are the ones this process would compute, and on two cores the command answers in
 about the time of the longer of the two. The child's answer comes back pickled through a pipe.
 
+`spare_cpu` says whether forking is worth it now (a busy machine has no second core to give).
 Where `os.fork` is missing (Windows), or the child dies or its answer cannot be read back,
 the work runs here when its result is asked for (`here`, when this process must do it another
 way): the same answer, later.
@@ -26,11 +27,11 @@ class Forked(Generic[T]):
     `close()` stops a child whose result nobody will ask for. Use it as a context manager.
     `here`: what gives the same answer in this process when the child cannot [`work`]."""
 
-    def __init__(self, work: Callable[[], T], here: Callable[[], T] | None = None):
+    def __init__(self, work: Callable[[], T], here: Callable[[], T] | None = None, fork: bool = True):
         self._work = here or work
         self._pid: int | None = None
         self._read: int | None = None
-        if not hasattr(os, "fork"):
+        if not (fork and hasattr(os, "fork")):    # not asked to, or cannot: `here` when the result is asked for
             return
         read, write = os.pipe()
         try:
@@ -85,6 +86,21 @@ class Forked(Generic[T]):
 
     def __exit__(self, *_exc) -> None:
         self.close()
+
+
+def spare_cpu() -> bool:
+    """Whether a forked process would find a CPU of its own: more CPUs this process may use than the
+    1-minute load average (on a busy machine the two would share one, and the fork's copies of
+    written pages only add work). Where the load is unknown, whether there is a second CPU."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:                   # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return cpus > 1 and load < cpus
 
 
 def _child(work: Callable, read: int, write: int) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from scalesim.app.forked import Forked
+from scalesim.app.forked import Forked, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, collector_paused,
                                  exact_option, exact_simulation_context, friendly_errors, slug, status)
@@ -59,14 +59,16 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     with answer_budget(max_seconds), exact_simulation_context(exact), contextlib.ExitStack() as children:
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
-        # The timeline plot is drawn in a forked process (app/forked.py) once the step is played,
-        # while this one plays (or collects) the scaling curve and draws its plot.
+        # With a CPU to spare (app/forked.py), the scaling curve is played in a forked process beside
+        # the step, and the timeline plot drawn in another once the step is played, while this one
+        # collects the curve and draws its plot; else all in turn here. The same numbers and plots.
+        fork = spare_cpu()
         drawn: list = []
         on_step = (lambda timeline: drawn.append(children.enter_context(
-            _timeline_plot_forked(timeline, scenario.name, directory)))) if plots else None
+            _timeline_plot_forked(timeline, scenario.name, directory, fork)))) if plots else None
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
-            result = run_setup(setup, scaling_counts=counts, forked=True, on_step=on_step)
+            result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
         written = _run_plots(result, scenario.name, directory, drawn) if plots else None
     uncertainty = None
     if samples:
@@ -89,12 +91,13 @@ def _timeline_plot(timeline, name: str, directory: Path) -> Path:
     return timeline_plot(timeline, directory / "timeline.png", f"{name}: one step")
 
 
-def _timeline_plot_forked(timeline, name: str, directory: Path) -> Forked:
-    """`_timeline_plot` in a forked process, matplotlib imported here first (the child and the scaling
-    plot drawn here share that import)."""
-    import scalesim.report.plots  # noqa: F401
+def _timeline_plot_forked(timeline, name: str, directory: Path, fork: bool) -> Forked:
+    """`_timeline_plot` in a forked process (`fork`; else here, when its result is asked for),
+    matplotlib imported here first (the child and the scaling plot drawn here share that import)."""
+    if fork:
+        import scalesim.report.plots  # noqa: F401
 
-    return Forked(partial(_timeline_plot, timeline, name, directory))
+    return Forked(partial(_timeline_plot, timeline, name, directory), fork=fork)
 
 
 def _run_plots(result, name: str, directory: Path, drawn: list | None = None) -> list[Path]:

@@ -109,3 +109,32 @@ def test_without_a_fork_the_curve_is_played_here_and_the_step_charged_once(monke
     with answer_budget(100.0):
         assert _result(setup, forked=True) == here
         assert limits._LEDGER.get().spent == spent
+
+
+def test_a_spare_cpu_is_one_the_load_leaves_free(monkeypatch):
+    from scalesim.app.forked import spare_cpu
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 1.0, 1.0))
+    assert spare_cpu()
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.2, 4.0, 3.0))      # busy: the two would share a CPU
+    assert not spare_cpu()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not spare_cpu()
+
+
+def test_the_run_command_prints_and_draws_the_same_with_or_without_forks(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from scalesim.cli import main
+
+    monkeypatch.chdir(ROOT)
+    outputs = {}
+    for fork in (True, False):
+        monkeypatch.setattr("scalesim.cli.training_commands.spare_cpu", lambda: fork)
+        out = tmp_path / str(fork)
+        done = CliRunner().invoke(main, ["run", "scenarios/8x4090-ddp.yaml", "--json", "--out", str(out)])
+        assert done.exit_code == 0, done.output
+        outputs[fork] = (done.output, (out / "timeline.png").read_bytes(), (out / "scaling.png").read_bytes())
+    assert outputs[True] == outputs[False]
