@@ -61,3 +61,13 @@ def test_overlap_needs_sequence_parallelism():
         validate(ParallelSpec, {"tp": 4, "tp_comm_overlap": True})
     assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": True}).tp_comm_overlap \
         == validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": {}}).tp_comm_overlap
+
+
+def test_overlap_in_torchs_batch_first_layout_is_refused_not_ignored():
+    # Transformer Engine's userbuffers overlap Megatron's (s, b, h) collectives; torch DTensor's
+    # (b, s, h) plans (sequence_parallel_layout: batch-first) have no such overlap to model
+    with pytest.raises(InputError, match="batch-first"):
+        validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "sequence_parallel_layout": "batch-first",
+                                "tp_comm_overlap": True})
+    assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "sequence_parallel_layout": "batch-first",
+                                   "tp_comm_overlap": False}).tp_comm_overlap is False
