@@ -356,8 +356,10 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
-        else:
+        elif op.backward_elements is None:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
+        else:       # its own backward kernels (costs/eager.py), streamed as the forward is
+            bwd += _stream_s(op.backward_elements * batch * ELEMENT_BYTES[precision], gpu, held_sms) + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
     if recompute_modules and checkpointing == "selective":

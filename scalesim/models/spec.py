@@ -52,6 +52,9 @@ class OpSpec:
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
     score_ops: tuple[str, ...] | None = None
+    # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's
+    # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/eager.py)
+    backward_elements: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
