@@ -82,3 +82,13 @@ def test_nanotrons_block_is_slower_than_the_fused_one_and_gemms_are_untouched():
     assert nano.forward_s > fused.forward_s and nano.backward_s > fused.backward_s
     assert nano.matmul_forward_s == pytest.approx(fused.matmul_forward_s)
     assert nanotron_model(model_of(block()), "fp32").layers[0] == block()
+
+
+def test_nanotron_scenarios_run_their_block_and_loss_kernels():
+    from scalesim.app.setup import prepare
+    from scalesim.app.validate import cases_file
+    from scalesim.scenario import load_scenario
+
+    scenario, file = load_scenario(cases_file().parent / "scenarios" / "nanotron-1.34b-1node-dp4-tp1-pp2.yaml")
+    names = {op.name for layer in prepare(scenario, file).model.layers for op in layer.ops}
+    assert {LAYOUT_NAME, LOSS_PASS_NAME} <= names
