@@ -246,6 +246,11 @@ class ParallelSpec(Strict):
     decoder_first_pipeline_num_layers: pydantic.PositiveInt | None = None
     decoder_last_pipeline_num_layers: pydantic.PositiveInt | None = None
     sequence_parallel: bool = False
+    # How sequence-parallel activations are laid out (scalesim/parallel/sp_layout.py): seq-first (s, b, h),
+    # Megatron-LM's, gathered and scattered in place; batch-first (b, s, h) sharded on dim 1, torch
+    # DTensor's (torchtitan): each all-gather / reduce-scatter also copies the whole tensor. No effect
+    # without sequence parallelism.
+    sequence_parallel_layout: Literal["seq-first", "batch-first"] = "seq-first"
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
@@ -270,9 +275,22 @@ class ParallelSpec(Strict):
     grad_accumulation: Literal["fused", "fp32-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
-    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py).
+    # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
+    # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
+    # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
+    # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
+    # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
+    fsdp_version: Literal[1, 2] | None = None
+
+    @pydantic.field_validator("fsdp_version")
+    @classmethod
+    def _fsdp_needs_zero3(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+        if value is not None and info.data.get("zero") != 3:
+            raise ValueError(f"FSDP's full sharding is ZeRO-3: fsdp_version needs zero: 3 (got zero: "
+                             f"{info.data.get('zero')}); allowed without it: null")
+        return value
 
     @pydantic.field_validator("zero1_over_ddp")
     @classmethod

@@ -21,8 +21,9 @@ reproduces those figures:
   fill are fitted in turn (JOINT_ROUNDS) until both hold. The catalog's own value was
   fitted by this same function on one source (scalesim/hardware/data/links.yaml).
 - a GPU's `gemm_efficiency` (`fp8_gemm_efficiency` for fp8 rows) from GEMM
-  TFLOP/s: measured / (dense peak x the shape factor costs/compute.py applies
-  to that GEMM), the median over rows; `memory_bw_efficiency` from streaming
+  TFLOP/s: measured / (dense peak x the GPU's training_clock_fraction x the shape
+  factor costs/compute.py applies to that GEMM), the median over rows, so that the
+  predicted GEMM rate is the measured one; `memory_bw_efficiency` from streaming
   GB/s: measured / datasheet bandwidth, the median.
 
 The result is written as a catalog folder (`{base: NAME, <fitted field>}` entries)
@@ -267,13 +268,15 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
     before = gpu.gemm_efficiency_for("fp8" if fp8 else "bf16")
 
     def predicted(p: GemmPoint, efficiency: float) -> float:
-        return gpu.peak_flop_per_s(p.precision) * efficiency * relative_shape_efficiency(p.m, p.n, gpu) / 1e12
+        # the rate scalesim predicts for this GEMM: the clock it holds (training_clock_fraction) included
+        return (gpu.peak_flop_per_s(p.precision) * efficiency * gpu.training_clock_fraction
+                * relative_shape_efficiency(p.m, p.n, gpu) / 1e12)
 
     after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
     checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
                          predicted(p, after), True) for p in points)
     return Fit(gpu.name, field, before, round(after, 4), checks,
-               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x shape factor)")
+               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x training clock x shape factor)")
 
 
 def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:

@@ -129,7 +129,10 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         "pipeline_layout": None, "decoder_first_pipeline_num_layers": None, "decoder_last_pipeline_num_layers": None}
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
-                  **schedule, **offload, **layout},
+                  **schedule, **offload, **layout,
+                  # framework facts tied to one ZeRO stage: FSDP's kernels to ZeRO-3, nanotron's DDP to ZeRO-1
+                  **({} if point.zero == 3 else {"fsdp_version": None}),
+                  **({} if point.zero == 1 else {"zero1_over_ddp": False})},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   **recompute_keys_cleared(point.recompute, point.finetune)})
 

@@ -16,8 +16,9 @@ from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
 from scalesim.costs.nanotron_kernels import nanotron_loss_model, nanotron_model
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
-from scalesim.costs.host import DISPATCH_S_PER_OP
+from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.recompute import modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -171,6 +172,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                                                               for op in layer.ops):
         raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
                          "has none: allowed here: megatron", file=file, key="training.saved_activations")
+    present = modules_of({op.name for layer in model.layers for op in layer.ops})
+    idle = [m for m in training.recompute_modules or () if m not in present]
+    if idle:
+        raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
+                         f"their ops); allowed here: {', '.join(present)}", file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":
@@ -235,6 +241,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         attention=resolved_attention(training),
         zero=par.zero,
         sequence_parallel=par.sequence_parallel,
+        sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
@@ -259,9 +266,12 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
         pipeline_balance=par.pipeline_balance,
+        pipeline_layer_host_s=nanotron_pipeline_layer_s(par.tp, par.pp, -(-count // design.gpus))
+        if par.pipeline_balance == "nanotron" else 0.0,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
+        fsdp_version=par.fsdp_version,
     )
 
 

@@ -18,6 +18,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
                                   causal_rate, flash_efficiency, fp8_forward_speedup)
 from scalesim.costs.context_chunks import ring_time_factor
+from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
@@ -276,11 +277,11 @@ def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, me
 
 
 def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
-              memory_format: str = "nhwc", held_sms: int = 0) -> float:
+              memory_format: str = "nhwc", held_sms: int = 0, depth: int | None = None) -> float:
     """Forward time of one op for a micro-batch of `batch` samples.
 
     A conv in NCHW 16-bit training also pays its layout conversions
-    (`layout_conversion_s`), serialised with the conv itself.
+    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k].
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
@@ -303,8 +304,8 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms) if op.gemm_mnk is not None
-                 else sm_fraction(gpu, held_sms))
+        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
+                 if op.gemm_mnk is not None else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
             # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
@@ -341,10 +342,7 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     A matmul's backward is twice its forward, layout conversions included
     (data- and weight-gradient passes each convert their tensors again).
     """
-    fwd = 0.0
-    bwd = 0.0
-    attention_s = 0.0
-    matmul = 0.0
+    fwd = bwd = attention_s = matmul = 0.0
     times = []
     for op in layer.ops:
         t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
@@ -354,12 +352,14 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             matmul += t
         if op.kind == "attention":
             bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
+        elif depths := backward_depths(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
+            bwd += sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, d) for d in depths)
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
-        elif op.backward_elements is None:
-            bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
-        else:       # its own backward kernels (costs/eager.py), streamed as the forward is
-            bwd += _stream_s(op.backward_elements * batch * ELEMENT_BYTES[precision], gpu, held_sms) + KERNEL_OVERHEAD_S
+        else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)
+            own = op.backward_elements
+            bwd += ((t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO if own is None
+                    else _stream_s(own * batch * ELEMENT_BYTES[precision], gpu, held_sms)) + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
     if recompute_modules and checkpointing == "selective":

@@ -7,8 +7,14 @@ sequence is cut into 2 cp chunks and each rank holds two (chunk i and 2 cp - 1 -
 is balanced): step 0 attends its own two chunks causally (s/cp queries and keys), every later step
 attends with no mask over half of the pairs (both query chunks to the first received key chunk, or
 the second query chunk to both key chunks). Each step does the same work, 1/cp of the rank's
-causal half of the s^2 score pairs, on sequences of s/cp tokens. Without a mask all cp steps are
-full-mask kernels on s/cp queries and keys.
+causal half of the s^2 score pairs. Without a mask all cp steps are full-mask kernels on s/cp
+queries and keys.
+
+A later causal step's kernel is not square: s/cp queries against s/(2 cp) keys, or s/(2 cp)
+queries against s/cp keys. The first has the s/cp kernel's parallelism (query tiles x heads) and
+the s/(2 cp) kernel's loop length, the second the other way round; each takes the rate of the
+square kernel with the same score pairs per head, s/cp / sqrt(2) tokens (between the two lengths
+AMD's table gives, log2-interpolated as costs/flash.py does).
 
 A kernel's rate depends on the length it runs (costs/flash.py, length_rate: AMD publishes its
 kernels' rates by length and mask): the rank's attention time is the sum over the steps of
@@ -18,6 +24,8 @@ at the full sequence's rate, as without context parallelism. Each step is one ke
 
 from __future__ import annotations
 
+import math
+
 from scalesim.costs.flash import length_rate
 
 
@@ -25,12 +33,13 @@ def ring_steps(seq: int, causal: bool, cp: int) -> tuple[tuple[int, bool], ...]:
     """(tokens, causal) of each ring step's kernel: the diagonal step keeps the mask.
 
     >>> ring_steps(8192, True, 4)
-    ((2048, True), (2048, False), (2048, False), (2048, False))
-    >>> ring_steps(8192, True, 1)
-    ((8192, True),)
+    ((2048, True), (1448, False), (1448, False), (1448, False))
+    >>> ring_steps(8192, False, 2), ring_steps(8192, True, 1)
+    (((4096, False), (4096, False)), ((8192, True),))
     """
     chunk = max(1, seq // max(1, cp))
-    return ((chunk, causal),) + ((chunk, False),) * (max(1, cp) - 1)
+    later = max(1, round(chunk / math.sqrt(2))) if causal else chunk    # equal-work square (docstring)
+    return ((chunk, causal),) + ((later, False),) * (max(1, cp) - 1)
 
 
 def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool) -> float:

@@ -36,7 +36,10 @@ MI300X_EPYC_9575F_pytorch_llama2_70b/config_MI300X_1x8x1.sh, with NVTE_CK_IS_V3_
 16-bit-atomic backward, "BWD-a16"). BF16, head dim 128, GQA 64/8 heads, batch 1, sequence 8192,
 causal (Llama 2 70B's shape), FLOP counted as above: MI300X forward 518.29, backward 481.895 TFLOPS;
 MI355X 1300.105 and 1064.56, over dense BF16 peaks of 1307.4 (MI300X, MI325X: same compute die) and
-2516.6. Those rows are causal, so CDNA takes them as its rates with no CAUSAL_RATE on top; the same
+2516.6. Like the FlashAttention papers' figures, they are taken at the peak clock (short runs: aiter's
+benchmark times 20 iterations after 5 warm-up ones by default); a training step runs
+them at the clock the part holds (its training_clock_fraction: MI300X 1207 and MI325X 1447 of 2100 MHz,
+AMD's measured median under dense matrix work; hardware/data/gpus.yaml). Those rows are causal, so CDNA takes them as its rates with no CAUSAL_RATE on top; the same
 table's other causal rows at 8192 tokens lie within 6% of them, its full-mask rows ~10% faster.
 The same table's batch-1 64/8-head rows at other lengths, causal and full-mask (AMD_FLASH_TFLOPS),
 set the rate of a kernel that runs another length or mask (length_rate): the kernels are slower on

@@ -219,3 +219,52 @@ DYNAMIC_MOE_OPS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "
 def outside_cuda_graphs(layer: LayerSpec, capacity_factor: float | None) -> bool:
     """Whether this part of a layer runs eagerly even with `cuda_graphs` (dropless MoE experts)."""
     return dispatcher_host_sync(capacity_factor) and any(op.name in DYNAMIC_MOE_OPS for op in layer.ops)
+
+
+# nanotron's pipeline engine with its stages on more than one server (huggingface/nanotron branch
+# nouamane/bench2 @67c5ebb6, the ultrascale playbook's benchmark sweep): every decoder layer then
+# takes a time per micro-batch (forward + backward) set by the tensor-parallel size alone, not by the
+# model's width or the micro-batch size. MEASURED in the sweep's own rows (nanotron bench_final2 CSV,
+# copy in eyao600/Rapid-LLM validation_scripts/huggingface_data/bench_final2_mod_add.csv @24ef24c6):
+# the pipeline's time per micro-batch, step / (micro-batches + pp - 1), over the decoder layers of its
+# fullest stage (nanotron's placement, parallel/cost_balance.py) is at TP 8 20-26 ms per layer for
+# 1.34B (hidden 2048), 3.57B (3072), 8.86B (4096) and 80B (8192) alike, with micro-batches of 1 to 16
+# sequences, where a 1.34B layer's GEMMs take under 1 ms at TP 8; the same splits inside one server,
+# or without pipeline parallelism, run at their compute (1.34B tp2-pp2, micro-batch 1: 43.5 ms per
+# micro-batch with dp 2 on one server, 84-86 ms with dp 4 or 8 on two or four). FITTED on the 1.34B,
+# 3.57B and 8.86B multi-server runs with micro-batch 1 and at least 2 layers on the fullest stage
+# (after the sweep's PP fix; runs over twice their group's median dropped as broken): median 8.7 ms
+# per layer at TP 2 (34 runs), 13.0 at TP 4 (30), 21.1 at TP 8 (25), 46.7 at TP 16 (20, tensor
+# parallelism across servers); least squares over TP 2-8 gives the two figures below (37.6 ms at TP
+# 16: it under-counts TP across servers). The 80B runs are out of the fit and agree: 20.2-26.2 ms at
+# TP 8 (24 runs), 44-49 at TP 16 (9); TP 1 runs show no floor (their time grows with the micro-batch),
+# nor do the two runs with a single layer on the fullest stage (3.57B and 8.86B dp1-tp4-pp32: 6 and 10
+# ms per micro-batch). Which part of the engine costs it is not established; it is issued as host
+# time, a floor the GPU work runs under (the sweep's 80B layers at TP 8 take no longer than the 1.34B
+# ones).
+NANOTRON_PP_LAYER_S = 4.63e-3            # seconds per decoder layer and micro-batch
+NANOTRON_PP_LAYER_S_PER_TP = 2.06e-3     # and per tensor-parallel rank
+
+
+def nanotron_pipeline_layer_s(tp: int, pp: int, servers: int) -> float:
+    """Seconds per decoder layer and micro-batch (forward + backward) that nanotron's pipeline engine
+    costs when its `pp` stages, `tp` GPUs wide, span `servers` > 1 servers (above); 0 otherwise.
+
+    >>> round(nanotron_pipeline_layer_s(8, 4, 4) * 1e3, 2)
+    21.11
+    >>> nanotron_pipeline_layer_s(8, 4, 1), nanotron_pipeline_layer_s(1, 4, 4), nanotron_pipeline_layer_s(8, 1, 4)
+    (0.0, 0.0, 0.0)
+    """
+    if pp <= 1 or tp <= 1 or servers <= 1:
+        return 0.0
+    return NANOTRON_PP_LAYER_S + NANOTRON_PP_LAYER_S_PER_TP * tp
+
+
+def with_layer_host_s(parts: tuple[dict[str, float], ...], layer_s: float) -> tuple[dict[str, float], ...]:
+    """The host times of a layer's parts with `layer_s` more per micro-batch: a third in the forward,
+    two in the backward (it issues about twice the forward's kernels), shared evenly by the parts."""
+    if layer_s <= 0 or not parts:
+        return parts
+    share = layer_s / len(parts)
+    return tuple({**p, "forward": p["forward"] + share / 3, "backward": p["backward"] + 2 * share / 3}
+                 for p in parts)

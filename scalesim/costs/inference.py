@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from scalesim.costs.compute import (KERNEL_OVERHEAD_S, achieved_peak_flop_per_s, flash_efficiency,
                                     relative_shape_efficiency, streaming_bw_bytes_per_s)
+from scalesim.costs.gemm_depth import depth_efficiency
 from scalesim.costs.memory import FRAMEWORK_OVERHEAD_BYTES
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import ModelSpec
@@ -230,7 +231,8 @@ def _gemm_s(m: int, n: int, k: int, gpu: GpuSpec, weights: str, weight_bytes: fl
         # are wasted, not a whole 128- or 256-row tile; no wave quantisation over the k splits.
         compute = 2.0 * MMA_M * math.ceil(m / MMA_M) * n * k / peak
     else:
-        compute = 2.0 * m * n * k / (peak * relative_shape_efficiency(m, n, gpu))
+        depth = depth_efficiency(k, gpu.gemm_k_overhead, weights if w8a8 else "bf16")   # costs/gemm_depth.py
+        compute = 2.0 * m * n * k / (peak * relative_shape_efficiency(m, n, gpu) * depth)
     moved = m * k * ACTIVATION_BYTES + n * k * weight_bytes + m * n * ACTIVATION_BYTES
     memory = moved / (gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency)
     extra = 0.0

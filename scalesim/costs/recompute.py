@@ -165,6 +165,17 @@ def module_ops(modules: tuple[str, ...]) -> frozenset[str]:
     return frozenset(name for module in modules for name in RECOMPUTE_MODULES[module])
 
 
+def modules_of(op_names: set[str]) -> tuple[str, ...]:
+    """The recompute modules that re-run something in a model with these ops (MLA's up projection
+    only where there is MLA: outside it, RoPE belongs to the attention, not to mla_up_proj).
+
+    >>> modules_of({"qkv", "rope", "attention", "norm_attn", "mlp_up", "gelu", "mlp_down"})
+    ('core_attn', 'layernorm', 'mlp')
+    """
+    return tuple(module for module, ops in RECOMPUTE_MODULES.items()
+                 if set(ops) - ({"rope"} if module == "mla_up_proj" else set()) & op_names)
+
+
 def module_recompute_s(layer: LayerSpec, op_times_s: list[float], modules: tuple[str, ...]) -> float:
     """Forward time the listed modules re-run in backward, given each op's forward time."""
     names = module_ops(modules)

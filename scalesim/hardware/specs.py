@@ -52,6 +52,10 @@ class GpuSpec:
     # in scalesim/costs/compute.py (STREAM_BYTES_PER_SM_CYCLE). Set per GPU only by a catalog
     # overlay (e.g. validate's leave-one-source-out refit).
     stream_bytes_per_sm_cycle: float | None = None
+    # A GEMM output tile's fixed cost (operand pipeline fill, epilogue) as the reduction depth K its
+    # main loop covers in the same time: depth-K GEMMs run at K/(K+K0) of the deep-K rate
+    # (scalesim/costs/gemm_depth.py). 0 where not measured (no depth effect modelled).
+    gemm_k_overhead: float = 0.0
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

@@ -53,7 +53,7 @@ _GPU_FIELDS = {"full_name": "full_name", "arch": "arch", "fp32": "fp32_flop_per_
                "tdp": "tdp_w", "idle": "idle_w", "ecc": "ecc", "mig": "mig", "list_price_usd": "list_price_usd",
                "cloud_usd_per_gpu_hour": "cloud_usd_per_gpu_hour", "gemm_efficiency": "gemm_efficiency",
                "memory_bw_efficiency": "memory_bw_efficiency", "sms": "sms",
-               "training_clock_fraction": "training_clock_fraction"}
+               "training_clock_fraction": "training_clock_fraction", "gemm_k_overhead": "gemm_k_overhead"}
 _LINK_FIELDS = {"kind": "kind", "bandwidth": "bw_bytes_per_s", "latency": "latency_s",
                 "efficiency": "efficiency", "description": "description",
                 "in_network_reduction": "in_network_reduction", "net_plugin_latency": "net_plugin_latency_s",

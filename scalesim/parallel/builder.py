@@ -36,7 +36,8 @@ from scalesim.collectives.kernels import sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
-from scalesim.costs.host import expert_host_s, launch_host_s, layer_kernels, module_kernels, outside_cuda_graphs
+from scalesim.costs.host import (expert_host_s, launch_host_s, layer_kernels, module_kernels, outside_cuda_graphs,
+                                 with_layer_host_s)
 from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
@@ -119,7 +120,8 @@ class StepBuilder:
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 parts = tuple(self._layer_time(h) for h in halves)
                 work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
-                                       tuple(self._host_times(h) for h in halves), is_moe, recomputed))
+                                       with_layer_host_s(tuple(self._host_times(h) for h in halves),
+                                                         plan.pipeline_layer_host_s * block), is_moe, recomputed))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
         tokens = (model.tokens_per_sample or 1) // pl.cp

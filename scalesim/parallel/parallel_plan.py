@@ -19,6 +19,9 @@ class ParallelPlan:
     attention: str
     zero: int = 0
     sequence_parallel: bool = False
+    # Activations (b, s, h) sharded on dim 1 (torch DTensor plans, torchtitan): each sequence-parallel
+    # call carries a copy of the gathered tensor (parallel/sp_layout.py); seq-first: Megatron's (s, b, h).
+    sequence_parallel_layout: str = "seq-first"
     schedule: str = "1f1b"
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
@@ -49,6 +52,9 @@ class ParallelPlan:
     grad_accumulation: str = "fused"  # fp32-add: a pass per micro-batch (costs/accumulation.py)
     cross_entropy: str = "fused"    # how the loss holds its logits (costs/memory.py)
     pipeline_balance: str = "layers"  # nanotron: its compute-cost stage placement (parallel/cost_balance.py)
+    # Host seconds per decoder layer and micro-batch (forward + backward) the pipeline engine adds
+    # (nanotron's across servers: costs/host.py nanotron_pipeline_layer_s)
+    pipeline_layer_host_s: float = 0.0
     # Full checkpointing of only the first N transformer blocks of each chunk (costs/recompute.py,
     # recomputed_blocks); None: of every layer.
     recompute_layers: int | None = None
@@ -58,6 +64,9 @@ class ParallelPlan:
     # Transformer blocks per pipeline chunk in model order (a Megatron-Core pipeline layout,
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None
+    # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
+    # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
+    fsdp_version: int | None = None
 
     @property
     def chunks_per_stage(self) -> int:

@@ -13,9 +13,11 @@ from scalesim.costs.compute import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
+from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
 PASS_SECONDS = {"forward": "forward_s", "recompute": "recompute_s", "backward": "backward_s"}
@@ -105,8 +107,19 @@ class RankProgram:
              span: tuple[str, ...] = ()) -> int | None:
         return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span)
 
-    def tp_op(self, op: str, deps) -> int | None:
-        return self.call("tp", op, self.tp_group, self.b.activation_bytes, "tp", deps, ("tp",))
+    def tp_op(self, op: str, deps, kind: str = "forward") -> int | None:
+        """A tensor-parallel collective on the block's activations in a `kind` pass; in the batch-first
+        layout its sequence-parallel calls come with their layout copies (parallel/sp_layout.py): before
+        a reduce-scatter, after an all-gather, both around backward's pair (timed as an all-reduce), and
+        a float8 block input is gathered at one byte an element (torchao's, `gathered_bytes`)."""
+        copies = copies_around(self)
+        size = gathered_bytes(self, op, kind) if copies else self.b.activation_bytes
+        if copies and op != "all_gather":
+            deps = (layout_copy(self, kind, deps, size),)
+        t = self.call("tp", op, self.tp_group, size, "tp", deps, ("tp",))
+        if copies and op != "reduce_scatter" and t is not None:
+            t = layout_copy(self, kind, (t,), size)
+        return t
 
     def neighbour(self, g: int) -> int:
         """The rank holding global chunk `g` at this rank's tp/cp/dp position."""
@@ -136,6 +149,7 @@ class RankProgram:
         experts = b._expert_trained(work.layer) * b.weight_bytes_per_param
         g = self.call(family, "all_gather", self.grad_group, b._stored(work.layer) - experts, "comm", (ahead,),
                       ("dp", "cp"))
+        g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
 
@@ -146,7 +160,7 @@ class RankProgram:
         for i, part in enumerate(work.parts):
             deps = (dep,) + deps_gather if i == 0 else (wait,)
             if work.is_block and self.sp and kind != "backward" and (not work.moe or i <= (0 if self.whole else 1)):
-                wait_ag = self.tp_op("all_gather", deps)
+                wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
             cp_wait = None
             if work.is_block and self.pl.cp > 1 and i == 0:
@@ -171,7 +185,7 @@ class RankProgram:
         wait = c
         last = i == len(work.parts) - 1
         if work.is_block and self.pl.tp > 1 and (not work.moe or i == 0 or last and not (self.whole and self.sp)):
-            t = self.tp_op("reduce_scatter" if self.sp and kind != "backward" else "all_reduce", (c,))
+            t = self.tp_op("reduce_scatter" if self.sp and kind != "backward" else "all_reduce", (c,), kind)
             wait = t if t is not None else wait
         if work.moe and i in (1, 2) and self.pl.ep > 1:
             a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
@@ -251,7 +265,7 @@ class RankProgram:
         if checkpointing != "selective-op" or not self.sp or not w.is_block:
             return dep
         for _ in w.parts[:2]:
-            gathered = self.tp_op("all_gather", (dep,))
+            gathered = self.tp_op("all_gather", (dep,), "recompute")
             dep = dep if gathered is None else gathered
         return dep
 
@@ -261,9 +275,10 @@ class RankProgram:
         plan, b = self.plan, self.b
         expert = b._expert_trained(w.layer)
         if plan.zero >= 3 and len(self.grad_group) > 1:
+            ready = reduce_input(self, b._trained(w.layer) - expert, dep)
             self.reductions.append(self.call("grad", "reduce_scatter", self.grad_group,
                                              (b._trained(w.layer) - expert) * b.grad_bytes_per_param, "comm",
-                                             (dep,), ("dp", "cp")))
+                                             (ready,), ("dp", "cp")))
         if expert and (plan.zero >= 3 or final):
             self.reductions.append(self.call("expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
                                              self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),

@@ -28,8 +28,8 @@ ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
 # split heads / ffn columns (attention_layout, cross_entropy_pass: nanotron's copies, costs/nanotron_kernels.py)
 HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu", "attention_layout")
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass")
-ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention_layout", "attention", "attn_out", "norm_attn_post", "residual_attn",
-                  "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention_layout", "attention", "attn_out", "norm_attn_post",
+                  "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
 # router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
 # expert), then (combine) unpermute and shared experts.
@@ -71,7 +71,8 @@ SP_GATHERED_INPUT = {"qkv": "qkv", "mlp_gate": "mlp_gate", "mlp_up": "mlp_gate"}
 
 def _sp_fp8_casts(ops: tuple[OpSpec, ...], tp: int) -> tuple[OpSpec, ...]:
     """Under sequence parallelism the FP8 recipes cast a column-parallel GEMM's input once, on the
-    local 1/tp shard, and all-gather it in FP8 (as scalesim's TP all-gather moves it): torchao's
+    local 1/tp shard, and all-gather it in FP8 (scalesim's TP all-gather moves it so in the
+    batch-first layout, parallel/sp_layout.py; in seq-first at 16 bits): torchao's
     PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies to wq/wk/wv and
     w1/w3 ("the float8 cast happens before the all-gather ... so that if there are multiple float8
     users of the input activation, we perform fp8 allgather only once", torchao/float8/

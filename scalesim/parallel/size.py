@@ -58,8 +58,9 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
         tp_calls, sp_gathers = tp * (1 + (not (whole and sp))), sp * (1 if whole else 2)
     else:
         tp_calls, sp_gathers = parts * tp, parts * sp
-    forward = parts + tp_calls + sp_gathers + cp + a2a
-    backward = parts + tp_calls + cp + a2a
+    copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
+    forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a
+    backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
     shards = pl.dp * pl.cp > 1
     gathers = (1 + moe) * (plan.zero >= 3 and shards) + plan.offload_params

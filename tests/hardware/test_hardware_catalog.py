@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
@@ -370,6 +371,44 @@ def test_second_round_datasheet_peaks():
     # A100 80GB PCIe: 1,935 GB/s, 300 W; A100 40GB SXM: 1,555 GB/s, 400 W, NVLink 3 on NVSwitch.
     assert get_gpu("a100-80gb-pcie").memory_bw_bytes_per_s == pytest.approx(1935 * GB)
     assert get_gpu("a100-40gb-sxm").nvlink == "nvlink3"
+
+
+MICROBENCHMARKS = Path(__file__).parents[2] / "validation" / "microbenchmarks.yaml"
+
+
+def _measured(gpu: str, quantity: str, shape: str) -> float:
+    rows = yaml.safe_load(MICROBENCHMARKS.read_text())
+    return next(r["value"] for r in rows if (r["gpu"], r["quantity"], r.get("shape")) == (gpu, quantity, shape))
+
+
+def test_mi300x_fp8_gemm_rate_is_the_measured_one_at_the_reference_shape():
+    # costs/compute.py scales every GEMM from the catalog's rate at REFERENCE_GEMM^3 (8192^3): on MI300X
+    # that is Azure's hipBLASLt FP8 8192^3 row, not AMD's Max-Achievable FLOPs (1273 TFLOPS at
+    # 4096x3648x32896, a one-wave shape with a long K), which Llama's K = 8192 GEMMs do not reach.
+    from scalesim.costs.compute import REFERENCE_GEMM, achieved_peak_flop_per_s
+    rate = achieved_peak_flop_per_s(get_gpu("mi300x"), "fp8")
+    measured = _measured("mi300x", "gemm_fp8_TFLOPs", f"{REFERENCE_GEMM} x {REFERENCE_GEMM} x {REFERENCE_GEMM}")
+    assert rate == pytest.approx(measured * TB, rel=0.01)
+    assert rate < 1273 * TB * 0.95
+
+
+def test_mi325x_fp8_gemm_rate_keeps_the_max_achievable_flops_ratio_to_mi300x():
+    # Same compute die and kernels, 1000 W instead of 750 W: AMD's MAF study (rocm-blogs, measuring-max-
+    # achievable-flops-part2, Table 1) measures FP8 1519 vs 1273 TFLOPS, 1464 vs 1230 MHz median clock.
+    from scalesim.costs.compute import achieved_peak_flop_per_s
+    rate = {g: achieved_peak_flop_per_s(get_gpu(g), "fp8") for g in ("mi300x", "mi325x")}
+    assert rate["mi325x"] / rate["mi300x"] == pytest.approx(1519 / 1273, rel=0.01)
+
+
+@pytest.mark.parametrize("gpu, bf16_maf_mhz", [("mi300x", 1207), ("mi325x", 1447)])
+def test_amd_parts_train_at_the_clock_amd_measures_under_dense_matrix_work(gpu, bf16_maf_mhz):
+    # AMD's Max-Achievable FLOPs study (Table 1): median clock under BF16 GEMMs at the power limit, of the
+    # 2100 MHz peak engine clock; the GEMM rates stay the measured ones (mamf-finder bf16 668.4 / 784.9)
+    from scalesim.costs.compute import achieved_peak_flop_per_s
+    spec = get_gpu(gpu)
+    assert spec.training_clock_fraction == pytest.approx(bf16_maf_mhz / 2100, rel=0.001)
+    assert achieved_peak_flop_per_s(spec, "bf16") == pytest.approx({"mi300x": 668.4, "mi325x": 784.9}[gpu] * TB,
+                                                                    rel=0.002)
 
 
 def test_amd_boards_have_a_link_to_every_peer():

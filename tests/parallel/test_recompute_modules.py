@@ -84,6 +84,9 @@ def test_padding_to_capacity_drops_the_token_count_sync():
     ({"activation_checkpointing": "selective", "recompute_modules": ["attention"]}, "recompute_modules"),
     ({"activation_checkpointing": "selective", "finetune": "lora", "recompute_modules": ["mlp"]},
      "recompute_modules"),                                                           # not modelled with adapters
+    ({"activation_checkpointing": "selective", "recompute_modules": ["moe"]},        # a dense model: no MoE layer
+     "recompute_modules"),
+    ({"activation_checkpointing": "selective", "recompute_modules": ["mla_up_proj"]}, "recompute_modules"),  # no MLA
     ({"moe_capacity_factor": 1.0}, "moe_capacity_factor"),                           # a dense model
     ({"moe_capacity_factor": 0.5}, "moe_capacity_factor"),
 ])

@@ -1,0 +1,54 @@
+"""GEMM speed by reduction depth K, relative to the catalog's reference GEMM.
+
+A GEMM's output tiles each run a main loop over K and pay a fixed cost besides it: filling
+the operand pipeline before the first MMA and writing the finished tile out after the last
+(prologue and epilogue; NVIDIA, "Matrix Multiplication Background User's Guide", and
+CUTLASS's kernel structure). A tile's time is then proportional to K + K0, where K0 is that
+fixed cost expressed as the depth the main loop covers in the same time, and the GEMM runs
+at K / (K + K0) of its deep-K rate. The catalog's `gemm_efficiency` is measured on deep GEMMs
+(K = 8192 in most of its sources), so a GEMM of depth K runs at
+
+    (K / (K + K0)) / (8192 / (8192 + K0))
+
+of it: slower below 8192, slightly faster beyond. K0 is the GPU's catalog `gemm_k_overhead`
+(0: no measurement, no change). It grows with the tensor-core rate per SM: the same fixed
+cycles cover more K. Measured for 16-bit GEMMs only (fp16/bf16); other precisions keep 1.
+"""
+
+from __future__ import annotations
+
+# K of the catalog's reference GEMM (compute.REFERENCE_GEMM: 8192^3 in most gemm_efficiency sources).
+REFERENCE_DEPTH = 8192
+# Precisions gemm_k_overhead was measured in (XLA's bf16xbf16->bf16 tables; fp16 runs the same MMA rate).
+DEPTH_PRECISIONS = ("fp16", "bf16")
+
+
+def depth_efficiency(k: int, k_overhead: float, precision: str = "bf16", kind: str = "gemm") -> float:
+    """Rate of a depth-`k` GEMM over the reference GEMM's, with `k_overhead` (K0) per output tile
+    (1 for convolutions: `kind` other than "gemm", their cuDNN kernels were not measured).
+
+    >>> depth_efficiency(1024, 0.0)
+    1.0
+    >>> round(depth_efficiency(1024, 390.0), 3), round(depth_efficiency(8192, 390.0), 3)
+    (0.759, 1.0)
+    >>> depth_efficiency(24576, 390.0) > 1.0, depth_efficiency(1024, 390.0, "fp8")
+    (True, 1.0)
+    """
+    if k_overhead <= 0 or k <= 0 or precision not in DEPTH_PRECISIONS or kind != "gemm":
+        return 1.0
+    return (k / (k + k_overhead)) / (REFERENCE_DEPTH / (REFERENCE_DEPTH + k_overhead))
+
+
+def depth_factor(op, gpu, precision: str, depth: int | None = None) -> float:
+    """`depth_efficiency` of GEMM `op` on `gpu`: at its own k, or at `depth` (a backward GEMM's)."""
+    return depth_efficiency(op.gemm_mnk[2] if depth is None else depth, gpu.gemm_k_overhead, precision, op.kind)
+
+
+def backward_depths(op, gpu, precision: str, batch: int) -> tuple[int, ...]:
+    """Depths of `op`'s two backward GEMMs where they run at other rates than its forward (a 16-bit
+    GEMM on a GPU with a measured `gemm_k_overhead`): the data gradient reduces over the forward's
+    n, the weight gradient over its m rows (tokens). () otherwise: backward is twice the forward."""
+    if op.kind != "gemm" or op.gemm_mnk is None or gpu.gemm_k_overhead <= 0 or precision not in DEPTH_PRECISIONS:
+        return ()
+    m, n, _ = op.gemm_mnk
+    return (n, m * batch)

@@ -1,0 +1,59 @@
+"""PyTorch FSDP's own kernels around its collectives (`parallel.fsdp_version`), as a RankProgram plays them.
+
+ZeRO-3 (`parallel.zero: 3`, rank_program.py) all-gathers each unit's parameters before its forward and
+backward and reduce-scatters its gradients after. DeepSpeed-style flat buffers need nothing more;
+PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6):
+
+- FSDP1 (FullyShardedDataParallel, a FlatParameter per unit): the parameters are views into the
+  gathered flat buffer, so an all-gather needs no copy out. After the unit's backward the post-backward
+  hook (fsdp/_runtime_utils.py _post_backward_hook, on its post-backward stream) casts the unsharded
+  gradient to MixedPrecision.reduce_dtype when that differs from param_dtype, and the default
+  reduce-scatter hook divides it by the pre-divide factor (algorithms/_comm_hooks/default_hooks.py
+  DefaultState._get_gradient_predivide_factor: 2 for 2 ranks, 4 for 8, > 1 for any group of two or
+  more) before the call: one pass over the unit's gradient each.
+- FSDP2 (fully_shard, a DTensor per parameter): foreach_all_gather_copy_out copies each gathered unit
+  from the all-gather's flat output into the parameters (torch.split_with_sizes_copy), on the compute
+  stream before the unit runs (_fsdp_param_group.py wait_for_unshard); the reduce-scatter's copy-in
+  (foreach_reduce_scatter_copy_in, torch._chunk_cat into a buffer of reduce_dtype) runs on the compute
+  stream too, before the reduce-scatter stream takes over (_fsdp_collectives.py foreach_reduce). bf16
+  and fp32 reductions are averaged by NCCL (ReduceOp.AVG), with no divide pass.
+
+The all-gather's copy-in (each rank's own shard, 1/dp of the unit) is left out, as is the memory of
+FSDP2's all-gather output beside the unsharded parameters. Each function takes the RankProgram it adds
+tasks to and returns what the next task waits for.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.program import ComputeTask
+
+# FSDP1's post-backward stream: its casts wait for the unit's backward, not for earlier reduce-scatters
+# (ProcessGroupNCCL runs those on its own NCCL stream).
+POST_BACKWARD_STREAM = "fsdp_post_backward"
+
+
+def copied_out(rp, gathered_bytes: float, gather: int | None) -> int | None:
+    """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters), after the all-gather."""
+    if rp.plan.fsdp_version != 2 or gather is None:
+        return gather
+    seconds = KERNEL_OVERHEAD_S + 2 * gathered_bytes / streaming_bw_bytes_per_s(rp.b.gpu)
+    return rp.compute("fsdp all-gather copy-out", "other", seconds, 0.0, (gather,), host_s=rp.plan.host_dispatch_s)
+
+
+def reduce_input(rp, params: float, dep: int | None) -> int | None:
+    """The passes over a unit's unsharded gradient before its reduce-scatter (see the module's text)."""
+    plan, b = rp.plan, rp.b
+    if plan.fsdp_version is None or params <= 0:
+        return dep
+    grad, reduced = b.weight_bytes_per_param, b.grad_bytes_per_param
+    bandwidth = streaming_bw_bytes_per_s(b.gpu)
+    deps = () if dep is None else (dep,)
+    if plan.fsdp_version == 2:
+        seconds = KERNEL_OVERHEAD_S + params * (grad + reduced) / bandwidth
+        return rp.compute("fsdp reduce-scatter copy-in", "other", seconds, 0.0, deps, host_s=plan.host_dispatch_s)
+    passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])       # divide, then the cast
+    seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / bandwidth
+    rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
+                               deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
+    return len(rp.list) - 1

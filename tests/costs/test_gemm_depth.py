@@ -1,0 +1,76 @@
+"""GEMM speed by reduction depth: shallow GEMMs pay a fixed cost per output tile (gpus.yaml gemm_k_overhead)."""
+
+from dataclasses import replace
+
+import pytest
+
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, layer_time, op_time_s
+from scalesim.costs.gemm_depth import REFERENCE_DEPTH, depth_efficiency
+from scalesim.hardware import get_gpu
+from scalesim.hardware.user_catalog import builtin_catalog
+from scalesim.models.spec import LayerSpec, OpSpec
+
+B200 = get_gpu("b200")
+
+
+def gemm(m, n, k):
+    return OpSpec("g", "gemm", 2.0 * m * n * k, m * k + k * n + m * n, (m, n, k))
+
+
+def rate(op, gpu, precision="bf16"):
+    """FLOP/s as a GEMM benchmark times it: launch and tail included."""
+    return op.flop / op_time_s(op, gpu, precision, 1)
+
+
+def test_b200_runs_shallow_gemms_slower_than_deep_ones_of_the_same_output():
+    # XLA's measured sm_100 table: 16384 x 1024 x K runs 1039 TFLOPS at K = 1024, 1395 at K = 4096
+    assert B200.gemm_k_overhead > 0
+    shallow, deep = rate(gemm(16384, 1024, 1024), B200), rate(gemm(16384, 1024, 4096), B200)
+    assert shallow / deep == pytest.approx(1039.2 / 1394.5, rel=0.05)
+
+
+def test_the_depth_effect_vanishes_without_a_measured_overhead():
+    flat = replace(B200, gemm_k_overhead=0.0)
+    compute = [op.flop / (op_time_s(op, flat, "bf16", 1) - KERNEL_OVERHEAD_S)
+               for op in (gemm(16384, 1024, 1024), gemm(16384, 1024, 4096))]
+    assert compute[0] == pytest.approx(compute[1], rel=1e-12)
+
+
+def test_the_reference_depth_runs_at_the_catalog_efficiency():
+    assert depth_efficiency(REFERENCE_DEPTH, B200.gemm_k_overhead) == pytest.approx(1.0)
+    assert depth_efficiency(512, B200.gemm_k_overhead) < depth_efficiency(1024, B200.gemm_k_overhead) < 1.0
+
+
+def test_fp8_and_convolutions_keep_their_rates():
+    assert depth_efficiency(1024, 390.0, "fp8") == 1.0
+    assert depth_efficiency(1024, 390.0, "bf16", kind="conv") == 1.0
+
+
+def test_backward_gemms_run_at_their_own_depths():
+    # qkv of BERT-large over 24576 tokens: forward reduces over 1024, the data gradient over 3072
+    # and the weight gradient over the 24576 tokens, so backward is less than twice the forward.
+    op = gemm(512, 3072, 1024)
+    block = LayerSpec("b", "transformer_block", 0, (op,), op.flop)
+    deep = layer_time(block, B200, "fp16", 48)
+    assert deep.backward_s < 2 * deep.forward_s
+    flat = layer_time(block, replace(B200, gemm_k_overhead=0.0), "fp16", 48)
+    assert flat.backward_s == pytest.approx(2 * flat.forward_s, rel=1e-12)
+    assert deep.forward_s > flat.forward_s and deep.backward_s > flat.backward_s
+
+
+def test_a_gpu_built_on_b200_keeps_its_gemm_depth_overhead():
+    card = builtin_catalog().resolve_gpu({"base": "b200", "memory_gb": 96})
+    assert card.gemm_k_overhead == B200.gemm_k_overhead > 0
+
+
+def test_serving_prefill_pays_the_depth_cost_too():
+    # A 4096-token bf16 prefill of Llama 3 8B (GEMMs of K 4096 and 14336) on B200 takes longer
+    # with the measured per-tile cost than without it; FP8 weights (FP8 MMAs, unmeasured) do not.
+    from scalesim.costs.inference import ServingShard, iteration_compute_s, iteration_work
+    from scalesim.models import get_model
+    llama = get_model("llama3-8b", seq_len=1)
+    work = iteration_work([(4096, 4096, True)])
+    flat = replace(B200, gemm_k_overhead=0.0)
+    for weights, slower in (("bf16", True), ("fp8", False)):
+        shard = ServingShard(llama, weights=weights)
+        assert (iteration_compute_s(work, shard, B200) > iteration_compute_s(work, shard, flat)) is slower

@@ -1,0 +1,92 @@
+"""PyTorch FSDP's kernels around ZeRO-3's collectives (`parallel.fsdp_version`, scalesim/parallel/fsdp.py):
+FSDP2 copies every gathered unit out and every gradient in; FSDP1 casts and pre-divides the gradients."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+from scalesim.engine import simulate
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.program import CollectiveTask, ComputeTask
+from scalesim.topology import build_cluster, load_node_design
+
+ROOT = Path(__file__).resolve().parents[2]
+DGX = build_cluster(load_node_design("dgx-a100"))
+MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 2048, "heads": 16, "vocab": 32000},
+                  seq_len=1024)
+
+
+def plan(fsdp=None, reduce="bf16", dp=8):
+    return ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 2, "bf16", "adamw", "none", "flash", zero=3,
+                        grad_reduce_dtype=reduce, fsdp_version=fsdp)
+
+
+def rank0(p):
+    return build_program(MODEL, DGX.gpu_spec, DGX, p).tasks[0]
+
+
+def named(tasks, prefix):
+    return [t for t in tasks if t.name.startswith(prefix)]
+
+
+def test_fsdp2_copies_out_every_gathered_unit_before_it_runs():
+    tasks = rank0(plan(fsdp=2))
+    gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero3 all_gather")]
+    copies = [i for i, t in enumerate(tasks) if t.name == "fsdp all-gather copy-out"]
+    assert len(copies) == len(gathers) > 0
+    assert all(tasks[c].deps == (g,) for g, c in zip(gathers, copies))
+    assert all(tasks[c].stream == "compute" for c in copies)
+
+
+def test_each_version_adds_one_pass_before_every_reduce_scatter_and_none_without_fsdp():
+    for fsdp, name in ((1, "fsdp gradient cast and pre-divide"), (2, "fsdp reduce-scatter copy-in")):
+        tasks = rank0(plan(fsdp=fsdp))
+        assert len(named(tasks, name)) == len(named(tasks, "grad reduce_scatter")) > 0
+    assert not named(rank0(plan()), "fsdp")
+
+
+def test_fsdp1_casts_only_when_the_reduction_is_wider_than_the_gradients():
+    def cast_s(reduce):
+        return sum(t.duration_s for t in named(rank0(plan(fsdp=1, reduce=reduce)), "fsdp gradient"))
+    assert cast_s("fp32") > 2 * cast_s("bf16")        # fp32: the cast and a divide twice as wide
+
+
+@pytest.mark.parametrize("fsdp", [1, 2])
+def test_fsdps_own_kernels_never_make_a_step_faster(fsdp):
+    plain = simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan())).end_s
+    assert simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(fsdp=fsdp))).end_s > plain
+
+
+def test_a_gathered_unit_copied_out_costs_time_in_proportion_to_its_bytes():
+    small = get_model({"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 16, "vocab": 32000}, seq_len=1024)
+    def copy_s(model):
+        tasks = build_program(model, DGX.gpu_spec, DGX, plan(fsdp=2)).tasks[0]
+        return named(tasks, "fsdp all-gather copy-out")[1].duration_s      # the first block's (0: embedding)
+    assert copy_s(MODEL) > 3 * copy_s(small)            # a block's weights grow as hidden squared
+
+
+@pytest.mark.parametrize("parallel", [{"fsdp_version": 2}, {"zero": 1, "fsdp_version": 1}, {"zero": 3, "fsdp_version": 3}])
+def test_fsdp_version_without_full_sharding_is_refused_naming_the_key(tmp_path, parallel):
+    data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
+    data.setdefault("parallel", {}).update(parallel)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "fsdp_version" in result.output
+
+
+def test_searched_plans_keep_fsdp_only_where_they_shard_fully():
+    # sweep --search and run's fixes try other ZeRO stages: each point must stay a valid scenario.
+    from scalesim.app.plans import PlanPoint, scenario_for
+    from scalesim.scenario import Scenario
+    data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
+    data["parallel"] = {"zero": 3, "fsdp_version": 2}
+    base = Scenario.model_validate(data)
+    by_zero = {z: scenario_for(base, PlanPoint(8, 8, zero=z)).parallel for z in (0, 1, 3)}
+    assert by_zero[3].fsdp_version == 2
+    assert by_zero[0].fsdp_version is None and by_zero[1].fsdp_version is None
