@@ -85,6 +85,9 @@ def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file:
     if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
     _check_experts(scenario, model, dp, file)
+    if par.fp8_param_gather and training.precision != "fp8":
+        raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
+                  f"{training.precision})")
     if par.virtual_stages > 1 and par.pp_schedule != "interleaved":
         raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
     if par.pp_schedule == "interleaved" and par.pp == 1:
@@ -247,6 +250,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
+        fp8_param_gather=par.fp8_param_gather,
         # Weights offloaded in full training: FSDP CPUOffload / ZeRO-Infinity update them on the CPU.
         offload_optimizer=par.offload_optimizer or (par.offload_params and finetune is None
                                                      and training.optimizer != "none"),
@@ -272,6 +276,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=_pipeline_blocks(par, model),
         fsdp_version=par.fsdp_version,
+        nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
     )
 
 

@@ -29,11 +29,26 @@ LL128), src/enqueue.cc getAlgoInfo @v2.18.5-1, i.e. below ~786 KiB for 24
 channels of 512 threads; not modelled, as such calls are short. NVLS keeps its 16. Memory-bandwidth contention between NCCL and compute
 (nccl#1428, nccl#1433) is not modelled either: this is the SM share alone, a
 lower bound on the slowdown overlap causes.
+
+A communicator can be given fewer CTAs than that (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS;
+NVIDIA's MLPerf recipes set them per communicator through Megatron-Core's NCCL_CFG_PATH
+yaml). NCCL sizes its default count so it just fills the path: a search channel
+carries the bandwidth of the path it crosses (a 400G NIC: 48 GB/s, sm90/sm100
+speed tables of src/graph/search.cc) and ncclTopoDupChannels doubles the channels
+while halving each one's bandwidth (bwInter /= 2), so one CTA is modelled at half a
+NIC ("the speed of a single channel (single GPU SM) is 24GB/s, but the speed of a
+nic is 400Gbps", nccl#1302; "we need to launch 2 CTAs per NVLink in order to saturate
+the BW", nccl#1703; "NCCL uses the minimal number of SMs to achieve the performance
+of the platform", nccl#689). `cta_limited` therefore gives each CTA the path's
+bandwidth over the default count, and each GPU's flows share its capped CTAs.
 """
 
 from __future__ import annotations
 
-from scalesim.collectives.plan import CollectivePlan
+from collections import Counter
+from dataclasses import replace
+
+from scalesim.collectives.plan import CollectivePlan, Phase
 from scalesim.topology import Topology
 
 MAX_NVLINK_CHANNELS = 24
@@ -69,8 +84,39 @@ def nccl_blocks(plan: CollectivePlan, topology: Topology) -> int:
     return _intra_server_channels(topology, ranks[0], ranks[1])
 
 
-def sm_share(plan: CollectivePlan, topology: Topology, sms: int) -> float:
-    """The fraction of a GPU's `sms` the call's kernels hold; 0 when the SM count is unknown."""
+def sm_share(plan: CollectivePlan, topology: Topology, sms: int, max_ctas: int | None = None) -> float:
+    """The fraction of a GPU's `sms` the call's kernels hold (at most `max_ctas` blocks);
+    0 when the SM count is unknown."""
     if sms <= 0:
         return 0.0
-    return min(nccl_blocks(plan, topology) / sms, 1.0)
+    blocks = nccl_blocks(plan, topology)
+    return min((blocks if max_ctas is None else min(blocks, max_ctas)) / sms, 1.0)
+
+
+def cta_bytes_per_s(plan: CollectivePlan, topology: Topology) -> float:
+    """What one CTA of the call carries in NCCL's channel model: the bandwidth of the path its
+    default blocks fill (a NIC per CHANNELS_PER_NIC blocks across servers, else the GPUs' link)
+    over that default count."""
+    a, b = plan.ranks[0], plan.ranks[1]
+    servers = topology.ranks_by_server(plan.ranks)
+    if len(servers) > 1:
+        a, b = servers[0][0], servers[1][0]
+        return topology.bottleneck_bytes_per_s(a, b) / (NET_P2P_CHANNELS if plan.op in ("send", "send_recv")
+                                                        else CHANNELS_PER_NIC)
+    return topology.bottleneck_bytes_per_s(a, b) / nccl_blocks(plan, topology)
+
+
+def cta_limited(plan: CollectivePlan, topology: Topology, max_ctas: int | None) -> CollectivePlan:
+    """The call run on at most `max_ctas` CTAs per GPU: unchanged at or above NCCL's default
+    count (and for NVLS, whose channels NCCL_NVLS_NCHANNELS sets), else each GPU's flows in
+    a phase share max_ctas x `cta_bytes_per_s` (each flow is one channel's edge)."""
+    if (max_ctas is None or len(plan.ranks) < 2 or plan.algo in ("nvls", "nvls_tree")
+            or nccl_blocks(plan, topology) <= max_ctas):
+        return plan
+    rate = max_ctas * cta_bytes_per_s(plan, topology)
+    phases = []
+    for phase in plan.phases:
+        out = Counter(f.src for f in phase.flows)
+        phases.append(Phase(phase.latency_s, tuple(
+            replace(f, rate_cap_bytes_per_s=min(f.rate_cap_bytes_per_s, rate / out[f.src])) for f in phase.flows)))
+    return replace(plan, phases=tuple(phases))

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalesim.collectives import CollectivePlan, Phase, plan_collective
-from scalesim.collectives.kernels import sm_share
+from scalesim.collectives.kernels import cta_limited, sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
                                      stored_weight_bytes, trainable_params)
@@ -292,11 +292,11 @@ class StepBuilder:
                               for copy in pl.symmetric_copies(group, span)]
         return self.memo[key]
 
-    def _sm_share(self, plan: CollectivePlan) -> float:
-        key = ("sm-share", plan.op, plan.algo, plan.ranks)
+    def _sm_share(self, plan: CollectivePlan, span: tuple[str, ...] = ()) -> float:
+        key = ("sm-share", plan.op, plan.algo, plan.ranks, ctas := self.plan.max_ctas(span))
         memo = self.memo
         if key not in memo:
-            memo[key] = sm_share(plan, self.topology, self.gpu.sms)
+            memo[key] = sm_share(plan, self.topology, self.gpu.sms, ctas)
         return memo[key]
 
     def _trained(self, layer: LayerSpec) -> int:
@@ -310,7 +310,7 @@ class StepBuilder:
     def _stored(self, layer: LayerSpec) -> float:
         """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
         if self.plan.finetune is None:
-            return layer.params * self.weight_bytes_per_param
+            return layer.params * self.plan.gathered_bytes_per_param(layer.kind, self.weight_bytes_per_param)
         return (stored_weight_bytes(layer, self.plan.precision, self.plan.finetune)
                 + self._trained(layer) * self.weight_bytes_per_param)
 
@@ -338,8 +338,8 @@ class StepBuilder:
         call = (op, group, size, span)
         known = self._calls.get(call)      # the same call recurs every micro-batch and layer
         if known is None:
-            plan = self._with_copies(op, group, size, span)
-            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan))
+            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, self.plan.max_ctas(span))
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, span))
         plan, participants, share = known
         names = self._names.get((kind, op, counter))
         if names is None:

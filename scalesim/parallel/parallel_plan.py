@@ -29,6 +29,7 @@ class ParallelPlan:
     # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
     overlap_param_gather: bool = False
+    fp8_param_gather: bool = False  # parameter all-gathers carry block weights in fp8 (parallel/builder.py)
     offload_optimizer: bool = False
     offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
     finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)
@@ -67,6 +68,19 @@ class ParallelPlan:
     # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
     # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
     fsdp_version: int | None = None
+    # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
+    # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
+    nccl_max_ctas: tuple[tuple[str, int], ...] = ()
+
+    def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
+        """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather
+        gathers Transformer Engine's FP8 block weights, a byte each; the rest as stored."""
+        return 1 if self.fp8_param_gather and layer_kind == "transformer_block" else weight_bytes
+
+    def max_ctas(self, span: tuple[str, ...]) -> int | None:
+        """The CTA limit of the communicator spanning these placement dimensions, if set."""
+        name = "dp" if "dp" in span else span[0] if span else None
+        return dict(self.nccl_max_ctas).get(name)
 
     @property
     def chunks_per_stage(self) -> int:

@@ -146,8 +146,10 @@ class RankProgram:
                 return fetched
             self.gathered_once.add(work.layer.name)
         family = "zero3" if plan.zero >= 3 else "zero"
-        experts = b._expert_trained(work.layer) * b.weight_bytes_per_param
-        g = self.call(family, "all_gather", self.grad_group, b._stored(work.layer) - experts, "comm", (ahead,),
+        stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
+        experts = b._expert_trained(work.layer) * (stored / work.layer.params if plan.finetune is None and work.layer.params
+                                                   else b.weight_bytes_per_param)
+        g = self.call(family, "all_gather", self.grad_group, stored - experts, "comm", (ahead,),
                       ("dp", "cp"))
         g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))

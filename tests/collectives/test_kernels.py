@@ -40,3 +40,29 @@ def test_a_call_holds_a_minority_of_the_sms_and_one_gpu_holds_none():
     assert 0 < sm_share(plan, h100, h100.gpu_spec.sms) < 0.25
     assert sm_share(plan, h100, 0) == 0.0                               # SM count unknown: no contention
     assert nccl_blocks(plan_collective("all_reduce", h100, (0,), GiB), h100) == 0
+
+
+def _time(plan, topology):
+    from scalesim.collectives.estimate import plan_time_s
+    return plan_time_s(plan, topology.capacity_bytes_per_s)
+
+
+def test_capping_ctas_below_the_default_slows_a_nic_bound_call_to_its_ctas_share():
+    # NCCL's model: two CTAs per NIC fill it (search.cc ncclTopoDupChannels); 8 CTAs on 8 NICs carry
+    # half a NIC each, so a large reduce-scatter across servers takes about twice as long.
+    from scalesim.collectives.kernels import cta_limited
+    two = node("dgx-h100", 2, Fabric(link="ib-ndr", nics_per_node=8))
+    plan = plan_collective("reduce_scatter", two, tuple(range(16)), 4 * GiB, "ring")
+    capped = cta_limited(plan, two, 8)
+    ratio = _time(capped, two) / _time(plan, two)
+    assert 1.6 < ratio <= 2.05
+    assert cta_limited(plan, two, 16) is plan and cta_limited(plan, two, None) is plan   # at the default: as is
+    assert sm_share(plan, two, 132, 8) == 8 / 132 < sm_share(plan, two, 132)
+
+
+def test_one_cta_inside_a_server_gets_one_default_channels_share_of_nvlink():
+    from scalesim.collectives.kernels import cta_limited
+    h100 = node("dgx-h100")
+    plan = plan_collective("all_gather", h100, (0, 1), GiB, "ring")
+    one = cta_limited(plan, h100, 1)
+    assert _time(one, h100) > 10 * _time(plan, h100)       # 1 of 24 channels

@@ -13,6 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
+from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.schema import Strict, validate
 from scalesim.topology.cluster import Fabric
 from scalesim.topology.design import read_yaml
@@ -258,6 +259,9 @@ class ParallelSpec(Strict):
     # (DeepSpeed's default, and scalesim's). No effect at zero 0 (nothing to gather) or 3
     # (which gathers before every use anyway), so sweeps over ZeRO stages may leave it set.
     overlap_param_gather: bool = False
+    # fp8 training: the ZeRO / FSDP parameter all-gathers carry the transformer blocks' weights in fp8,
+    # 1 byte each (Megatron-Core --fp8-param-gather, TE's Float8Tensor weights); embeddings stay 16-bit.
+    fp8_param_gather: bool = False
     # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
     # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
@@ -279,6 +283,9 @@ class ParallelSpec(Strict):
     # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
+    # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
+    # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
+    nccl_max_ctas: dict[Literal["dp", "cp", "tp", "ep"], pydantic.PositiveInt] = {}
     # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
     # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
@@ -308,46 +315,6 @@ class ParallelSpec(Strict):
             raise ValueError(f"order must list tp, cp, dp and pp once each, innermost first, "
                              f"e.g. tp-cp-dp-pp or tp-pp-dp-cp (got {value!r})")
         return value
-
-
-class OwnershipSpec(Strict):
-    """On-premises costs; None takes the documented default (scalesim/costs/economics.py)."""
-
-    gpu_usd: pydantic.NonNegativeFloat | None = None              # [catalog list_price_usd]
-    server_usd: pydantic.NonNegativeFloat | None = None           # per node, without GPUs [by design]
-    network_usd_per_node: pydantic.NonNegativeFloat | None = None  # [per NIC port; 0 for one node]
-    host_power_w: pydantic.NonNegativeFloat | None = None         # per node, all but GPUs [by design]
-    amortisation_years: pydantic.PositiveFloat = 4.0
-    pue: float = pydantic.Field(1.58, ge=1.0)                     # Uptime Institute 2023 average
-    utilisation: float | None = pydantic.Field(None, gt=0.0, le=1.0)  # share of its life the cluster trains
-                                                                        # [economics.UTILISATION, 0.80]
-
-
-class PricingSpec(Strict):
-    gpu_hour_usd: pydantic.NonNegativeFloat | None = None
-    electricity_usd_per_kwh: pydantic.NonNegativeFloat = 0.15
-    ownership: OwnershipSpec = OwnershipSpec()
-
-
-class ReliabilitySpec(Strict):
-    """Failures and checkpoints; None takes the documented default (scalesim/costs/reliability.py)."""
-
-    failure_rate_per_gpu_hour: pydantic.NonNegativeFloat | None = None   # [by ECC: Llama 3, or 2x]
-    storage_write_GBps_per_node: pydantic.PositiveFloat = 1.0            # checkpoint writes, per node
-    checkpoint_GB: pydantic.PositiveFloat | None = None                  # [weights + optimizer state]
-    checkpoint_interval_s: pydantic.PositiveFloat | None = None          # [Young/Daly optimum]
-    restart_s: pydantic.NonNegativeFloat = 900.0
-
-
-class UncertaintySpec(Strict):
-    """Monte-Carlo spreads for --samples: each factor's P90/P50 ratio (lognormal, median 1)."""
-
-    seed: pydantic.NonNegativeInt = 0
-    step_time: float = pydantic.Field(1.50, ge=1.0)
-    failure_rate: float = pydantic.Field(3.0, ge=1.0)
-    gpu_hour_price: float = pydantic.Field(1.5, ge=1.0)
-    purchase_price: float = pydantic.Field(1.2, ge=1.0)
-    electricity_price: float = pydantic.Field(1.3, ge=1.0)
 
 
 class Scenario(Strict):

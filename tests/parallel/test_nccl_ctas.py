@@ -1,0 +1,30 @@
+"""Per-communicator NCCL CTA limits (parallel.nccl_max_ctas): dp covers the dp x cp gradient and
+parameter collectives, cp the key/value exchange; each call holds no more SMs than its limit."""
+
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.program import CollectiveTask
+from scalesim.topology import Fabric, build_cluster, load_node_design
+
+TWO = build_cluster(load_node_design("dgx-h100"), nodes=2, fabric=Fabric(link="ib-ndr", nics_per_node=8))
+MODEL = get_model({"kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 32000,
+                   "ffn": "swiglu", "ffn_hidden": 2816}, seq_len=2048)
+
+
+def calls(ctas) -> dict[str, CollectiveTask]:
+    plan = ParallelPlan(Placement(tp=1, cp=2, dp=8, pp=1), 1, 1, "bf16", "adamw", "none", "flash", zero=1,
+                        overlap_param_gather=True, nccl_max_ctas=ctas)
+    tasks = build_program(MODEL, TWO.gpu_spec, TWO, plan).tasks[0]
+    return {t.name: t for t in tasks if isinstance(t, CollectiveTask)}
+
+
+def test_limits_apply_to_their_communicator_only():
+    sms = TWO.gpu_spec.sms
+    free, dp_only, both = calls(()), calls((("dp", 8),)), calls((("dp", 8), ("cp", 1)))
+    assert dp_only["grad reduce_scatter"].sm_share == 8 / sms < free["grad reduce_scatter"].sm_share
+    assert dp_only["cp all_gather"].sm_share == free["cp all_gather"].sm_share
+    assert both["cp all_gather"].sm_share == 1 / sms
+    capped = [f.rate_cap_bytes_per_s for p in dp_only["grad reduce_scatter"].plan.phases for f in p.flows]
+    assert all(c < float("inf") for c in capped)
+    assert all(f.rate_cap_bytes_per_s == float("inf")
+               for p in free["grad reduce_scatter"].plan.phases for f in p.flows)
