@@ -340,13 +340,17 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     selective-op re-runs what torchtitan's per-op policy does not save
     (scalesim/costs/recompute.py).
     A matmul's backward is twice its forward, layout conversions included
-    (data- and weight-gradient passes each convert their tensors again).
+    (data- and weight-gradient passes each convert their tensors again). A `backward_only` op
+    adds its own time to backward and nothing to forward.
     """
     fwd = bwd = attention_s = matmul = 0.0
     times = []
     for op in layer.ops:
         t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
-        times.append(t)
+        times.append(0.0 if op.backward_only else t)
+        if op.backward_only:            # its elements are the backward kernel's own: not doubled
+            bwd += t
+            continue
         fwd += t
         if op.kind in MATMUL_KINDS:
             matmul += t
@@ -367,32 +371,3 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
     recompute = {"none": 0.0, "selective": attention_s, "full": fwd,
                  SELECTIVE_OP: recomputed_time_s(layer, times)}[checkpointing]
     return LayerTime(fwd, bwd, recompute, layer.forward_flop * batch, matmul)
-
-
-def optimizer_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str = "adamw",
-                     held_sms: int = 0) -> float:
-    """One optimizer update over `params` parameters: memory-bound streaming.
-
-    Mixed-precision Adam reads and writes the fp32 master weight and both fp32
-    moments (24 B), reads the 16-bit gradient (2 B) and writes the 16-bit
-    weight (2 B): 28 B/param; fp32 training: weight, m, v read+write plus the
-    gradient (28 B). SGD with momentum: weight and momentum read+write plus
-    the gradient. (Counting follows Rajbhandari et al. 2020, ZeRO, sec. 3.1.)
-    """
-    if optimizer == "none":
-        return 0.0
-    return _stream_s(params * optimizer_bytes_per_param(precision, optimizer), gpu, held_sms) + KERNEL_OVERHEAD_S
-
-
-def optimizer_bytes_per_param(precision: str, optimizer: str) -> float:
-    """Bytes an optimizer update reads and writes per parameter (`optimizer_time_s`), on the GPU
-    or, offloaded, from the host's memory."""
-    if optimizer == "none":          # forward + backward only: no update runs
-        return 0.0
-    if optimizer == "sgd":
-        return 20.0 if ELEMENT_BYTES[precision] == 4 else 12.0
-    if optimizer in ("adamw-8bit", "paged-adamw-8bit"):
-        # 8-bit Adam (Dettmers et al. 2022): moments read and written as 1 byte each (4 B), the
-        # weight (or fp32 master) read and written, the gradient read, the 16-bit copy written: 16 B.
-        return 16.0
-    return 28.0

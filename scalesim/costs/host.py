@@ -63,6 +63,8 @@ def layer_kernels(layer: LayerSpec, attention: str) -> tuple[int, int, int]:
         if op.kind == "attention":
             f, b = ATTENTION_KERNELS.get(attention, FLASH_ATTENTION_KERNELS)
             attention_forward += f
+        elif op.backward_only:
+            f, b = 0, 1
         else:
             f, b = KERNELS.get(op.kind, (1, 1))
         forward += f

@@ -24,6 +24,16 @@ BNStatsFinalize works on per-channel vectors (negligible) and is not counted.
 Activation memory is left as `build_resnet` counts it (the fused kernels still save the
 conv outputs backward needs). Backward: each fused kernel has a fused backward, priced
 like any memory-bound op (twice its forward bytes, scalesim/costs/compute.py).
+
+The fusion is forward-only for bn1 and bn2: BatchNorm's input gradient needs the batch-wide
+sums of the output gradient and of its product with the normalised input (Ioffe & Szegedy
+2015, sec. 3), which exist only after the next conv's data-gradient pass has written that
+gradient, so no conv epilogue or prologue can produce it. cuDNN's fused-op set for this
+ResNet unit has a separate memory-bound kernel for it, CUDNN_FUSED_DACTIVATION_FORK_DBATCHNORM
+(cudnnFusedOps_t, cuDNN 8 API), and the same unit ported to PaddlePaddle by NVIDIA
+(paddle/fluid/operators/fused/resnet_unit_op.cu, ResNetUnitGradKernel) runs it before each
+conv's backward. So normconv keeps bn1's and bn2's backward as `backward_only` ops (read the
+gradient and the saved conv output, write the input gradient).
 """
 
 from __future__ import annotations
@@ -56,8 +66,13 @@ def _fused_block_ops(layer: LayerSpec, fusion: str) -> tuple[OpSpec, ...]:
     kept = [op for op in layer.ops if op.kind not in ("norm", "elementwise")]
     bns = [op for op in layer.ops if op.name in ("bn3", "bn_downsample")]
     flop = sum(op.flop for op in bns)
+    # bn1 and bn2 (the BatchNorms NormConvolution folds into conv2's and conv3's prologue) still
+    # pay their backward pass: read the output gradient and the saved conv output, write the input
+    # gradient, 3/2 of the forward's read and write. Memory-bound; its FLOP are not counted.
+    grads = [replace(op, name=f"{op.name}_backward", flop=0.0, elements_moved=1.5 * op.elements_moved,
+                     backward_only=True) for op in layer.ops if op.name in ("bn1", "bn2")]
     # Reads conv3's output and the shortcut, writes the block output; per-channel weights are negligible.
-    return (*kept, OpSpec("scale_bias_add_relu", "elementwise", flop, 3.0 * n))
+    return (*kept, *grads, OpSpec("scale_bias_add_relu", "elementwise", flop, 3.0 * n))
 
 
 def _fused_stem_ops(layer: LayerSpec) -> tuple[OpSpec, ...]:

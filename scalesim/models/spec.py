@@ -34,6 +34,8 @@ class OpSpec:
     score_ops: for attention, the eager kernels run on the materialised scores between
       the two batched matmuls, in order (names in SCORE_OPS; costs/score_ops.py prices
       them); None: the naive default, scale, mask_add, softmax, dropout (HF BERT/GPT-2).
+    backward_only: a kernel that runs in the backward pass alone (its forward was fused into
+      another op, its backward was not); elements_moved is then what that backward kernel moves.
     """
 
     name: str
@@ -52,8 +54,9 @@ class OpSpec:
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
     score_ops: tuple[str, ...] | None = None
+    backward_only: bool = False
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's
-    # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/eager.py)
+    # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/nanotron_kernels.py)
     backward_elements: float | None = None
 
 

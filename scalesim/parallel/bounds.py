@@ -28,7 +28,7 @@ be best.
 from __future__ import annotations
 
 from scalesim.collectives.estimate import plan_time_s
-from scalesim.costs.compute import optimizer_time_s
+from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.parallel.builder import StepBuilder
 from scalesim.parallel.parallel_plan import ParallelPlan
 

@@ -14,7 +14,7 @@ host-staged collectives.
 from __future__ import annotations
 
 from scalesim.collectives import CollectivePlan, Flow, Phase
-from scalesim.costs.compute import optimizer_bytes_per_param
+from scalesim.costs.optimizer import optimizer_bytes_per_param
 from scalesim.program import CollectiveTask, ComputeTask
 from scalesim.topology import Topology
 

@@ -9,7 +9,7 @@ described in builder.py's module docstring.
 from __future__ import annotations
 
 from scalesim.costs.accumulation import grad_accumulation_time_s
-from scalesim.costs.compute import optimizer_time_s
+from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole

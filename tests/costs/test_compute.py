@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, STREAM_BYTES_PER_SM_CYCLE, attention_time_s,
                                      gemm_shape_efficiency, layer_time, layout_conversion_s, op_time_s,
-                                     optimizer_time_s, streaming_bw_bytes_per_s)
+                                     streaming_bw_bytes_per_s)
 from scalesim.hardware import get_gpu
 from scalesim.models.spec import LayerSpec, OpSpec
 from scalesim.models.transformer import gemm_op, transformer_block
@@ -136,12 +136,6 @@ def test_recompute_adds_the_forward_under_full_checkpointing():
     layer = LayerSpec("l", "transformer_block", 0, (gemm(1024, 1024, 1024),), 0.0)
     assert layer_time(layer, H100, "bf16", 1, "full").recompute_s == layer_time(layer, H100, "bf16", 1).forward_s
     assert layer_time(layer, H100, "bf16", 1, "none").recompute_s == 0
-
-
-def test_optimizer_step_is_memory_bound_streaming():
-    params = 1e9
-    t = optimizer_time_s(params, H100, "bf16") - KERNEL_OVERHEAD_S
-    assert t == pytest.approx(params * 28 / streaming_bw_bytes_per_s(H100))
 
 
 # --------------------------------------------------------------- attention with materialised scores
@@ -326,7 +320,13 @@ def test_fp32_gemms_without_tensor_cores_run_at_the_sgemm_rate_not_the_tensor_co
     assert attention_time_s(attn, a100, "fp32", 1, "naive") < attention_time_s(attn, plain, "fp32", 1, "naive")
 
 
-def test_optimizer_none_runs_no_update_and_keeps_no_state():
-    from scalesim.costs.memory import state_bytes_per_param
-    assert optimizer_time_s(1e9, H100, "fp32", "none") == 0.0 < optimizer_time_s(1e9, H100, "fp32", "sgd")
-    assert state_bytes_per_param("fp32", "none")[2] == 0.0
+def test_a_backward_only_kernel_adds_its_own_time_to_backward_and_nothing_to_forward():
+    from scalesim.costs.host import layer_kernels
+    gpu = H100
+    relu = OpSpec("relu", "elementwise", 1e6, 2e6)
+    grad = OpSpec("bn_backward", "norm", 0.0, 3e6, backward_only=True)
+    alone, both = (LayerSpec("l", "conv_block", 0, ops, 0.0) for ops in ((relu,), (relu, grad)))
+    t_alone, t_both = layer_time(alone, gpu, "fp16", 64), layer_time(both, gpu, "fp16", 64)
+    assert t_both.forward_s == t_alone.forward_s
+    assert t_both.backward_s - t_alone.backward_s == pytest.approx(op_time_s(grad, gpu, "fp16", 64))
+    assert layer_kernels(both, "flash")[:2] == (layer_kernels(alone, "flash")[0], layer_kernels(alone, "flash")[1] + 1)

@@ -5,7 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from scalesim.costs.compute import layer_time, optimizer_time_s
+from scalesim.costs.compute import layer_time
+from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.finetune import (NF4_BITS_PER_WEIGHT, FinetuneSpec, finetune_layer_time, finetune_memory, finetune_spec,
                                      quantized_weights, stored_weight_bytes, trainable_params)
 from scalesim.costs.memory import model_boundary_bytes, state_bytes_per_param, training_memory

@@ -18,11 +18,18 @@ def test_every_layer_lands_on_exactly_one_stage_in_order():
 
 def test_the_head_s_cost_pushes_blocks_towards_the_first_stage():
     # nanotron's README sweep, 1.34B (16 layers, h 2048, ffn 8192, vocab 131072): lm_head costs 4 layers,
-    # so the first of 2 stages takes the layers up to half of 20 layer-costs and the one that crosses it.
-    assert nanotron_blocks_per_stage([4] * 16, 16, 2) == [11, 5]
-    # The rank moves on only once its share is passed (a strict '>'): a block that lands exactly on the
-    # boundary stays, even with a head that costs nothing.
-    assert nanotron_blocks_per_stage([1] * 16, 0, 4) == [5, 4, 4, 3]
+    # so half of the 20 layer-costs falls exactly after layer 10. The sweep's log of rank 0's local
+    # parameters (940M = embedding 268.4M + 10 x 67.1M) says that layer closes the first stage.
+    assert nanotron_blocks_per_stage([4] * 16, 16, 2) == [10, 6]
+    # A head a little dearer moves the boundary past layer 10: the layer that crosses it stays.
+    assert nanotron_blocks_per_stage([4] * 16, 17, 2) == [11, 5]
+
+
+def test_a_block_landing_on_a_stage_boundary_closes_that_stage():
+    # 16 equal layers on 4 stages, a head of no cost: boundaries after layers 4, 8 and 12.
+    assert nanotron_blocks_per_stage([1] * 16, 0, 4) == [4, 4, 4, 4]
+    # The sweep's 1.34B on 4 stages: rank 0 logs 604M = embedding + 5 layers (the boundary, 5 layer-costs).
+    assert nanotron_blocks_per_stage([4] * 16, 16, 4)[0] == 5
 
 
 def test_the_first_stage_never_holds_fewer_blocks_than_an_even_split():
