@@ -13,17 +13,24 @@ from scalesim.timeline import Interval, Timeline
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
+_GPU_KINDS = frozenset(COMPUTE_KINDS + OTHER_KINDS)
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     merged: list[tuple[float, float]] = []
+    first = last = None                 # the span being merged, appended once it is closed
     for start, end in sorted(intervals):
         if end <= start:
             continue
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        if last is not None and start <= last:
+            if end > last:
+                last = end
         else:
-            merged.append((start, end))
+            if last is not None:
+                merged.append((first, last))
+            first, last = start, end
+    if last is not None:
+        merged.append((first, last))
     return merged
 
 
@@ -34,16 +41,20 @@ def _length(intervals: list[tuple[float, float]]) -> float:
 def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Parts of union `a` not covered by union `b` (both sorted, disjoint)."""
     out = []
-    j = 0
+    j, count = 0, len(b)
     for start, end in a:
         cur = start
-        while j < len(b) and b[j][1] <= cur:
+        while j < count and b[j][1] <= cur:
             j += 1
         k = j
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
+        while k < count:
+            b_start, b_end = b[k]
+            if b_start >= end:
+                break
+            if b_start > cur:
+                out.append((cur, b_start))
+            if b_end > cur:
+                cur = b_end
             k += 1
         if cur < end:
             out.append((cur, end))
@@ -81,13 +92,12 @@ def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
     compute = _union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in COMPUTE_KINDS])
     other = _minus(_union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in OTHER_KINDS]), compute)
     busy = _union(compute + other)
-    comm = _union([(iv.start_s, iv.end_s) for iv in intervals
-                   if iv.kind not in COMPUTE_KINDS + OTHER_KINDS])
+    comm = _union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind not in _GPU_KINDS])
     exposed = _length(_minus(comm, busy))
     # GPU work whose inputs were ready but whose kernels the host had not issued yet, while
     # nothing else ran: the step is host-bound there (counted in `other`).
     waits = _union([(iv.ready_s, iv.start_s) for iv in intervals
-                    if iv.kind in COMPUTE_KINDS + OTHER_KINDS and iv.start_s > iv.ready_s])
+                    if iv.start_s > iv.ready_s and iv.kind in _GPU_KINDS])
     host = _length(_minus(_minus(waits, busy), comm)) if waits else 0.0
     c, o = _length(compute), _length(other) + host
     bubble = max(step_time_s - c - o - exposed, 0.0)

@@ -6,10 +6,13 @@ reads everything a user sees from it; `run` does both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from scalesim.app.caches import Caches
 from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
+from scalesim.app.forked import Forked
 from scalesim.app.procurement import run_inputs
 from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup, step_time_of
 from scalesim.costs.economics import training_economics
@@ -24,6 +27,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, breakdown, critical_rank
 from scalesim.scenario import Scenario
+from scalesim.timeline import Timeline
 from scalesim.units import format_bytes
 
 
@@ -121,8 +125,33 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
                      scaling_counts=scaling_counts, baseline=baseline)
 
 
-def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline: bool = True) -> StepResult:
-    """`run` of a scenario already prepared (the CLI prepares first, to fail before any work)."""
+def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline: bool = True,
+              forked: bool = False, on_step: Callable[[Timeline], object] | None = None) -> StepResult:
+    """`run` of a scenario already prepared (the CLI prepares first, to fail before any work).
+    `forked`: play the scaling curve's points in a forked process beside the step (app/forked.py;
+    the same numbers), when the plan fits (else the what-if fixes come first, each simulated).
+    `on_step`: called with the step's timeline once it is played, before the scaling curve is
+    (the CLI draws the timeline plot there while the forked process plays the curve)."""
+    if forked and setup.gpus > 1 and (baseline or scaling_counts) and _fits_before_simulating(setup):
+        with Forked(partial(_rates_after_step, setup, baseline, scaling_counts),
+                    here=partial(_scaling_rates, setup, baseline, scaling_counts)) as rates:
+            return _run_setup(setup, scaling_counts, baseline, rates.result, on_step)
+    return _run_setup(setup, scaling_counts, baseline, None, on_step)
+
+
+def _fits_before_simulating(setup: Setup) -> bool:
+    """The plan fits in GPU and host memory: the step's result needs no what-if fix simulated."""
+    return _fit_reason(setup.step.memory, setup.gpu.memory_bytes, setup.gpu) is None and host_fit_reason(setup) is None
+
+
+def _rates_after_step(setup: Setup, baseline: bool, scaling_counts: list[int] | None) -> tuple:
+    """`_scaling_rates` in the forked process as it would run here after the step: with the step
+    charged to the answer budget first (here, playing the step charged it)."""
+    charge(step_cost(setup.step))
+    return _scaling_rates(setup, baseline, scaling_counts)
+
+
+def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, rates, on_step) -> StepResult:
     timeline = simulate_setup(setup)
     step = timeline.end_s
     rank = critical_rank(timeline)
@@ -136,11 +165,14 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
     memory = setup.step.memory
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
-    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts)
     if training.tokens is not None and tokens_per_s is None:
         raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
                          file=setup.file, key="training.tokens")
+    if on_step is not None:
+        on_step(timeline)
+    reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
+    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
+                                            rates() if rates is not None else None)
     inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s)
     money = training_economics(inputs)
     return StepResult(
@@ -180,27 +212,44 @@ def _with_fixes(setup: Setup, reason: str) -> str:
     return reason + "; " + describe(options, setup.gpus, setup.gpu.memory_bytes, more, len(setup.topology.gpus))
 
 
-def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None
-             ) -> tuple[float | None, list[dict], list[dict]]:
+def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None,
+             rates: tuple | None = None) -> tuple[float | None, list[dict], list[dict]]:
     """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts`, and the
-    points the command's answer budget left out (scalesim/limits.py; each with the reason)."""
-    skipped: list[dict] = []
-    single = None
-    charge(_preparing_tasks(setup.gpus))        # the cluster built before the step (answer budget)
-    if baseline or scaling_counts:
-        # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
-        # refused only when its step alone is over the budget; the curve's points get what is left.
-        single = own_rate if setup.gpus == 1 else _budgeted_rate(setup, 1, skipped, charged=False)
+    points the command's answer budget left out (scalesim/limits.py; each with the reason).
+    `rates`: what `_scaling_rates` returns, when computed already."""
+    single, others, skipped = rates if rates is not None else _scaling_rates(setup, baseline, scaling_counts)
+    if setup.gpus == 1 and (baseline or scaling_counts):
+        single = own_rate
     efficiency = own_rate / single if single else None
     known = {setup.gpus: own_rate, 1: single}      # simulated already: never twice
+    others = iter(others)
     scaling = []
     for k in scaling_counts or []:
         if single is None:      # no baseline to compare with (over the budget): no curve
             continue
-        rate = known[k] if k in known else _budgeted_rate(setup, k, skipped)
+        rate = known[k] if k in known else next(others)
         if rate is not None:
             scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single})
     return efficiency, scaling, skipped
+
+
+def _scaling_rates(setup: Setup, baseline: bool, scaling_counts: list[int] | None
+                   ) -> tuple[float | None, list[float | None], list[dict]]:
+    """The per-GPU rates `_scaling` compares the step's own with: the 1-GPU baseline (None when the
+    step is on one GPU, or none is asked for, or it is over the budget), the curve's points at
+    `scaling_counts` other than 1 and the step's own count, in order (none without a baseline),
+    and the points the answer budget left out."""
+    skipped: list[dict] = []
+    single = None
+    charge(_preparing_tasks(setup.gpus))        # the cluster built before the step (answer budget)
+    if setup.gpus != 1 and (baseline or scaling_counts):
+        # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
+        # refused only when its step alone is over the budget; the curve's points get what is left.
+        single = _budgeted_rate(setup, 1, skipped, charged=False)
+    others = []
+    if setup.gpus == 1 or single is not None:
+        others = [_budgeted_rate(setup, k, skipped) for k in scaling_counts or [] if k not in (1, setup.gpus)]
+    return single, others, skipped
 
 
 # What a run spends besides playing steps out, in the answer budget's units (limits.TASKS_PER_SECOND):

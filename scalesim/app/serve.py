@@ -137,6 +137,7 @@ class IterationTimer:
         self.setup = setup
         s = setup.scenario.serving
         self.host_s = HOST_OVERHEAD_S if s.host_overhead_ms is None else s.host_overhead_ms * 1e-3
+        self.overlap = s.overlap_scheduler      # host work hidden behind the GPU's next iteration
         self.dense: dict[tuple[int, int], float] = {}
         self.comm: dict[int, float] = {}
 
@@ -149,7 +150,8 @@ class IterationTimer:
         key = (work.tokens, work.sampled)
         if key not in self.dense:
             self.dense[key] = dense_iteration_s(work.tokens, work.sampled, shard, gpu) + self._comm_s(work.tokens)
-        return self.dense[key] + attention_iteration_s(work, shard, gpu) + self.host_s
+        gpu_s = self.dense[key] + attention_iteration_s(work, shard, gpu)
+        return max(gpu_s, self.host_s) if self.overlap else gpu_s + self.host_s
 
     def _comm_s(self, tokens: int) -> float:
         """Two tensor-parallel all-reduces per layer and a send between consecutive stages, per
@@ -331,6 +333,9 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
     return [
         {"input": "host overhead per iteration (s)", "value": timer.host_s,
          "source": "scenario" if s.host_overhead_ms is not None else "estimate (scalesim/app/serve.py HOST_OVERHEAD_S)"},
+        {"input": "host work overlapped with the GPU", "value": s.overlap_scheduler,
+         "source": "scenario (serving.overlap_scheduler): an iteration takes the longer of GPU and host time"
+         if s.overlap_scheduler else "no: an iteration takes GPU time plus host time"},
         {"input": "KV cache block (tokens)", "value": BLOCK_TOKENS, "source": "vLLM default --block-size"},
         {"input": "KV cache memory", "value": s.gpu_memory_utilization if s.kv_cache_free_memory_fraction is None
          else s.kv_cache_free_memory_fraction,

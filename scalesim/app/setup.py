@@ -30,6 +30,7 @@ from scalesim.models.conv_fusion import fuse_resnet
 from scalesim.models.packing import fp8_attention, masked_lm_head, packed_attention
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
+from scalesim.parallel.tp_overlap import tp_overlap_spec
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
@@ -274,6 +275,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         pipeline_blocks=_pipeline_blocks(par, model),
         fsdp_version=par.fsdp_version,
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
+        tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
     )
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import click
 
+from scalesim.app.forked import Forked, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, collector_paused,
                                  exact_option, exact_simulation_context, friendly_errors, slug, status)
@@ -53,13 +56,20 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     check_output_dir(directory if plots else None, "--out")
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
-    with answer_budget(max_seconds), exact_simulation_context(exact):
+    with answer_budget(max_seconds), exact_simulation_context(exact), contextlib.ExitStack() as children:
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
+        # With a CPU to spare (app/forked.py), the scaling curve is played in a forked process beside
+        # the step, and the timeline plot drawn in another once the step is played, while this one
+        # collects the curve and draws its plot; else all in turn here. The same numbers and plots.
+        fork = spare_cpu()
+        drawn: list = []
+        on_step = (lambda timeline: drawn.append(children.enter_context(
+            _timeline_plot_forked(timeline, scenario.name, directory, fork)))) if plots else None
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
-            result = run_setup(setup, scaling_counts=counts)
-    written = _run_plots(result, scenario.name, directory) if plots else None
+            result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
+        written = _run_plots(result, scenario.name, directory, drawn) if plots else None
     uncertainty = None
     if samples:
         from scalesim.app.uncertainty import step_uncertainty
@@ -74,14 +84,31 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         sys.exit(EXIT_DOES_NOT_FIT)
 
 
-def _run_plots(result, name: str, directory: Path) -> list[Path]:
-    from scalesim.report.plots import scaling_plot, timeline_plot
+def _timeline_plot(timeline, name: str, directory: Path) -> Path:
+    from scalesim.report.plots import timeline_plot
 
     directory.mkdir(parents=True, exist_ok=True)
-    written = [timeline_plot(result.timeline, directory / "timeline.png", f"{name}: one step")]
+    return timeline_plot(timeline, directory / "timeline.png", f"{name}: one step")
+
+
+def _timeline_plot_forked(timeline, name: str, directory: Path, fork: bool) -> Forked:
+    """`_timeline_plot` in a forked process (`fork`; else here, when its result is asked for),
+    matplotlib imported here first (the child and the scaling plot drawn here share that import)."""
+    if fork:
+        import scalesim.report.plots  # noqa: F401
+
+    return Forked(partial(_timeline_plot, timeline, name, directory), fork=fork)
+
+
+def _run_plots(result, name: str, directory: Path, drawn: list | None = None) -> list[Path]:
+    """The timeline plot (`drawn`: being drawn in a forked process, app/forked.py) and the scaling plot."""
+    written = [] if drawn else [_timeline_plot(result.timeline, name, directory)]
     if result.scaling:
+        from scalesim.report.plots import scaling_plot
+
+        directory.mkdir(parents=True, exist_ok=True)
         written.append(scaling_plot(result.scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
-    return written
+    return [d.result() for d in drawn or ()] + written
 
 
 def _print_run(result, uncertainty: dict | None, written: list[Path] | None, trace: Path | None,

@@ -82,9 +82,10 @@ def _periodic_plays(program: Program, play: Callable[[Program], Played]) -> tupl
     """(cut, short play, one period longer play, the short play's times, period length) when the
     step's periods repeat exactly, else None."""
     total = sum(len(t) for t in program.tasks.values())
-    if total < MIN_TASKS or not may_repeat(program):
+    seen: dict = {}
+    if total < MIN_TASKS or not may_repeat(program, seen):
         return None
-    windows = find_windows(program)
+    windows = find_windows(program, seen)
     cut = plan_cut(windows, total) if windows else None
     if cut is None:
         return None

@@ -41,6 +41,9 @@ CANDIDATES = 12
 # of the shortest such periods are tried.
 ANCHOR_TASKS = 2048
 ANCHORED = 4
+# Tasks after the anchor compared for every candidate distance at once, before each remaining
+# distance is compared over all ANCHOR_TASKS.
+_PRESIFTED = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +84,22 @@ _CALL_FIELDS = attrgetter("kind", "stream", "participants", "sm_share", "host_s"
 def signatures(program: Program) -> dict[int, np.ndarray]:
     """Per rank, a number per task: equal numbers for tasks that behave the same one period apart
     (all but name and call key, with dependencies relative to the task; plans by identity)."""
+    return _signatures(program.tasks)
+
+
+def _signatures(tasks_by_rank: dict) -> dict[int, np.ndarray]:
     known: dict[tuple, int] = {}
+    number = known.setdefault
     out = {}
-    for rank, tasks in program.tasks.items():
-        keys = [(_COMPUTE_FIELDS(t), tuple([i - d for d in t.deps])) if t.__class__ is ComputeTask
-                else (id(t.plan), _CALL_FIELDS(t), tuple([i - d for d in t.deps])) for i, t in enumerate(tasks)]
-        out[rank] = np.fromiter((known.setdefault(k, len(known)) for k in keys), np.int64, len(keys))
+    for rank, tasks in tasks_by_rank.items():
+        keys = []
+        key = keys.append
+        for i, t in enumerate(tasks):
+            deps = t.deps       # relative: one dependency as a number (the common case), more as a tuple
+            relative = (i - deps[0] if len(deps) == 1 else tuple([i - d for d in deps]) if deps else None)
+            key((_COMPUTE_FIELDS(t), relative) if t.__class__ is ComputeTask
+                else (id(t.plan), _CALL_FIELDS(t), relative))
+        out[rank] = np.array([number(k, len(known)) for k in keys], np.int64)
     return out
 
 
@@ -128,11 +141,17 @@ def anchored_periods(sig: np.ndarray) -> list[int]:
             continue
         reach = n - anchor - span          # the largest d with every compared task in the list
         distances = np.flatnonzero(sig[anchor + 1:anchor + 1 + max(reach, 0)] == sig[anchor]) + 1
-        for t in range(1, span):
+        for t in range(1, min(span, _PRESIFTED)):       # a few tasks rule out most distances at once
             if len(distances) == 0:
                 break
             distances = distances[sig[anchor + t + distances] == sig[anchor + t]]
-        out.update(int(d) for d in distances[:ANCHORED])
+        block, found = sig[anchor:anchor + span], 0
+        for d in distances.tolist():                    # the rest compared whole, shortest first
+            if found == ANCHORED:
+                break
+            if np.array_equal(sig[anchor + d:anchor + d + span], block):
+                out.add(d)
+                found += 1
     return sorted(out)
 
 
@@ -146,24 +165,34 @@ def _best_window(sig: np.ndarray, periods: list[int]) -> Window | None:
     return best
 
 
-def may_repeat(program: Program) -> bool:
+def may_repeat(program: Program, seen: dict | None = None) -> bool:
     """Whether the rank with the most tasks repeats a block over enough of them for a cut to skip
-    MIN_SKIPPED of its tasks: a cheap look (one rank's signatures) before `find_windows`."""
+    MIN_SKIPPED of its tasks: a cheap look (one rank's signatures) before `find_windows`.
+    `seen`: where to keep that rank's signatures and window for `find_windows`."""
     rank = max(program.tasks, key=lambda r: len(program.tasks[r]))
     tasks = program.tasks[rank]
-    sig = signatures(Program({rank: tasks}, program.link_capacity_bytes_per_s))[rank]
+    sig = _signatures({rank: tasks})[rank]
     window = _best_window(sig, candidate_periods(sig) + anchored_periods(sig))
+    if seen is not None:
+        seen[rank] = (sig, window)
     skippable = (window.copies - KEEP_BEFORE - KEEP_AFTER) * window.period if window is not None else 0
     return skippable >= MIN_SKIPPED * len(tasks)
 
 
-def find_windows(program: Program) -> dict[int, Window] | None:
+def find_windows(program: Program, seen: dict | None = None) -> dict[int, Window] | None:
     """Per rank, the period whose repeats would let the most tasks be skipped, taken as many times
-    as it takes for all ranks' periods to cover the same work (`_multiples`); None if a rank has none."""
-    signature = signatures(program)
+    as it takes for all ranks' periods to cover the same work (`_multiples`); None if a rank has none.
+    `seen`: ranks' (signatures, window) already found (`may_repeat`); windows depend only on which of
+    a rank's tasks are alike, not on the numbers that say so."""
+    seen = seen or {}
+    signature = _signatures({r: t for r, t in program.tasks.items() if r not in seen})
     best: dict[int, Window] = {}
-    for rank, sig in signature.items():
-        window = _best_window(sig, candidate_periods(sig) + anchored_periods(sig))
+    for rank in program.tasks:
+        if rank in seen:
+            signature[rank], window = seen[rank]
+        else:
+            sig = signature[rank]
+            window = _best_window(sig, candidate_periods(sig) + anchored_periods(sig))
         if window is None:
             return None
         best[rank] = window

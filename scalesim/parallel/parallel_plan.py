@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from scalesim.costs.finetune import FinetuneSpec
 from scalesim.parallel.placement import Placement
+from scalesim.parallel.tp_overlap import TpOverlapSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,8 @@ class ParallelPlan:
     # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
     # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
+    # Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py); None: blocking TP collectives.
+    tp_overlap: TpOverlapSpec | None = None
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

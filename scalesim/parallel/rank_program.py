@@ -17,6 +17,7 @@ from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
+from scalesim.parallel import tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -159,9 +160,11 @@ class RankProgram:
                   deps_gather: tuple[int, ...] = ()) -> int | None:
         """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
         wait = dep
+        overlap = tp_overlap.applies(self, work)
         for i, part in enumerate(work.parts):
             deps = (dep,) + deps_gather if i == 0 else (wait,)
-            if work.is_block and self.sp and kind != "backward" and (not work.moe or i <= (0 if self.whole else 1)):
+            if (work.is_block and self.sp and kind != "backward" and not overlap
+                    and (not work.moe or i <= (0 if self.whole else 1))):
                 wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
             cp_wait = None
@@ -169,13 +172,17 @@ class RankProgram:
                 cp_wait = self.call("cp", "all_gather", self.cp_group, self.b.cp_bytes, "cp", deps, ("cp",))
             name = f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else "")
             sync = self.moe_sync and work.moe and i == 1 and kind != "backward"
-            c = self.compute(name + (" + token-count sync" if sync else ""), kind, getattr(part, PASS_SECONDS[kind]),
-                             part.forward_flop * (2 if kind == "backward" else 1), deps,
-                             host_s=work.host_s[i][kind], host_sync=sync,
-                             held=self.layer_row((work.halves[i],), kind))
+            if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
+                c, wait = tp_overlap.overlapped_half(self, work, i, kind, PASS_SECONDS[kind], deps, name,
+                                                     part.forward_flop * (2 if kind == "backward" else 1))
+            else:
+                c = self.compute(name + (" + token-count sync" if sync else ""), kind,
+                                 getattr(part, PASS_SECONDS[kind]), part.forward_flop * (2 if kind == "backward" else 1),
+                                 deps, host_s=work.host_s[i][kind], host_sync=sync,
+                                 held=self.layer_row((work.halves[i],), kind))
+                wait = self._after_part(work, kind, i, c)
             if i == 0:
                 self.layer_computes.append(c)
-            wait = self._after_part(work, kind, i, c)
             if cp_wait is not None:
                 # the next step waits for both the attention half and the K/V exchange
                 self.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))

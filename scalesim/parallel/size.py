@@ -61,6 +61,9 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
+    if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
+        forward += 5 * parts        # 5 computes and 3 calls instead of 1 and 2
+        backward += 5 * parts       # 5 computes and 2 calls instead of 1 and 1
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
     shards = pl.dp * pl.cp > 1
     gathers = (1 + moe) * (plan.zero >= 3 and shards) + plan.offload_params

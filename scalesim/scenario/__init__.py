@@ -13,6 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
+from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.schema import Strict, validate
 from scalesim.topology.cluster import Fabric
@@ -252,6 +253,10 @@ class ParallelSpec(Strict):
     # DTensor's (torchtitan): each all-gather / reduce-scatter also copies the whole tensor. No effect
     # without sequence parallelism.
     sequence_parallel_layout: Literal["seq-first", "batch-first"] = "seq-first"
+    # Transformer Engine's userbuffers overlap of the sequence-parallel collectives with the GEMMs
+    # (NeMo ub_tp_comm_overlap, MLPerf TP_COMM_OVERLAP; parallel/tp_overlap.py): true, or its chunk and SM counts.
+    tp_comm_overlap: bool | TpCommOverlapSpec = False
+    _tp_overlap_sp = pydantic.field_validator("tp_comm_overlap")(tp_comm_overlap_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward

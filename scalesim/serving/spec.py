@@ -87,6 +87,11 @@ class ServingSpec(Strict):
     # Host (CPU) time per iteration not hidden behind the GPU; None: the documented default
     # (scalesim/app/serve.py, HOST_OVERHEAD_S).
     host_overhead_ms: pydantic.NonNegativeFloat | None = None
+    # The host's per-iteration work (stop checks, responses, scheduling the next batch) runs while the
+    # GPU computes the next iteration, so an iteration takes the longer of the two, not their sum
+    # (TensorRT-LLM's overlap scheduler, on by default in its PyTorch backend; SGLang's zero-overhead
+    # batch scheduler).
+    overlap_scheduler: bool = False
     requests: RequestsSpec
     slo: SloSpec = SloSpec()
 

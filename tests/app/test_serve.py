@@ -41,6 +41,20 @@ def test_at_a_rate_near_zero_ttft_is_one_prefill_and_tpot_one_decode_step():
     assert out["tpot_s"]["p50"] == pytest.approx(first, rel=1e-3)
 
 
+def test_an_overlapped_host_costs_an_iteration_only_what_exceeds_the_gpu_time():
+    """With the overlap scheduler the host's work runs beside the GPU's next iteration: a GPU-bound
+    iteration takes its GPU time alone, a host-bound one the host time, never their sum."""
+    prefill, step = [(256, 256, True)], [(1, 257, True)]
+    serial = IterationTimer(prepare_serving(scenario(host_overhead_ms=0.5)))
+    overlapped = IterationTimer(prepare_serving(scenario(host_overhead_ms=0.5, overlap_scheduler=True)))
+    gpu_only = IterationTimer(prepare_serving(scenario(host_overhead_ms=0.0)))
+    for entries in (prefill, step):
+        assert overlapped.of_entries(entries) == pytest.approx(gpu_only.of_entries(entries), rel=1e-12)
+        assert serial.of_entries(entries) == pytest.approx(gpu_only.of_entries(entries) + 0.5e-3, rel=1e-12)
+    slow_host = IterationTimer(prepare_serving(scenario(host_overhead_ms=500.0, overlap_scheduler=True)))
+    assert slow_host.of_entries(step) == pytest.approx(0.5, rel=1e-12)
+
+
 def test_latency_never_falls_as_the_rate_rises():
     sc = scenario(requests={"count": 40, "prompt_tokens": {"mean": 512, "dist": "lognormal", "max": 2048},
                             "output_tokens": {"mean": 64, "dist": "exponential", "max": 256}})

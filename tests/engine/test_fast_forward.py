@@ -156,3 +156,33 @@ def test_the_exact_option_plays_every_task(command, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr("scalesim.engine.simulator.fast_forward", lambda *a: pytest.fail("fast-forwarded"))
     assert CliRunner().invoke(main, [*command, "--exact", "--json"]).exit_code == 0
+
+
+def test_windows_found_from_what_may_repeat_saw_are_the_windows_found_afresh(small_steps):
+    from scalesim.engine.periods import may_repeat
+
+    for program in (pipeline(200), pipeline(120, stages=4, shared_link=False)):
+        seen: dict = {}
+        assert may_repeat(program, seen) and len(seen) == 1
+        assert find_windows(program, seen) == find_windows(program)
+
+
+def test_anchored_periods_are_the_shortest_distances_over_which_the_anchored_tasks_repeat():
+    import numpy as np
+
+    from scalesim.engine.periods import ANCHOR_TASKS, ANCHORED, anchored_periods
+
+    def by_definition(sig):
+        n, out = len(sig), set()
+        for anchor in (n // 4, n // 2):
+            span = min(ANCHOR_TASKS, n // 8)
+            block = sig[anchor:anchor + span]
+            out.update([d for d in range(1, n - anchor - span + 1)
+                        if np.array_equal(sig[anchor + d:anchor + d + span], block)][:ANCHORED])
+        return sorted(out)
+
+    rng = np.random.default_rng(0)
+    round_ = rng.integers(0, 3, 97)                 # a long round of few distinct tasks
+    for sig in (np.tile(round_, 90), np.tile(np.arange(5), 700), rng.integers(0, 2, 4000)):
+        assert anchored_periods(sig) == by_definition(sig)
+    assert anchored_periods(np.tile(round_, 90))[0] == 97

@@ -28,6 +28,11 @@ PLANS = [
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"offload_params": True}}),
     ("scenarios/2x4090-llama2-70b-qlora.yaml", {}),
     ("validation/scenarios/dgxc-llama3.1-405b-bf16-96gpu.yaml", {"training": {"global_batch": 24}}),
+    # Transformer Engine's TP overlap (parallel/tp_overlap.py): its halves' extra chunks and calls
+    ("validation/scenarios/dgxc-llama3.1-405b-bf16-96gpu.yaml",
+     {"training": {"global_batch": 24}, "parallel": {"tp_comm_overlap": True}}),
+    ("scenarios/64xh100-llama3-70b.yaml", {"training": {"global_batch": 64, "activation_checkpointing": "full"},
+                                           "parallel": {"tp_comm_overlap": True}}),
     ("validation/scenarios/mbridge-qwen3-30b-a3b-fp8-16xh100.yaml", {"training": {"global_batch": 64}}),
     ("validation/scenarios/mbridge-qwen3-30b-a3b-fp8-16xh100.yaml",
      {"training": {"global_batch": 64, "activation_checkpointing": "selective"}}),

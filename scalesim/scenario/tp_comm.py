@@ -1,0 +1,31 @@
+"""A scenario's `parallel.tp_comm_overlap`: Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pydantic
+
+from scalesim.schema import Strict
+
+
+class TpCommOverlapSpec(Strict):
+    """NeMo's `ub_tp_comm_overlap_cfg` as far as the simulation uses it: reduce-scatter chunks
+    (proj_fprop / fc2_fprop `num_splits`, or ring_exchange: tp chunks) and each overlapped reduce-scatter's `num_sm`.
+    Defaults: Transformer Engine's (v1.9 `initialize_ub`)."""
+
+    num_splits: pydantic.PositiveInt = 4
+    proj_fprop_sms: pydantic.PositiveInt = 16
+    fc2_fprop_sms: pydantic.PositiveInt = 16
+    qkv_wgrad_sms: pydantic.PositiveInt = 16
+    fc1_wgrad_sms: pydantic.PositiveInt = 16
+    proj_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
+    fc2_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
+
+
+def tp_comm_overlap_needs_sp(value, info: pydantic.ValidationInfo):
+    """TE overlaps the sequence-parallel all-gathers and reduce-scatters: it needs sequence parallelism."""
+    if value is not False and info.data.get("tp", 1) > 1 and not info.data.get("sequence_parallel"):
+        raise ValueError("Transformer Engine's TP communication overlap works on sequence-parallel "
+                         "collectives: tp_comm_overlap needs sequence_parallel: true (allowed without it: false)")
+    return TpCommOverlapSpec() if value is True else value

@@ -1,0 +1,63 @@
+"""Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py): the sequence-parallel collectives
+pipelined into the GEMMs beside them."""
+
+import pytest
+
+from scalesim.engine import simulate
+from scalesim.errors import InputError
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.parallel.tp_overlap import TpOverlapSpec
+from scalesim.program import CollectiveTask, ComputeTask
+from scalesim.schema import validate
+from scalesim.scenario import ParallelSpec
+from scalesim.topology import build_cluster, load_node_design
+
+DGX = build_cluster(load_node_design("dgx-h100"))
+MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 4096, "heads": 32, "vocab": 1000,
+                   "ffn": "swiglu", "ffn_hidden": 11008}, seq_len=4096)
+
+
+def program(overlap: TpOverlapSpec | None, finetune=None):
+    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash",
+                        sequence_parallel=True, tp_overlap=overlap, finetune=finetune)
+    return build_program(MODEL, DGX.gpu_spec, DGX, plan)
+
+
+def tp_calls(prog):
+    return [t for t in prog.tasks[0] if isinstance(t, CollectiveTask) and t.name.startswith("tp ")]
+
+
+def test_overlap_hides_tp_communication_but_no_more_than_it_takes():
+    blocking, overlapped = program(None), program(TpOverlapSpec())
+    slow, fast = simulate(blocking).end_s, simulate(overlapped).end_s
+    assert fast < slow
+    # the overlapped step still does all the blocking step's compute (chunked GEMMs only lose efficiency)
+    compute = sum(t.duration_s for t in blocking.tasks[0] if isinstance(t, ComputeTask))
+    assert sum(t.duration_s for t in overlapped.tasks[0] if isinstance(t, ComputeTask)) >= compute * 0.999
+    assert fast >= compute * 0.999
+
+
+def test_same_bytes_move_and_the_exchange_uses_copy_engines():
+    blocking, overlapped = tp_calls(program(None)), tp_calls(program(TpOverlapSpec(proj_fprop_sms=24)))
+    moved = lambda calls, op: sum(t.plan.size_bytes for t in calls if t.plan.op == op)   # noqa: E731
+    # forward: an all-gather and a reduce-scatter per half, both overlapped; backward: the blocking
+    # all-reduce becomes the gradient's all-gather plus the data-gradient reduce-scatter
+    assert moved(overlapped, "all_gather") + moved(overlapped, "reduce_scatter") == pytest.approx(
+        moved(blocking, "all_gather") + moved(blocking, "reduce_scatter") + 2 * moved(blocking, "all_reduce"))
+    assert all(t.sm_share == 0 for t in overlapped if t.plan.op == "all_gather")       # ring exchange, copy engine
+    assert {round(t.sm_share * DGX.gpu_spec.sms) for t in overlapped if t.plan.op == "reduce_scatter"} >= {24, 32}
+
+
+def test_more_chunks_expose_less_of_the_reduce_scatter():
+    # the last chunk's reduce-scatter is exposed: 1/num_splits of the bytes
+    exposed = {n: min(t.plan.size_bytes for t in tp_calls(program(TpOverlapSpec(num_splits=n)))
+                      if t.plan.op == "reduce_scatter") for n in (2, 4)}
+    assert exposed[4] == pytest.approx(exposed[2] / 2)
+
+
+def test_overlap_needs_sequence_parallelism():
+    with pytest.raises(InputError, match="sequence_parallel"):
+        validate(ParallelSpec, {"tp": 4, "tp_comm_overlap": True})
+    assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": True}).tp_comm_overlap \
+        == validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": {}}).tp_comm_overlap
