@@ -13,8 +13,7 @@ from scalesim.app.clusters import cluster_of, cluster_size
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
-from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
-from scalesim.costs.nanotron_kernels import with_nanotron_kernels
+from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations

@@ -112,11 +112,3 @@ def nanotron_loss_model(model: ModelSpec) -> ModelSpec:
         return layer if len(ops) == len(layer.ops) else replace(layer, ops=tuple(ops))
     return replace(model, layers=tuple(head(layer) for layer in model.layers))
 
-
-def with_nanotron_kernels(model: ModelSpec, elementwise_kernels: str, cross_entropy: str,
-                          precision: str) -> ModelSpec:
-    """`model` with nanotron's block kernels (`elementwise_kernels: nanotron`) and its loss's fp32
-    passes (`cross_entropy: fp32-upcast`, nanotron's sharded cross-entropy), each when named."""
-    if elementwise_kernels == "nanotron":
-        model = nanotron_model(model, precision)
-    return nanotron_loss_model(model) if cross_entropy == "fp32-upcast" else model
