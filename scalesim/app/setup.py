@@ -13,7 +13,7 @@ from scalesim.app.clusters import cluster_of, cluster_size
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
-from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model
+from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
@@ -187,6 +187,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
         model = eager_rope_model(model, training.precision)
+    model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")

@@ -360,8 +360,10 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             bwd += sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, d) for d in depths)
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
-        else:
-            bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO + KERNEL_OVERHEAD_S
+        else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)
+            own = op.backward_elements
+            bwd += ((t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO if own is None
+                    else _stream_s(own * batch * ELEMENT_BYTES[precision], gpu, held_sms)) + KERNEL_OVERHEAD_S
         if op.kind == "attention":
             attention_s += t
     if recompute_modules and checkpointing == "selective":

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.nanotron_kernels import nanotron_loss_model, nanotron_model
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 from scalesim.models.transformer import RMSNORM_FLOP_PER_ELEMENT
 
@@ -137,3 +138,12 @@ def gemm_gelu_model(model: ModelSpec) -> ModelSpec:
         ops = tuple(op for op in layer.ops if op.name != "gelu")
         return layer if len(ops) == len(layer.ops) else replace(layer, ops=ops)
     return replace(model, layers=tuple(without(layer) for layer in model.layers))
+
+
+def with_nanotron_kernels(model: ModelSpec, elementwise_kernels: str, cross_entropy: str,
+                          precision: str) -> ModelSpec:
+    """`model` with nanotron's block kernels (`elementwise_kernels: nanotron`) and its loss's fp32
+    passes (`cross_entropy: fp32-upcast`, nanotron's sharded cross-entropy), each when named."""
+    if elementwise_kernels == "nanotron":
+        model = nanotron_model(model, precision)
+    return nanotron_loss_model(model) if cross_entropy == "fp32-upcast" else model

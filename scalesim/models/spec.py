@@ -55,6 +55,9 @@ class OpSpec:
     cast_share: float = 1.0
     score_ops: tuple[str, ...] | None = None
     backward_only: bool = False
+    # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's
+    # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/nanotron_kernels.py)
+    backward_elements: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

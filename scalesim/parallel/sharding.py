@@ -25,10 +25,11 @@ from scalesim.models.spec import LayerSpec, OpSpec
 COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate", "expert_gate", "expert_up", "shared_gate", "shared_up",
                    "mla_q_up", "mla_kv_up")
 ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
-HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu")  # split heads / ffn columns
-VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder")
-ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention", "attn_out", "norm_attn_post", "residual_attn",
-                  "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
+# split heads / ffn columns (attention_layout, cross_entropy_pass: nanotron's copies, costs/nanotron_kernels.py)
+HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu", "attention_layout")
+VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass")
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention_layout", "attention", "attn_out", "norm_attn_post",
+                  "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
 # router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
 # expert), then (combine) unpermute and shared experts.
@@ -56,7 +57,9 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
         flop, moved, scores = flop / tp, moved / tp, scores / tp
     elif sp:
         flop, moved = flop / tp, moved / tp
-    return replace(op, flop=flop, elements_moved=moved, score_elements=scores,
+    back = (None if op.backward_elements is None      # split as its forward is
+            else op.backward_elements * moved / op.elements_moved if op.elements_moved else 0.0)
+    return replace(op, flop=flop, elements_moved=moved, score_elements=scores, backward_elements=back,
                    gemm_mnk=None if op.gemm_mnk is None else (m, n, k),
                    ring_steps=cp if op.kind == "attention" else op.ring_steps)
 

@@ -136,7 +136,8 @@ class TrainingSpec(Strict):
     # intermediates (torchtitan without compile, Hugging Face; scalesim/costs/eager.py);
     # compiled-complex-rope = torch.compile of model code whose RoPE is complex-valued (torchtitan's
     # Llama): all fused but the RoPE, which Inductor leaves to eager kernels.
-    elementwise_kernels: Literal["fused", "eager", "compiled-complex-rope"] = "fused"
+    # nanotron = its Llama block's eager SwiGLU and q/k/v layout copies (scalesim/costs/nanotron_kernels.py).
+    elementwise_kernels: Literal["fused", "eager", "compiled-complex-rope", "nanotron"] = "fused"
     # What each transformer block keeps for backward, by the framework's model code
     # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
     # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.
