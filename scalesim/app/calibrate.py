@@ -22,7 +22,7 @@ reproduces those figures:
   fitted by this same function on one source (scalesim/hardware/data/links.yaml).
 - a GPU's `gemm_efficiency` (`fp8_gemm_efficiency` for fp8 rows) from GEMM
   TFLOP/s: measured / (dense peak x the GPU's training_clock_fraction x the shape
-  factor costs/compute.py applies to that GEMM), the median over rows, so that the
+  and depth factors costs/compute.py applies to that GEMM), the median over rows, so that the
   predicted GEMM rate is the measured one; `memory_bw_efficiency` from streaming
   GB/s: measured / datasheet bandwidth, the median.
 
@@ -40,6 +40,7 @@ from pathlib import Path
 
 from scalesim.app.collective_bench import time_collective
 from scalesim.costs.compute import relative_shape_efficiency
+from scalesim.costs.gemm_depth import depth_efficiency
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
@@ -268,15 +269,18 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
     before = gpu.gemm_efficiency_for("fp8" if fp8 else "bf16")
 
     def predicted(p: GemmPoint, efficiency: float) -> float:
-        # the rate scalesim predicts for this GEMM: the clock it holds (training_clock_fraction) included
+        # the rate scalesim predicts for this GEMM: the clock it holds (training_clock_fraction) and its
+        # depth (gemm_k_overhead, costs/gemm_depth.py) included
         return (gpu.peak_flop_per_s(p.precision) * efficiency * gpu.training_clock_fraction
-                * relative_shape_efficiency(p.m, p.n, gpu) / 1e12)
+                * relative_shape_efficiency(p.m, p.n, gpu) * depth_efficiency(p.k, gpu.gemm_k_overhead, p.precision)
+                / 1e12)
 
     after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
     checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
                          predicted(p, after), True) for p in points)
     return Fit(gpu.name, field, before, round(after, 4), checks,
-               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x training clock x shape factor)")
+               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x training clock x shape and "
+               "depth factors)")
 
 
 def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:

@@ -345,6 +345,10 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
               "TensorRT-LLM)"},
         {"input": "GEMM efficiency (large GEMMs)", "value": setup.gpu.gemm_efficiency,
          "source": "catalog measurement (gpus.yaml)"},
+        *([{"input": "sustained clock under load (fraction of the clock the GEMM efficiency is stated at)",
+            "value": setup.gpu.training_clock_fraction,
+            "source": "catalog training_clock_fraction (gpus.yaml notes: power-limited clocks)"}]
+          if setup.gpu.training_clock_fraction != 1.0 else []),
         {"input": "pipeline stages", "value": s.pp,
          "source": "one batch at a time through the stages (no micro-batch pipelining across iterations)"},
     ]

@@ -175,11 +175,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                                                               for op in layer.ops):
         raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
                          "has none: allowed here: megatron", file=file, key="training.saved_activations")
-    present = modules_of({op.name for layer in model.layers for op in layer.ops})
-    idle = [m for m in training.recompute_modules or () if m not in present]
-    if idle:
+    present = ', '.join(modules_of({op.name for layer in model.layers for op in layer.ops}))
+    if idle := [m for m in training.recompute_modules or () if m not in present.split(', ')]:
         raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
-                         f"their ops); allowed here: {', '.join(present)}", file=file, key="training.recompute_modules")
+                         f"their ops); allowed here: {present or 'none (leave recompute_modules out)'}",
+                         file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations)
     if training.elementwise_kernels == "eager":

@@ -91,7 +91,7 @@ class StepBuilder:
         self.simulated = (tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp)) if symmetric
                           else tuple(range(pl.size)))
         self._simulated_set = set(self.simulated)
-        self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span) -> (plan, participants, share)
+        self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span, comm) -> (plan, participants, share)
         self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)
         self.symmetric = symmetric
         if chunks is None:
@@ -292,8 +292,8 @@ class StepBuilder:
                               for copy in pl.symmetric_copies(group, span)]
         return self.memo[key]
 
-    def _sm_share(self, plan: CollectivePlan, span: tuple[str, ...] = ()) -> float:
-        key = ("sm-share", plan.op, plan.algo, plan.ranks, ctas := self.plan.max_ctas(span))
+    def _sm_share(self, plan: CollectivePlan, ctas: int | None = None) -> float:
+        key = ("sm-share", plan.op, plan.algo, plan.ranks, ctas)
         memo = self.memo
         if key not in memo:
             memo[key] = sm_share(plan, self.topology, self.gpu.sms, ctas)
@@ -328,18 +328,18 @@ class StepBuilder:
     def _participants(self, group: tuple[int, ...]) -> int:
         return sum(1 for r in group if r in self._simulated_set)
 
-    def _collective(self, tasks: list, counters: dict, kind: str, op: str, group: tuple[int, ...],
-                    size: float, stream: str, deps: tuple[int, ...], span: tuple[str, ...] = ()) -> int | None:
+    def _collective(self, tasks: list, counters: dict, kind: str, op: str, group: tuple[int, ...], size: float,
+                    stream: str, deps: tuple[int, ...], span: tuple[str, ...] = (), comm: str | None = None) -> int | None:
         if len(group) <= 1 or size <= 0:
             return None
         counter = (kind, group[0])
         seq = counters.get(counter, 0)
         counters[counter] = seq + 1
-        call = (op, group, size, span)
+        call = (op, group, size, span, comm)
         known = self._calls.get(call)      # the same call recurs every micro-batch and layer
         if known is None:
-            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, self.plan.max_ctas(span))
-            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, span))
+            plan = cta_limited(self._with_copies(op, group, size, span), self.topology, ctas := self.plan.max_ctas(span, comm))
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, ctas))
         plan, participants, share = known
         names = self._names.get((kind, op, counter))
         if names is None:

@@ -80,9 +80,10 @@ class ParallelPlan:
         gathers Transformer Engine's FP8 block weights, a byte each; the rest as stored."""
         return 1 if self.fp8_param_gather and layer_kind == "transformer_block" else weight_bytes
 
-    def max_ctas(self, span: tuple[str, ...]) -> int | None:
-        """The CTA limit of the communicator spanning these placement dimensions, if set."""
-        name = "dp" if "dp" in span else span[0] if span else None
+    def max_ctas(self, span: tuple[str, ...], comm: str | None = None) -> int | None:
+        """The CTA limit of communicator `comm` (ep: the expert all-to-alls, whose span holds dp), else
+        of the one spanning these placement dimensions, if set."""
+        name = comm or ("dp" if "dp" in span else span[0] if span else None)
         return dict(self.nccl_max_ctas).get(name)
 
     @property

@@ -105,8 +105,8 @@ class RankProgram:
         return row
 
     def call(self, kind: str, op: str, group: tuple[int, ...], size: float, stream: str, deps,
-             span: tuple[str, ...] = ()) -> int | None:
-        return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span)
+             span: tuple[str, ...] = (), comm: str | None = None) -> int | None:
+        return self.b._collective(self.list, self.counters, kind, op, group, size, stream, deps, span, comm)
 
     def tp_op(self, op: str, deps, kind: str = "forward") -> int | None:
         """A tensor-parallel collective on the block's activations in a `kind` pass; in the batch-first
@@ -198,7 +198,7 @@ class RankProgram:
             wait = t if t is not None else wait
         if work.moe and i in (1, 2) and self.pl.ep > 1:
             a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
-                          "ep", (wait,), self.expert_span)
+                          "ep", (wait,), self.expert_span, "ep")
             if a is not None and self.plan.moe_overlap:
                 self.overlapped.append(a)
             elif a is not None:
@@ -342,8 +342,13 @@ class RankProgram:
                                host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
                                host_sync=plan.host_dispatch_s > 0)
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather and plan.optimizer != "none":   # no update
-            gathered = self.call("zero", "all_gather", self.grad_group, params_local * b.weight_bytes_per_param,
-                                 "comm", (opt,), ("dp", "cp"))
+            # the updated parameters at the bytes they are gathered in (fp8_param_gather: the blocks' in FP8)
+            per_param = [b.weight_bytes_per_param if plan.finetune is not None else
+                         plan.gathered_bytes_per_param(w.layer.kind, b.weight_bytes_per_param) for w in local_works]
+            dense = sum((b._trained(w.layer) - b._expert_trained(w.layer)) * bpp
+                        for w, bpp in zip(local_works, per_param))
+            gathered = self.call("zero", "all_gather", self.grad_group, dense, "comm", (opt,), ("dp", "cp"))
             gathered_copied(self, local_works, params_local, gathered)
-            self.call("zero_experts", "all_gather", self.edp_group, experts_local * b.weight_bytes_per_param,
+            self.call("zero_experts", "all_gather", self.edp_group,
+                      sum(b._expert_trained(w.layer) * bpp for w, bpp in zip(local_works, per_param)),
                       "comm", (opt,), ("dp", "cp"))

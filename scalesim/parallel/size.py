@@ -5,8 +5,8 @@ them, so interleaved schedules' virtual stages count in full): for each
 micro-batch, each layer runs a forward and a backward, plus its recompute,
 each in parts (attention and MLP halves under tensor or context parallelism,
 four parts for an MoE block) with their tensor-parallel calls, sequence-
-parallel gathers, context-parallel exchanges, expert all-to-alls, ZeRO-3
-gathers and reductions and offloaded-weight fetches; each chunk receives and
+parallel gathers and their layout copies, context-parallel exchanges, expert all-to-alls, ZeRO-3
+gathers and reductions (with FSDP's copies and casts) and offloaded-weight fetches; each chunk receives and
 sends its activations and gradients (four pipeline messages per chunk and
 micro-batch). Once per step: the gradient buckets' reductions, the optimizer
 step and ZeRO-1/2 gathers. Every term is the most the builder
@@ -65,9 +65,15 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
         forward += 5 * parts        # 5 computes and 3 calls instead of 1 and 2
         backward += 5 * parts       # 5 computes and 2 calls instead of 1 and 1
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
+    if plan.checkpointing == "selective" and moe and "moe" in plan.recompute_modules:
+        recompute = forward         # the MoE layer replayed whole, all-to-alls included (rank_program.py)
+    if plan.checkpointing == "selective-op":     # both halves' inputs gathered again (rank_program.py _regather)
+        recompute += 2 * sp * (1 + copies)
     shards = pl.dp * pl.cp > 1
-    gathers = (1 + moe) * (plan.zero >= 3 and shards) + plan.offload_params
-    reductions = (1 + moe) if plan.zero >= 3 and shards else 0
+    # FSDP's kernels (parallel/fsdp.py): FSDP2 copies each gathered unit out, either version passes over
+    # each gradient before its reduce-scatter
+    gathers = (1 + moe + (plan.fsdp_version == 2)) * (plan.zero >= 3 and shards) + plan.offload_params
+    reductions = (1 + moe + (plan.fsdp_version is not None)) if plan.zero >= 3 and shards else 0
     per_micro_batch = forward + backward + recompute + 2 * gathers + reductions
     once = (1 + moe) * (plan.zero in (1, 2) and plan.overlap_param_gather and shards) + moe
     return per_micro_batch, once

@@ -112,8 +112,9 @@ def _chunked(b, piece, split: str, parts: int) -> float:
 
 
 def _call(rp, op: str, size: float, deps, sms: int) -> int | None:
-    """A TP collective on the "tp" stream holding `sms` SMs (0: the copy engine)."""
-    t = rp.call("tp", op, rp.tp_group, size, "tp", tuple(d for d in deps if d is not None), ("tp",))
+    """A TP collective on the "tp" stream holding `sms` SMs (0: the copy engine); userbuffers, not an
+    NCCL communicator, so no nccl_max_ctas limit applies."""
+    t = rp.call("tp", op, rp.tp_group, size, "tp", tuple(d for d in deps if d is not None), ("tp",), "userbuffers")
     if t is not None:
         rp.list[t] = replace(rp.list[t], sm_share=min(sms, rp.b.gpu.sms) / rp.b.gpu.sms if rp.b.gpu.sms else 0.0)
     return t

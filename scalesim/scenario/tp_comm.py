@@ -28,4 +28,7 @@ def tp_comm_overlap_needs_sp(value, info: pydantic.ValidationInfo):
     if value is not False and info.data.get("tp", 1) > 1 and not info.data.get("sequence_parallel"):
         raise ValueError("Transformer Engine's TP communication overlap works on sequence-parallel "
                          "collectives: tp_comm_overlap needs sequence_parallel: true (allowed without it: false)")
+    if value is not False and info.data.get("sequence_parallel_layout") == "batch-first":
+        raise ValueError("Transformer Engine's TP communication overlap works on Megatron's (s, b, h) layout: "
+                         "tp_comm_overlap needs sequence_parallel_layout: seq-first (allowed with batch-first: false)")
     return TpCommOverlapSpec() if value is True else value

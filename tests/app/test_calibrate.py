@@ -1,12 +1,13 @@
 """`scalesim calibrate`: a user's nccl-tests and benchmark figures become a catalog folder that reproduces them."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from scalesim.app.calibrate import calibrate, gpu_of_device
+from scalesim.app.calibrate import calibrate, fit_gemm, gpu_of_device
 from scalesim.cli import main
 from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import load_catalog
@@ -64,6 +65,25 @@ def test_gemm_and_bandwidth_rows_set_the_gpu_efficiencies(tmp_path):
         assert check.after == pytest.approx(check.measured, rel=0.02)
     calibrated = load_catalog([out]).gpu("h100-sxm")
     assert calibrated.memory_bw_efficiency == by_field["memory_bw_efficiency"].after
+
+
+def test_a_calibrated_gemm_efficiency_reproduces_a_shallow_gemm_where_depth_costs():
+    # B200's catalog prices GEMM depth (gemm_k_overhead): the fit must divide it out, or the
+    # simulator, which applies it, predicts a K = 1024 GEMM slower than the rate it was fitted to.
+    from scalesim.app.measurements import GemmPoint
+    from scalesim.costs.compute import KERNEL_OVERHEAD_S, op_time_s
+    from scalesim.hardware import get_gpu
+    from scalesim.models.spec import OpSpec
+
+    gpu = get_gpu("b200")
+    assert gpu.gemm_k_overhead > 0
+    m, n, k, tflops = 16384, 4096, 1024, 1350.0          # XLA's sm_100 table (gpus.yaml b200 notes)
+    fit = fit_gemm([GemmPoint("bf16", m, n, k, tflops)], gpu, fp8=False)
+    calibrated = replace(gpu, gemm_efficiency=fit.after)
+    gemm = OpSpec("gemm", "gemm", 2.0 * m * n * k, 0.0, gemm_mnk=(m, n, k))
+    predicted = 2.0 * m * n * k / (op_time_s(gemm, calibrated, "bf16", 1) - KERNEL_OVERHEAD_S) / 1e12
+    assert predicted == pytest.approx(tflops, rel=0.01)
+    assert fit.checks[0].after == pytest.approx(tflops, rel=0.01)
 
 
 def test_a_link_off_the_path_is_refused(tmp_path):

@@ -193,3 +193,19 @@ def test_tensor_parallel_steps_pay_for_their_all_reduces_and_p2p_is_never_slower
         assert step(2, False, tokens) > step(1, False, tokens) / 2
         assert step(2, True, tokens) <= step(2, False, tokens)
     assert step(1, True, 512) == step(1, False, 512)            # one GPU sends nothing
+
+
+def test_the_assumptions_give_every_factor_of_the_gemm_rate_serving_uses():
+    # a power-limited part's clock (catalog training_clock_fraction: H100 0.92, MI300X 0.57) scales the
+    # GEMM rate serving predicts; the table a reader checks must show it beside the GEMM efficiency
+    from scalesim.app.serve import assumptions
+    from scalesim.costs.compute import achieved_peak_flop_per_s
+    for node in ("dgx-h100", "mi300x-8"):
+        data = json.loads(json.dumps(SMALL))
+        data["cluster"]["node"] = node
+        setup = prepare_serving(ServingScenario.model_validate(data))
+        rows = {r["input"]: r["value"] for r in assumptions(setup, IterationTimer(setup))}
+        factors = [v for k, v in rows.items() if k.startswith(("GEMM efficiency", "sustained clock"))]
+        assert setup.gpu.training_clock_fraction < 1.0 and len(factors) == 2
+        assert factors[0] * factors[1] * setup.gpu.bf16_flop_per_s == pytest.approx(
+            achieved_peak_flop_per_s(setup.gpu, "bf16"))

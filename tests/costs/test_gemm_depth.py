@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, layer_time, op_time_s
+from scalesim.costs.finetune import FinetuneSpec, finetune_layer_time
 from scalesim.costs.gemm_depth import REFERENCE_DEPTH, depth_efficiency
 from scalesim.hardware import get_gpu
 from scalesim.hardware.user_catalog import builtin_catalog
@@ -74,3 +75,16 @@ def test_serving_prefill_pays_the_depth_cost_too():
     for weights, slower in (("bf16", True), ("fp8", False)):
         shard = ServingShard(llama, weights=weights)
         assert (iteration_compute_s(work, shard, B200) > iteration_compute_s(work, shard, flat)) is slower
+
+
+def test_a_frozen_gemm_runs_full_trainings_data_gradient_and_no_weight_gradient():
+    # LoRA / QLoRA's frozen base GEMM computes only its input gradient, which reduces over the
+    # forward's n, as in full training: on a GPU that prices depth it is not the forward again.
+    m, n, k, batch = 2048, 512, 8192, 4
+    gemm = OpSpec("proj", "gemm", 2.0 * m * n * k, 0.0, gemm_mnk=(m, n, k))
+    layer = LayerSpec("head", "head", n * k, (gemm,), 0.0)
+    frozen = finetune_layer_time(layer, B200, "bf16", batch, FinetuneSpec("lora", 8, ("q",)))
+    full = layer_time(layer, B200, "bf16", batch)
+    weight_gradient = op_time_s(gemm, B200, "bf16", batch, depth=m * batch)
+    assert frozen.backward_s == pytest.approx(full.backward_s - weight_gradient, rel=1e-9)
+    assert frozen.backward_s > frozen.forward_s           # depth n = 512 runs slower than the forward's 8192

@@ -11,6 +11,7 @@ from scalesim.app.run import run
 from scalesim.app.setup import prepare
 from scalesim.cli import main
 from scalesim.costs.recompute import RECOMPUTE_MODULES, module_saved_bytes_per_sample
+from scalesim.errors import InputError
 from scalesim.models.zoo import get_model
 from scalesim.program import ComputeTask
 from scalesim.scenario import Scenario
@@ -98,6 +99,17 @@ def test_bad_recompute_modules_or_capacity_are_refused_naming_the_key(tmp_path, 
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert key in result.output
+
+
+def test_a_model_no_module_applies_to_says_so_instead_of_an_empty_list():
+    data = {"name": "resnet", "cluster": {"node": "dgx-h100"}, "model": "resnet50",
+            "training": {"precision": "bf16", "global_batch": 256, "micro_batch": 32,
+                         "activation_checkpointing": "selective", "recompute_modules": ["core_attn"]}}
+    with pytest.raises(InputError) as error:
+        prepare(Scenario.model_validate(data))
+    assert error.value.key == "training.recompute_modules"
+    assert not str(error.value.detail).rstrip().endswith("allowed here:")
+    assert "leave recompute_modules out" in str(error.value.detail)
 
 
 def test_searched_plans_keep_the_recompute_modules_only_with_selective_recompute():

@@ -26,6 +26,16 @@ PLANS = [
     ("scenarios/64xh100-llama3-70b.yaml", {"training": {"global_batch": 64}, "parallel": {"virtual_stages": 10}}),
     ("scenarios/64xh100-mixtral-8x22b-ep8.yaml", {"training": {"global_batch": 64}}),
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"offload_params": True}}),
+    # PyTorch FSDP's own kernels beside ZeRO-3's gathers and reductions (parallel/fsdp.py)
+    ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 2}}),
+    # Megatron-Core's "moe" recompute module replays MoE layers whole
+    ("validation/scenarios/dgxc-deepseek-v3-bf16-1024xh100-pp8.yaml", {"training": {"global_batch": 1024}}),
+    # torchtitan's per-op selective recompute gathers the sequence-parallel inputs again, with layout copies
+    ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml", {}),
+    ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml",
+     {"parallel": {"sequence_parallel_layout": "seq-first"}}),
+    ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 1}}),
+    ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"fsdp_version": 2}}),
     ("scenarios/2x4090-llama2-70b-qlora.yaml", {}),
     ("validation/scenarios/dgxc-llama3.1-405b-bf16-96gpu.yaml", {"training": {"global_batch": 24}}),
     # Transformer Engine's TP overlap (parallel/tp_overlap.py): its halves' extra chunks and calls

@@ -18,9 +18,9 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 4096, "heads": 
                    "ffn": "swiglu", "ffn_hidden": 11008}, seq_len=4096)
 
 
-def program(overlap: TpOverlapSpec | None, finetune=None):
+def program(overlap: TpOverlapSpec | None, finetune=None, ctas=()):
     plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash",
-                        sequence_parallel=True, tp_overlap=overlap, finetune=finetune)
+                        sequence_parallel=True, tp_overlap=overlap, finetune=finetune, nccl_max_ctas=ctas)
     return build_program(MODEL, DGX.gpu_spec, DGX, plan)
 
 
@@ -61,3 +61,24 @@ def test_overlap_needs_sequence_parallelism():
         validate(ParallelSpec, {"tp": 4, "tp_comm_overlap": True})
     assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": True}).tp_comm_overlap \
         == validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": {}}).tp_comm_overlap
+
+
+def test_overlap_in_torchs_batch_first_layout_is_refused_not_ignored():
+    # Transformer Engine's userbuffers overlap Megatron's (s, b, h) collectives; torch DTensor's
+    # (b, s, h) plans (sequence_parallel_layout: batch-first) have no such overlap to model
+    with pytest.raises(InputError, match="batch-first"):
+        validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "sequence_parallel_layout": "batch-first",
+                                "tp_comm_overlap": True})
+    assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "sequence_parallel_layout": "batch-first",
+                                   "tp_comm_overlap": False}).tp_comm_overlap is False
+
+
+def test_an_nccl_cta_limit_on_tp_leaves_the_userbuffers_transfers_alone():
+    # userbuffers move the overlapped collectives themselves (copy engine or their own SMs), not
+    # through an NCCL communicator, so parallel.nccl_max_ctas' tp limit does not cap them
+    def caps(ctas):
+        return sorted(f.rate_cap_bytes_per_s for t in tp_calls(program(TpOverlapSpec(), ctas=ctas))
+                      for p in t.plan.phases for f in p.flows)
+    assert caps((("tp", 1),)) == caps(())
+    assert any(c < float("inf") for t in tp_calls(program(None, ctas=(("tp", 1),)))
+               for p in t.plan.phases for c in (f.rate_cap_bytes_per_s for f in p.flows))
