@@ -86,6 +86,7 @@ class Outcome:
     status: str                  # ok | skipped | excluded
     predicted: float | None
     reason: str | None = None
+    fits: bool | None = None     # a training case: the plan fits the GPU's memory as `run` judges it
 
     @property
     def error(self) -> float | None:
@@ -99,7 +100,7 @@ class Outcome:
                 "status": self.status, "reason": self.reason, "source": self.case.source,
                 "known_miss": self.case.known_miss, "supplementary": self.case.supplementary,
                 "fitted_on": self.case.fitted_on, "disputed": self.case.disputed,
-                "collected_from": self.case.collected_from}
+                "collected_from": self.case.collected_from, "predicted_fits": self.fits}
 
 
 def cases_file() -> Path:
@@ -171,7 +172,9 @@ def _predict_training(path: Path, catalog=None, wanted: frozenset[str] | None = 
                "tflops_per_gpu": model.model_flop_per_sample * samples_per_s / gpus / 1e12, "step_time_s": step,
                "peak_memory_GiB": setup.step.memory.total / 2**30,
                # torch.cuda.max_memory_reserved of world rank 0, as torchtitan (no PP), nanotron and fsdp_qlora log it
-               "peak_reserved_GiB": setup.step.first_stage_memory.reserved / 2**30}
+               "peak_reserved_GiB": setup.step.first_stage_memory.reserved / 2**30,
+               # every measured training run really trained: a does-not-fit verdict on one is a miss
+               "fits": float(setup.step.memory.total <= setup.gpu.memory_bytes)}
     if wanted is None or "scaling_efficiency" in wanted:
         # Throughput per GPU on N GPUs over that on one, same per-GPU batch: a check of the
         # multi-GPU model that a software stack's single-GPU speed does not blur.
@@ -237,7 +240,8 @@ def evaluate_group(cases: list[Case], catalog=None) -> list[Outcome]:
         metrics = _predict(first, catalog, frozenset(c.metric for c in cases))
     except InputError as exc:
         return [Outcome(c, "skipped", None, str(exc.detail)) for c in cases]
-    return [Outcome(c, "ok", metrics[c.metric]) if c.metric in metrics else
+    fits = None if "fits" not in metrics else metrics["fits"] > 0
+    return [Outcome(c, "ok", metrics[c.metric], fits=fits) if c.metric in metrics else
             Outcome(c, "skipped", None, f"the simulation gives no {c.metric} for this case") for c in cases]
 
 

@@ -44,7 +44,9 @@ def validation_json(outcomes, summaries: dict, loso: dict, replaced: dict) -> di
                         "loso_max_abs_error": overall.max_abs_error, "loso_count": overall.count},
             "loso_by_category": {k: v.to_json() for k, v in loso.items() if k != "overall"},
             "by_category": {k: v.to_json() for k, v in summaries.items() if k not in ("overall", *APART)},
-            **{k: summaries[k].to_json() for k in APART if k in summaries}}
+            **{k: summaries[k].to_json() for k in APART if k in summaries},
+            # measured training runs (they all trained) that `run` would call does-not-fit
+            "predicted_not_to_fit": [o.case.id for o in outcomes if o.fits is False]}
 
 
 def validation_table(outcomes, summaries: dict, loso: dict | None = None) -> list[Table]:
@@ -62,6 +64,8 @@ def validation_table(outcomes, summaries: dict, loso: dict | None = None) -> lis
             status += " (in-sample: fitted on)"
         if o.case.disputed:
             status += f" (disputed: {o.case.disputed})"
+        if o.fits is False:
+            status += " (predicted not to fit, though it trained)"
         cases.add_row(o.case.id, o.case.category, o.case.metric,
                       "-" if o.predicted is None else f"{o.predicted:,.4g}", f"{o.case.measured:,.4g}",
                       _pct(o.error), status)
