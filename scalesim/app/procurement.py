@@ -155,8 +155,10 @@ def model_assumptions(setup) -> list[tuple[str, object, str]]:
              "catalog measurement (gpus.yaml)" if training.precision != "fp8" or gpu.fp8_gemm_efficiency is not None
              else "no FP8 measurement for this GPU: its 16-bit efficiency, an upper bound")]
     if gpu.training_clock_fraction != 1.0:
-        rows.append(("sustained clock in training (fraction of benchmark clock)", gpu.training_clock_fraction,
-                     "catalog (gpus.yaml notes: fitted on same-software H100:A100 ratios; power-limited clocks)"))
+        rows.append(("sustained clock in training (fraction of the clock its kernel figures were taken at)",
+                     gpu.training_clock_fraction,
+                     "catalog (gpus.yaml notes: H100/H200 fitted on Lambda's single-GPU runs, validation/fits.yaml; "
+                     "MI300X/MI325X measured under load at the power limit, AMD's MAF study)"))
     spread = setup.scenario.cluster.gpu_speed_spread
     if setup.gpus > 1:
         rows.append(("GPU work time vs the median GPU (the slowest of the job's GPUs sets the pace)",
