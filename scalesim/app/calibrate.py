@@ -336,6 +336,10 @@ def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[st
         for fit in mine:
             entry = dict(entries.get(fit.entry) or {"base": fit.entry})
             entry[fit.field] = fit.after
+            if fit.field.endswith("gemm_efficiency"):
+                # fitted through the part's training clock: pinned with it, so a later catalog's
+                # clock cannot change the GEMM rate the user measured
+                entry.setdefault("training_clock_fraction", catalog.gpu(fit.entry).training_clock_fraction)
             entry["notes"] = [*entry.get("notes", []), f"{fit.note} (was {fit.before:g})"]
             entry["source"] = sorted({*entry.get("source", []), *(f"measured: {s}" for s in sources)})
             entries[fit.entry] = entry

@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from scalesim.app.calibrate import calibrate, fit_gemm, gpu_of_device
@@ -154,6 +155,9 @@ def test_real_gemm_and_copy_figures_set_the_mi300x_efficiencies(tmp_path):
     from scalesim.costs.compute import achieved_peak_flop_per_s, relative_shape_efficiency
     rate = achieved_peak_flop_per_s(calibrated, "fp8") * relative_shape_efficiency(8192, 8192, calibrated)
     assert rate / 1e12 == pytest.approx(1159.23, rel=0.10)
+    # the overlay pins the clock it was fitted through: a later built-in clock does not move the user's rate
+    written = yaml.safe_load((tmp_path / "mine" / "gpus.yaml").read_text())["mi300x"]
+    assert written["training_clock_fraction"] == load_catalog([]).gpu("mi300x").training_clock_fraction
 
 
 REAL_H100 = Path(__file__).parents[1] / "data" / "nccl-tests-h100-issue290.txt"  # nccl-tests issue #290 (header)
