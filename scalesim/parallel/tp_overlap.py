@@ -12,9 +12,12 @@ base.py `initialize_ub` and csrc/comm_gemm_overlap.h, TE v1.9):
   chunk GEMM g and step transfer a. These all-gathers carry FP8 under an FP8 recipe ("AllGather
   buffers use fp8 when using fp8 recipe": qkv_fprop, proj_dgrad, fc1_fprop, fc2_dgrad).
 - reduce-scatter after the last GEMM (proj_fprop, fc2_fprop): `pipeline`. The GEMM runs in
-  num_splits chunks on the SMs the communication leaves (`set_sm_margin`); chunk i's reduce-scatter
+  num_splits chunks; chunk i's reduce-scatter
   runs on num_sm SMs while chunk i+1 computes; the last chunk's is exposed ("Last communication
-  chunk with max SM": UB_MAX_SM = 32). Time: G/n + (n-1) * max(G/n, r) + r.
+  chunk with max SM": UB_MAX_SM = 32). Time: G/n + (n-1) * max(G/n, r) + r. With `set_sm_margin` (the
+  scenarios' NVIDIA configs set it) every GEMM chunk is launched on the SMs the reduce-scatter leaves,
+  the first too (`sm_margin`); without it the GEMM runs on all SMs and shares them while a chunk's
+  reduce-scatter runs.
 - the data-gradient reduce-scatter of the first GEMM (qkv_wgrad, fc1_wgrad): `bulk`, on num_sm SMs
   beside that GEMM's weight-gradient GEMM; with frozen base weights (LoRA) there is none to hide it.
 
@@ -53,6 +56,9 @@ class TpOverlapSpec:
     # tokens, each partial output sent to the ring neighbour by the copy engine
     proj_fprop_ring: bool = False
     fc2_fprop_ring: bool = False
+    # `set_sm_margin` of the pipelined reduce-scatters (TE default False): every GEMM chunk of proj_fprop /
+    # fc2_fprop runs on sm_count - num_sm SMs, not only while a reduce-scatter chunk runs beside it
+    sm_margin: bool = False
 
 
 def tp_overlap_spec(cfg) -> TpOverlapSpec | None:
@@ -111,6 +117,16 @@ def _chunked(b, piece, split: str, parts: int) -> float:
     return b.memo[key]
 
 
+def _margin(b, piece, attr: str, sms: int) -> float:
+    """How much longer the piece's GEMMs take launched on the SMs a pipelined reduce-scatter leaves:
+    with `set_sm_margin` TE launches each chunk's GEMM on sm_count - num_sm SMs, the first chunk and
+    the last alike, whether or not a reduce-scatter chunk is running (transformer_engine/pytorch/csrc/
+    comm_gemm_overlap.h, TE v1.9, line 218: `_math_sms = (set_sm_margin) ? prop.multiProcessorCount -
+    num_comm_sm : prop.multiProcessorCount`, passed to every chunk's GEMM)."""
+    whole = getattr(b._layer_time(piece), attr)
+    return getattr(b._layer_time(piece, held_sms=sms), attr) / whole if whole > 0 else 1.0
+
+
 def _call(rp, op: str, size: float, deps, sms: int) -> int | None:
     """A TP collective on the "tp" stream holding `sms` SMs (0: the copy engine); userbuffers, not an
     NCCL communicator, so no nccl_max_ctas limit applies."""
@@ -139,16 +155,19 @@ def overlapped_half(rp, work, i: int, kind: str, attr: str, deps, name: str, flo
     ring = spec.proj_fprop_ring if i == 0 else spec.fc2_fprop_ring
     n = tp if ring else spec.num_splits
     if kind != "backward":
+        sms = 0 if ring else spec.proj_fprop_sms if i == 0 else spec.fc2_fprop_sms
         sec[1] *= _chunked(b, pieces[1], "m", tp)
         sec[3] *= _chunked(b, pieces[3], "m" if ring else "n", n)
+        if spec.sm_margin and sms:
+            sec[3] *= _margin(b, pieces[3], attr, sms)
         pre = run("pre", sec[0], rows[0], deps, host_s=host) if pieces[0] is not None or host else None
         start = (pre,) if pre is not None else deps
         ag = _call(rp, "all_gather", gathered, start, 0)
         x = run("gemm chunks 1..tp-1", sec[1] * (tp - 1) / tp, rows[1], start)
         y = run("gemm chunk tp + core + chunk 1", sec[1] / tp + sec[2] + sec[3] / n, rows[2] or rows[3],
                 (x, ag), flop)
-        sms = 0 if ring else spec.proj_fprop_sms if i == 0 else spec.fc2_fprop_sms
-        rs_a = _call(rp, "reduce_scatter", size * (n - 1) / n, (y,), sms)
+        # with the margin the GEMM chunks already leave the reduce-scatter its SMs (timed above)
+        rs_a = _call(rp, "reduce_scatter", size * (n - 1) / n, (y,), 0 if spec.sm_margin else sms)
         z = run("gemm chunks 2..n", sec[3] * (n - 1) / n, rows[3], (y,))
         rs_b = _call(rp, "reduce_scatter", size / n, (z, rs_a), 0 if ring else UB_MAX_SM)
         end = run("post", sec[4], rows[4], (rs_b,)) if pieces[4] is not None else rs_b

@@ -21,6 +21,8 @@ class TpCommOverlapSpec(Strict):
     fc1_wgrad_sms: pydantic.PositiveInt = 16
     proj_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
     fc2_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
+    # proj_fprop / fc2_fprop `set_sm_margin`: their GEMM chunks launched on the SMs the reduce-scatter leaves
+    sm_margin: bool = False
 
 
 def tp_comm_overlap_needs_sp(value, info: pydantic.ValidationInfo):

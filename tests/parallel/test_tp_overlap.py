@@ -82,3 +82,22 @@ def test_an_nccl_cta_limit_on_tp_leaves_the_userbuffers_transfers_alone():
     assert caps((("tp", 1),)) == caps(())
     assert any(c < float("inf") for t in tp_calls(program(None, ctas=(("tp", 1),)))
                for p in t.plan.phases for c in (f.rate_cap_bytes_per_s for f in p.flows))
+
+
+def test_sm_margin_runs_every_gemm_chunk_on_the_sms_the_reduce_scatter_leaves():
+    # TE's set_sm_margin: the pipelined last GEMM's chunks all run on sm_count - num_sm SMs, the first
+    # chunk (before any reduce-scatter) too; the reduce-scatter then takes no SMs from a running GEMM
+    spec = TpOverlapSpec(proj_fprop_sms=24, fc2_fprop_sms=24)
+    plain, margin = program(spec), program(TpOverlapSpec(proj_fprop_sms=24, fc2_fprop_sms=24, sm_margin=True))
+    chunk_time = lambda prog: sum(t.duration_s for t in prog.tasks[0] if isinstance(t, ComputeTask)   # noqa: E731
+                                  and ("chunk 1" in t.name or "chunks 2..n" in t.name))
+    assert chunk_time(margin) > chunk_time(plain)
+    # no more than the SMs left would allow: 132 / (132 - 24) times as long at most
+    sms = DGX.gpu_spec.sms
+    assert chunk_time(margin) <= chunk_time(plain) * sms / (sms - 24) * 1.001
+    holding = lambda prog: [t for t in tp_calls(prog) if t.plan.op == "reduce_scatter"       # noqa: E731
+                            and round(t.sm_share * sms) == 24]
+    assert holding(plain) and not holding(margin)
+    assert simulate(margin).end_s > simulate(plain).end_s
+    assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": {"sm_margin": True}}) \
+        .tp_comm_overlap.sm_margin
