@@ -8,6 +8,7 @@ unnoticed.
 
 import json
 
+import pytest
 import yaml
 
 from click.testing import CliRunner
@@ -142,3 +143,14 @@ def test_validate_reads_the_same_figures_as_run_without_its_extras():
     assert full["scaling_efficiency"] == result.scaling_efficiency
     assert _predict_training(path, wanted=frozenset({"samples_per_s"})) == {
         k: v for k, v in full.items() if k != "scaling_efficiency"}
+
+
+@pytest.mark.parametrize("name", ["lambda-rtx-3090-bert-large-squad", "lambda-a100-80gb-sxm4-bert-large-squad"])
+def test_lambda_bert_squad_runs_that_trained_are_predicted_to_fit(name):
+    """Issue #17: a run that really trained must not be predicted not to fit. Lambda's BERT-large SQuAD runs
+    (batch 28 on a 24 GiB card, 112 on 80 GB) trained DLE's BertForQuestionAnswering, which has no
+    vocabulary-sized logits."""
+    from scalesim.app.validate import _predict_training, cases_file
+
+    path = cases_file().parent / "scenarios" / f"{name}.yaml"
+    assert _predict_training(path, wanted=frozenset({"samples_per_s"}))["fits"] > 0

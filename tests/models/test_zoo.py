@@ -34,6 +34,9 @@ EXACT = {
     "llama3.2-1b": 1_235_814_400,    # meta-llama/Llama-3.2-1B
     "llama3.2-3b": 3_212_749_824,    # meta-llama/Llama-3.2-3B
     "phi-3-mini": 3_821_079_552,     # microsoft/Phi-3-mini-4k-instruct
+    # NVIDIA DLE BertForQuestionAnswering (vocab padded to 30528, pooler kept): Lambda's run log
+    # pytorch/results/A100_80GB_SXM4_v1/PyTorch_bert_large_squad_FP16/19-11-2022_18-45-37.txt
+    "bert-large-qa": 335_150_082,
 }
 
 # Nominal sizes from the papers' tables; we require agreement within 2%.
@@ -283,3 +286,11 @@ def test_inline_params_positive_and_grow_with_hidden_and_layers(case):
     deeper = get_model({**spec, "layers": spec["layers"] + 1}, seq_len=s)
     assert wider.params > m.params and deeper.params > m.params
     assert len(deeper.layers) == len(m.layers) + 1
+
+
+def test_bert_squad_head_holds_no_vocabulary_logits():
+    """The SQuAD span head scores 2 classes a position: its activations do not grow with the vocabulary,
+    unlike the pre-training heads' MLM logits (4 bytes a position and vocabulary entry)."""
+    qa, pre = model("bert-large-qa", seq_len=384), model("bert-large", seq_len=384)
+    assert qa.layers[-1].activation_bytes < 384 * 1024 * 4 < 384 * pre.vocab * 4 < pre.layers[-1].activation_bytes
+    assert [layer.activation_bytes for layer in qa.layers[1:-1]] == [layer.activation_bytes for layer in pre.layers[1:-1]]
