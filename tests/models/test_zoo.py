@@ -63,7 +63,9 @@ def test_all_required_names_are_in_the_zoo():
                 "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini",
                 # mixtures of experts (issue 22)
                 "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "deepseek-v3-mtp",
-                "gpt-oss-20b", "gpt-oss-120b", "llama4-scout"]
+                "gpt-oss-20b", "gpt-oss-120b", "llama4-scout",
+                # the SQuAD fine-tuning model Lambda's benchmark runs (issue 17)
+                "bert-large-qa"]
     assert sorted(model_names()) == sorted(required)
 
 
@@ -294,3 +296,16 @@ def test_bert_squad_head_holds_no_vocabulary_logits():
     qa, pre = model("bert-large-qa", seq_len=384), model("bert-large", seq_len=384)
     assert qa.layers[-1].activation_bytes < 384 * 1024 * 4 < 384 * pre.vocab * 4 < pre.layers[-1].activation_bytes
     assert [layer.activation_bytes for layer in qa.layers[1:-1]] == [layer.activation_bytes for layer in pre.layers[1:-1]]
+
+
+def test_attention_without_dropout_keeps_no_dropout_mask_or_output():
+    """Score kernels set what a block keeps: without dropout (HF OPT) neither the scores' 1-byte mask nor
+    their 2-byte dropout output is kept; the clamp keeps its 2-byte input: a*s^2 bytes less than the default."""
+    from scalesim.models.packing import attention_score_ops
+
+    base = model("gpt2-124m", seq_len=512)
+    opt = attention_score_ops(base, ("mask_add", "clamp", "softmax"))
+    heads = 12
+    assert base.layers[1].attention_score_bytes - opt.layers[1].attention_score_bytes == 1 * heads * 512 * 512
+    no_clamp = attention_score_ops(base, ("mask_add", "softmax"))
+    assert no_clamp.layers[1].attention_score_bytes == 2 * heads * 512 * 512
