@@ -146,12 +146,12 @@ def test_validate_reads_the_same_figures_as_run_without_its_extras():
 
 
 @pytest.mark.parametrize("name", ["lambda-rtx-3090-bert-large-squad", "lambda-a100-80gb-sxm4-bert-large-squad",
-                                  "neusight-h100-opt-13-train-s2048-b2"])
+                                  "neusight-h100-opt-13-train-s2048-b2", "mbridge-qwen3-235b-a22b-fp8-64xb200"])
 def test_runs_that_trained_are_predicted_to_fit(name):
     """Issue #17: a run that really trained must not be predicted not to fit. Lambda's BERT-large SQuAD runs
     (batch 28 on a 24 GiB card, 112 on 80 GB) trained DLE's BertForQuestionAnswering, which has no
     vocabulary-sized logits; NeuSight's OPT-1.3B (fp32, batch 2 x 2048) keeps no attention-dropout mask or
-    output (attention_dropout 0.0)."""
+    output (attention_dropout 0.0); Megatron Bridge's MXFP8 runs keep Transformer Engine's fp8 input copies."""
     from scalesim.app.validate import _predict_training, cases_file
 
     path = cases_file().parent / "scenarios" / f"{name}.yaml"
