@@ -17,6 +17,14 @@ from scalesim.cli import main
 from scalesim.app.validate import CATEGORIES, load_cases
 
 
+STILL_PREDICTED_NOT_TO_FIT = {
+    "lambda-rtx-3090-bert-large-squad", "lambda-rtx-4090-bert-large-squad", "lambda-a100-80gb-sxm4-bert-large-squad",
+    "lambda-h100-80gb-sxm5-bert-large-squad", "lambda-2x-rtx-3090-bert-large-squad",
+    "lambda-8x-a100-80gb-sxm4-bert-large-squad", "lambda-2023-8x-h100-80gb-sxm5-bert-large-squad-scaling",
+    "mbridge-qwen3-30b-a3b-fp8-8xgb200", "mbridge-qwen3-235b-a22b-fp8-64xb200", "neusight-h100-opt-13-train-s2048-b2",
+    "neusight-a100-80gb-pcie-opt-13-train-s2048-b2"}
+
+
 def test_every_case_cites_a_source_and_ids_are_unique():
     cases = load_cases()
     assert len({c.id for c in cases}) == len(cases) >= 47
@@ -39,6 +47,10 @@ def test_fast_subset_median_error_outside_the_fit_stays_under_twenty_percent(tmp
         if case["status"] == "ok":
             assert abs(case["error"] - (case["predicted"] - case["measured"]) / case["measured"]) < 1e-12
     assert (tmp_path / "parity.png").stat().st_size > 20_000
+    # Every measured run trained, so none may be judged "does not fit" (issue 17). The ones still
+    # judged so are listed here, to be emptied, never grown.
+    assert set(report["predicted_not_to_fit"]) <= STILL_PREDICTED_NOT_TO_FIT
+    assert report["predicted_not_to_fit"] == [c["id"] for c in report["cases"] if c["predicted_fits"] is False]
 
 
 def test_only_one_category():
