@@ -17,12 +17,8 @@ from scalesim.cli import main
 from scalesim.app.validate import CATEGORIES, load_cases
 
 
-STILL_PREDICTED_NOT_TO_FIT = {
-    "lambda-rtx-3090-bert-large-squad", "lambda-rtx-4090-bert-large-squad", "lambda-a100-80gb-sxm4-bert-large-squad",
-    "lambda-h100-80gb-sxm5-bert-large-squad", "lambda-2x-rtx-3090-bert-large-squad",
-    "lambda-8x-a100-80gb-sxm4-bert-large-squad", "lambda-2023-8x-h100-80gb-sxm5-bert-large-squad-scaling",
-    "mbridge-qwen3-30b-a3b-fp8-8xgb200", "mbridge-qwen3-235b-a22b-fp8-64xb200", "neusight-h100-opt-13-train-s2048-b2",
-    "neusight-a100-80gb-pcie-opt-13-train-s2048-b2"}
+# Emptied by fit8: the BERT QA head, OPT's score kernels and TE's fp8 inputs (validation/memory-notes.md).
+STILL_PREDICTED_NOT_TO_FIT: set[str] = set()
 
 
 def test_every_case_cites_a_source_and_ids_are_unique():
