@@ -181,7 +181,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                          f"their ops); allowed here: {present or 'none (leave recompute_modules out)'}",
                          file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
-    model = with_saved_activations(model, training.saved_activations)
+    model = with_saved_activations(model, training.saved_activations, training.precision)
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":

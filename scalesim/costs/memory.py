@@ -174,7 +174,29 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
 #   rotary kernel: k and v are held twice (2*2*s*kv_dim bytes more). With grouped-query attention each of
 #   q, k, v is its own copy and the first k, v are freed after the concatenation. The block has no dropout,
 #   so the count's two 1-byte masks (s*h each) are not kept. Without GQA: 20*s*h + 8*s*f bytes per sample.
-SAVED_ACTIVATIONS = ("megatron", "nanotron")
+# transformer-engine: Megatron-Core built from Transformer Engine modules (Megatron Bridge, NeMo); as megatron,
+#   and under precision fp8 each TE linear keeps the fp8 copy of its input it cast for the forward GEMM, not the
+#   16-bit input: Linear, LayerNormLinear and GroupedLinear save the quantized `inputmat` / `ln_out` with
+#   `update_usage(rowwise_usage=False)`, the column-wise data the wgrad GEMM reads (transformer_engine/pytorch/
+#   module/linear.py, layernorm_linear.py, TE 2.x: "Input with column-wise usage is needed for wgrad GEMM").
+SAVED_ACTIVATIONS = ("megatron", "nanotron", "transformer-engine")
+# An fp8 element and its share of MXFP8's E8M0 block scale (one byte per 32 elements; the OCP MX spec).
+FP8_SAVED_BYTES = 1.0 + 1.0 / 32
+# Linear layers whose input a block keeps (gate and up share theirs, counted once): Korthikanti's 2sh inputs
+# of QKV, the projection and the MLP, and the MoE count's permuted tokens and expert products (models/moe.py).
+TE_LINEAR_INPUTS = ("qkv", "attn_out", "mlp_up", "mlp_down", "expert_up", "expert_down", "shared_up", "shared_down")
+
+
+def te_fp8_input_saving(layer) -> float:
+    """Bytes per sample a block keeps less when its TE linears save fp8 inputs instead of 16-bit ones.
+
+    >>> from scalesim.models.transformer import transformer_block
+    >>> b = transformer_block("b", s=8, h=16, heads=4, kv_heads=4, f=64, ffn="gelu", bias=True)
+    >>> te_fp8_input_saving(b) == (2 - FP8_SAVED_BYTES) * 8 * (16 + 16 + 16 + 64)
+    True
+    """
+    return sum((2.0 - FP8_SAVED_BYTES) * op.gemm_mnk[0] * op.gemm_mnk[2] * op.groups
+               for op in layer.ops if op.name in TE_LINEAR_INPUTS and op.gemm_mnk is not None)
 
 
 def nanotron_extra_bytes(layer, grouped_query: bool) -> float:
@@ -197,9 +219,13 @@ def nanotron_extra_bytes(layer, grouped_query: bool) -> float:
     return extra
 
 
-def with_saved_activations(model: ModelSpec, style: str) -> ModelSpec:
+def with_saved_activations(model: ModelSpec, style: str, precision: str = "bf16") -> ModelSpec:
     """`model` with its transformer blocks keeping what `style`'s model code saves (SAVED_ACTIVATIONS)."""
-    if style == "megatron":
+    if style == "transformer-engine" and precision == "fp8":
+        return replace(model, layers=tuple(
+            replace(layer, activation_bytes=layer.activation_bytes - te_fp8_input_saving(layer))
+            if layer.kind == "transformer_block" else layer for layer in model.layers))
+    if style in ("megatron", "transformer-engine"):
         return model
     grouped = model.heads is not None and model.kv_heads is not None and model.kv_heads != model.heads
     layers = tuple(replace(layer, activation_bytes=layer.activation_bytes + nanotron_extra_bytes(layer, grouped))

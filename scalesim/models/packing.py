@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalesim.models.spec import ModelSpec
+from scalesim.models.spec import DEFAULT_SCORE_SAVED_BYTES, SCORE_OP_SAVED_BYTES, ModelSpec
 from scalesim.models.transformer import bert_pretraining_head
 
 
@@ -78,14 +78,22 @@ def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
 
 def attention_score_ops(model: ModelSpec, score_ops: tuple[str, ...]) -> ModelSpec:
     """`model` whose eager (naive) attention runs `score_ops` on its scores (OpSpec.score_ops,
-    priced by costs/score_ops.py); flash and fused attention ignore them.
+    priced by costs/score_ops.py); flash and fused attention ignore them. The scores each block keeps
+    for backward follow the kernels (SCORE_OP_SAVED_BYTES): Hugging Face OPT's clamp and softmax keep
+    4 bytes a score, no dropout mask or output, against the default's 5.
 
     >>> from scalesim.models.zoo import get_model
     >>> opt = attention_score_ops(get_model("gpt2-124m", seq_len=512), ("mask_add", "clamp", "softmax"))
     >>> {op.score_ops for layer in opt.layers for op in layer.ops if op.kind == "attention"}
     {('mask_add', 'clamp', 'softmax')}
+    >>> opt.layers[1].attention_score_bytes / get_model("gpt2-124m", seq_len=512).layers[1].attention_score_bytes
+    0.8
     """
-    return _with_attention_fields(model, score_ops=tuple(score_ops))
+    saved = sum(SCORE_OP_SAVED_BYTES[name] for name in score_ops) / DEFAULT_SCORE_SAVED_BYTES
+    kept = replace(model, layers=tuple(
+        replace(layer, attention_score_bytes=layer.attention_score_bytes * saved)
+        if any(op.kind == "attention" for op in layer.ops) else layer for layer in model.layers))
+    return _with_attention_fields(kept, score_ops=tuple(score_ops))
 
 
 def _with_attention_fields(model: ModelSpec, **fields) -> ModelSpec:

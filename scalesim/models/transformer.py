@@ -238,6 +238,23 @@ def bert_pretraining_head(s: int, h: int, vocab: int, mlm_rows: int | None = Non
                      activation_bytes=float(8 * s * h + 4 * s * vocab + 4 * h))
 
 
+def bert_qa_head(s: int, h: int) -> LayerSpec:
+    """BERT's pooler and its SQuAD span head, as NVIDIA DeepLearningExamples' BertForQuestionAnswering
+    builds it (PyTorch/LanguageModeling/BERT modeling.py, run by run_squad.py): `qa_outputs`, a dense
+    h->2 over every position (start and end logits), each a softmax cross-entropy over the s positions.
+    BertModel keeps its pooler (h->h on [CLS]); run_squad.py leaves it out of the optimizer, which
+    is not modelled (1M parameters). No vocabulary projection: the MLM and NSP heads are not built.
+
+    Activations: qa_outputs input 2sh, fp32 logits 4*s*2 (as for `lm_head`), pooler input 2h.
+    """
+    ops = (gemm_op("pooler", 1, h, h, bias=True),
+           elementwise_op("pooler_tanh", h, flop_per_element=GELU_FLOP_PER_ELEMENT),
+           gemm_op("qa_outputs", s, 2, h, bias=True),
+           _loss_op(s, 2))
+    return LayerSpec("qa_head", "head", (h * h + h) + (2 * h + 2), ops,
+                     activation_bytes=float(2 * s * h + 4 * s * 2 + 2 * h))
+
+
 # -------------------------------------------------------------------- models
 
 def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, heads: int, vocab: int,
@@ -252,7 +269,8 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
       rotary positions (Llama), which have no parameters.
     post_norm: BERT's post-LayerNorm blocks, whose extra norm sits in the embedding.
-    head: "lm" (projection to vocab + loss) or "bert" (pooler, MLM and NSP heads).
+    head: "lm" (projection to vocab + loss), "bert" (pooler, MLM and NSP heads) or "bert-qa"
+      (pooler and the SQuAD span head, `bert_qa_head`).
     moe: a `MoESpec` (mixture-of-experts MLP in its MoE blocks); mla: an `MLASpec` (DeepSeek's
       multi-head latent attention); both built by `scalesim.models.moe`. mtp_layers: DeepSeek-V3's
       multi-token-prediction modules after the head (`scalesim.models.moe.mtp_layers`).
@@ -262,7 +280,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     """
     kv_heads = heads if kv_heads is None else kv_heads
     f = 4 * hidden if ffn_hidden is None else ffn_hidden
-    if (head_dim is None and hidden % heads) or heads % kv_heads or norm not in NORMS or head not in ("lm", "bert"):
+    if (head_dim is None and hidden % heads) or heads % kv_heads or norm not in NORMS or head not in ("lm", "bert", "bert-qa"):
         raise ValueError(f"inconsistent transformer shape for {name!r}")
     s, h = seq_len, hidden
     emb = token_embedding(s, h, vocab, max_positions=max_positions, token_types=token_types,
@@ -278,7 +296,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                             **block) for i in range(layers)]
     tail = [] if post_norm else [final_norm(s, h, norm)]
     tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"
-                else bert_pretraining_head(s, h, vocab))
+                else bert_qa_head(s, h) if head == "bert-qa" else bert_pretraining_head(s, h, vocab))
     all_layers = (emb, *blocks, *tail)
     if mtp_layers:
         from scalesim.models.moe import moe_block, mtp_layers as mtp_module

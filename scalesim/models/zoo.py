@@ -27,6 +27,8 @@ GPT3_SOURCE = "Brown et al. 2020, 'Language Models are Few-Shot Learners', Table
 LLAMA2_SOURCE = "Touvron et al. 2023, 'Llama 2', Table 1; HF meta-llama/Llama-2-*-hf config.json"
 LLAMA3_SOURCE = "Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; HF meta-llama/Llama-3.1-* config.json"
 BERT_SOURCE = "Devlin et al. 2019, BERT, Sec. 3; HF google-bert/bert-*-uncased config.json"
+BERT_DLE_SQUAD_SOURCE = ("NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT run_squad.py and modeling.py "
+                         "BertForQuestionAnswering; Lambda deeplearning-benchmark run log (335,150,082 weights)")
 VIT_SOURCE = "Dosovitskiy et al. 2021, ViT, Table 1; torchvision vit_b_16 / vit_l_16"
 HF = "https://huggingface.co/{}/blob/main/config.json"
 MISTRAL_SOURCE = "Jiang et al. 2023, 'Mistral 7B', Table 1; " + HF.format("mistralai/Mistral-7B-v0.1")
@@ -202,6 +204,12 @@ _ZOO: dict[str, _Entry] = {
     "bert-large": _tok("bert", "335,141,888 (HF bert-large-uncased, with pooler)",
                        "BERT large, 24 x 1024, MLM+NSP pre-training heads", BERT_SOURCE, 512,
                        dict(layers=24, hidden=1024, heads=16, **_BERT)),
+    # BertForQuestionAnswering as NVIDIA DLE's run_squad.py builds it: the vocabulary padded to a multiple
+    # of 8 (30528, run_squad.py "Padding for divisibility by 8"), the pooler kept, the span head instead of
+    # the pre-training heads. 335,150,082 is the count Lambda's run log prints (validation/cases.yaml notes).
+    "bert-large-qa": _tok("bert", "335,150,082 (NVIDIA DLE BertForQuestionAnswering)",
+                          "BERT large, 24 x 1024, SQuAD span head (NVIDIA DLE run_squad.py)", BERT_DLE_SQUAD_SOURCE,
+                          512, dict(layers=24, hidden=1024, heads=16, **{**_BERT, "vocab": 30528, "head": "bert-qa"})),
     "vit-b16": _Entry("vit", "86M (torchvision 86,567,656)", "ViT-B/16 at 224x224 (197 tokens), 1000 classes",
                       (VIT_SOURCE,), config=dict(layers=12, hidden=768, heads=12)),
     "vit-l16": _Entry("vit", "307M (torchvision 304,326,632)", "ViT-L/16 at 224x224 (197 tokens), 1000 classes",

@@ -141,7 +141,8 @@ class TrainingSpec(Strict):
     # What each transformer block keeps for backward, by the framework's model code
     # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
     # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.
-    saved_activations: Literal["megatron", "nanotron"] = "megatron"
+    # transformer-engine = megatron, with fp8 linears keeping their fp8 input copies (precision fp8).
+    saved_activations: Literal["megatron", "nanotron", "transformer-engine"] = "megatron"
     # auto: flash in 16-bit/fp8, naive in fp32/tf32. flash: a typical flash kernel for the GPU's
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager

@@ -146,3 +146,21 @@ def test_rank_0_reports_the_first_pipeline_stage_not_the_most_loaded_one():
     first = step.first_stage_memory
     assert first.total < step.memory.total
     assert first.weights > 0 and step.stages[0].in_flight >= step.stages[-1].in_flight
+
+
+def test_transformer_engine_fp8_linears_keep_fp8_inputs():
+    """TE's fp8 linears keep 1-byte (+ MXFP8 scale) copies of their inputs: a block keeps less than
+    Korthikanti's 16-bit count under fp8, and exactly that count in bf16."""
+    from scalesim.costs.memory import with_saved_activations
+    from scalesim.models import get_model
+
+    model = get_model("qwen3-30b-a3b", seq_len=4096)
+    fp8 = with_saved_activations(model, "transformer-engine", "fp8")
+    bf16 = with_saved_activations(model, "transformer-engine", "bf16")
+    s, h, k, f = 4096, 2048, 8, 768
+    # inputs of QKV (h), the projection (32 heads x 128), the experts' fc1 (k copies of h) and fc2 (k x f)
+    inputs = s * (h + 32 * 128 + k * h + k * f)
+    for m, t, b in zip(model.layers, fp8.layers, bf16.layers):
+        assert b.activation_bytes == m.activation_bytes
+        if m.kind == "transformer_block":
+            assert inputs * 0.9 < m.activation_bytes - t.activation_bytes < inputs

@@ -34,6 +34,9 @@ EXACT = {
     "llama3.2-1b": 1_235_814_400,    # meta-llama/Llama-3.2-1B
     "llama3.2-3b": 3_212_749_824,    # meta-llama/Llama-3.2-3B
     "phi-3-mini": 3_821_079_552,     # microsoft/Phi-3-mini-4k-instruct
+    # NVIDIA DLE BertForQuestionAnswering (vocab padded to 30528, pooler kept): Lambda's run log
+    # pytorch/results/A100_80GB_SXM4_v1/PyTorch_bert_large_squad_FP16/19-11-2022_18-45-37.txt
+    "bert-large-qa": 335_150_082,
 }
 
 # Nominal sizes from the papers' tables; we require agreement within 2%.
@@ -60,7 +63,9 @@ def test_all_required_names_are_in_the_zoo():
                 "gemma2-27b", "llama3.2-1b", "llama3.2-3b", "phi-3-mini",
                 # mixtures of experts (issue 22)
                 "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "deepseek-v3-mtp",
-                "gpt-oss-20b", "gpt-oss-120b", "llama4-scout"]
+                "gpt-oss-20b", "gpt-oss-120b", "llama4-scout",
+                # the SQuAD fine-tuning model Lambda's benchmark runs (issue 17)
+                "bert-large-qa"]
     assert sorted(model_names()) == sorted(required)
 
 
@@ -283,3 +288,24 @@ def test_inline_params_positive_and_grow_with_hidden_and_layers(case):
     deeper = get_model({**spec, "layers": spec["layers"] + 1}, seq_len=s)
     assert wider.params > m.params and deeper.params > m.params
     assert len(deeper.layers) == len(m.layers) + 1
+
+
+def test_bert_squad_head_holds_no_vocabulary_logits():
+    """The SQuAD span head scores 2 classes a position: its activations do not grow with the vocabulary,
+    unlike the pre-training heads' MLM logits (4 bytes a position and vocabulary entry)."""
+    qa, pre = model("bert-large-qa", seq_len=384), model("bert-large", seq_len=384)
+    assert qa.layers[-1].activation_bytes < 384 * 1024 * 4 < 384 * pre.vocab * 4 < pre.layers[-1].activation_bytes
+    assert [layer.activation_bytes for layer in qa.layers[1:-1]] == [layer.activation_bytes for layer in pre.layers[1:-1]]
+
+
+def test_attention_without_dropout_keeps_no_dropout_mask_or_output():
+    """Score kernels set what a block keeps: without dropout (HF OPT) neither the scores' 1-byte mask nor
+    their 2-byte dropout output is kept; the clamp keeps its 2-byte input: a*s^2 bytes less than the default."""
+    from scalesim.models.packing import attention_score_ops
+
+    base = model("gpt2-124m", seq_len=512)
+    opt = attention_score_ops(base, ("mask_add", "clamp", "softmax"))
+    heads = 12
+    assert base.layers[1].attention_score_bytes - opt.layers[1].attention_score_bytes == 1 * heads * 512 * 512
+    no_clamp = attention_score_ops(base, ("mask_add", "softmax"))
+    assert no_clamp.layers[1].attention_score_bytes == 2 * heads * 512 * 512
