@@ -52,7 +52,7 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     if plan.fsdp_version == 2:
         seconds = KERNEL_OVERHEAD_S + params * (grad + reduced) / bandwidth
         return rp.compute("fsdp reduce-scatter copy-in", "other", seconds, 0.0, deps, host_s=plan.host_dispatch_s)
-    passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])       # divide, then the cast
+    passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])   # the divide; the cast when wider
     seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / bandwidth
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
                                deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
