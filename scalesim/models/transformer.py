@@ -106,7 +106,7 @@ def dropout_op(name: str, n: int) -> OpSpec:
     return OpSpec(name, "elementwise", float(n), 2.5 * n, backward_elements=2.5 * n)
 
 
-def eager_bert_ops(s: int, h: int, q_dim: int, kv_dim: int) -> dict[str, OpSpec]:
+def eager_bert_ops(s: int, h: int, q_dim: int, kv_dim: int, f: int) -> dict[str, tuple[OpSpec, ...]]:
     """Kernels eager BERT code runs beyond scalesim's fused block, keyed by the op they follow.
 
     NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT/modeling.py (BertSelfAttention,
@@ -120,10 +120,17 @@ def eager_bert_ops(s: int, h: int, q_dim: int, kv_dim: int) -> dict[str, OpSpec]
       (costs/nanotron_kernels.py), so tensor parallelism splits it by heads.
     - `self.dropout(hidden_states)` after the attention output and after the MLP's down-projection
       (hidden_dropout_prob 0.1, before the residual add and LayerNorm): `dropout_op` each.
+    - Bias gradients: the linears are nn.Linear with biases (the up-projection's bias added in the
+      scripted bias_gelu); autograd reduces each bias's gradient from the output gradient, a kernel
+      reading the s x n gradient (`sum_to` of the broadcast bias), outside the GEMMs. Backward only:
+      s (q + 2 kv + h + f + h) elements, f the MLP width.
     """
     copies = float(2 * s * (q_dim + 2 * kv_dim) + 2 * s * q_dim)
-    return {"qkv": OpSpec("attention_layout", "elementwise", 0.0, copies, backward_elements=copies),
-            "attn_out": dropout_op("dropout_attn", s * h), "mlp_down": dropout_op("dropout_mlp", s * h)}
+    return {"qkv": (OpSpec("attention_layout", "elementwise", 0.0, copies, backward_elements=copies),),
+            "attn_out": (dropout_op("dropout_attn", s * h),),
+            "mlp_down": (dropout_op("dropout_mlp", s * h),
+                         OpSpec("bias_grads", "elementwise", 0.0, float(s * (q_dim + 2 * kv_dim + 2 * h + f)),
+                                backward_only=True))}
 
 
 def attention_score_bytes(s: int, heads: int) -> float:
@@ -177,8 +184,8 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
         raise ValueError(f"ffn must be one of {FFNS}, not {ffn!r}")
     mlp.append(elementwise_op("residual_mlp", s * h, inputs=2))
     if eager_bert:                                  # each extra kernel right after the op it follows
-        extra = eager_bert_ops(s, h, q_dim, kv_dim)
-        attn, mlp = ([x for op in part for x in ((op, extra[op.name]) if op.name in extra else (op,))]
+        extra = eager_bert_ops(s, h, q_dim, kv_dim, f)
+        attn, mlp = ([x for op in part for x in (op, *extra.get(op.name, ()))]
                      for part in (attn, mlp))
 
     n1, n2 = norm_op("norm_attn", s * h, h, norm), norm_op("norm_mlp", s * h, h, norm)

@@ -329,3 +329,12 @@ def test_dle_squad_bert_runs_its_eager_copies_and_hidden_dropouts():
         assert gemms == [op.flop for op in plain.ops if op.kind in ("gemm", "attention")]
     extra = [op for op in qa.layers[1].ops if op.name in ("attention_layout", "dropout_attn", "dropout_mlp")]
     assert all(op.kind == "elementwise" and op.backward_elements == op.elements_moved for op in extra)
+
+
+def test_dle_squad_bert_reduces_each_bias_gradient_in_backward_only():
+    """Autograd reduces each linear's bias gradient from its s x n output gradient in a kernel of its own:
+    backward only, reading every biased GEMM's output once (n summed over the block's GEMMs)."""
+    block = model("bert-large-qa", seq_len=384).layers[1]
+    grads = [op for op in block.ops if op.name == "bias_grads"]
+    assert len(grads) == 1 and grads[0].backward_only and grads[0].flop == 0
+    assert grads[0].elements_moved == sum(op.gemm_mnk[0] * op.gemm_mnk[1] for op in block.ops if op.kind == "gemm")
