@@ -100,6 +100,39 @@ def block_activation_bytes(s: int, h: int, kv_dim: int, f: int, ffn: str) -> flo
     return float(7 * s * h + 4 * s * kv_dim + mlp + 4 * s * h)
 
 
+def dropout_op(name: str, n: int) -> OpSpec:
+    """PyTorch dropout over n 16-bit elements: reads the input, writes the output and its 1-byte
+    mask (2.5 element passes); its backward reads the gradient and the mask and writes (2.5)."""
+    return OpSpec(name, "elementwise", float(n), 2.5 * n, backward_elements=2.5 * n)
+
+
+def eager_bert_ops(s: int, h: int, q_dim: int, kv_dim: int, f: int) -> dict[str, tuple[OpSpec, ...]]:
+    """Kernels eager BERT code runs beyond scalesim's fused block, keyed by the op they follow.
+
+    NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT/modeling.py (BertSelfAttention,
+    BertSelfOutput, BertOutput; the code Lambda's SQuAD runs use):
+    - `transpose_for_scores` permutes q and v to (b, heads, s, d) and k to (b, heads, d, s) as
+      views; torch.matmul folds the batch dimensions with `reshape`, which cannot view a permuted
+      tensor and copies q, k and v; `context_layer.permute(0, 2, 1, 3).contiguous()` copies the
+      context. Each copy reads and writes its tensor once: 2 (q + 2 kv) + 2 q elements; backward
+      copies the four gradients back the same way (PermuteBackward of a non-contiguous gradient
+      into the GEMMs' reshapes), as many elements. Named attention_layout, as nanotron's copies
+      (costs/nanotron_kernels.py), so tensor parallelism splits it by heads.
+    - `self.dropout(hidden_states)` after the attention output and after the MLP's down-projection
+      (hidden_dropout_prob 0.1, before the residual add and LayerNorm): `dropout_op` each.
+    - Bias gradients: the linears are nn.Linear with biases (the up-projection's bias added in the
+      scripted bias_gelu); autograd reduces each bias's gradient from the output gradient, a kernel
+      reading the s x n gradient (`sum_to` of the broadcast bias), outside the GEMMs. Backward only:
+      s (q + 2 kv + h + f + h) elements, f the MLP width.
+    """
+    copies = float(2 * s * (q_dim + 2 * kv_dim) + 2 * s * q_dim)
+    return {"qkv": (OpSpec("attention_layout", "elementwise", 0.0, copies, backward_elements=copies),),
+            "attn_out": (dropout_op("dropout_attn", s * h),),
+            "mlp_down": (dropout_op("dropout_mlp", s * h),
+                         OpSpec("bias_grads", "elementwise", 0.0, float(s * (q_dim + 2 * kv_dim + 2 * h + f)),
+                                backward_only=True))}
+
+
 def attention_score_bytes(s: int, heads: int) -> float:
     """Korthikanti et al. 2022 eq. 1, the 5*a*s^2 term at b=1: softmax input and output
     (2 bytes each) and dropout mask (1 byte) per score. Flash attention stores none."""
@@ -112,13 +145,14 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
                       ffn: str = "gelu", bias: bool = True, norm: str = "layernorm",
                       post_norm: bool = False, rotary: bool = False, causal: bool = True,
                       head_dim: int | None = None, qkv_bias: bool = False,
-                      sandwich_norm: bool = False) -> LayerSpec:
+                      sandwich_norm: bool = False, eager_bert: bool = False) -> LayerSpec:
     """One transformer block for one sample of s tokens.
 
     Pre-norm (GPT-2/3, Llama, ViT): x + attn(norm(x)), then x + mlp(norm(x)).
     Post-norm (BERT): norm(x + attn(x)), then norm(x + mlp(x)).
     head_dim: when heads x head_dim is not h (Gemma 2). qkv_bias: biases on q, k and v
     only (Qwen2). sandwich_norm: a norm also after attention and after the MLP (Gemma 2).
+    eager_bert: the kernels eager BERT code adds (`eager_bert_ops`).
     """
     d = head_dim or h // heads
     q_dim = heads * d
@@ -149,6 +183,10 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
     else:
         raise ValueError(f"ffn must be one of {FFNS}, not {ffn!r}")
     mlp.append(elementwise_op("residual_mlp", s * h, inputs=2))
+    if eager_bert:                                  # each extra kernel right after the op it follows
+        extra = eager_bert_ops(s, h, q_dim, kv_dim, f)
+        attn, mlp = ([x for op in part for x in (op, *extra.get(op.name, ()))]
+                     for part in (attn, mlp))
 
     n1, n2 = norm_op("norm_attn", s * h, h, norm), norm_op("norm_mlp", s * h, h, norm)
     ops = attn + [n1] + mlp + [n2] if post_norm else [n1] + attn + [n2] + mlp
@@ -163,13 +201,14 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
 
 
 def token_embedding(s: int, h: int, vocab: int, *, max_positions: int | None,
-                    token_types: int = 0, norm: str | None = None) -> LayerSpec:
+                    token_types: int = 0, norm: str | None = None, dropout: bool = False) -> LayerSpec:
     """Token embedding, plus learned positions (GPT-2/3, BERT) and token types and a
     LayerNorm (BERT). max_positions None means rotary positions (no parameters).
 
     Activations (Korthikanti et al. 2022, Sec. 4.3): the embedding dropout mask,
     s*h bytes; the lookup itself keeps only the token ids (negligible); BERT's
-    embedding LayerNorm keeps its input, 2sh.
+    embedding LayerNorm keeps its input, 2sh. dropout: the dropout kernel itself runs
+    (`dropout_op`; BertEmbeddings' `self.dropout` in eager BERT code, `eager_bert_ops`).
     """
     ops = [OpSpec("token_embedding", "embedding", 0.0, float(s + 2 * s * h))]   # ids, rows, out
     params = vocab * h
@@ -184,6 +223,8 @@ def token_embedding(s: int, h: int, vocab: int, *, max_positions: int | None,
         ops.append(norm_op("embedding_norm", s * h, h, norm))
         params += norm_params(h, norm)
         act += 2 * s * h
+    if dropout:
+        ops.append(dropout_op("dropout_embedding", s * h))
     return LayerSpec("embedding", "embedding", params, tuple(ops), activation_bytes=act)
 
 
@@ -263,7 +304,8 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                       max_positions: int | None = None, post_norm: bool = False,
                       token_types: int = 0, head: str = "lm", family: str = "inline",
                       source: tuple[str, ...] = (), head_dim: int | None = None, qkv_bias: bool = False,
-                      sandwich_norm: bool = False, moe=None, mla=None, mtp_layers: int = 0) -> ModelSpec:
+                      sandwich_norm: bool = False, moe=None, mla=None, mtp_layers: int = 0,
+                      eager_bert: bool = False) -> ModelSpec:
     """A token transformer (decoder or encoder) built for sequences of seq_len tokens.
 
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
@@ -274,6 +316,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     moe: a `MoESpec` (mixture-of-experts MLP in its MoE blocks); mla: an `MLASpec` (DeepSeek's
       multi-head latent attention); both built by `scalesim.models.moe`. mtp_layers: DeepSeek-V3's
       multi-token-prediction modules after the head (`scalesim.models.moe.mtp_layers`).
+    eager_bert: the embedding's and blocks' extra eager kernels (`eager_bert_ops`).
 
     Arguments are assumed valid (the zoo validates user input); impossible shapes
     raise ValueError.
@@ -284,10 +327,12 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
         raise ValueError(f"inconsistent transformer shape for {name!r}")
     s, h = seq_len, hidden
     emb = token_embedding(s, h, vocab, max_positions=max_positions, token_types=token_types,
-                          norm=norm if post_norm else None)
+                          norm=norm if post_norm else None, dropout=eager_bert)
     block = dict(s=s, h=h, heads=heads, kv_heads=kv_heads, f=f, ffn=ffn, bias=bias, norm=norm,
                  post_norm=post_norm, rotary=max_positions is None, causal=head == "lm",
                  head_dim=head_dim, qkv_bias=qkv_bias, sandwich_norm=sandwich_norm)
+    if eager_bert:
+        block["eager_bert"] = True
     if moe is None and mla is None:
         blocks = [transformer_block(f"block{i}", **block) for i in range(layers)]
     else:

@@ -209,7 +209,8 @@ _ZOO: dict[str, _Entry] = {
     # the pre-training heads. 335,150,082 is the count Lambda's run log prints (validation/cases.yaml notes).
     "bert-large-qa": _tok("bert", "335,150,082 (NVIDIA DLE BertForQuestionAnswering)",
                           "BERT large, 24 x 1024, SQuAD span head (NVIDIA DLE run_squad.py)", BERT_DLE_SQUAD_SOURCE,
-                          512, dict(layers=24, hidden=1024, heads=16, **{**_BERT, "vocab": 30528, "head": "bert-qa"})),
+                          512, dict(layers=24, hidden=1024, heads=16, **{**_BERT, "vocab": 30528, "head": "bert-qa",
+                                                                                   "eager_bert": True})),
     "vit-b16": _Entry("vit", "86M (torchvision 86,567,656)", "ViT-B/16 at 224x224 (197 tokens), 1000 classes",
                       (VIT_SOURCE,), config=dict(layers=12, hidden=768, heads=12)),
     "vit-l16": _Entry("vit", "307M (torchvision 304,326,632)", "ViT-L/16 at 224x224 (197 tokens), 1000 classes",

@@ -29,7 +29,7 @@ ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
 HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu", "attention_layout")
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass")
 ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention_layout", "attention", "attn_out", "norm_attn_post",
-                  "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
+                  "dropout_attn", "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
 # router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
 # expert), then (combine) unpermute and shared experts.

@@ -309,3 +309,32 @@ def test_attention_without_dropout_keeps_no_dropout_mask_or_output():
     assert base.layers[1].attention_score_bytes - opt.layers[1].attention_score_bytes == 1 * heads * 512 * 512
     no_clamp = attention_score_ops(base, ("mask_add", "softmax"))
     assert no_clamp.layers[1].attention_score_bytes == 2 * heads * 512 * 512
+
+
+def test_dle_squad_bert_runs_its_eager_copies_and_hidden_dropouts():
+    """NVIDIA DLE's BERT (modeling.py) copies q, k, v and the context around its batched matmuls and
+    runs dropout after the embedding and after both residual branches: the SQuAD model's embedding and
+    blocks move more bytes than the same shapes without them, with the same weights and GEMMs, and the
+    extra kernels are memory-bound (no matmul FLOP)."""
+    qa, pre = model("bert-large-qa", seq_len=384), model("bert-large", seq_len=384)
+    names = [op.name for op in qa.layers[1].ops]
+    assert names.index("qkv") < names.index("attention_layout") < names.index("attention")
+    assert names.index("attn_out") < names.index("dropout_attn") < names.index("residual_attn")
+    assert names.index("mlp_down") < names.index("dropout_mlp") < names.index("residual_mlp")
+    assert "dropout_embedding" in [op.name for op in qa.layers[0].ops]
+    assert "dropout_attn" not in [op.name for op in pre.layers[1].ops]
+    for mine, plain in zip(qa.layers[:-1], pre.layers[:-1]):
+        assert sum(op.elements_moved for op in mine.ops) > sum(op.elements_moved for op in plain.ops)
+        gemms = [op.flop for op in mine.ops if op.kind in ("gemm", "attention")]
+        assert gemms == [op.flop for op in plain.ops if op.kind in ("gemm", "attention")]
+    extra = [op for op in qa.layers[1].ops if op.name in ("attention_layout", "dropout_attn", "dropout_mlp")]
+    assert all(op.kind == "elementwise" and op.backward_elements == op.elements_moved for op in extra)
+
+
+def test_dle_squad_bert_reduces_each_bias_gradient_in_backward_only():
+    """Autograd reduces each linear's bias gradient from its s x n output gradient in a kernel of its own:
+    backward only, reading every biased GEMM's output once (n summed over the block's GEMMs)."""
+    block = model("bert-large-qa", seq_len=384).layers[1]
+    grads = [op for op in block.ops if op.name == "bias_grads"]
+    assert len(grads) == 1 and grads[0].backward_only and grads[0].flop == 0
+    assert grads[0].elements_moved == sum(op.gemm_mnk[0] * op.gemm_mnk[1] for op in block.ops if op.kind == "gemm")
