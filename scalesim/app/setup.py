@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from scalesim.app.caches import Caches
 from scalesim.app.clusters import cluster_of, cluster_size
+from scalesim.app.plan_checks import check_plan, pipeline_blocks_of
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
@@ -33,8 +34,6 @@ from scalesim.parallel.tp_overlap import tp_overlap_spec
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
-from scalesim.parallel.cost_balance import nanotron_blocks
-from scalesim.parallel.stages import pipeline_blocks
 from scalesim.scenario import Scenario, resolved_attention
 from scalesim.topology import NodeDesign, Topology
 from scalesim.units import format_bytes
@@ -56,81 +55,6 @@ class Setup:
     catalog: Catalog | None = None              # where its GPU and link names resolved [built-in]
     caches: Caches | None = None                # what its command reuses: plans derived from it share them
     every_rank_asked: bool | None = None        # prepare's every_rank, passed on to plans derived from it
-
-
-# Each micro-batch of a step is simulated as its own tasks (about 1,000 micro-batches a
-# second on one core for an 8-GPU data-parallel step); real recipes use tens to a few
-# hundred. Beyond this a typo (a global batch in tokens, say) would run for hours or
-# exhaust memory instead of failing.
-MAX_MICRO_BATCHES = 4096
-
-
-def _check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: str | None) -> None:
-    """Refuse plans Megatron/DeepSpeed would refuse, naming the key and what would work."""
-    par, training = scenario.parallel, scenario.training
-
-    def bad(key: str, message: str) -> InputError:
-        return InputError(message, file=file, key=key)
-
-    if dp * par.tp * par.pp * par.cp != count:
-        raise bad("parallel.dp", f"dp x tp x pp x cp = {dp} x {par.tp} x {par.pp} x {par.cp} = "
-                  f"{dp * par.tp * par.pp * par.cp}, but the scenario has {count} GPUs; they must be equal")
-    model_parallel = par.tp > 1 or par.pp > 1 or par.cp > 1
-    if model_parallel and not model.num_layers or model_parallel and model.tokens_per_sample is None:
-        raise bad("parallel", f"tensor, pipeline and context parallelism need a token transformer; "
-                  f"{model.name} is a vision model: use dp (and zero) only")
-    if model.heads and model.heads % par.tp:
-        raise bad("parallel.tp", f"tp ({par.tp}) must divide the attention heads ({model.heads}); "
-                  f"allowed: {', '.join(str(t) for t in range(1, model.heads + 1) if model.heads % t == 0 and t <= 64)}")
-    if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
-        raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
-    _check_experts(scenario, model, dp, file)
-    if par.fp8_param_gather and training.precision != "fp8":
-        raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
-                  f"{training.precision})")
-    if par.virtual_stages > 1 and par.pp_schedule != "interleaved":
-        raise bad("parallel.virtual_stages", "virtual_stages > 1 needs pp_schedule: interleaved")
-    if par.pp_schedule == "interleaved" and par.pp == 1:
-        raise bad("parallel.pp_schedule", "the interleaved schedule needs pp > 1")
-    if par.pipeline_balance == "nanotron" and par.pp_schedule == "interleaved":
-        raise bad("parallel.pipeline_balance", "nanotron places one chunk per stage: use pp_schedule 1f1b or gpipe")
-    try:
-        _pipeline_blocks(par, model)
-    except InputError as exc:
-        raise exc.located(file=file) from None
-    if par.cp > 1 and model.tokens_per_sample % (2 * par.cp):
-        raise bad("parallel.cp", f"seq_len ({model.tokens_per_sample}) must be a multiple of 2 x cp "
-                  f"({2 * par.cp}): context parallelism splits each sequence into 2 x cp chunks")
-    per_step = dp * training.micro_batch
-    if training.global_batch % per_step:
-        raise bad("training.global_batch", f"global_batch ({training.global_batch}) must be a multiple of "
-                  f"dp x micro_batch ({dp} x {training.micro_batch} = {per_step})")
-    micro_batches = training.global_batch // per_step
-    if micro_batches > MAX_MICRO_BATCHES:
-        raise bad("training.global_batch", f"global_batch ({training.global_batch:,}) makes {micro_batches:,} "
-                  f"micro-batches per step on each data-parallel replica (global_batch / (dp x micro_batch)); "
-                  f"scalesim plays out every one, so at most {MAX_MICRO_BATCHES:,} are allowed: raise "
-                  f"training.micro_batch or lower training.global_batch")
-
-
-def _check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:
-    """Expert parallelism needs an MoE model, and ep must divide the experts and dp x cp."""
-    ep, cp, tp, etp = scenario.parallel.ep, scenario.parallel.cp, scenario.parallel.tp, scenario.parallel.etp
-    if etp is not None and etp not in (1, tp):
-        raise InputError(f"etp ({etp}) must be 1 (experts whole) or tp ({tp}); allowed: 1, {tp}",
-                         file=file, key="parallel.etp")
-    data = dp * cp * (tp if etp == 1 else 1)
-    if ep == 1:
-        return
-    if model.moe is None:
-        raise InputError(f"ep ({ep}) splits the experts of a mixture-of-experts model; {model.name} has none: "
-                         f"allowed: 1", file=file, key="parallel.ep")
-    experts = model.moe.experts
-    allowed = [e for e in range(1, experts + 1) if experts % e == 0 and data % e == 0]
-    what = f"dp x cp{' x tp' if etp == 1 else ''} = {data}"
-    if experts % ep or data % ep:
-        raise InputError(f"ep ({ep}) must divide the experts ({experts}) and {what}; "
-                         f"allowed: {', '.join(map(str, allowed))}", file=file, key="parallel.ep")
 
 
 def moe_imbalance(scenario: Scenario, model: ModelSpec) -> float:
@@ -191,7 +115,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
-    _check_plan(scenario, model, count, dp, file)
+    check_plan(scenario, model, count, dp, file)
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
     gpu = topology.gpu_spec
     _check_gpu(gpu, training, file)
@@ -271,25 +195,11 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         if par.pipeline_balance == "nanotron" else 0.0,
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
-        pipeline_blocks=_pipeline_blocks(par, model),
+        pipeline_blocks=pipeline_blocks_of(par, model),
         fsdp_version=par.fsdp_version,
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
     )
-
-
-def _pipeline_blocks(par, model: ModelSpec) -> tuple[int, ...] | None:
-    """Blocks per pipeline chunk from the scenario's layout keys or nanotron's placement (None: the
-    even split)."""
-    if par.pipeline_balance == "nanotron":
-        if par.pipeline_layout is not None or par.decoder_first_pipeline_num_layers is not None \
-                or par.decoder_last_pipeline_num_layers is not None:
-            raise InputError("pipeline_balance: nanotron places the blocks itself; give it or a pipeline "
-                             "layout, not both", key="parallel.pipeline_balance")
-        return nanotron_blocks(model, par.pp) if par.pp > 1 else None
-    return pipeline_blocks(model, par.pp, par.virtual_stages if par.pp_schedule == "interleaved" else 1,
-                           par.pipeline_layout, par.decoder_first_pipeline_num_layers,
-                           par.decoder_last_pipeline_num_layers)
 
 
 def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
