@@ -26,6 +26,7 @@ tasks to and returns what the next task waits for.
 from __future__ import annotations
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.parallel.copies import copy_task
 from scalesim.program import ComputeTask
 
 # FSDP1's post-backward stream: its casts wait for the unit's backward, not for earlier reduce-scatters
@@ -37,8 +38,7 @@ def copied_out(rp, gathered_bytes: float, gather: int | None) -> int | None:
     """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters), after the all-gather."""
     if rp.plan.fsdp_version != 2 or gather is None:
         return gather
-    seconds = KERNEL_OVERHEAD_S + 2 * gathered_bytes / streaming_bw_bytes_per_s(rp.b.gpu)
-    return rp.compute("fsdp all-gather copy-out", "other", seconds, 0.0, (gather,), host_s=rp.plan.host_dispatch_s)
+    return copy_task(rp, "fsdp all-gather copy-out", "other", gathered_bytes, (gather,))
 
 
 def reduce_input(rp, params: float, dep: int | None) -> int | None:
@@ -47,13 +47,11 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     if plan.fsdp_version is None or params <= 0:
         return dep
     grad, reduced = b.weight_bytes_per_param, b.grad_bytes_per_param
-    bandwidth = streaming_bw_bytes_per_s(b.gpu)
     deps = () if dep is None else (dep,)
     if plan.fsdp_version == 2:
-        seconds = KERNEL_OVERHEAD_S + params * (grad + reduced) / bandwidth
-        return rp.compute("fsdp reduce-scatter copy-in", "other", seconds, 0.0, deps, host_s=plan.host_dispatch_s)
+        return copy_task(rp, "fsdp reduce-scatter copy-in", "other", params * grad, deps, params * reduced)
     passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])   # the divide; the cast when wider
-    seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / bandwidth
+    seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
                                deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
     return len(rp.list) - 1

@@ -23,7 +23,8 @@ Each function takes the RankProgram (rank_program.py) it adds tasks to, as nanot
 
 from __future__ import annotations
 
-from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.costs.compute import KERNEL_OVERHEAD_S  # noqa: F401 (the doctest's)
+from scalesim.parallel.copies import copy_task
 
 LAYOUTS = ("seq-first", "batch-first")
 
@@ -59,6 +60,4 @@ def layout_copy(rp, kind: str, deps, size: float) -> int:
     >>> round((rp.seconds[1] - KERNEL_OVERHEAD_S) / (rp.seconds[0] - KERNEL_OVERHEAD_S), 6)
     2.0
     """
-    seconds = KERNEL_OVERHEAD_S + 2 * size / streaming_bw_bytes_per_s(rp.b.gpu)
-    return rp.compute("sequence-parallel layout copy", kind, seconds, 0.0, tuple(deps),
-                      host_s=rp.plan.host_dispatch_s)
+    return copy_task(rp, "sequence-parallel layout copy", kind, size, deps)
