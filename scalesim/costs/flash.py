@@ -92,6 +92,11 @@ FLASH_KERNEL_EFFICIENCY = {
 # is the faster half). Without ALiBi's bias loads, which the figure does not run.
 TRITON_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 50), (1024, 61), (2048, 68), (4096, 74), (8192, 78), (16384, 80)),
                                     False: ((512, 78), (1024, 85), (2048, 90), (4096, 93), (8192, 95), (16384, 95))}}
+# The same figure's FlashAttention-2 bars (head dim 128; without the mask the 512 and 1k labels are
+# hidden by the legend, so that row starts at 2k and is held below it). They scale the Ampere flash
+# kernels' efficiency by length, taken as the causal 16k rate (flash and flash2 on A100).
+FLASH2_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 99), (1024, 133), (2048, 155), (4096, 173), (8192, 182), (16384, 189)),
+                                    False: ((2048, 187), (4096, 196), (8192, 201), (16384, 203))}}
 TRITON_PEAK_TFLOPS = 312            # the A100's dense 16-bit peak the figure's rates are a fraction of
 FLASH_KERNEL_EFFICIENCY["triton"] = {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS
                                      for arch, table in TRITON_FWD_BWD_TFLOPS.items()}
@@ -153,13 +158,18 @@ def backward_over_forward(arch: str, attention: str = "flash") -> float:
 
 
 def kernel_length_rate(attention: str, arch: str, seq: int, causal: bool) -> float:
-    """The kernel's rate at `seq` tokens over the rate its efficiency stands for (the Triton kernel:
-    TRITON_FWD_BWD_TFLOPS over its causal 16k rate); 1.0 for kernels without a table by length.
+    """The kernel's rate at `seq` tokens over the rate its efficiency stands for (its causal 16k rate
+    in the FlashAttention-2 paper's Fig. 4: TRITON_FWD_BWD_TFLOPS, FLASH2_FWD_BWD_TFLOPS); 1.0 for
+    kernels and architectures without a table by length.
 
-    >>> kernel_length_rate("triton", "ampere", 2048, True), kernel_length_rate("flash2", "ampere", 2048, True)
-    (0.85, 1.0)
+    >>> kernel_length_rate("triton", "ampere", 2048, True), round(kernel_length_rate("flash2", "ampere", 2048, True), 3)
+    (0.85, 0.82)
+    >>> kernel_length_rate("flash", "hopper", 2048, True)
+    1.0
     """
-    table = TRITON_FWD_BWD_TFLOPS.get(arch, {}) if attention == "triton" else {}
+    tables = TRITON_FWD_BWD_TFLOPS if attention == "triton" else FLASH2_FWD_BWD_TFLOPS \
+        if attention in ("flash", "flash2") else {}
+    table = tables.get(arch, {})
     if not table:
         return 1.0
     return _by_length(tuple((s, r / table[True][-1][1]) for s, r in table[causal]), seq)
