@@ -167,6 +167,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sequence_parallel=par.sequence_parallel,
         sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
+        overlap_p2p_comm=par.overlap_p2p_comm,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,

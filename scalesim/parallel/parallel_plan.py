@@ -24,6 +24,7 @@ class ParallelPlan:
     # call carries a copy of the gathered tensor (parallel/sp_layout.py); seq-first: Megatron's (s, b, h).
     sequence_parallel_layout: str = "seq-first"
     schedule: str = "1f1b"
+    overlap_p2p_comm: bool | None = None    # None: as Megatron-Core runs the schedule (p2p_overlapped)
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
     overlap_grad_reduce: bool = True
@@ -86,6 +87,13 @@ class ParallelPlan:
         of the one spanning these placement dimensions, if set."""
         name = comm or ("dp" if "dp" in span else span[0] if span else None)
         return dict(self.nccl_max_ctas).get(name)
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Whether pipeline P2P runs beside compute, without the device sync after each batched exchange
+        Megatron-LM otherwise makes (builder.py _p2p): Megatron-Core's interleaved schedule sets
+        overlap_p2p_comm; 1F1B and older releases (the 2021 Megatron-LM of SC21) do not."""
+        return self.schedule == "interleaved" if self.overlap_p2p_comm is None else self.overlap_p2p_comm
 
     @property
     def chunks_per_stage(self) -> int:
