@@ -74,6 +74,9 @@ class ParallelPlan:
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
     # Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py); None: blocking TP collectives.
     tp_overlap: TpOverlapSpec | None = None
+    # Full-sequence all-gather buffers each TP rank keeps for the run (nanotron's MemoryBuffer:
+    # costs/nanotron_memory.py); 0: none beyond the saved activations.
+    tp_gather_buffers: int = 0
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather
