@@ -18,6 +18,7 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
@@ -201,6 +202,9 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         fsdp_backward_prefetch=par.fsdp_backward_prefetch or ("pre" if par.fsdp_version else "none"),
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
+        tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
+        if training.saved_activations == "nanotron" else 0,
+        tp_saves_gathered_inputs=not par.tp_recompute_allgather,
     )
 
 

@@ -76,6 +76,11 @@ class ParallelPlan:
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
     # Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py); None: blocking TP collectives.
     tp_overlap: TpOverlapSpec | None = None
+    # Full-sequence all-gather buffers each TP rank keeps for the run (nanotron's MemoryBuffer:
+    # costs/nanotron_memory.py); 0: none beyond the saved activations.
+    tp_gather_buffers: int = 0
+    # Column-parallel linears keep their all-gathered input for backward (costs/nanotron_memory.py).
+    tp_saves_gathered_inputs: bool = False
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

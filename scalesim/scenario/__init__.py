@@ -292,6 +292,9 @@ class ParallelSpec(Strict):
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
     # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
+    # Sequence parallelism: true, column-parallel linears save their input's shard and all-gather it again
+    # in backward; false, they save the gathered input (nanotron's tp_recompute_allgather; costs/nanotron_memory.py).
+    tp_recompute_allgather: bool = True
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
     # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
     # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
