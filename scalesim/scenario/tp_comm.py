@@ -19,6 +19,9 @@ class TpCommOverlapSpec(Strict):
     fc2_fprop_sms: pydantic.PositiveInt = 16
     qkv_wgrad_sms: pydantic.PositiveInt = 16
     fc1_wgrad_sms: pydantic.PositiveInt = 16
+    # qkv_dgrad / fc1_dgrad `num_sm`: the bulk all-gather of each half's input for its weight gradient
+    qkv_dgrad_sms: pydantic.PositiveInt = 16
+    fc1_dgrad_sms: pydantic.PositiveInt = 16
     proj_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
     fc2_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
     # proj_fprop / fc2_fprop `set_sm_margin`: their GEMM chunks launched on the SMs the reduce-scatter leaves
