@@ -161,7 +161,7 @@ class RankProgram:
         """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
         wait = dep
         overlap = tp_overlap.applies(self, work)
-        regather = kind == "backward" and sp_backward.applies(self, work)
+        regather = sp_backward.applies(self, work) if kind == "backward" else ()
         for i, part in enumerate(work.parts):
             deps = (dep,) + deps_gather if i == 0 else (wait,)
             if (work.is_block and self.sp and kind != "backward" and not overlap
@@ -176,7 +176,7 @@ class RankProgram:
             if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
                 c, wait = tp_overlap.overlapped_half(self, work, i, kind, PASS_SECONDS[kind], deps, name,
                                                      part.forward_flop * (2 if kind == "backward" else 1))
-            elif regather:          # the input gathered again for the weight gradient (sp_backward.py)
+            elif i in regather:     # the input gathered again for the weight gradient (sp_backward.py)
                 c, wait = sp_backward.backward_half(self, work, i, deps, name, 2 * part.forward_flop)
             else:
                 c = self.compute(name + (" + token-count sync" if sync else ""), kind,

@@ -25,24 +25,28 @@ branch its benchmark sweep ran with `tp_linear_async_communication: true`. torch
 their backward is the output-gradient all-gather and the input-gradient reduce-scatter, timed as the
 all-reduce after the half (rank_program.py), and does not come here.
 
-Not covered: MoE blocks, LoRA (frozen base weights need no input for a weight gradient) and
-Transformer Engine's userbuffers overlap (tp_overlap.py).
+In MoE blocks only the attention part (its qkv linear); not with LoRA (frozen base weights need no input
+for a weight gradient, TE gathers only `requires_wgrad`). Under Transformer Engine's userbuffers overlap
+the same gather is a bulk all-gather (tp_overlap.py).
 """
 
 from __future__ import annotations
 
-from scalesim.parallel.tp_overlap import _pieces
+from scalesim.parallel import tp_overlap
 from scalesim.program import ComputeTask
 
 
-def applies(rp, work) -> bool:
-    """Whether this layer's backward re-gathers its halves' inputs: a dense transformer block cut into
-    attention and MLP halves, under sequence parallelism in Megatron's (s, b, h) layout, fully trained,
-    with NCCL (not userbuffers) TP collectives."""
+def applies(rp, work) -> tuple[int, ...]:
+    """The parts of this layer whose backward gathers their input again: both halves of a dense transformer
+    block, the attention part of an MoE block (its experts' linears are not sequence-parallel ones), under
+    sequence parallelism in Megatron's (s, b, h) layout, fully trained, with NCCL (not userbuffers) TP
+    collectives; () otherwise."""
     plan = rp.plan
-    return (rp.sp and work.is_block and not work.moe and plan.sequence_parallel_layout == "seq-first"
-            and plan.tp_overlap is None and plan.finetune is None and len(work.halves) == 2
-            and all(_pieces(rp.b, h) is not None for h in work.halves))
+    if not (rp.sp and work.is_block and plan.sequence_parallel_layout == "seq-first" and plan.finetune is None
+            and not tp_overlap.applies(rp, work)):
+        return ()
+    parts = (0,) if work.moe else (0, 1) if len(work.halves) == 2 else ()
+    return parts if all(tp_overlap._pieces(rp.b, work.halves[i]) is not None for i in parts) else ()
 
 
 def regathered_bytes(rp) -> float:
@@ -57,7 +61,7 @@ def backward_half(rp, work, i: int, deps, name: str, flop: float) -> tuple[int, 
     task, what the next step waits for). The first GEMM's backward splits evenly into its data and
     weight gradients (the same m x n x k)."""
     b = rp.b
-    pieces = _pieces(b, work.halves[i])
+    pieces = tp_overlap._pieces(b, work.halves[i])
     sec = [b._layer_time(p).backward_s if p is not None else 0.0 for p in pieces]
     rows = [rp.layer_row((p,), "backward") if p is not None else None for p in pieces]
     deps = tuple(d for d in deps if d is not None)

@@ -83,3 +83,15 @@ def test_fp8_gathers_the_fp8_copy_of_the_input():
     # Transformer Engine gathers the input through its FP8 quantizer: one byte an element, the gradients two
     size = lambda prog: sorted({t.plan.size_bytes for _, t in backward_calls(prog)})     # noqa: E731
     assert size(program(precision="fp8")) == [size(program())[0] / 2, size(program())[0]]
+
+
+def test_an_moe_block_gathers_its_attention_input_again():
+    # the attention part's qkv linear is a sequence-parallel column linear; the experts' are not
+    moe = get_model({"kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000, "ffn": "swiglu",
+                     "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 2048}}, seq_len=1024)
+    plan = ParallelPlan(Placement(tp=2, cp=1, dp=4, pp=1, ep=4), 1, 1, "bf16", "adamw", "none", "flash",
+                        sequence_parallel=True)
+    tasks = build_program(moe, DGX.gpu_spec, DGX, plan).tasks[0]
+    dgrads = [t for t in tasks if isinstance(t, ComputeTask) and t.name.endswith("first GEMM dgrad")]
+    assert len(dgrads) == sum(1 for layer in moe.layers if layer.kind == "transformer_block")
+    assert all(".0 " in t.name for t in dgrads)
