@@ -199,6 +199,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         fsdp_version=par.fsdp_version,
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
+        tp_async=par.tp_linear_async_communication,
     )
 
 

@@ -74,6 +74,8 @@ class ParallelPlan:
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
     # Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py); None: blocking TP collectives.
     tp_overlap: TpOverlapSpec | None = None
+    # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)
+    tp_async: bool = False
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

@@ -25,6 +25,10 @@ branch its benchmark sweep ran with `tp_linear_async_communication: true`. torch
 their backward is the output-gradient all-gather and the input-gradient reduce-scatter, timed as the
 all-reduce after the half (rank_program.py), and does not come here.
 
+nanotron's async linears (`tp_linear_async_communication`, parallel/tp_async.py) also run the row-parallel
+linear's data gradient on the local shard of the output gradient while the rest is gathered
+(`_RowLinearAsyncCommunication.backward`: the local shard's mm, then `handle.wait()`).
+
 In MoE blocks only the attention part (its qkv linear); not with LoRA (frozen base weights need no input
 for a weight gradient, TE gathers only `requires_wgrad`). Under Transformer Engine's userbuffers overlap
 the same gather is a bulk all-gather (tp_overlap.py).
@@ -76,8 +80,12 @@ def backward_half(rp, work, i: int, deps, name: str, flop: float) -> tuple[int, 
     size = b.activation_bytes
     post = run("post", sec[4], rows[4], deps, host_s=work.host_s[i]["backward"])
     grad = tp("all_gather", size, (post,))                     # 1. the output gradient, waited for
+    local = None
+    if rp.plan.tp_async:    # nanotron's _RowLinearAsyncCommunication: the local shard's dgrad beside the gather
+        local = run("last GEMM dgrad, local shard", sec[3] / 2 / len(rp.tp_group), rows[3], (post,))
+        sec[3] -= sec[3] / 2 / len(rp.tp_group)
     core = run("out + core", sec[3] + sec[2], rp.layer_row(tuple(p for p in pieces[2:4] if p is not None), "backward"),
-               (grad,), flop)
+               (grad, local), flop)
     again = tp("all_gather", regathered_bytes(rp), (core,))    # 2. the input again, beside the dgrad
     dgrad = run("first GEMM dgrad", sec[1] / 2, rows[1], (core,))
     scatter = tp("reduce_scatter", size, (dgrad, again))       # 3. the input gradient, beside the wgrad
