@@ -205,6 +205,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
         if training.saved_activations == "nanotron" else 0,
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,
+        tp_async=par.tp_linear_async_communication,
     )
 
 

@@ -81,6 +81,8 @@ class ParallelPlan:
     tp_gather_buffers: int = 0
     # Column-parallel linears keep their all-gathered input for backward (costs/nanotron_memory.py).
     tp_saves_gathered_inputs: bool = False
+    # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)
+    tp_async: bool = False
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

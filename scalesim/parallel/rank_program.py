@@ -17,7 +17,7 @@ from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import tp_overlap
+from scalesim.parallel import sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -161,9 +161,11 @@ class RankProgram:
         """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
         wait = dep
         overlap = tp_overlap.applies(self, work)
+        regather = sp_backward.applies(self, work) if kind == "backward" else ()
+        early = tp_async.applies(self, work) if kind != "backward" else ()
         for i, part in enumerate(work.parts):
             deps = (dep,) + deps_gather if i == 0 else (wait,)
-            if (work.is_block and self.sp and kind != "backward" and not overlap
+            if (work.is_block and self.sp and kind != "backward" and not overlap and i not in early
                     and (not work.moe or i <= (0 if self.whole else 1))):
                 wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
@@ -175,6 +177,10 @@ class RankProgram:
             if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
                 c, wait = tp_overlap.overlapped_half(self, work, i, kind, PASS_SECONDS[kind], deps, name,
                                                      part.forward_flop * (2 if kind == "backward" else 1))
+            elif i in early:        # nanotron's async linears: the gather beside the local rows' GEMM (tp_async.py)
+                c, wait = tp_async.forward_half(self, work, i, kind, PASS_SECONDS[kind], deps, name, part.forward_flop)
+            elif i in regather:     # the input gathered again for the weight gradient (sp_backward.py)
+                c, wait = sp_backward.backward_half(self, work, i, deps, name, 2 * part.forward_flop)
             else:
                 c = self.compute(name + (" + token-count sync" if sync else ""), kind,
                                  getattr(part, PASS_SECONDS[kind]), part.forward_flop * (2 if kind == "backward" else 1),

@@ -13,7 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_comm_overlap_needs_sp
+from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.schema import Strict, validate
 from scalesim.topology.cluster import Fabric
@@ -262,6 +262,10 @@ class ParallelSpec(Strict):
     # (NeMo ub_tp_comm_overlap, MLPerf TP_COMM_OVERLAP; parallel/tp_overlap.py): true, or its chunk and SM counts.
     tp_comm_overlap: bool | TpCommOverlapSpec = False
     _tp_overlap_sp = pydantic.field_validator("tp_comm_overlap")(tp_comm_overlap_needs_sp)
+    # nanotron's tp_linear_async_communication: each half's input all-gather beside the local shard's GEMM in
+    # forward, the output gradient's beside the local shard's data gradient in backward (parallel/sp_backward.py)
+    tp_linear_async_communication: bool = False
+    _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
