@@ -78,7 +78,8 @@ def _tok(family, published, description, source, seq_len, config, learned=True, 
 
 # DeepSeek-V3's architecture, with and without its multi-token-prediction module.
 _DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
-                    moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
+                    moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3, groups=8,
+                                group_topk=4),       # node-limited routing (report sec. 2.1.2; n_group, topk_group)
                     mla=MLASpec(1536, 512, 128, 64, 128), **_MOE)
 # Attention dropout 0.0 (HF config.json "attention_dropout": 0.0; NeMo DeepSeekConfig @7a8f1cc7): no dropout
 # kernel on materialised scores (PyTorch runs none at p = 0), only the scale, mask and softmax.
