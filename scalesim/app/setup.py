@@ -18,6 +18,7 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
@@ -167,6 +168,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sequence_parallel=par.sequence_parallel,
         sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
+        overlap_p2p_comm=par.overlap_p2p_comm,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20,
         overlap_grad_reduce=par.overlap_grad_reduce,
@@ -197,8 +199,12 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=pipeline_blocks_of(par, model),
         fsdp_version=par.fsdp_version,
+        fsdp_backward_prefetch=par.fsdp_backward_prefetch or ("pre" if par.fsdp_version else "none"),
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
+        tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
+        if training.saved_activations == "nanotron" else 0,
+        tp_saves_gathered_inputs=not par.tp_recompute_allgather,
     )
 
 

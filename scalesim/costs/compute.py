@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_forward_speedup)
+                                  causal_rate, flash_efficiency, fp8_forward_speedup, kernel_length_rate)
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -29,7 +29,7 @@ from scalesim.models.spec import LayerSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
-ATTENTION = ("flash", "flash2", "flash3", "naive", "fused")
+ATTENTION = ("flash", "flash2", "flash3", "triton", "naive", "fused")
 MEMORY_FORMATS = ("nhwc", "nchw")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
@@ -242,9 +242,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
-        work = backward_over_forward(gpu.arch) if backward else 1.0
+        work = backward_over_forward(gpu.arch, attention) if backward else 1.0
         executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
-                    / head_dim_factor(op.head_dims, gpu.arch, backward))
+                    / head_dim_factor(op.head_dims, gpu.arch, backward)
+                    / kernel_length_rate(attention, gpu.arch, op.seq, op.causal))
         if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
             executed /= fp8_forward_speedup(gpu.arch, op.seq)
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)

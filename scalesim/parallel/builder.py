@@ -355,11 +355,10 @@ class StepBuilder:
         plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
         # Megatron-LM synchronizes the device after each batched P2P exchange
         # (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync): the host
-        # issues nothing more until the activation or gradient it receives has arrived. The
-        # interleaved schedule overlaps its P2P instead (overlap_p2p_comm, which turns batched
-        # P2P and that sync off).
+        # issues nothing more until the activation or gradient it receives has arrived; unless the
+        # schedule overlaps its P2P (overlap_p2p_comm turns batched P2P and that sync off).
         dispatch_s = self.plan.host_dispatch_s
-        sync = dispatch_s > 0 and stream.startswith("pp_recv") and self.plan.schedule != "interleaved"
+        sync = dispatch_s > 0 and stream.startswith("pp_recv") and not self.plan.p2p_overlapped
         tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
                                     plan, deps=tuple(d for d in deps if d is not None), stream=stream,
                                     participants=self._participants((src, dst)), sm_share=self._sm_share(plan),

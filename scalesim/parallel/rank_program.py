@@ -240,8 +240,21 @@ class RankProgram:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
         pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
-        for position, w in enumerate(reversed(work)):
-            dep = self._layer_backward(w, dep)
+        # ZeRO-3's backward all-gather of the next unit (FSDP's backward prefetch): none = issued when
+        # that unit's backward starts, so it queues on the NCCL stream behind this unit's reduce-scatter;
+        # pre / post = issued in this unit's pre- / post-backward hook (torch fsdp/_runtime_utils.py
+        # _pre_backward_hook, _post_backward_reshard -> _prefetch_handle), ahead of its reduce-scatter.
+        order = tuple(reversed(work))
+        prefetch = plan.fsdp_backward_prefetch if plan.zero >= 3 else "none"
+        gathered = None
+        for position, w in enumerate(order):
+            gathered = self.gather(w) if gathered is None else gathered
+            ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
+            following = self.gather(ahead) if ahead is not None and prefetch == "pre" else None
+            dep = self._layer_backward(w, dep, gathered)
+            if ahead is not None and prefetch == "post":
+                following = self.gather(ahead)
+            gathered = following
             self._reduce_layer(w, dep, final)
             while plan.overlap_grad_reduce and pending and pending[0][1] == position:
                 size, _, calls = pending.pop(0)
@@ -264,9 +277,9 @@ class RankProgram:
         self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,
                      host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
-    def _layer_backward(self, w, dep: int | None) -> int | None:
-        """Recompute (full or selective checkpointing), then the layer's backward."""
-        gathered = self.gather(w)
+    def _layer_backward(self, w, dep: int | None, gathered: tuple[int, ...]) -> int | None:
+        """Recompute (full or selective checkpointing), then the layer's backward, once its parameters
+        are `gathered`."""
         checkpointing = self.plan.checkpointing if w.recomputed else "none"     # partial recompute
         # Megatron's "moe" recompute module re-runs the MoE layer whole: its all-to-alls and token-count sync
         if checkpointing == "full" or checkpointing == "selective" and w.moe and "moe" in self.plan.recompute_modules:

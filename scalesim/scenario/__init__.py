@@ -148,7 +148,8 @@ class TrainingSpec(Strict):
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
     # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES).
-    attention: Literal["auto", "flash", "flash2", "flash3", "naive", "fused"] = "auto"
+    # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100).
+    attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
     # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.
@@ -168,7 +169,7 @@ class TrainingSpec(Strict):
     def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
         data = info.data
         # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
-        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2")):
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, naive "
                              f"and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
@@ -242,6 +243,9 @@ class ParallelSpec(Strict):
     offload_params: bool = False
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: pydantic.PositiveInt = 1
+    # Pipeline P2P beside compute (Megatron-Core's overlap_p2p_comm) or each batched exchange followed by a
+    # device sync (Megatron-LM's batch_p2p_sync; the 2021 releases always). None: on for interleaved only.
+    overlap_p2p_comm: bool | None = None
     # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
     # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
     # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
@@ -288,6 +292,9 @@ class ParallelSpec(Strict):
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
     # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
+    # Sequence parallelism: true, column-parallel linears save their input's shard and all-gather it again
+    # in backward; false, they save the gathered input (nanotron's tp_recompute_allgather; costs/nanotron_memory.py).
+    tp_recompute_allgather: bool = True
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
     # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
     # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
@@ -296,12 +303,17 @@ class ParallelSpec(Strict):
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
     # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
     fsdp_version: Literal[1, 2] | None = None
+    # When ZeRO-3 gathers the next unit in backward: pre / post = FSDP1's BackwardPrefetch.BACKWARD_PRE /
+    # BACKWARD_POST (the next all-gather queued ahead of this unit's reduce-scatter); none = when that
+    # unit's backward starts, behind the reduce-scatter. None: pre with fsdp_version (torch's FSDP1
+    # default; FSDP2 prefetches one unit), else none.
+    fsdp_backward_prefetch: Literal["pre", "post", "none"] | None = None
 
-    @pydantic.field_validator("fsdp_version")
+    @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")
     @classmethod
-    def _fsdp_needs_zero3(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+    def _fsdp_needs_zero3(cls, value, info: pydantic.ValidationInfo):
         if value is not None and info.data.get("zero") != 3:
-            raise ValueError(f"FSDP's full sharding is ZeRO-3: fsdp_version needs zero: 3 (got zero: "
+            raise ValueError(f"FSDP's full sharding is ZeRO-3: {info.field_name} needs zero: 3 (got zero: "
                              f"{info.data.get('zero')}); allowed without it: null")
         return value
 
