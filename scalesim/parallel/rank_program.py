@@ -8,11 +8,14 @@ described in builder.py's module docstring.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from scalesim.collectives.server_share import scale_between_servers
 from scalesim.costs.accumulation import grad_accumulation_time_s
 from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
-from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
@@ -43,6 +46,9 @@ class RankProgram:
         moe = builder.model.moe                 # the dispatcher's token-count sync, after each forward route part
         self.moe_sync = self.plan.host_dispatch_s > 0 and moe is not None and dispatcher_host_sync(moe.capacity_factor)
         self.expert_span = ("tp", "dp", "cp") if self.whole else ("dp", "cp")
+        # the flex dispatcher sends a token between servers once per server (parallel/experts.py network_share)
+        self.ep_share = 1.0 if moe is None else network_share(
+            moe, pl.ep, len(builder.topology.ranks_by_server(self.ep_group)), self.plan.moe_dispatcher)
         self.list: list = []
         self.overlapped: list[int] = []         # all-to-alls left to finish under moe_overlap
         self.counters: dict = {}
@@ -205,11 +211,21 @@ class RankProgram:
         if work.moe and i in (1, 2) and self.pl.ep > 1:
             a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
                           "ep", (wait,), self.expert_span, "ep")
+            if a is not None and self.ep_share < 1.0:
+                self.list[a] = self._server_shared(self.list[a])
             if a is not None and self.plan.moe_overlap:
                 self.overlapped.append(a)
             elif a is not None:
                 wait = a
         return wait
+
+    def _server_shared(self, task):
+        """The all-to-all `task` with its traffic between servers cut to `ep_share` (kept per plan)."""
+        key = ("server-share", id(task.plan), self.ep_share)
+        known = self.b.memo.get(key)
+        if known is None or known[0] is not task.plan:
+            known = self.b.memo[key] = (task.plan, scale_between_servers(task.plan, self.b.topology, self.ep_share))
+        return replace(task, plan=known[1])
 
     # ------------------------------------------------------------------ passes
 
