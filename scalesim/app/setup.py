@@ -168,7 +168,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
         virtual_stages=par.virtual_stages,
-        bucket_bytes=par.bucket_mb * 2**20,
+        bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
         fp8_param_gather=par.fp8_param_gather,

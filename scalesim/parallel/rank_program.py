@@ -14,6 +14,7 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole
 from scalesim.parallel.fsdp import copied_out, reduce_input
+from scalesim.parallel.grad_check import nan_checked
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
@@ -296,7 +297,7 @@ class RankProgram:
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = slices_flattened(self, size, dep)
+        dep = slices_flattened(self, size, nan_checked(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))

@@ -259,6 +259,12 @@ class ParallelSpec(Strict):
     tp_comm_overlap: bool | TpCommOverlapSpec = False
     _tp_overlap_sp = pydantic.field_validator("tp_comm_overlap")(tp_comm_overlap_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
+    # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter
+    # tensors, each closing once it holds at least this many (1: one bucket per tensor); replaces bucket_mb.
+    bucket_params: pydantic.PositiveInt | None = None
+    # Megatron-Core's check_for_nan_in_grad: before each bucket's reduction its gradient norm is computed
+    # and tested for NaN / Inf on the host (a device sync per bucket; parallel/grad_check.py).
+    grad_nan_check: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
     # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step

@@ -1,0 +1,46 @@
+"""Megatron-Core's gradient buckets and its NaN check before each bucket's reduction.
+
+Buckets (`parallel.bucket_params`, Megatron-Core DistributedDataParallelConfig.bucket_size): the
+gradient buffer is cut into buckets of whole parameter tensors in backward order, a bucket closing once
+it holds at least `bucket_size` parameters (megatron/core/distributed/param_and_grad_buffer.py,
+_ParamAndGradBuffer: "If current bucket is full, finalize it"); unlike torch DDP there is no small
+first bucket. A bucket_size smaller than any tensor gives one bucket, one reduction, per tensor.
+
+NaN check (`parallel.grad_nan_check`, check_for_nan_in_grad): before a bucket group's reduction,
+_ParamAndGradBucketGroup.check_grads computes `bucket.grad_data.norm(p=2)` and hands it to the rerun
+state machine's validate_result twice (rejection_func torch.isnan, then torch.isinf); with reruns
+disabled that evaluates the rejection as a Python bool, a device-to-host copy that waits for the compute
+stream. So each bucket costs a norm kernel over its gradients and two host syncs, during which the
+backward's next kernels are not yet issued.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.coalesced import param_tensor_shares
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.parallel.ddp import tensor_buckets
+
+
+def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
+    """The chunk's buckets in backward order, (reduced bytes, position of the layer that fills it, 1):
+    whole tensors (costs/coalesced.py param_tensor_shares), closing at `bucket_params` parameters.
+    `grads` are the layers' reduced gradient bytes in backward order."""
+    plan, b = rp.plan, rp.b
+    tensors = [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
+               for w, size in zip(reversed(work), grads)]
+    cap = plan.bucket_params * b.grad_bytes_per_param
+    return [(size, position, 1) for size, position, _ in tensor_buckets(tensors, cap, cap)]
+
+
+def nan_checked(rp, size: float, dep: int | None) -> int | None:
+    """The bucket's NaN / Inf check on the compute stream before its reduction (`size` gradient bytes
+    read by the norm): the norm and isnan kernels, a host sync, the isinf kernel, a host sync."""
+    plan = rp.plan
+    if not plan.grad_nan_check:
+        return dep
+    sync = plan.host_dispatch_s > 0
+    norm_s = 2 * KERNEL_OVERHEAD_S + size / streaming_bw_bytes_per_s(rp.b.gpu)
+    dep = rp.compute("grad norm isnan check", "other", norm_s, 0.0, (dep,),
+                     host_s=2 * plan.host_dispatch_s, host_sync=sync)
+    return rp.compute("grad norm isinf check", "other", KERNEL_OVERHEAD_S, 0.0, (dep,),
+                      host_s=plan.host_dispatch_s, host_sync=sync)
