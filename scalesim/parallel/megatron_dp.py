@@ -1,4 +1,5 @@
-"""Megatron-Core's gradient buckets and its NaN check before each bucket's reduction.
+"""Megatron-Core's data-parallel specifics: whole-tensor gradient buckets, the NaN check before each
+bucket's reduction, and parameter all-gathers dispatched with the optimizer step.
 
 Buckets (`parallel.bucket_params`, Megatron-Core DistributedDataParallelConfig.bucket_size): the
 gradient buffer is cut into buckets of whole parameter tensors in backward order, a bucket closing once
@@ -12,6 +13,18 @@ state machine's validate_result twice (rejection_func torch.isnan, then torch.is
 disabled that evaluates the rejection as a Python bool, a device-to-host copy that waits for the compute
 stream. So each bucket costs a norm kernel over its gradients and two host syncs, during which the
 backward's next kernels are not yet issued.
+
+All-gathers with the optimizer step (`parallel.param_gather_with_optimizer_step`,
+overlap_param_gather_with_optimizer_step): right after the update the optimizer calls the model chunk's
+DistributedDataParallel.start_param_sync(force_dispatch=True), which dispatches the all-gather of every
+bucket group at once, and the forward pre-hooks then only wait (skip_next_bucket_dispatch)
+(megatron/core/distributed/distributed_data_parallel.py). Megatron's recipes run with
+CUDA_DEVICE_MAX_CONNECTIONS=1: every stream feeds one hardware work queue (CUDA C++ Programming Guide,
+"CUDA environment variables"; "essentially having a single stream", NVIDIA/Megatron-LM issue #533), in
+which each all-gather waits for the one before it on the communication stream, so the forward's kernels,
+issued after them all, start once the all-gathers have run: none overlaps the forward. An inference from
+those sources, not a measurement; NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for
+their pipeline-free runs (config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
 """
 
 from __future__ import annotations
@@ -44,3 +57,13 @@ def nan_checked(rp, size: float, dep: int | None) -> int | None:
                      host_s=2 * plan.host_dispatch_s, host_sync=sync)
     return rp.compute("grad norm isinf check", "other", KERNEL_OVERHEAD_S, 0.0, (dep,),
                       host_s=plan.host_dispatch_s, host_sync=sync)
+
+
+def gathered_with_optimizer_step(rp, g: int, mb: int) -> tuple[int, ...]:
+    """The all-gathers of every layer of the rank's first chunk `g`, all dispatched before its first
+    forward (micro-batch 0) when the plan gathers with the optimizer step: what that forward waits for.
+    Later calls of `rp.gather` for these layers issue nothing (they are gathered once a step)."""
+    plan = rp.plan
+    if not plan.param_gather_with_optimizer_step or mb != 0 or g != rp.stage:
+        return ()
+    return tuple(i for w in rp.b.chunk_work[g] for i in rp.gather(w))

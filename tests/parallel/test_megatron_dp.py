@@ -63,3 +63,22 @@ def test_the_check_never_makes_a_step_faster_and_costs_more_with_more_buckets():
     extra_few = step_s(plan(bucket_params=4_000_000, grad_nan_check=True)) - step_s(few)
     extra_many = step_s(plan(bucket_params=1, grad_nan_check=True)) - step_s(many)
     assert 0 < extra_few < extra_many
+
+
+def gather_plan(**extra):
+    return plan(bucket_params=4_000_000, **extra)
+
+
+def test_gathering_with_the_optimizer_step_issues_every_gather_before_the_first_forward_waits_on_them():
+    tasks = rank0(gather_plan(param_gather_with_optimizer_step=True))
+    gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero ")]
+    first_forward = next(t for t in tasks if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len(gathers) == sum(1 for layer in MODEL.layers if layer.params > 0)
+    assert set(gathers) <= set(first_forward.deps)
+    prefetched = rank0(gather_plan())
+    first = next(t for t in prefetched if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len([d for d in first.deps if isinstance(prefetched[d], CollectiveTask)]) < len(gathers)
+
+
+def test_holding_the_forward_for_every_gather_never_makes_a_step_faster():
+    assert step_s(gather_plan(param_gather_with_optimizer_step=True)) > step_s(gather_plan())
