@@ -23,8 +23,11 @@ CUDA_DEVICE_MAX_CONNECTIONS=1: every stream feeds one hardware work queue (CUDA 
 "CUDA environment variables"; "essentially having a single stream", NVIDIA/Megatron-LM issue #533), in
 which each all-gather waits for the one before it on the communication stream, so the forward's kernels,
 issued after them all, start once the all-gathers have run: none overlaps the forward. An inference from
-those sources, not a measurement; NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for
-their pipeline-free runs (config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
+those sources, not a measurement. (The dispatch is ChainedOptimizer.step_with_ready_grads', optimizer.py;
+should the chunk's optimizer not be chained, nothing dispatches early, and each bucket's pre-hook
+dispatches its own all-gather and waits for it, skipping the next: the same exposure, without the queue.)
+NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline-free runs
+(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
 """
 
 from __future__ import annotations
