@@ -17,6 +17,7 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
+from scalesim.parallel.megatron_dp import gathered_with_optimizer_step, nan_checked
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel.pass_templates import PassTemplates
@@ -233,8 +234,10 @@ class RankProgram:
         dep = None
         if g > 0:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
+        held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
-            dep = self.run_layer(w, "forward", dep, False, self.gather(w))
+            dep = self.run_layer(w, "forward", dep, False, self.gather(w) + held)
+            held = ()
         if g < self.plan.chunks - 1:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
 
@@ -331,7 +334,7 @@ class RankProgram:
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = slices_flattened(self, size, dep)
+        dep = slices_flattened(self, size, nan_checked(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))

@@ -267,6 +267,16 @@ class ParallelSpec(Strict):
     tp_linear_async_communication: bool = False
     _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
+    # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter
+    # tensors, each closing once it holds at least this many (1: one bucket per tensor); replaces bucket_mb.
+    bucket_params: pydantic.PositiveInt | None = None
+    # Megatron-Core's check_for_nan_in_grad: before each bucket's reduction its gradient norm is computed
+    # and tested for NaN / Inf on the host (a device sync per bucket; parallel/megatron_dp.py).
+    grad_nan_check: bool = False
+    # Megatron-Core's overlap_param_gather_with_optimizer_step (with overlap_param_gather, ZeRO 1/2): every
+    # parameter all-gather is dispatched right after the update and, under CUDA_DEVICE_MAX_CONNECTIONS=1,
+    # the forward's kernels start after them (parallel/megatron_dp.py).
+    param_gather_with_optimizer_step: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
     # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step
