@@ -51,7 +51,8 @@ HEAD_LOGIT_BYTES = 4.0
 # log-softmax's input gradient; loss_parallel's zeros, exp and sum), and a free block serves only requests
 # no larger than itself (c10/cuda/CUDACachingAllocator.cpp, get_free_block: the smallest cached block >=
 # the rounded size), so the caching allocator cudaMallocs new segments beside it and the free block stays
-# in max_memory_reserved. Without the free it is reused: Megatron-LM's fused and nanotron's fp32-upcast
+# in max_memory_reserved (with expandable_segments:True, torchtitan's run_llama_train.sh @9dec370, alike: a
+# free block grows only at its segment's end, and the fp32 tensors allocated after the logits lie beyond it). Without the free it is reused: Megatron-LM's fused and nanotron's fp32-upcast
 # losses hold their 16-bit logits live (already in their peaks above); an fp32 model has no separate copy
 # (`.float()` returns the logits themselves); a compiled loss fuses the cast (nothing freed early).
 FREED_LOGIT_BYTES = {"eager": 2.0, "loss-parallel": 2.0, "hf-causal-lm": 2.0}
