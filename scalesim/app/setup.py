@@ -19,7 +19,7 @@ from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_byt
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
-from scalesim.costs.recompute import modules_of
+from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -110,7 +110,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
-        model = eager_rope_model(model, training.precision)
+        model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",

@@ -66,6 +66,9 @@ class OpSpec:
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's
     # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/nanotron_kernels.py)
     backward_elements: float | None = None
+    # Whether a per-op checkpoint policy that saves this op's output keeps it: False where backward never
+    # reads it and torch.compile's partitioner drops it (costs/recompute.py, compiled_saves)
+    saved_output: bool = True
 
 
 @dataclass(frozen=True, slots=True)
