@@ -16,6 +16,7 @@ from scalesim.parallel.experts import expert_groups, experts_whole
 from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
+from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.parallel import tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
@@ -50,6 +51,7 @@ class RankProgram:
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
         self.passes = None                      # the PassTemplates of tasks(), once called
+        self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
 
     def peers_key(self) -> tuple | None:
         """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
@@ -65,7 +67,13 @@ class RankProgram:
         the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
         passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
         last = self.plan.micro_batches - 1
-        for kind, mb, local_chunk in self.b.stage_order(self.stage):
+        plan = self.plan
+        for event in (p2p_batched.events(self.stage, self.pl.pp, plan.micro_batches, plan.chunks_per_stage)
+                      if self.batched else self.b.stage_order(self.stage)):
+            if event[0] == "X":
+                p2p_batched.exchange(self, event)
+                continue
+            kind, mb, local_chunk = event
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
@@ -209,18 +217,18 @@ class RankProgram:
 
     def _forward(self, g: int, mb: int) -> None:
         dep = None
-        if g > 0:
+        if g > 0 and not self.batched:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
         for w in self.b.chunk_work[g]:
             dep = self.run_layer(w, "forward", dep, False, self.gather(w))
-        if g < self.plan.chunks - 1:
+        if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
 
     def _backward(self, g: int, mb: int) -> None:
         plan, b = self.plan, self.b
         work = b.chunk_work[g]
         dep = None
-        if g < plan.chunks - 1:
+        if g < plan.chunks - 1 and not self.batched:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
         pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
@@ -246,7 +254,7 @@ class RankProgram:
         for size, _, calls in pending:
             self._reduce_bucket(size, dep, calls)
         self._accumulate(work, dep)
-        if g > 0:
+        if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
 
     def _accumulate(self, work, dep: int | None) -> None:

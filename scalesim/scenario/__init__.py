@@ -246,6 +246,8 @@ class ParallelSpec(Strict):
     # Pipeline P2P beside compute (Megatron-Core's overlap_p2p_comm) or each batched exchange followed by a
     # device sync (Megatron-LM's batch_p2p_sync; the 2021 releases always). None: on for interleaved only.
     overlap_p2p_comm: bool | None = None
+    # Megatron-LM of 2021's scatter-gather of P2P tensors over the TP ranks (parallel/p2p_batched.py)
+    pp_scatter_gather: bool = False
     # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
     # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
     # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
