@@ -80,3 +80,18 @@ def test_scatter_gather_sends_a_tensor_parallel_share_and_gathers_it_after():
     assert receives and len(gathers) == len(receives)
     assert all(t.plan.op == "all_gather" and t.plan.size_bytes == 2 * max(sizes) / 2 for t in gathers)
     assert not any(t.key.startswith("pp_gather/") for t in whole)
+
+
+def test_scatter_gather_without_batched_exchanges_is_refused(tmp_path):
+    from pathlib import Path
+
+    from scalesim.app.setup import prepare
+    from scalesim.errors import InputError
+    from scalesim.scenario import load_scenario
+
+    source = Path(__file__).parents[2] / "validation/scenarios/megatron-sc21-gpt-76.1B.yaml"
+    path = tmp_path / "s.yaml"
+    path.write_text(source.read_text().replace("overlap_p2p_comm: false", "overlap_p2p_comm: true"))
+    with pytest.raises(InputError) as error:
+        prepare(*load_scenario(path))
+    assert error.value.key == "parallel.pp_scatter_gather"
