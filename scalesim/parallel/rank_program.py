@@ -79,7 +79,7 @@ class RankProgram:
             if passes is None:
                 build(g, mb)
             else:
-                passes.run((kind, g, kind != "F" and mb == last), mb, lambda: build(g, mb))
+                passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb, lambda: build(g, mb))
         self._optimizer_step()
         return tuple(self.list)
 
@@ -253,15 +253,16 @@ class RankProgram:
                 self._reduce_bucket(size, dep, calls)
         for size, _, calls in pending:
             self._reduce_bucket(size, dep, calls)
-        self._accumulate(work, dep)
+        self._accumulate(work, dep, mb)
         if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
 
-    def _accumulate(self, work, dep: int | None) -> None:
+    def _accumulate(self, work, dep: int | None, mb: int) -> None:
         """The micro-batch's gradients added into the fp32 buffers, when that is a pass of its own
-        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward."""
+        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward;
+        autograd's adds from the second micro-batch on (the first one's gradients become param.grad)."""
         plan, b = self.plan, self.b
-        if plan.grad_accumulation == "fused":
+        if plan.grad_accumulation == "fused" or plan.grad_accumulation == "autograd-add" and mb == 0:
             return
         params = sum(b._trained(w.layer) for w in work)
         timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(

@@ -287,8 +287,9 @@ class ParallelSpec(Strict):
     # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
     # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
-    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
-    grad_accumulation: Literal["fused", "fp32-add"] = "fused"
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py);
+    # autograd-add: autograd adds each later micro-batch's gradient into param.grad (Megatron-LM of 2021).
+    grad_accumulation: Literal["fused", "fp32-add", "autograd-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
