@@ -95,3 +95,15 @@ def test_scatter_gather_without_batched_exchanges_is_refused(tmp_path):
     with pytest.raises(InputError) as error:
         prepare(*load_scenario(path))
     assert error.value.key == "parallel.pp_scatter_gather"
+
+
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_one_rank_per_stage_times_the_exchanges_as_every_rank(chunks):
+    from scalesim.topology import Fabric
+
+    two = build_cluster(load_node_design("dgx-a100"), nodes=2, fabric=Fabric("ib-hdr", 8, "fat-tree"))
+    p = ParallelPlan(Placement(tp=2, cp=1, dp=2, pp=4), 1, 8, "fp16", "adamw", "full", "fused",
+                     schedule="interleaved" if chunks > 1 else "1f1b", virtual_stages=chunks,
+                     overlap_p2p_comm=False, pp_scatter_gather=True, host_dispatch_s=10e-6)
+    symmetric = simulate(build_program(MODEL, two.gpu_spec, two, p)).end_s
+    assert symmetric == pytest.approx(simulate(build_program(MODEL, two.gpu_spec, two, p, symmetric=False)).end_s)
