@@ -19,7 +19,7 @@ from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_byt
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
-from scalesim.costs.recompute import modules_of
+from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -110,7 +110,7 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
-        model = eager_rope_model(model, training.precision)
+        model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
@@ -175,7 +175,8 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         overlap_p2p_comm=par.overlap_p2p_comm,
         pp_scatter_gather=par.pp_scatter_gather,
         virtual_stages=par.virtual_stages,
-        bucket_bytes=par.bucket_mb * 2**20,
+        bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
+        param_gather_with_optimizer_step=par.param_gather_with_optimizer_step,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
         fp8_param_gather=par.fp8_param_gather,
@@ -210,6 +211,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
         if training.saved_activations == "nanotron" else 0,
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,
+        tp_async=par.tp_linear_async_communication,
     )
 
 

@@ -110,8 +110,12 @@ STREAM_BYTES_PER_SM_CYCLE = 8.0
 #   and gradient and writes (3), the scale (2), dS read for dQ and dK (2): 11.5.
 # - fused: Megatron-LM's fused scale + mask + softmax kernels (Narayanan et al.
 #   2021, SC21, sec. 4.2): matmul write (1), fused softmax (2), dropout (2.5), AV
-#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5.
+#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5. Transformer Engine's UnfusedDotProductAttention
+#   runs the same (TE bee4649c transformer_engine/pytorch/attention.py:3903-3977: baddbmm with the
+#   scale as alpha, FusedScaleMaskSoftmax, nn.Dropout, bmm). At attention dropout 0 (an op whose
+#   score_ops leave out dropout) PyTorch runs no dropout kernel: 4.0 and 7.0 (`fused_score_passes`).
 SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
+FUSED_SCORE_OPS = ("softmax", "dropout")     # the fused scale+mask+softmax kernel, then dropout
 
 
 def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1, held_sms: int = 0) -> float:
@@ -250,9 +254,20 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
-                       else (SCORE_PASSES[attention][1 if backward else 0], (4, 6)[1 if backward else 0]))
+                       else fused_score_passes(op.score_ops, backward))
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
+
+
+def fused_score_passes(score_ops: tuple[str, ...] | None, backward: bool = False) -> tuple[float, int]:
+    """(passes over the scores, kernels) of fused attention (SCORE_PASSES): the dropout kernel only
+    where the model's attention code runs one (`score_ops` None, the default list, has it).
+
+    >>> fused_score_passes(None), fused_score_passes(("scale", "mask_add", "softmax"), backward=True)
+    ((6.5, 4), (7.0, 5))
+    """
+    ops = FUSED_SCORE_OPS if score_ops is None or "dropout" in score_ops else FUSED_SCORE_OPS[:1]
+    return score_passes(ops, backward)
 
 
 def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str,

@@ -40,6 +40,20 @@ def applies(plan) -> bool:
     return plan.overlap_p2p_comm is False and plan.placement.pp > 1 and plan.schedule in ("1f1b", "interleaved")
 
 
+def passes(rp):
+    """RankProgram `rp`'s passes ("F" | "B", micro-batch, local chunk) in schedule order; when batched,
+    each exchange's tasks are appended as the pass before it has been built."""
+    if not rp.batched:
+        yield from rp.b.stage_order(rp.stage)
+        return
+    plan = rp.plan
+    for event in events(rp.stage, rp.pl.pp, plan.micro_batches, plan.chunks_per_stage):
+        if event[0] == "X":
+            exchange(rp, event)
+        else:
+            yield event
+
+
 def events(stage: int, stages: int, micro_batches: int, chunks: int) -> list:
     """The stage's passes ("F" | "B", micro-batch, local chunk) and exchanges in issue order."""
     if chunks > 1:

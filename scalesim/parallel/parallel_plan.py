@@ -30,6 +30,12 @@ class ParallelPlan:
     pp_scatter_gather: bool = False
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
+    # Megatron-Core buckets of whole tensors of at least this many parameters (parallel/megatron_dp.py);
+    # None: torch DDP's byte-capped buckets (parallel/ddp.py)
+    bucket_params: int | None = None
+    grad_nan_check: bool = False    # each bucket's gradient norm checked on the host first (parallel/megatron_dp.py)
+    # overlap_param_gather: every all-gather dispatched with the optimizer step, the forward after them (megatron_dp.py)
+    param_gather_with_optimizer_step: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
@@ -84,6 +90,8 @@ class ParallelPlan:
     tp_gather_buffers: int = 0
     # Column-parallel linears keep their all-gathered input for backward (costs/nanotron_memory.py).
     tp_saves_gathered_inputs: bool = False
+    # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)
+    tp_async: bool = False
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

@@ -13,7 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_comm_overlap_needs_sp
+from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.schema import Strict, validate
 from scalesim.topology.cluster import Fabric
@@ -246,8 +246,7 @@ class ParallelSpec(Strict):
     # Pipeline P2P beside compute (Megatron-Core's overlap_p2p_comm) or each batched exchange followed by a
     # device sync (Megatron-LM's batch_p2p_sync; the 2021 releases always). None: on for interleaved only.
     overlap_p2p_comm: bool | None = None
-    # Megatron-LM of 2021's scatter-gather of P2P tensors over the TP ranks (parallel/p2p_batched.py)
-    pp_scatter_gather: bool = False
+    pp_scatter_gather: bool = False     # Megatron-LM of 2021's P2P scatter-gather over TP (parallel/p2p_batched.py)
     # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
     # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
     # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
@@ -264,7 +263,21 @@ class ParallelSpec(Strict):
     # (NeMo ub_tp_comm_overlap, MLPerf TP_COMM_OVERLAP; parallel/tp_overlap.py): true, or its chunk and SM counts.
     tp_comm_overlap: bool | TpCommOverlapSpec = False
     _tp_overlap_sp = pydantic.field_validator("tp_comm_overlap")(tp_comm_overlap_needs_sp)
+    # nanotron's tp_linear_async_communication: each half's input all-gather beside the local shard's GEMM in
+    # forward, the output gradient's beside the local shard's data gradient in backward (parallel/sp_backward.py)
+    tp_linear_async_communication: bool = False
+    _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
+    # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter
+    # tensors, each closing once it holds at least this many (1: one bucket per tensor); replaces bucket_mb.
+    bucket_params: pydantic.PositiveInt | None = None
+    # Megatron-Core's check_for_nan_in_grad: before each bucket's reduction its gradient norm is computed
+    # and tested for NaN / Inf on the host (a device sync per bucket; parallel/megatron_dp.py).
+    grad_nan_check: bool = False
+    # Megatron-Core's overlap_param_gather_with_optimizer_step (with overlap_param_gather, ZeRO 1/2): every
+    # parameter all-gather is dispatched right after the update and, under CUDA_DEVICE_MAX_CONNECTIONS=1,
+    # the forward's kernels start after them (parallel/megatron_dp.py).
+    param_gather_with_optimizer_step: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
     # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step
@@ -287,8 +300,8 @@ class ParallelSpec(Strict):
     # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
     # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
-    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py);
-    # autograd-add: autograd adds each later micro-batch's gradient into param.grad (Megatron-LM of 2021).
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32); autograd-add: autograd adds each
+    # later micro-batch's gradient into param.grad (Megatron-LM of 2021; scalesim/costs/accumulation.py).
     grad_accumulation: Literal["fused", "fp32-add", "autograd-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
