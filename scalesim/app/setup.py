@@ -115,6 +115,10 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")
+    if par.pp_scatter_gather and par.overlap_p2p_comm is not False:     # parallel/p2p_batched.py
+        raise InputError("pp_scatter_gather is Megatron-LM of 2021's, whose P2P exchanges are batched and "
+                         "synchronized: set overlap_p2p_comm: false with it; allowed: false", file=file,
+                         key="parallel.pp_scatter_gather")
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     check_plan(scenario, model, count, dp, file)
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
@@ -169,6 +173,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
         overlap_p2p_comm=par.overlap_p2p_comm,
+        pp_scatter_gather=par.pp_scatter_gather,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
         param_gather_with_optimizer_step=par.param_gather_with_optimizer_step,

@@ -25,6 +25,9 @@ class ParallelPlan:
     sequence_parallel_layout: str = "seq-first"
     schedule: str = "1f1b"
     overlap_p2p_comm: bool | None = None    # None: as Megatron-Core runs the schedule (p2p_overlapped)
+    # Megatron-LM of 2021's scatter-gather: each TP rank sends 1/t of a P2P tensor, the receivers
+    # all-gather it (parallel/p2p_batched.py)
+    pp_scatter_gather: bool = False
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
     # Megatron-Core buckets of whole tensors of at least this many parameters (parallel/megatron_dp.py);

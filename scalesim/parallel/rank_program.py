@@ -20,6 +20,7 @@ from scalesim.parallel.fsdp import copied_out, reduce_input
 from scalesim.parallel.megatron_dp import gathered_with_optimizer_step, nan_checked
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
+from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.parallel import sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
@@ -57,6 +58,7 @@ class RankProgram:
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
         self.passes = None                      # the PassTemplates of tasks(), once called
+        self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
 
     def peers_key(self) -> tuple | None:
         """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
@@ -72,13 +74,13 @@ class RankProgram:
         the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
         passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
         last = self.plan.micro_batches - 1
-        for kind, mb, local_chunk in self.b.stage_order(self.stage):
+        for kind, mb, local_chunk in p2p_batched.passes(self):    # batched exchanges appended in between
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
                 build(g, mb)
             else:
-                passes.run((kind, g, kind != "F" and mb == last), mb, lambda: build(g, mb))
+                passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb, lambda: build(g, mb))
         self._optimizer_step()
         return tuple(self.list)
 
@@ -232,20 +234,20 @@ class RankProgram:
 
     def _forward(self, g: int, mb: int) -> None:
         dep = None
-        if g > 0:
+        if g > 0 and not self.batched:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
         held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
             dep = self.run_layer(w, "forward", dep, False, self.gather(w) + held)
             held = ()
-        if g < self.plan.chunks - 1:
+        if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
 
     def _backward(self, g: int, mb: int) -> None:
         plan, b = self.plan, self.b
         work = b.chunk_work[g]
         dep = None
-        if g < plan.chunks - 1:
+        if g < plan.chunks - 1 and not self.batched:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
         pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
@@ -270,15 +272,15 @@ class RankProgram:
                 self._reduce_bucket(size, dep, calls)
         for size, _, calls in pending:
             self._reduce_bucket(size, dep, calls)
-        self._accumulate(work, dep)
-        if g > 0:
+        self._accumulate(work, dep, mb)
+        if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
 
-    def _accumulate(self, work, dep: int | None) -> None:
-        """The micro-batch's gradients added into the fp32 buffers, when that is a pass of its own
-        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward."""
+    def _accumulate(self, work, dep: int | None, mb: int) -> None:
+        """The micro-batch's gradients added into the fp32 buffers (autograd-add: param.grad, from the second
+        on), when that is a pass of its own (plan.grad_accumulation, costs/accumulation.py): after the backward."""
         plan, b = self.plan, self.b
-        if plan.grad_accumulation == "fused":
+        if plan.grad_accumulation == "fused" or plan.grad_accumulation == "autograd-add" and mb == 0:
             return
         params = sum(b._trained(w.layer) for w in work)
         timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(

@@ -246,6 +246,7 @@ class ParallelSpec(Strict):
     # Pipeline P2P beside compute (Megatron-Core's overlap_p2p_comm) or each batched exchange followed by a
     # device sync (Megatron-LM's batch_p2p_sync; the 2021 releases always). None: on for interleaved only.
     overlap_p2p_comm: bool | None = None
+    pp_scatter_gather: bool = False     # Megatron-LM of 2021's P2P scatter-gather over TP (parallel/p2p_batched.py)
     # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
     # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
     # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
@@ -299,8 +300,9 @@ class ParallelSpec(Strict):
     # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
     # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
-    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
-    grad_accumulation: Literal["fused", "fp32-add"] = "fused"
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32); autograd-add: autograd adds each
+    # later micro-batch's gradient into param.grad (Megatron-LM of 2021; scalesim/costs/accumulation.py).
+    grad_accumulation: Literal["fused", "fp32-add", "autograd-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
