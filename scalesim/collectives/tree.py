@@ -104,6 +104,34 @@ def binary_tree_edges(order: list[int]) -> list[tuple[int, int]]:
     return edges
 
 
+def nccl_btree_parent(nranks: int, rank: int) -> int | None:
+    """The parent of `rank` in NCCL's binary tree over `nranks` (ncclGetBtree, src/graph/trees.cc
+    @v2.19.3-1): rank 0 is the root, with one child."""
+    if rank == 0:
+        return None
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    up = (rank ^ bit) | (bit << 1)
+    return up if up < nranks else rank ^ bit
+
+
+def nccl_dtree_edges(nranks: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(parent, child) edges of NCCL's two trees over `nranks` (ncclGetDtree): a binary tree,
+    and the same tree mirrored (even counts) or shifted by one (odd counts), so that a rank
+    inside one tree is a leaf in the other.
+
+    >>> nccl_dtree_edges(4)
+    ([(2, 1), (0, 2), (2, 3)], [(1, 2), (3, 1), (1, 0)])
+    """
+    first = [(nccl_btree_parent(nranks, r), r) for r in range(1, nranks)]
+    if nranks % 2:
+        second = [((p + 1) % nranks, (c + 1) % nranks) for p, c in first]
+    else:
+        second = [(nranks - 1 - p, nranks - 1 - c) for p, c in first]
+    return first, second
+
+
 def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
               protocol: str = "simple") -> CollectivePlan:
     if op != "all_reduce":
