@@ -37,6 +37,9 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
     if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
     check_experts(scenario, model, dp, file)
+    if not par.tp_recompute_allgather and not (par.sequence_parallel and par.tp > 1):
+        raise bad("parallel.tp_recompute_allgather", "only sequence-parallel linears all-gather their input: "
+                  "false needs sequence_parallel: true and tp > 1; allowed here: true")
     if par.fp8_param_gather and training.precision != "fp8":
         raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
                   f"{training.precision})")

@@ -131,7 +131,7 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **schedule, **offload, **layout,
                   # framework facts tied to one ZeRO stage: FSDP's kernels to ZeRO-3, nanotron's DDP to ZeRO-1
-                  **({} if point.zero == 3 else {"fsdp_version": None}),
+                  **({} if point.zero == 3 else {"fsdp_version": None, "fsdp_backward_prefetch": None}),
                   **({} if point.zero == 1 else {"zero1_over_ddp": False})},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   **recompute_keys_cleared(point.recompute, point.finetune)})

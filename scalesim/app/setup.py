@@ -18,7 +18,8 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
-from scalesim.costs.recompute import modules_of
+from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
+from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -109,11 +110,15 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
-        model = eager_rope_model(model, training.precision)
+        model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")
+    if par.pp_scatter_gather and par.overlap_p2p_comm is not False:     # parallel/p2p_batched.py
+        raise InputError("pp_scatter_gather is Megatron-LM of 2021's, whose P2P exchanges are batched and "
+                         "synchronized: set overlap_p2p_comm: false with it; allowed: false", file=file,
+                         key="parallel.pp_scatter_gather")
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     check_plan(scenario, model, count, dp, file)
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
@@ -167,8 +172,11 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sequence_parallel=par.sequence_parallel,
         sequence_parallel_layout=par.sequence_parallel_layout,
         schedule=par.pp_schedule,
+        overlap_p2p_comm=par.overlap_p2p_comm,
+        pp_scatter_gather=par.pp_scatter_gather,
         virtual_stages=par.virtual_stages,
-        bucket_bytes=par.bucket_mb * 2**20,
+        bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
+        param_gather_with_optimizer_step=par.param_gather_with_optimizer_step,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
         fp8_param_gather=par.fp8_param_gather,
@@ -197,8 +205,13 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=pipeline_blocks_of(par, model),
         fsdp_version=par.fsdp_version,
+        fsdp_backward_prefetch=par.fsdp_backward_prefetch or ("pre" if par.fsdp_version else "none"),
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
+        tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
+        if training.saved_activations == "nanotron" else 0,
+        tp_saves_gathered_inputs=not par.tp_recompute_allgather,
+        tp_async=par.tp_linear_async_communication,
     )
 
 

@@ -12,6 +12,12 @@ src/nanotron/optim/gradient_accumulator.py, FP32GradientAccumulator.backward
 called per micro-batch by parallel/pipeline_parallel/engine.py, @67c5ebb6.
 Each add reads the 16-bit gradient and the fp32 buffer and writes the buffer:
 2 + 4 + 4 = 10 bytes per parameter in bf16, memory-bound.
+Without either (Megatron-LM of 2021, which has no gradient_accumulation_fusion, with fp16 weights and no
+contiguous gradient buffer: megatron/model/distributed.py @6985e58938), autograd's AccumulateGrad adds each
+micro-batch's new gradient into param.grad in place, in the gradient's own dtype (torch/csrc/autograd/
+functions/accumulate_grad.h, `variable_grad += new_grad`), from the second micro-batch on (the optimizer's
+zero_grad sets param.grad to None, so the first micro-batch's gradient is taken as is): `autograd-add`,
+3 x 2 = 6 bytes per parameter in fp16.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 from scalesim.costs.compute import ELEMENT_BYTES, KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.hardware import GpuSpec
 
-MODES = ("fused", "fp32-add")
+MODES = ("fused", "fp32-add", "autograd-add")
 
 
 def grad_accumulation_bytes_per_param(mode: str, precision: str) -> float:
@@ -27,9 +33,13 @@ def grad_accumulation_bytes_per_param(mode: str, precision: str) -> float:
 
     >>> grad_accumulation_bytes_per_param("fp32-add", "bf16"), grad_accumulation_bytes_per_param("fused", "bf16")
     (10.0, 0.0)
+    >>> grad_accumulation_bytes_per_param("autograd-add", "fp16")
+    6.0
     """
     if mode not in MODES:
         raise ValueError(f"grad_accumulation must be one of {MODES}, not {mode!r}")
+    if mode == "autograd-add":
+        return 3.0 * ELEMENT_BYTES[precision]
     return 0.0 if mode == "fused" else ELEMENT_BYTES[precision] + 8.0
 
 

@@ -16,17 +16,31 @@ the commit its benchmark sweep ran, torch 2.1 / cu121 per its run_multinode.sh):
   into each: `dp` C++ copies), then `update_output` copies every gathered slice back into its
   parameter from a Python loop: `dp` x (parameter tensors) `copy_` calls.
 
-Each Python-issued op costs the host's dispatch time (costs/host.py, DISPATCH_S_PER_OP, a measured
-figure); each C++-issued copy the fraction of it autograd's launches cost there
-(BACKWARD_DISPATCH_FRACTION, an estimate). Building the slices (Python indexing, `torch.split`,
-`_unflatten_dense_tensors`' views) launches nothing and is left out, so the figures are a floor.
-Pure functions.
+Every one of these ops runs with autograd off (the hook inside the backward, the all-gather inside the
+optimizer's `@torch.no_grad` step) and picks no backend algorithm: a Python-issued one costs
+SLICE_OP_FRACTION of the host's dispatch time (costs/host.py, DISPATCH_S_PER_OP, measured for a GEMM
+called from Python), a C++-issued copy BACKWARD_DISPATCH_FRACTION of that (an estimate). Building
+the slices (Python indexing, `torch.split`, `_unflatten_dense_tensors`' views) launches nothing and
+is left out. Pure functions.
 """
 
 from __future__ import annotations
 
 from scalesim.costs.host import BACKWARD_DISPATCH_FRACTION
 from scalesim.models.spec import LayerSpec
+
+# A tensor copy or concatenation issued from Python with autograd off goes through Python, the
+# pybind11 boundary, the ATen dispatcher and the driver's launch, ~1, ~1, ~1-2 and ~1-3 us
+# (jiahuanglin.xyz "From PyTorch op to kernel launch", its table of the dispatch chain's layers;
+# mid-range 5.5 us), skipping the autograd record (~1-3 us) and the backend's algorithm choice (~1-5
+# us) a GEMM called from Python pays: 5.5 of DISPATCH_S_PER_OP's 13 us. ESTIMATE. Checked against
+# the nanotron sweep's ZeRO-1 runs that are not validation cases (bench_final2 CSV, copy in
+# eyao600/Rapid-LLM validation_scripts/huggingface_data/bench_final2_mod_add.csv @24ef24c6: the 20
+# ZeRO-1 runs on 16-32 servers with one micro-batch per step and tensor parallelism within a server,
+# on jobs whose logged network test was healthy, validation cases left out): median |error| 11.3%
+# (signed -7.3%) at the full 13 us, 8.1% (+4.2%) at this; data parallel 128 from -14..-27% to -9..+1%,
+# 256 from -39/-44% to -16/-21%.
+SLICE_OP_FRACTION = 5.5 / 13.0
 
 # Parameter tensors of nanotron's Llama layers (src/nanotron/models/llama.py @67c5ebb6): a decoder
 # layer holds input_layernorm, attn.qkv_proj, attn.o_proj, post_attention_layernorm,
@@ -86,7 +100,7 @@ def param_tensor_shares(layer: LayerSpec) -> tuple[float, ...]:
 
 def reduce_scatter_hook_host_s(dp: int, dispatch_s: float) -> float:
     """CPU time the fp32 accumulation hook spends on one bucket before its reduce-scatter is issued:
-    `dp` Python flattens, then `dp` C++ copies into NCCL's flat input.
+    `dp` Python flattens, then `dp` C++ copies into NCCL's flat input, all with autograd off.
 
     >>> reduce_scatter_hook_host_s(128, 13e-6) == 2 * reduce_scatter_hook_host_s(64, 13e-6)
     True
@@ -95,13 +109,13 @@ def reduce_scatter_hook_host_s(dp: int, dispatch_s: float) -> float:
     """
     if dp <= 1:
         return 0.0
-    return dp * dispatch_s * (1.0 + BACKWARD_DISPATCH_FRACTION)
+    return dp * dispatch_s * SLICE_OP_FRACTION * (1.0 + BACKWARD_DISPATCH_FRACTION)
 
 
 def all_gather_copy_host_s(dp: int, tensors: int, dispatch_s: float) -> float:
     """CPU time of the ZeRO-1 parameter all-gather's flattens and copies on one rank holding
     `tensors` parameter tensors: `dp` Python flattens, `dp` C++ copies out of the flat result and
-    `dp * tensors` Python `copy_` calls.
+    `dp * tensors` Python `copy_` calls, all with autograd off.
 
     >>> all_gather_copy_host_s(128, 170, 13e-6) > all_gather_copy_host_s(64, 170, 13e-6) > 0
     True
@@ -110,4 +124,4 @@ def all_gather_copy_host_s(dp: int, tensors: int, dispatch_s: float) -> float:
     """
     if dp <= 1:
         return 0.0
-    return dp * dispatch_s * (1.0 + BACKWARD_DISPATCH_FRACTION + tensors)
+    return dp * dispatch_s * SLICE_OP_FRACTION * (1.0 + BACKWARD_DISPATCH_FRACTION + tensors)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_forward_speedup)
+                                  causal_rate, flash_efficiency, fp8_forward_speedup, kernel_length_rate)
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -29,7 +29,7 @@ from scalesim.models.spec import LayerSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
-ATTENTION = ("flash", "flash2", "flash3", "naive", "fused")
+ATTENTION = ("flash", "flash2", "flash3", "triton", "naive", "fused")
 MEMORY_FORMATS = ("nhwc", "nchw")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
@@ -110,8 +110,12 @@ STREAM_BYTES_PER_SM_CYCLE = 8.0
 #   and gradient and writes (3), the scale (2), dS read for dQ and dK (2): 11.5.
 # - fused: Megatron-LM's fused scale + mask + softmax kernels (Narayanan et al.
 #   2021, SC21, sec. 4.2): matmul write (1), fused softmax (2), dropout (2.5), AV
-#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5.
+#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5. Transformer Engine's UnfusedDotProductAttention
+#   runs the same (TE bee4649c transformer_engine/pytorch/attention.py:3903-3977: baddbmm with the
+#   scale as alpha, FusedScaleMaskSoftmax, nn.Dropout, bmm). At attention dropout 0 (an op whose
+#   score_ops leave out dropout) PyTorch runs no dropout kernel: 4.0 and 7.0 (`fused_score_passes`).
 SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
+FUSED_SCORE_OPS = ("softmax", "dropout")     # the fused scale+mask+softmax kernel, then dropout
 
 
 def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1, held_sms: int = 0) -> float:
@@ -238,9 +242,10 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
-        work = backward_over_forward(gpu.arch) if backward else 1.0
+        work = backward_over_forward(gpu.arch, attention) if backward else 1.0
         executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
-                    / head_dim_factor(op.head_dims, gpu.arch, backward))
+                    / head_dim_factor(op.head_dims, gpu.arch, backward)
+                    / kernel_length_rate(attention, gpu.arch, op.seq, op.causal))
         if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
             executed /= fp8_forward_speedup(gpu.arch, op.seq)
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
@@ -249,9 +254,20 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
-                       else (SCORE_PASSES[attention][1 if backward else 0], (4, 6)[1 if backward else 0]))
+                       else fused_score_passes(op.score_ops, backward))
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
+
+
+def fused_score_passes(score_ops: tuple[str, ...] | None, backward: bool = False) -> tuple[float, int]:
+    """(passes over the scores, kernels) of fused attention (SCORE_PASSES): the dropout kernel only
+    where the model's attention code runs one (`score_ops` None, the default list, has it).
+
+    >>> fused_score_passes(None), fused_score_passes(("scale", "mask_add", "softmax"), backward=True)
+    ((6.5, 4), (7.0, 5))
+    """
+    ops = FUSED_SCORE_OPS if score_ops is None or "dropout" in score_ops else FUSED_SCORE_OPS[:1]
+    return score_passes(ops, backward)
 
 
 def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str,

@@ -37,7 +37,7 @@ from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KIN
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
 from scalesim.costs.gemm_depth import backward_depths
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
-                                   layers_activation_bytes, state_bytes_per_param)
+                                   activation_peaks, state_bytes_per_param)
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
@@ -247,8 +247,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     trained = float(sum(trainable_params(layer, spec) for layer in layers))
     kept = [replace(layer, activation_bytes=layer.activation_bytes
                     - frozen_input_bytes(layer, spec, boundary_bytes_per_sample)) for layer in layers]
-    acts = layers_activation_bytes(kept, micro_batch, precision, checkpointing, flash_attention,
-                                   boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
+    acts, cached = activation_peaks(kept, micro_batch, precision, checkpointing, flash_attention,
+                                    boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
     if spec is None:          # full training with offloaded weights: the base is the trained weights
         weights = base
         grads = 2 * max((layer.params for layer in layers), default=0) * g
@@ -260,7 +260,8 @@ def finetune_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         trained * o / (shards if zero >= 1 else 1)
     buckets = trained * ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view)
     live = weights + grads + opt + buckets + acts
-    return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
+    return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live,
+                           cached)
 
 
 def host_weight_bytes(layers, precision: str, spec: FinetuneSpec | None, zero: int, shards: int) -> float:

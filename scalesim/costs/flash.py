@@ -81,6 +81,25 @@ FLASH_KERNEL_EFFICIENCY = {
     "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
     "flash3": {"hopper": round(648 / 989, 3)},
 }
+# triton: the Triton FlashAttention of HazyResearch's flash_attn_triton.py (flash-attn v1.0.x;
+# llm-foundry ships a copy as llmfoundry/models/layers/flash_attn_triton.py and runs it for MPT's
+# ALiBi bias, `attn_impl: triton`). Its forward + backward rate on A100 80GB SXM4, head dim 128,
+# TFLOPS counted as FlashAttention's benchmark counts them (3.5 forward FLOP, half the s^2 under a
+# causal mask): Dao 2023, FlashAttention-2, Fig. 4 (Dao-AILab/flash-attention
+# assets/flash2_a100_fwd_bwd_benchmark.png @4f285b35), "FlashAttention Triton" bars at 512 ... 16k.
+# Only the combined rate is published, so the forward and the backward each take it (a forward
+# recomputed under activation checkpointing runs at it too; the kernel's header says its forward
+# is the faster half). Without ALiBi's bias loads, which the figure does not run.
+TRITON_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 50), (1024, 61), (2048, 68), (4096, 74), (8192, 78), (16384, 80)),
+                                    False: ((512, 78), (1024, 85), (2048, 90), (4096, 93), (8192, 95), (16384, 95))}}
+# The same figure's FlashAttention-2 bars (head dim 128; without the mask the 512 and 1k labels are
+# hidden by the legend, so that row starts at 2k and is held below it). They scale the Ampere flash
+# kernels' efficiency by length, taken as the causal 16k rate (flash and flash2 on A100).
+FLASH2_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 99), (1024, 133), (2048, 155), (4096, 173), (8192, 182), (16384, 189)),
+                                    False: ((2048, 187), (4096, 196), (8192, 201), (16384, 203))}}
+TRITON_PEAK_TFLOPS = 312            # the A100's dense 16-bit peak the figure's rates are a fraction of
+FLASH_KERNEL_EFFICIENCY["triton"] = {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS
+                                     for arch, table in TRITON_FWD_BWD_TFLOPS.items()}
 FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 
 # Causal over full-mask rate by sequence length, Hopper (FA3 paper Fig. 5b vs 5e, TFLOPS at
@@ -126,13 +145,34 @@ def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     return table[gpu.arch]
 
 
-def backward_over_forward(arch: str) -> float:
-    """How many times its forward time a flash-attention backward takes on `arch`.
+def backward_over_forward(arch: str, attention: str = "flash") -> float:
+    """How many times its forward time a flash-attention backward takes on `arch` (the Triton kernel:
+    its FLOP ratio, both halves at the one published rate).
 
-    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5
+    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5 == backward_over_forward("ampere", "triton")
     True
     """
+    if attention == "triton":
+        return FLASH_BACKWARD_FLOP_RATIO
     return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
+
+
+def kernel_length_rate(attention: str, arch: str, seq: int, causal: bool) -> float:
+    """The kernel's rate at `seq` tokens over the rate its efficiency stands for (its causal 16k rate
+    in the FlashAttention-2 paper's Fig. 4: TRITON_FWD_BWD_TFLOPS, FLASH2_FWD_BWD_TFLOPS); 1.0 for
+    kernels and architectures without a table by length.
+
+    >>> kernel_length_rate("triton", "ampere", 2048, True), round(kernel_length_rate("flash2", "ampere", 2048, True), 3)
+    (0.85, 0.82)
+    >>> kernel_length_rate("flash", "hopper", 2048, True)
+    1.0
+    """
+    tables = TRITON_FWD_BWD_TFLOPS if attention == "triton" else FLASH2_FWD_BWD_TFLOPS \
+        if attention in ("flash", "flash2") else {}
+    table = tables.get(arch, {})
+    if not table:
+        return 1.0
+    return _by_length(tuple((s, r / table[True][-1][1]) for s, r in table[causal]), seq)
 
 
 def causal_rate(arch: str, seq: int) -> float:

@@ -42,6 +42,46 @@ CROSS_ENTROPY_PEAK_BYTES = {"fused": 6.0, "fp32-upcast": 10.0, "eager": 12.0, "c
 HEAD_LOGIT_BYTES = 4.0
 
 
+# The 16-bit logits' own block, freed before the loss's backward and kept by the caching allocator
+# through that backward's peak, bytes per logit element: what max_memory_reserved counts beyond the live
+# peak above. torchtitan's train step (train.py @9dec370: `loss = loss_fn(pred, labels)`, `del pred`,
+# `loss.backward()`) and Hugging Face's causal-LM forward (`logits = logits.float()`) drop the model's
+# 16-bit logits once the fp32 copy exists, so their block (2 bytes a logit) is free from then on. Every
+# request at the loss's backward peak is a whole fp32 logit tensor, twice that size (nll_loss's gradient,
+# log-softmax's input gradient; loss_parallel's zeros, exp and sum), and a free block serves only requests
+# no larger than itself (c10/cuda/CUDACachingAllocator.cpp, get_free_block: the smallest cached block >=
+# the rounded size), so the caching allocator cudaMallocs new segments beside it and the free block stays
+# in max_memory_reserved (with expandable_segments:True, torchtitan's run_llama_train.sh @9dec370, alike: a
+# free block grows only at its segment's end, and the fp32 tensors allocated after the logits lie beyond it). Without the free it is reused: Megatron-LM's fused and nanotron's fp32-upcast
+# losses hold their 16-bit logits live (already in their peaks above); an fp32 model has no separate copy
+# (`.float()` returns the logits themselves); a compiled loss fuses the cast (nothing freed early).
+FREED_LOGIT_BYTES = {"eager": 2.0, "loss-parallel": 2.0, "hf-causal-lm": 2.0}
+
+
+def _logit_elements(layers) -> float:
+    # Several heads (DeepSeek-V3's multi-token prediction beside the main head) each keep their own
+    # logits in their activations, but their losses' transient peaks come one after another: the
+    # largest counts, not the sum.
+    return max((sum(op.elements_moved / 2 for op in layer.ops if op.name == "cross_entropy") for layer in layers),
+               default=0.0)
+
+
+def loss_cached_bytes(layers, micro_batch: int, cross_entropy: str, precision: str) -> float:
+    """Bytes of freed 16-bit logits the caching allocator still holds at the loss's backward peak
+    (FREED_LOGIT_BYTES), for one micro-batch on a GPU holding `layers`: reserved, not live.
+
+    >>> from scalesim.models.transformer import lm_head
+    >>> head = lm_head(4, 8, 100, tied=False)
+    >>> loss_cached_bytes([head], 1, "eager", "bf16") == 2 * 4 * 100
+    True
+    >>> loss_cached_bytes([head], 1, "fused", "bf16"), loss_cached_bytes([head], 1, "eager", "fp32")
+    (0.0, 0.0)
+    """
+    if precision in ("fp32", "tf32"):
+        return 0.0
+    return _logit_elements(layers) * micro_batch * FREED_LOGIT_BYTES.get(cross_entropy, 0.0)
+
+
 def loss_peak_bytes(layers, micro_batch: int, cross_entropy: str = "fused") -> float:
     """Bytes the loss holds at its peak beyond what the head keeps, for one micro-batch, on a GPU
     holding `layers` (0 unless the head is among them; logits already split by TP / CP).
@@ -54,9 +94,4 @@ def loss_peak_bytes(layers, micro_batch: int, cross_entropy: str = "fused") -> f
     True
     """
     extra = CROSS_ENTROPY_PEAK_BYTES[cross_entropy] - HEAD_LOGIT_BYTES
-    # Several heads (DeepSeek-V3's multi-token prediction beside the main head) each keep their own
-    # logits in their activations, but their losses' transient peaks come one after another: the
-    # largest counts, not the sum.
-    logits = max((sum(op.elements_moved / 2 for op in layer.ops if op.name == "cross_entropy") for layer in layers),
-                 default=0.0)
-    return logits * micro_batch * extra
+    return _logit_elements(layers) * micro_batch * extra

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scalesim.costs.loss_memory import loss_peak_bytes
+from scalesim.costs.loss_memory import loss_cached_bytes, loss_peak_bytes
 from scalesim.costs.recompute import SELECTIVE_OP, module_saved_bytes_per_sample, saved_bytes_per_sample
 from scalesim.models.spec import ModelSpec
 
@@ -69,6 +69,7 @@ class MemoryBreakdown:
     grad_buckets: float
     activations: float
     overhead: float
+    cached: float = 0.0     # freed blocks the allocator still holds at its peak: in reserved only (loss_memory.py)
 
     @property
     def total(self) -> float:
@@ -86,7 +87,7 @@ class MemoryBreakdown:
         (FRAGMENTATION), not the CUDA context, library workspaces or NCCL's buffers, which are allocated
         outside it ("CUDA memory management", PyTorch docs: memory_reserved is the memory managed by
         the caching allocator; nvidia-smi also shows the context's)."""
-        return self.live * (1 + FRAGMENTATION)
+        return self.live * (1 + FRAGMENTATION) + self.cached
 
     def as_dict(self) -> dict[str, float]:
         return {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
@@ -124,7 +125,18 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
                             flash_attention: bool, boundary_bytes_per_sample: float,
                             in_flight: float = 1.0, cross_entropy: str = "fused",
                             recomputed: tuple[bool, ...] = (), recompute_modules: tuple[str, ...] = ()) -> float:
-    """Activations held at the peak of backward by these layers, with `in_flight` micro-batches live.
+    """Activations held at the peak of backward by these layers (`activation_peaks`, live part)."""
+    return activation_peaks(layers, micro_batch, precision, checkpointing, flash_attention, boundary_bytes_per_sample,
+                            in_flight, cross_entropy, recomputed, recompute_modules)[0]
+
+
+def activation_peaks(layers, micro_batch: int, precision: str, checkpointing: str,
+                     flash_attention: bool, boundary_bytes_per_sample: float,
+                     in_flight: float = 1.0, cross_entropy: str = "fused",
+                     recomputed: tuple[bool, ...] = (), recompute_modules: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(live, cached): activations held at the peak of backward by these layers, with `in_flight`
+    micro-batches live, and the freed logits the allocator still holds there (loss_cached_bytes) when
+    the loss's peak with them is the larger one.
 
     none: every layer's saved tensors; selective: attention scores are
     recomputed, not stored; full: only each block's input
@@ -149,8 +161,9 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
             kept = max(0.0, kept - module_saved_bytes_per_sample(layer, recompute_modules))
         per_layer.append((kept + scores) * micro_batch * scale)
     loss = loss_peak_bytes(layers, micro_batch, cross_entropy)
+    freed = loss_cached_bytes(layers, micro_batch, cross_entropy, precision) if loss > 0 else 0.0
     if checkpointing not in ("full", SELECTIVE_OP):
-        return sum(per_layer) * in_flight + loss
+        return sum(per_layer) * in_flight + loss, freed
     flags = recomputed or (True,) * len(layers)
     checkpointed = [layer.kind == "transformer_block" and flag for layer, flag in zip(layers, flags)]
     blocks = [a for a, c in zip(per_layer, checkpointed) if c]
@@ -160,7 +173,8 @@ def layers_activation_bytes(layers, micro_batch: int, precision: str, checkpoint
                    for layer, a, c in zip(layers, per_layer, checkpointed) if c)
     else:
         kept = boundary_bytes_per_sample * micro_batch * scale * len(blocks)
-    return (kept + others) * in_flight + max(max(blocks, default=0.0), loss)
+    block = max(blocks, default=0.0)
+    return (kept + others) * in_flight + max(block, loss), max(block, loss + freed) - max(block, loss)
 
 
 # What a transformer block's autograd graph keeps, by the framework's model code (training.saved_activations).
@@ -365,10 +379,10 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     opt = 0.0 if offload_optimizer else sharded(o, 1)
     per_param = ddp_bucket_bytes(g, grad_reduce_bytes, zero, shards, bucket_view, zero1_over_ddp)
     buckets = params * per_param + (experts * per_param if eshards > 1 else 0.0)
-    acts = transient_bytes + layers_activation_bytes(layers, micro_batch, precision, checkpointing, flash_attention,
-        boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
-    live = weights + grads + opt + buckets + acts
-    return MemoryBreakdown(weights, grads, opt, buckets, acts, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live)
+    acts, cached = activation_peaks(layers, micro_batch, precision, checkpointing, flash_attention,
+                                    boundary_bytes_per_sample, in_flight, cross_entropy, recomputed, recompute_modules)
+    live = weights + grads + opt + buckets + acts + transient_bytes
+    return MemoryBreakdown(weights, grads, opt, buckets, acts + transient_bytes, FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live, cached)
 
 
 def memory_per_gpu(model: ModelSpec, *, micro_batch: int, precision: str, optimizer: str,

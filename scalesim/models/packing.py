@@ -78,7 +78,7 @@ def masked_lm_head(model: ModelSpec, rows: int) -> ModelSpec:
 
 def attention_score_ops(model: ModelSpec, score_ops: tuple[str, ...]) -> ModelSpec:
     """`model` whose eager (naive) attention runs `score_ops` on its scores (OpSpec.score_ops,
-    priced by costs/score_ops.py); flash and fused attention ignore them. The scores each block keeps
+    priced by costs/score_ops.py); flash attention ignores them, fused takes only whether dropout runs. The scores each block keeps
     for backward follow the kernels (SCORE_OP_SAVED_BYTES): Hugging Face OPT's clamp and softmax keep
     4 bytes a score, no dropout mask or output, against the default's 5.
 

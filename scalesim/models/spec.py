@@ -66,6 +66,9 @@ class OpSpec:
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's
     # times BACKWARD_BYTES_RATIO (an autograd Function with its own backward: costs/nanotron_kernels.py)
     backward_elements: float | None = None
+    # Whether a per-op checkpoint policy that saves this op's output keeps it: False where backward never
+    # reads it and torch.compile's partitioner drops it (costs/recompute.py, compiled_saves)
+    saved_output: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +142,10 @@ class MoESpec:
     token goes through (DeepSeekMoE, Dai et al. 2024), of `shared_ffn_hidden`
     [expert_ffn_hidden] width; every: an MoE layer every N blocks (the others
     dense); first_dense: leading dense blocks (DeepSeek-V3: 3); capacity_factor:
-    tokens an expert takes at most, over the mean (None: no cap, no drops).
+    tokens an expert takes at most, over the mean (None: no cap, no drops);
+    groups, group_topk: group-limited routing, the experts cut into `groups`
+    consecutive groups of which a token uses at most `group_topk` (DeepSeek-V3:
+    8 and 4; 0 = no limit).
     """
 
     experts: int
@@ -151,6 +157,8 @@ class MoESpec:
     router: str = "topk"
     first_dense: int = 0
     shared_ffn_hidden: int | None = None
+    groups: int = 1
+    group_topk: int = 0
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (from 0) has the MoE MLP."""

@@ -68,16 +68,22 @@ class _Entry:
     config: dict                    # builder keyword arguments
     seq_len: int | None = None      # default training sequence length: the context length
     max_seq_len: int | None = None  # learned position table size; None = no hard limit (rotary)
+    score_ops: tuple[str, ...] | None = None    # OpSpec.score_ops of its attention (None: the default)
 
 
-def _tok(family, published, description, source, seq_len, config, learned=True) -> _Entry:
-    return _Entry(family, published, description, (source,), config, seq_len, seq_len if learned else None)
+def _tok(family, published, description, source, seq_len, config, learned=True, score_ops=None) -> _Entry:
+    return _Entry(family, published, description, (source,), config, seq_len, seq_len if learned else None,
+                  score_ops)
 
 
 # DeepSeek-V3's architecture, with and without its multi-token-prediction module.
 _DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=18432,
-                    moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3),
+                    moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3, groups=8,
+                                group_topk=4),       # node-limited routing (report sec. 2.1.2; n_group, topk_group)
                     mla=MLASpec(1536, 512, 128, 64, 128), **_MOE)
+# Attention dropout 0.0 (HF config.json "attention_dropout": 0.0; NeMo DeepSeekConfig @7a8f1cc7): no dropout
+# kernel on materialised scores (PyTorch runs none at p = 0), only the scale, mask and softmax.
+_DEEPSEEK_SCORE_OPS = ("scale", "mask_add", "softmax")
 
 _ZOO: dict[str, _Entry] = {
     "gpt2-124m": _tok("gpt2", "124,439,808 (HF gpt2)", "GPT-2 small, 12 x 768", GPT2_SOURCE, 1024,
@@ -181,12 +187,12 @@ _ZOO: dict[str, _Entry] = {
     "deepseek-v3": _tok("deepseek", "671B total, 37B active",
                         "DeepSeek-V3, 61 x 7168, MLA, 1 shared + 256 routed top-8",
                         DEEPSEEK_V3_SOURCE, 4096,
-                        _DEEPSEEK_V3, learned=False),
+                        _DEEPSEEK_V3, learned=False, score_ops=_DEEPSEEK_SCORE_OPS),
     # With its multi-token-prediction module (1 depth, sec. 2.2: the 14B of HF's 685B), as NeMo's
     # DeepSeek-V3 pre-training recipe runs it (nemo/collections/llm/recipes/deepseek_v3.py, use_mtp=True).
     "deepseek-v3-mtp": _tok("deepseek", "671B + 14B MTP", "DeepSeek-V3 with its multi-token-prediction module",
                             DEEPSEEK_V3_SOURCE, 4096,
-                            dict(_DEEPSEEK_V3, mtp_layers=1), learned=False),
+                            dict(_DEEPSEEK_V3, mtp_layers=1), learned=False, score_ops=_DEEPSEEK_SCORE_OPS),
     "gpt-oss-20b": _tok("gpt-oss", "20.9B total, 3.6B active", "gpt-oss-20b, 24 x 2880, 32 experts top-4, GQA 8",
                         GPT_OSS_SOURCE.format("20b"), 131072,
                         dict(layers=24, ffn_hidden=2880, moe=MoESpec(32, 4, 2880), **_GPT_OSS), learned=False),
@@ -248,7 +254,8 @@ def _build_zoo(name: str, seq_len: int | None) -> ModelSpec:
         return build_resnet(source=entry.source, **entry.config)
     if entry.family == "vit":
         return build_vit(name, source=entry.source, **entry.config)
-    return build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
+    model = build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
+    return model if entry.score_ops is None else attention_score_ops(model, entry.score_ops)
 
 
 def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = None,

@@ -128,7 +128,7 @@ class StepBuilder:
         hidden = model.hidden or 0
         # Megatron's TP collectives and PP transfers carry b x s x h activations.
         self.activation_bytes = plan.micro_batch * tokens * hidden * ebytes
-        self.pp_bytes = self.activation_bytes / (pl.tp if sp else 1)
+        self.pp_bytes = self.activation_bytes / (pl.tp if sp or plan.pp_scatter_gather else 1)
         kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
         # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
@@ -355,11 +355,10 @@ class StepBuilder:
         plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
         # Megatron-LM synchronizes the device after each batched P2P exchange
         # (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync): the host
-        # issues nothing more until the activation or gradient it receives has arrived. The
-        # interleaved schedule overlaps its P2P instead (overlap_p2p_comm, which turns batched
-        # P2P and that sync off).
+        # issues nothing more until the activation or gradient it receives has arrived; unless the
+        # schedule overlaps its P2P (overlap_p2p_comm turns batched P2P and that sync off).
         dispatch_s = self.plan.host_dispatch_s
-        sync = dispatch_s > 0 and stream.startswith("pp_recv") and self.plan.schedule != "interleaved"
+        sync = dispatch_s > 0 and stream.startswith("pp_recv") and not self.plan.p2p_overlapped
         tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
                                     plan, deps=tuple(d for d in deps if d is not None), stream=stream,
                                     participants=self._participants((src, dst)), sm_share=self._sm_share(plan),

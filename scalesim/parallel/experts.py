@@ -83,7 +83,8 @@ def dispatch_copies(moe: MoESpec, ep: int, dispatcher: str) -> float:
     """Copies of each token the dispatch all-to-all carries (the combine carries as many back):
     top_k for the all-to-all dispatcher; for flex, the expected number of distinct expert-parallel
     ranks among a token's top_k experts, with experts picked uniformly (forced balance) -- each
-    rank holds experts/ep of them, so a rank is missed with probability C(E - E/ep, k) / C(E, k).
+    rank holds experts/ep of them, so a rank is missed with probability C(E - E/ep, k) / C(E, k);
+    under group-limited routing from the group_topk groups a token may use (`_hit_probability`).
 
     >>> dispatch_copies(MoESpec(128, 8, 768), ep=8, dispatcher="alltoall")
     8
@@ -96,9 +97,50 @@ def dispatch_copies(moe: MoESpec, ep: int, dispatcher: str) -> float:
         raise ValueError(f"dispatcher must be one of {DISPATCHERS}, not {dispatcher!r}")
     if dispatcher == "alltoall" or ep <= 1:
         return moe.top_k
-    held = moe.experts // ep
-    missed = math.comb(moe.experts - held, moe.top_k) / math.comb(moe.experts, moe.top_k)
-    return ep * (1.0 - missed)
+    return ep * _hit_probability(moe, ep)
+
+
+def _hit_probability(moe: MoESpec, parts: int) -> float:
+    """Chance that a token uses at least one expert of one of `parts` equal consecutive blocks of the
+    experts (a rank's, or a server's), the top_k experts uniform over those the token may use: all
+    of them, or under group-limited routing the experts of group_topk groups picked uniformly (forced
+    balance randomises the router logits and still applies the group limit: Megatron-Core
+    transformer_config.py, moe_router_force_load_balancing, "supports naive topk and group-limited
+    topk"). Blocks that do not split into whole groups, or groups into whole blocks, are taken
+    without the limit."""
+    e, k, held = moe.experts, moe.top_k, moe.experts // parts
+    g, gk = moe.groups, moe.group_topk
+    per_group = e // g
+    if g <= 1 or not 0 < gk < g or e % g or (held % per_group and per_group % held):
+        return 1.0 - math.comb(e - held, k) / math.comb(e, k)
+    usable = gk * per_group                         # experts of the groups a token may use
+    if held <= per_group:                           # the block inside one group
+        return gk / g * (1.0 - math.comb(usable - held, k) / math.comb(usable, k))
+    h = held // per_group                           # whole groups in the block: j of them chosen
+    return sum(math.comb(h, j) * math.comb(g - h, gk - j) / math.comb(g, gk)
+               * (1.0 - math.comb(usable - j * per_group, k) / math.comb(usable, k)) for j in range(1, min(h, gk) + 1))
+
+
+def network_share(moe: MoESpec, ep: int, servers: int, dispatcher: str) -> float:
+    """The flex dispatcher's bytes between servers over those of an all-to-all of its rank copies.
+
+    DeepEP's internode kernels send a token over RDMA once to each server that holds one of its
+    experts, to the GPU of the sender's index there, which forwards it over NVLink to the ranks of
+    its experts; the combine sums them on that GPU and sends one copy back (deepseek-ai/DeepEP
+    README, "kernels optimized for asymmetric-domain bandwidth forwarding, such as forwarding data
+    from NVLink domain to RDMA domain", aligned with DeepSeek-V3's group-limited gating; buffer.py
+    get_dispatch_layout: num_tokens_per_rdma_rank, "tokens to be sent to each RDMA rank (with the
+    same GPU index)"). So the network carries the expected distinct servers per token instead of
+    the distinct ranks (`dispatch_copies`); 1.0 for the all-to-all dispatcher or one server.
+
+    >>> round(network_share(MoESpec(256, 8, 2048, groups=8, group_topk=4), ep=64, servers=8, dispatcher="flex"), 3)
+    0.493
+    >>> network_share(MoESpec(256, 8, 2048), ep=64, servers=8, dispatcher="alltoall")
+    1.0
+    """
+    if dispatcher != "flex" or servers <= 1 or ep % servers or moe.experts % servers:
+        return 1.0
+    return servers * _hit_probability(moe, servers) / dispatch_copies(moe, ep, dispatcher)
 
 
 def dispatcher_ops(layer: LayerSpec, ep: int, load: float, dispatcher: str) -> LayerSpec:

@@ -24,8 +24,18 @@ class ParallelPlan:
     # call carries a copy of the gathered tensor (parallel/sp_layout.py); seq-first: Megatron's (s, b, h).
     sequence_parallel_layout: str = "seq-first"
     schedule: str = "1f1b"
+    overlap_p2p_comm: bool | None = None    # None: as Megatron-Core runs the schedule (p2p_overlapped)
+    # Megatron-LM of 2021's scatter-gather: each TP rank sends 1/t of a P2P tensor, the receivers
+    # all-gather it (parallel/p2p_batched.py)
+    pp_scatter_gather: bool = False
     virtual_stages: int = 1
     bucket_bytes: float = 25 * 2**20
+    # Megatron-Core buckets of whole tensors of at least this many parameters (parallel/megatron_dp.py);
+    # None: torch DDP's byte-capped buckets (parallel/ddp.py)
+    bucket_params: int | None = None
+    grad_nan_check: bool = False    # each bucket's gradient norm checked on the host first (parallel/megatron_dp.py)
+    # overlap_param_gather: every all-gather dispatched with the optimizer step, the forward after them (megatron_dp.py)
+    param_gather_with_optimizer_step: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
@@ -69,11 +79,19 @@ class ParallelPlan:
     # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
     # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
     fsdp_version: int | None = None
+    fsdp_backward_prefetch: str = "none"   # pre | post | none: ZeRO-3's backward all-gather order (rank_program.py)
     # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
     # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()
     # Transformer Engine's userbuffers TP overlap (parallel/tp_overlap.py); None: blocking TP collectives.
     tp_overlap: TpOverlapSpec | None = None
+    # Full-sequence all-gather buffers each TP rank keeps for the run (nanotron's MemoryBuffer:
+    # costs/nanotron_memory.py); 0: none beyond the saved activations.
+    tp_gather_buffers: int = 0
+    # Column-parallel linears keep their all-gathered input for backward (costs/nanotron_memory.py).
+    tp_saves_gathered_inputs: bool = False
+    # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)
+    tp_async: bool = False
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather
@@ -85,6 +103,13 @@ class ParallelPlan:
         of the one spanning these placement dimensions, if set."""
         name = comm or ("dp" if "dp" in span else span[0] if span else None)
         return dict(self.nccl_max_ctas).get(name)
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Whether pipeline P2P runs beside compute, without the device sync after each batched exchange
+        Megatron-LM otherwise makes (builder.py _p2p): Megatron-Core's interleaved schedule sets
+        overlap_p2p_comm; 1F1B and older releases (the 2021 Megatron-LM of SC21) do not."""
+        return self.schedule == "interleaved" if self.overlap_p2p_comm is None else self.overlap_p2p_comm
 
     @property
     def chunks_per_stage(self) -> int:

@@ -8,16 +8,21 @@ described in builder.py's module docstring.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from scalesim.collectives.server_share import scale_between_servers
 from scalesim.costs.accumulation import grad_accumulation_time_s
 from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
-from scalesim.parallel.experts import expert_groups, experts_whole
+from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
+from scalesim.parallel.megatron_dp import gathered_with_optimizer_step, nan_checked
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
+from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import tp_overlap
+from scalesim.parallel import sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -43,6 +48,9 @@ class RankProgram:
         moe = builder.model.moe                 # the dispatcher's token-count sync, after each forward route part
         self.moe_sync = self.plan.host_dispatch_s > 0 and moe is not None and dispatcher_host_sync(moe.capacity_factor)
         self.expert_span = ("tp", "dp", "cp") if self.whole else ("dp", "cp")
+        # the flex dispatcher sends a token between servers once per server (parallel/experts.py network_share)
+        self.ep_share = 1.0 if moe is None else network_share(
+            moe, pl.ep, len(builder.topology.ranks_by_server(self.ep_group)), self.plan.moe_dispatcher)
         self.list: list = []
         self.overlapped: list[int] = []         # all-to-alls left to finish under moe_overlap
         self.counters: dict = {}
@@ -50,6 +58,7 @@ class RankProgram:
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
         self.passes = None                      # the PassTemplates of tasks(), once called
+        self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
 
     def peers_key(self) -> tuple | None:
         """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
@@ -65,13 +74,13 @@ class RankProgram:
         the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
         passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
         last = self.plan.micro_batches - 1
-        for kind, mb, local_chunk in self.b.stage_order(self.stage):
+        for kind, mb, local_chunk in p2p_batched.passes(self):    # batched exchanges appended in between
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
                 build(g, mb)
             else:
-                passes.run((kind, g, kind != "F" and mb == last), mb, lambda: build(g, mb))
+                passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb, lambda: build(g, mb))
         self._optimizer_step()
         return tuple(self.list)
 
@@ -161,9 +170,11 @@ class RankProgram:
         """Compute (and TP/CP communication) of one layer; returns what the next step waits for."""
         wait = dep
         overlap = tp_overlap.applies(self, work)
+        regather = sp_backward.applies(self, work) if kind == "backward" else ()
+        early = tp_async.applies(self, work) if kind != "backward" else ()
         for i, part in enumerate(work.parts):
             deps = (dep,) + deps_gather if i == 0 else (wait,)
-            if (work.is_block and self.sp and kind != "backward" and not overlap
+            if (work.is_block and self.sp and kind != "backward" and not overlap and i not in early
                     and (not work.moe or i <= (0 if self.whole else 1))):
                 wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
@@ -175,6 +186,10 @@ class RankProgram:
             if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
                 c, wait = tp_overlap.overlapped_half(self, work, i, kind, PASS_SECONDS[kind], deps, name,
                                                      part.forward_flop * (2 if kind == "backward" else 1))
+            elif i in early:        # nanotron's async linears: the gather beside the local rows' GEMM (tp_async.py)
+                c, wait = tp_async.forward_half(self, work, i, kind, PASS_SECONDS[kind], deps, name, part.forward_flop)
+            elif i in regather:     # the input gathered again for the weight gradient (sp_backward.py)
+                c, wait = sp_backward.backward_half(self, work, i, deps, name, 2 * part.forward_flop)
             else:
                 c = self.compute(name + (" + token-count sync" if sync else ""), kind,
                                  getattr(part, PASS_SECONDS[kind]), part.forward_flop * (2 if kind == "backward" else 1),
@@ -199,48 +214,73 @@ class RankProgram:
         if work.moe and i in (1, 2) and self.pl.ep > 1:
             a = self.call("ep_dispatch" if i == 1 else "ep_combine", "all_to_all", self.ep_group, self.b.a2a_bytes,
                           "ep", (wait,), self.expert_span, "ep")
+            if a is not None and self.ep_share < 1.0:
+                self.list[a] = self._server_shared(self.list[a])
             if a is not None and self.plan.moe_overlap:
                 self.overlapped.append(a)
             elif a is not None:
                 wait = a
         return wait
 
+    def _server_shared(self, task):
+        """The all-to-all `task` with its traffic between servers cut to `ep_share` (kept per plan)."""
+        key = ("server-share", id(task.plan), self.ep_share)
+        known = self.b.memo.get(key)
+        if known is None or known[0] is not task.plan:
+            known = self.b.memo[key] = (task.plan, scale_between_servers(task.plan, self.b.topology, self.ep_share))
+        return replace(task, plan=known[1])
+
     # ------------------------------------------------------------------ passes
 
     def _forward(self, g: int, mb: int) -> None:
         dep = None
-        if g > 0:
+        if g > 0 and not self.batched:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
+        held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
-            dep = self.run_layer(w, "forward", dep, False, self.gather(w))
-        if g < self.plan.chunks - 1:
+            dep = self.run_layer(w, "forward", dep, False, self.gather(w) + held)
+            held = ()
+        if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
 
     def _backward(self, g: int, mb: int) -> None:
         plan, b = self.plan, self.b
         work = b.chunk_work[g]
         dep = None
-        if g < plan.chunks - 1:
+        if g < plan.chunks - 1 and not self.batched:
             dep = b._p2p(self.list, self.neighbour(g + 1), self.rank, "grad", mb, g, "pp_recv_next", ())
         final = mb == plan.micro_batches - 1
         pending = buckets(self, work) if final and plan.zero < 3 and len(self.grad_group) > 1 else []
-        for position, w in enumerate(reversed(work)):
-            dep = self._layer_backward(w, dep)
+        # ZeRO-3's backward all-gather of the next unit (FSDP's backward prefetch): none = issued when
+        # that unit's backward starts, so it queues on the NCCL stream behind this unit's reduce-scatter;
+        # pre / post = issued in this unit's pre- / post-backward hook (torch fsdp/_runtime_utils.py
+        # _pre_backward_hook, _post_backward_reshard -> _prefetch_handle), ahead of its reduce-scatter.
+        order = tuple(reversed(work))
+        prefetch = plan.fsdp_backward_prefetch if plan.zero >= 3 else "none"
+        gathered = None
+        for position, w in enumerate(order):
+            gathered = self.gather(w) if gathered is None else gathered
+            ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
+            following = self.gather(ahead) if ahead is not None and prefetch == "pre" else None
+            dep = self._layer_backward(w, dep, gathered)
+            if ahead is not None and prefetch == "post":
+                following = self.gather(ahead)
+            gathered = following
             self._reduce_layer(w, dep, final)
             while plan.overlap_grad_reduce and pending and pending[0][1] == position:
                 size, _, calls = pending.pop(0)
                 self._reduce_bucket(size, dep, calls)
         for size, _, calls in pending:
             self._reduce_bucket(size, dep, calls)
-        self._accumulate(work, dep)
-        if g > 0:
+        self._accumulate(work, dep, mb)
+        if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
 
-    def _accumulate(self, work, dep: int | None) -> None:
-        """The micro-batch's gradients added into the fp32 buffers, when that is a pass of its own
-        (plan.grad_accumulation, scalesim/costs/accumulation.py): on the compute stream, after the backward."""
+    def _accumulate(self, work, dep: int | None, mb: int) -> None:
+        """The micro-batch's gradients added into the fp32 buffers (autograd-add: param.grad, from the second
+        on), when that is a pass of its own (plan.grad_accumulation, costs/accumulation.py): after the backward."""
         plan, b = self.plan, self.b
-        if plan.grad_accumulation == "fused":
+        if plan.grad_accumulation == "fused" or plan.grad_accumulation == "autograd-add" and mb == 0:
             return
         params = sum(b._trained(w.layer) for w in work)
         timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(
@@ -248,9 +288,9 @@ class RankProgram:
         self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,
                      host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
-    def _layer_backward(self, w, dep: int | None) -> int | None:
-        """Recompute (full or selective checkpointing), then the layer's backward."""
-        gathered = self.gather(w)
+    def _layer_backward(self, w, dep: int | None, gathered: tuple[int, ...]) -> int | None:
+        """Recompute (full or selective checkpointing), then the layer's backward, once its parameters
+        are `gathered`."""
         checkpointing = self.plan.checkpointing if w.recomputed else "none"     # partial recompute
         # Megatron's "moe" recompute module re-runs the MoE layer whole: its all-to-alls and token-count sync
         if checkpointing == "full" or checkpointing == "selective" and w.moe and "moe" in self.plan.recompute_modules:
@@ -296,7 +336,7 @@ class RankProgram:
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = slices_flattened(self, size, dep)
+        dep = slices_flattened(self, size, nan_checked(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))

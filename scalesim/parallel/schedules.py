@@ -53,6 +53,8 @@ def interleaved(stage: int, stages: int, micro_batches: int, chunks: int) -> lis
         return kind, group * stages + within % stages, chunk
 
     warmup = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    if micro_batches == stages:        # all forwards, then all backwards (Megatron: all_warmup_microbatches)
+        warmup = total
     forwards = [step("F", k) for k in range(total)]
     backwards = [step("B", k) for k in range(total)]
     steady = [s for pair in zip(forwards[warmup:], backwards) for s in pair]

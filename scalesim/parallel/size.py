@@ -63,7 +63,11 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
         forward += 5 * parts        # 5 computes and 3 calls instead of 1 and 2
-        backward += 5 * parts       # 5 computes and 2 calls instead of 1 and 1
+        backward += 8 * parts       # 7 computes and 3 calls instead of 1 and 1
+    elif sp and not copies and plan.finetune is None:   # parallel/sp_backward.py, tp_async.py, per part:
+        regathered = 1 if moe else parts
+        backward += (6 + plan.tp_async) * regathered    # 5 (6) computes and 3 calls instead of 1 and 1
+        forward += 3 * regathered * plan.tp_async       # 4 computes and 2 calls instead of 1 and 2
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
     if plan.checkpointing == "selective" and moe and "moe" in plan.recompute_modules:
         recompute = forward         # the MoE layer replayed whole, all-to-alls included (rank_program.py)

@@ -18,15 +18,18 @@ base.py `initialize_ub` and csrc/comm_gemm_overlap.h, TE v1.9):
   scenarios' NVIDIA configs set it) every GEMM chunk is launched on the SMs the reduce-scatter leaves,
   the first too (`sm_margin`); without it the GEMM runs on all SMs and shares them while a chunk's
   reduce-scatter runs.
+- the input of the first GEMM gathered again for its weight gradient (qkv_dgrad, fc1_dgrad): `bulk`, on
+  num_sm SMs beside that GEMM's data-gradient GEMM, which the stream then waits for (comm_gemm_overlap.h
+  `bulk_overlap`: the main stream waits on `_stop_comm`); FP8 under an FP8 recipe (an all-gather buffer).
+  Not with frozen base weights (LoRA): TE gathers only when the weight needs a gradient (`requires_wgrad`).
 - the data-gradient reduce-scatter of the first GEMM (qkv_wgrad, fc1_wgrad): `bulk`, on num_sm SMs
   beside that GEMM's weight-gradient GEMM; with frozen base weights (LoRA) there is none to hide it.
 
 Each pipeline is played as a time-equivalent task graph: the transfers of all but one chunk run on
 the "tp" stream beside the GEMM's other chunks, so the engine still times the transfers on the
 links and slows the GEMM for the SMs a reduce-scatter holds. The transfers are timed as the NCCL
-call of the same bytes on the same GPUs (the same NVLink ports). Not modelled: the input
-all-gather for the weight gradient (qkv_dgrad / fc1_dgrad bulk), which the blocking path leaves
-out as well, and FP8 reduce-scatter buffers (`fp8_buf`).
+call of the same bytes on the same GPUs (the same NVLink ports). Not modelled: FP8 reduce-scatter
+buffers (`fp8_buf`).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class TpOverlapSpec:
     fc2_fprop_sms: int = 16
     qkv_wgrad_sms: int = 16
     fc1_wgrad_sms: int = 16
+    qkv_dgrad_sms: int = 16         # bulk all-gather of the half's input for its weight gradient
+    fc1_dgrad_sms: int = 16
     # proj_fprop / fc2_fprop by `ring_exchange` instead (split_overlap_rs_p2p): tp chunks of the
     # tokens, each partial output sent to the ring neighbour by the copy engine
     proj_fprop_ring: bool = False
@@ -181,7 +186,13 @@ def overlapped_half(rp, work, i: int, kind: str, attr: str, deps, name: str, flo
     x = run("dgrad chunks 1..tp-1", out_dgrad * (tp - 1) / tp, rows[3], (post,))
     in_wgrad = 0.0 if frozen else sec[1] / 2
     out_wgrad = 0.0 if frozen else sec[3] / 2
-    y = run("dgrad", out_dgrad / tp + out_wgrad + sec[2] + sec[1] - in_wgrad, rows[2] or rows[1], (x, ag), flop)
+    if frozen:
+        y = run("dgrad", out_dgrad / tp + out_wgrad + sec[2] + sec[1] - in_wgrad, rows[2] or rows[1], (x, ag), flop)
+    else:                   # the first GEMM's data gradient beside the bulk all-gather of its input
+        core = run("dgrad", out_dgrad / tp + out_wgrad + sec[2], rows[2] or rows[3], (x, ag), flop)
+        again = _call(rp, "all_gather", gathered, (core,), spec.qkv_dgrad_sms if i == 0 else spec.fc1_dgrad_sms)
+        y = run("first GEMM dgrad", sec[1] - in_wgrad, rows[1], (core,))
+        y = rp.compute(f"{name} dgrad joined", kind, 0.0, 0.0, tuple(d for d in (y, again) if d is not None))
     rs = _call(rp, "reduce_scatter", size, (y,), spec.qkv_wgrad_sms if i == 0 else spec.fc1_wgrad_sms)
     z = run("wgrad", in_wgrad, rows[1], (y,)) if in_wgrad > 0 else None
     end = run("pre", sec[0], rows[0], (z, rs)) if pieces[0] is not None else rs

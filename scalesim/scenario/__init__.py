@@ -13,7 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_comm_overlap_needs_sp
+from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.schema import Strict, validate
 from scalesim.topology.cluster import Fabric
@@ -148,7 +148,8 @@ class TrainingSpec(Strict):
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
     # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES).
-    attention: Literal["auto", "flash", "flash2", "flash3", "naive", "fused"] = "auto"
+    # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100).
+    attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
     # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.
@@ -168,7 +169,7 @@ class TrainingSpec(Strict):
     def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
         data = info.data
         # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
-        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2")):
+        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, naive "
                              f"and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
@@ -242,6 +243,10 @@ class ParallelSpec(Strict):
     offload_params: bool = False
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: pydantic.PositiveInt = 1
+    # Pipeline P2P beside compute (Megatron-Core's overlap_p2p_comm) or each batched exchange followed by a
+    # device sync (Megatron-LM's batch_p2p_sync; the 2021 releases always). None: on for interleaved only.
+    overlap_p2p_comm: bool | None = None
+    pp_scatter_gather: bool = False     # Megatron-LM of 2021's P2P scatter-gather over TP (parallel/p2p_batched.py)
     # Megatron-Core's uneven pipeline split (scalesim/parallel/stages.py): a layout string
     # (--pipeline-model-parallel-layout, e.g. "Et*3|(tttt|)*14tt|L"), or the blocks of the first / last
     # stage (--decoder-first/last-pipeline-num-layers) with the rest shared evenly. None: an even split.
@@ -258,7 +263,21 @@ class ParallelSpec(Strict):
     # (NeMo ub_tp_comm_overlap, MLPerf TP_COMM_OVERLAP; parallel/tp_overlap.py): true, or its chunk and SM counts.
     tp_comm_overlap: bool | TpCommOverlapSpec = False
     _tp_overlap_sp = pydantic.field_validator("tp_comm_overlap")(tp_comm_overlap_needs_sp)
+    # nanotron's tp_linear_async_communication: each half's input all-gather beside the local shard's GEMM in
+    # forward, the output gradient's beside the local shard's data gradient in backward (parallel/sp_backward.py)
+    tp_linear_async_communication: bool = False
+    _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
+    # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter
+    # tensors, each closing once it holds at least this many (1: one bucket per tensor); replaces bucket_mb.
+    bucket_params: pydantic.PositiveInt | None = None
+    # Megatron-Core's check_for_nan_in_grad: before each bucket's reduction its gradient norm is computed
+    # and tested for NaN / Inf on the host (a device sync per bucket; parallel/megatron_dp.py).
+    grad_nan_check: bool = False
+    # Megatron-Core's overlap_param_gather_with_optimizer_step (with overlap_param_gather, ZeRO 1/2): every
+    # parameter all-gather is dispatched right after the update and, under CUDA_DEVICE_MAX_CONNECTIONS=1,
+    # the forward's kernels start after them (parallel/megatron_dp.py).
+    param_gather_with_optimizer_step: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
     # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step
@@ -281,13 +300,17 @@ class ParallelSpec(Strict):
     # How micro-batch gradients are summed. fused: inside the weight-gradient GEMM (Megatron-LM's
     # gradient_accumulation_fusion) or by autograd, no pass of its own; fp32-add: after every
     # micro-batch's backward each 16-bit gradient is added into an fp32 buffer, one memory-bound
-    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32; scalesim/costs/accumulation.py).
-    grad_accumulation: Literal["fused", "fp32-add"] = "fused"
+    # pass over the stage's parameters (nanotron accumulate_grad_in_fp32); autograd-add: autograd adds each
+    # later micro-batch's gradient into param.grad (Megatron-LM of 2021; scalesim/costs/accumulation.py).
+    grad_accumulation: Literal["fused", "fp32-add", "autograd-add"] = "fused"
     # How transformer blocks are cut into pipeline stages. layers: as evenly as possible, the end stages
     # taking fewer (Megatron-LM, scalesim/parallel/stages.py); nanotron: nanotron's compute-cost placement,
     # which puts more blocks on the first stage (scalesim/parallel/cost_balance.py), and, with stages on
     # more than one server and TP > 1, its engine's time per layer (scalesim/costs/host.py).
     pipeline_balance: Literal["layers", "nanotron"] = "layers"
+    # Sequence parallelism: true, column-parallel linears save their input's shard and all-gather it again
+    # in backward; false, they save the gathered input (nanotron's tp_recompute_allgather; costs/nanotron_memory.py).
+    tp_recompute_allgather: bool = True
     order: str = "tp-cp-dp-pp"          # rank placement, innermost first (Megatron's default)
     # NCCL's CTA limit per communicator (ncclConfig_t.maxCTAs; collectives/kernels.py): dp = the data-parallel
     # gradient and parameter collectives (dp or dp x cp groups), cp, tp, ep. {}: NCCL's default counts.
@@ -296,12 +319,17 @@ class ParallelSpec(Strict):
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
     # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
     fsdp_version: Literal[1, 2] | None = None
+    # When ZeRO-3 gathers the next unit in backward: pre / post = FSDP1's BackwardPrefetch.BACKWARD_PRE /
+    # BACKWARD_POST (the next all-gather queued ahead of this unit's reduce-scatter); none = when that
+    # unit's backward starts, behind the reduce-scatter. None: pre with fsdp_version (torch's FSDP1
+    # default; FSDP2 prefetches one unit), else none.
+    fsdp_backward_prefetch: Literal["pre", "post", "none"] | None = None
 
-    @pydantic.field_validator("fsdp_version")
+    @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")
     @classmethod
-    def _fsdp_needs_zero3(cls, value: int | None, info: pydantic.ValidationInfo) -> int | None:
+    def _fsdp_needs_zero3(cls, value, info: pydantic.ValidationInfo):
         if value is not None and info.data.get("zero") != 3:
-            raise ValueError(f"FSDP's full sharding is ZeRO-3: fsdp_version needs zero: 3 (got zero: "
+            raise ValueError(f"FSDP's full sharding is ZeRO-3: {info.field_name} needs zero: 3 (got zero: "
                              f"{info.data.get('zero')}); allowed without it: null")
         return value
 

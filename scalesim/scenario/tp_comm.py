@@ -19,6 +19,9 @@ class TpCommOverlapSpec(Strict):
     fc2_fprop_sms: pydantic.PositiveInt = 16
     qkv_wgrad_sms: pydantic.PositiveInt = 16
     fc1_wgrad_sms: pydantic.PositiveInt = 16
+    # qkv_dgrad / fc1_dgrad `num_sm`: the bulk all-gather of each half's input for its weight gradient
+    qkv_dgrad_sms: pydantic.PositiveInt = 16
+    fc1_dgrad_sms: pydantic.PositiveInt = 16
     proj_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
     fc2_fprop_method: Literal["pipeline", "ring_exchange"] = "pipeline"
     # proj_fprop / fc2_fprop `set_sm_margin`: their GEMM chunks launched on the SMs the reduce-scatter leaves
@@ -34,3 +37,15 @@ def tp_comm_overlap_needs_sp(value, info: pydantic.ValidationInfo):
         raise ValueError("Transformer Engine's TP communication overlap works on Megatron's (s, b, h) layout: "
                          "tp_comm_overlap needs sequence_parallel_layout: seq-first (allowed with batch-first: false)")
     return TpCommOverlapSpec() if value is True else value
+
+
+def tp_async_needs_sp(value: bool, info: pydantic.ValidationInfo) -> bool:
+    """nanotron's async TP linears are its REDUCE_SCATTER mode: sequence parallelism on (s, b, h), NCCL calls."""
+    data = info.data
+    if value and data.get("tp", 1) > 1 and not (data.get("sequence_parallel")
+                                              and data.get("sequence_parallel_layout") == "seq-first"
+                                              and not data.get("tp_comm_overlap")):
+        raise ValueError("nanotron's async TP linears overlap its sequence-parallel collectives: "
+                         "tp_linear_async_communication needs sequence_parallel: true, sequence_parallel_layout: "
+                         "seq-first and tp_comm_overlap: false (allowed otherwise: false)")
+    return value

@@ -164,3 +164,42 @@ def test_transformer_engine_fp8_linears_keep_fp8_inputs():
         assert b.activation_bytes == m.activation_bytes
         if m.kind == "transformer_block":
             assert inputs * 0.9 < m.activation_bytes - t.activation_bytes < inputs
+
+
+def test_freed_16bit_logits_stay_reserved_through_an_eager_loss_backward():
+    # torchtitan (`del pred` before `loss.backward()`) frees the 16-bit logits once their fp32 copy exists;
+    # every request at the loss's backward peak is a whole fp32 logit tensor, twice their size, so the
+    # caching allocator cannot reuse their block: max_memory_reserved keeps 2 bytes a logit beyond the live
+    # peak, and the need (what decides a fit) does not count it.
+    from scalesim.costs.memory import FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, model_boundary_bytes, training_memory
+    model = get_model("gpt2-124m", seq_len=1024)
+    logits = 4 * 1024 * model.vocab
+    kinds = {}
+    for kind in ("eager", "fused", "compiled"):
+        m = training_memory(model.layers, micro_batch=4, in_flight=1, precision="bf16", optimizer="adam",
+                            checkpointing="full", flash_attention=True,
+                            boundary_bytes_per_sample=model_boundary_bytes(model), cross_entropy=kind)
+        kinds[kind] = m
+        assert m.total == pytest.approx(m.live + FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * m.live)
+    assert kinds["eager"].reserved - kinds["eager"].live * (1 + FRAGMENTATION) == pytest.approx(2 * logits)
+    assert kinds["fused"].reserved == pytest.approx(kinds["fused"].live * (1 + FRAGMENTATION))  # logits kept live
+    assert kinds["compiled"].reserved == pytest.approx(kinds["compiled"].live * (1 + FRAGMENTATION))
+    # fp32 training: `.float()` returns the logits themselves, nothing is freed early
+    fp32 = training_memory(model.layers, micro_batch=4, in_flight=1, precision="fp32", optimizer="adam",
+                           checkpointing="full", flash_attention=False,
+                           boundary_bytes_per_sample=model_boundary_bytes(model), cross_entropy="eager")
+    assert fp32.reserved == pytest.approx(fp32.live * (1 + FRAGMENTATION))
+
+
+def test_a_larger_recompute_peak_reuses_the_freed_logits_block():
+    # When a recomputed block needs more than the loss does (with the freed block), the block serves it:
+    # nothing stays reserved beyond the live peak.
+    from scalesim.costs.memory import activation_peaks
+    from scalesim.models.transformer import lm_head
+    head = lm_head(4, 8, 100, tied=False)
+    small = activation_peaks([head], 1, "bf16", "full", True, 8.0, cross_entropy="eager")
+    assert small[1] == pytest.approx(2 * 4 * 100)
+    model = get_model("gpt2-124m", seq_len=1024)
+    block = next(layer for layer in model.layers if layer.kind == "transformer_block")
+    live, cached = activation_peaks([block, head], 1, "bf16", "full", True, 2.0 * 1024 * 768, cross_entropy="eager")
+    assert cached == 0.0 and live > 0

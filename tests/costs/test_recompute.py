@@ -78,3 +78,22 @@ def test_loss_parallel_and_hugging_face_losses_hold_an_fp32_logits_copy_more_tha
     fp32_logits = 2 * S * 128256 * 4
     for kind in ("loss-parallel", "hf-causal-lm"):
         assert loss_peak_bytes([head], 2, kind) == pytest.approx(eager + fp32_logits)
+
+
+def test_compiled_per_op_checkpointing_keeps_only_outputs_backward_reads():
+    # Eager SAC stores every MUST_SAVE output (torchtitan's odd mm calls: wq, wv, w1, w2); under
+    # torch.compile the partitioner keeps what the backward graph reads, and nothing reads w2's output
+    # (it only feeds the residual add). What is recomputed does not change.
+    from scalesim.costs.recompute import compiled_saves, recomputed_shares, saved_bytes_per_sample
+    from scalesim.models import get_model
+    model = get_model("llama3-8b", seq_len=2048)
+    compiled = compiled_saves(model)
+    for eager_layer, compiled_layer in zip(model.layers, compiled.layers):
+        if eager_layer.kind != "transformer_block":
+            assert compiled_layer == eager_layer
+            continue
+        w2 = next(op for op in eager_layer.ops if op.name == "mlp_down")
+        m, n, _ = w2.gemm_mnk
+        eager_kept = saved_bytes_per_sample(eager_layer, 0.0)
+        assert eager_kept - saved_bytes_per_sample(compiled_layer, 0.0) == 2.0 * m * n
+        assert recomputed_shares(compiled_layer) == recomputed_shares(eager_layer)

@@ -2,8 +2,9 @@
 
 import pytest
 
-from scalesim.costs.compute import SCORE_PASSES, attention_time_s, layer_time
-from scalesim.costs.score_ops import score_passes
+from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, attention_time_s, layer_time,
+                                    streaming_bw_bytes_per_s)
+from scalesim.costs.score_ops import SCORE_OP_COSTS, score_passes
 from scalesim.errors import InputError
 from scalesim.hardware import get_gpu
 from scalesim.models.zoo import get_model
@@ -53,3 +54,27 @@ def test_bad_score_ops_name_the_key_and_the_allowed_kernels(value):
         get_model({**SPEC, "attention_score_ops": value}, seq_len=128, file="s.yaml")
     assert err.value.key == "model.attention_score_ops" and err.value.file == "s.yaml"
     assert "mask_add" in str(err.value) and "dropout" in str(err.value)
+
+
+def test_fused_attention_without_dropout_saves_the_dropout_passes_and_kernel():
+    # Megatron's / Transformer Engine's fused softmax keeps its dropout kernel only where the model
+    # has attention dropout; at p = 0 PyTorch launches none, forward or backward
+    gpu = get_gpu("gb200")
+    with_dropout, without = _attention(SPEC), _attention({**SPEC, "attention_score_ops": OPT_OPS})
+    per_pass = with_dropout.score_elements * 2 / streaming_bw_bytes_per_s(gpu)
+    dropout_fwd, dropout_bwd = SCORE_OP_COSTS["dropout"][:2]
+    for backward, passes in ((False, dropout_fwd), (True, dropout_bwd)):
+        saved = (attention_time_s(with_dropout, gpu, "bf16", 1, "fused", backward=backward)
+                 - attention_time_s(without, gpu, "bf16", 1, "fused", backward=backward))
+        assert saved == pytest.approx(passes * per_pass + KERNEL_OVERHEAD_S)
+    # the clamp and the missing scale of OPT's eager code are not fused attention's kernels
+    assert (attention_time_s(without, gpu, "bf16", 1, "fused")
+            == attention_time_s(_attention({**SPEC, "attention_score_ops": ["softmax"]}), gpu, "bf16", 1, "fused"))
+
+
+def test_deepseek_v3_attention_runs_no_dropout():
+    # DeepSeek-V3 trains at attention dropout 0.0: no dropout kernel on its materialised scores
+    for name in ("deepseek-v3", "deepseek-v3-mtp"):
+        ops = {op.score_ops for layer in get_model(name, seq_len=4096).layers for op in layer.ops
+               if op.kind == "attention"}
+        assert ops and all("dropout" not in o and "softmax" in o for o in ops)

@@ -134,3 +134,48 @@ def test_the_all_to_all_dispatcher_moves_more_and_is_never_faster_than_flex_with
     alltoall, flex = (prepare(scenario(ep=4, moe_dispatcher=d)) for d in ("alltoall", "flex"))   # 2 experts per rank
     assert all_to_all_bytes(alltoall) > all_to_all_bytes(flex) > 0
     assert simulate_setup(alltoall).end_s >= simulate_setup(flex).end_s
+
+
+def _two_server_bytes(dispatcher):
+    """(bytes between servers, bytes inside servers) of the all-to-alls of a 16-expert top-4 model over
+    16 H100s in two servers, one expert per rank."""
+    moe = {**TINY_MOE, "moe": {"experts": 16, "top_k": 4, "expert_ffn_hidden": 2048}}
+    setup = prepare(Scenario.model_validate({
+        "name": "two servers", "model": moe, "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 16,
+                                                          "micro_batch": 1, "moe_imbalance": 1.0},
+        "cluster": {"node": "dgx-h100", "nodes": 2, "fabric": {"link": "ib-ndr", "nics_per_node": 8,
+                                                               "topology": "rail-optimized"}},
+        "parallel": {"dp": 16, "ep": 16, "moe_dispatcher": dispatcher}}))
+    program = build_program(setup.model, setup.gpu, setup.topology, setup.plan, symmetric=False)
+    server = {setup.topology.node_of(r): setup.topology.server_of(r) for r in range(16)}
+    between = inside = 0.0
+    for t in (t for tasks in program.tasks.values() for t in tasks
+              if isinstance(t, CollectiveTask) and t.plan.op == "all_to_all"):
+        for f in (f for p in t.plan.phases for f in p.flows):
+            if server[f.src] != server[f.dst]:
+                between += f.size_bytes
+            else:
+                inside += f.size_bytes
+    return between, inside
+
+
+def test_flex_sends_a_token_to_another_server_at_most_once_and_fans_it_out_over_nvlink():
+    # DeepEP's internode kernels: one RDMA copy per destination server, NVLink to the experts' ranks there;
+    # NCCL's all-to-all sends every copy (top_k = 4 here, one expert per rank: the same rank copies)
+    (flex_between, flex_inside), (a2a_between, a2a_inside) = _two_server_bytes("flex"), _two_server_bytes("alltoall")
+    assert 0 < flex_between < a2a_between
+    # all-to-all: 4 copies a token, half of them to the other server; flex: at most one copy there
+    assert flex_between <= a2a_between / (4 * 0.5)
+    assert flex_inside == pytest.approx(a2a_inside)       # the NVLink legs carry every rank copy either way
+
+
+def test_group_limited_routing_reaches_at_most_group_topk_servers_and_fewer_ranks():
+    from scalesim.models.spec import MoESpec
+    from scalesim.parallel.experts import dispatch_copies, network_share
+    free, limited = MoESpec(256, 8, 2048), MoESpec(256, 8, 2048, groups=8, group_topk=4)   # DeepSeek-V3's routing
+    for ep, servers in ((64, 8), (64, 4), (32, 8)):
+        assert dispatch_copies(limited, ep, "flex") < dispatch_copies(free, ep, "flex")
+        server_copies = network_share(limited, ep, servers, "flex") * dispatch_copies(limited, ep, "flex")
+        assert server_copies <= min(4, servers)                  # a token reaches at most 4 nodes (groups)
+        assert server_copies < network_share(free, ep, servers, "flex") * dispatch_copies(free, ep, "flex")
+    assert network_share(limited, 64, 1, "flex") == network_share(limited, 64, 8, "alltoall") == 1.0

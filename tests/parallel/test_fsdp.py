@@ -20,9 +20,9 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 2048, "heads": 
                   seq_len=1024)
 
 
-def plan(fsdp=None, reduce="bf16", dp=8):
-    return ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 2, "bf16", "adamw", "none", "flash", zero=3,
-                        grad_reduce_dtype=reduce, fsdp_version=fsdp)
+def plan(fsdp=None, reduce="bf16", dp=8, prefetch="none", checkpointing="none"):
+    return ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 2, "bf16", "adamw", checkpointing, "flash", zero=3,
+                        grad_reduce_dtype=reduce, fsdp_version=fsdp, fsdp_backward_prefetch=prefetch)
 
 
 def rank0(p):
@@ -69,7 +69,35 @@ def test_a_gathered_unit_copied_out_costs_time_in_proportion_to_its_bytes():
     assert copy_s(MODEL) > 3 * copy_s(small)            # a block's weights grow as hidden squared
 
 
-@pytest.mark.parametrize("parallel", [{"fsdp_version": 2}, {"zero": 1, "fsdp_version": 1}, {"zero": 3, "fsdp_version": 3}])
+def backward_order(tasks):
+    """The backward's collectives in list order (the order they queue on the NCCL stream)."""
+    first_backward = next(i for i, t in enumerate(tasks) if getattr(t, "kind", "") == "backward")
+    last_forward = max(i for i, t in enumerate(tasks[:first_backward]) if getattr(t, "kind", "") == "forward")
+    return [t.name.split()[1] for t in tasks[last_forward + 1:]
+            if isinstance(t, CollectiveTask) and t.name.split()[0] in ("zero3", "grad")]
+
+
+@pytest.mark.parametrize("prefetch", ["pre", "post"])
+def test_backward_prefetch_queues_the_next_gather_ahead_of_this_units_reduce_scatter(prefetch):
+    # FSDP1 BACKWARD_PRE/POST: the next unit's all-gather is issued in this unit's hooks, before its
+    # reduce-scatter; without prefetch it waits behind it.
+    ahead, behind = backward_order(rank0(plan(fsdp=1, prefetch=prefetch))), backward_order(rank0(plan(fsdp=1)))
+    assert sorted(ahead) == sorted(behind)
+    assert behind[:4] == ["all_gather", "reduce_scatter", "all_gather", "reduce_scatter"]
+    assert ahead[:4] == ["all_gather", "all_gather", "reduce_scatter", "all_gather"]
+
+
+def test_backward_prefetch_hides_gathers_and_is_never_slower():
+    for checkpointing in ("none", "full"):
+        times = {p: simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(fsdp=1, prefetch=p,
+                                                                         checkpointing=checkpointing))).end_s
+                 for p in ("none", "pre", "post")}
+        assert times["pre"] < times["none"] and times["post"] < times["none"]
+
+
+@pytest.mark.parametrize("parallel", [{"fsdp_version": 2}, {"zero": 1, "fsdp_version": 1}, {"zero": 3, "fsdp_version": 3},
+                                      {"zero": 2, "fsdp_backward_prefetch": "pre"},
+                                      {"zero": 3, "fsdp_backward_prefetch": "later"}])
 def test_fsdp_version_without_full_sharding_is_refused_naming_the_key(tmp_path, parallel):
     data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
     data.setdefault("parallel", {}).update(parallel)
@@ -77,7 +105,7 @@ def test_fsdp_version_without_full_sharding_is_refused_naming_the_key(tmp_path, 
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "fsdp_version" in result.output
+    assert ("fsdp_version" if "fsdp_version" in parallel else "fsdp_backward_prefetch") in result.output
 
 
 def test_searched_plans_keep_fsdp_only_where_they_shard_fully():
@@ -85,8 +113,9 @@ def test_searched_plans_keep_fsdp_only_where_they_shard_fully():
     from scalesim.app.plans import PlanPoint, scenario_for
     from scalesim.scenario import Scenario
     data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
-    data["parallel"] = {"zero": 3, "fsdp_version": 2}
+    data["parallel"] = {"zero": 3, "fsdp_version": 2, "fsdp_backward_prefetch": "pre"}
     base = Scenario.model_validate(data)
     by_zero = {z: scenario_for(base, PlanPoint(8, 8, zero=z)).parallel for z in (0, 1, 3)}
-    assert by_zero[3].fsdp_version == 2
+    assert by_zero[3].fsdp_version == 2 and by_zero[3].fsdp_backward_prefetch == "pre"
     assert by_zero[0].fsdp_version is None and by_zero[1].fsdp_version is None
+    assert by_zero[0].fsdp_backward_prefetch is None and by_zero[1].fsdp_backward_prefetch is None

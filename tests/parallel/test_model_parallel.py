@@ -103,12 +103,13 @@ def test_overlapped_param_gather_moves_the_same_bytes_once_per_step_and_hides_be
 @pytest.mark.parametrize("sp", [False, True])
 def test_tensor_parallel_traffic_per_block_matches_megatron(sp):
     # Megatron (Shoeybi et al. 2019): 2 all-reduces of b*s*h in forward and 2 in backward per block;
-    # with sequence parallelism each all-reduce becomes an all-gather plus a reduce-scatter.
+    # with sequence parallelism each all-reduce becomes an all-gather plus a reduce-scatter, and backward
+    # gathers each half's input again for its weight gradient (Korthikanti et al. 2022, section 4.2.2).
     model = get_model("gpt2-350m", seq_len=1024)
     tp, m, mb = 4, 2, 2
     p = build_program(model, DGX.gpu_spec, DGX, plan(tp=tp, dp=2, m=m, mb=mb, sp=sp))
     layer_bytes = mb * 1024 * model.hidden * 2
-    per_block = 4 * 2 * (tp - 1) / tp * layer_bytes          # 4 all-reduces' bus bytes
+    per_block = (4 * 2 + (2 if sp else 0)) * (tp - 1) / tp * layer_bytes   # 4 all-reduces' bus bytes (+ 2 gathers)
     assert bus_bytes(p, 0, "tp/") == pytest.approx(per_block * model.num_layers * m, rel=1e-6)
 
 

@@ -54,3 +54,17 @@ def test_a_separate_accumulation_pass_costs_more_with_more_micro_batches(m):
         two = (simulate(program(False, plan(pp=1, m=2, accumulation="fp32-add"))).end_s
                - simulate(program(False, plan(pp=1, m=2))).end_s)
         assert added - fused == pytest.approx(4 * two, rel=0.05)
+
+
+@pytest.mark.parametrize("pp,m", [(1, 4), (2, 6)])
+def test_autograd_adds_every_micro_batch_but_the_first(pp, m):
+    """zero_grad sets param.grad to None: autograd takes the first micro-batch's gradient as is and adds
+    each later one in place, reading both and writing one 16-bit tensor."""
+    def passes(mode):
+        prog = program(False, plan(pp, m, mode))
+        return [t for tasks in prog.tasks.values() for t in tasks if t.name == "gradient accumulation"]
+
+    assert len(passes("autograd-add")) == pp * (m - 1) and len(passes("fp32-add")) == pp * m
+    assert grad_accumulation_bytes_per_param("autograd-add", "fp16") == 3 * 2
+    fused = simulate(program(False, plan(pp, m))).end_s
+    assert simulate(program(False, plan(pp, m, "autograd-add"))).end_s > fused

@@ -1,0 +1,72 @@
+"""Megatron-Core's data-parallel specifics: whole-tensor gradient buckets, the NaN check before each
+bucket's reduction, and parameter all-gathers dispatched with the optimizer step.
+
+Buckets (`parallel.bucket_params`, Megatron-Core DistributedDataParallelConfig.bucket_size): the
+gradient buffer is cut into buckets of whole parameter tensors in backward order, a bucket closing once
+it holds at least `bucket_size` parameters (megatron/core/distributed/param_and_grad_buffer.py,
+_ParamAndGradBuffer: "If current bucket is full, finalize it"); unlike torch DDP there is no small
+first bucket. A bucket_size smaller than any tensor gives one bucket, one reduction, per tensor.
+
+NaN check (`parallel.grad_nan_check`, check_for_nan_in_grad): before a bucket group's reduction,
+_ParamAndGradBucketGroup.check_grads computes `bucket.grad_data.norm(p=2)` and hands it to the rerun
+state machine's validate_result twice (rejection_func torch.isnan, then torch.isinf); with reruns
+disabled that evaluates the rejection as a Python bool, a device-to-host copy that waits for the compute
+stream. So each bucket costs a norm kernel over its gradients and two host syncs, during which the
+backward's next kernels are not yet issued.
+
+All-gathers with the optimizer step (`parallel.param_gather_with_optimizer_step`,
+overlap_param_gather_with_optimizer_step): right after the update the optimizer calls the model chunk's
+DistributedDataParallel.start_param_sync(force_dispatch=True), which dispatches the all-gather of every
+bucket group at once, and the forward pre-hooks then only wait (skip_next_bucket_dispatch)
+(megatron/core/distributed/distributed_data_parallel.py). Megatron's recipes run with
+CUDA_DEVICE_MAX_CONNECTIONS=1: every stream feeds one hardware work queue (CUDA C++ Programming Guide,
+"CUDA environment variables"; "essentially having a single stream", NVIDIA/Megatron-LM issue #533), in
+which each all-gather waits for the one before it on the communication stream, so the forward's kernels,
+issued after them all, start once the all-gathers have run: none overlaps the forward. An inference from
+those sources, not a measurement. (The dispatch is ChainedOptimizer.step_with_ready_grads', optimizer.py;
+should the chunk's optimizer not be chained, nothing dispatches early, and each bucket's pre-hook
+dispatches its own all-gather and waits for it, skipping the next: the same exposure, without the queue.)
+NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline-free runs
+(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.coalesced import param_tensor_shares
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.parallel.ddp import tensor_buckets
+
+
+def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
+    """The chunk's buckets in backward order, (reduced bytes, position of the layer that fills it, 1):
+    whole tensors (costs/coalesced.py param_tensor_shares), closing at `bucket_params` parameters.
+    `grads` are the layers' reduced gradient bytes in backward order."""
+    plan, b = rp.plan, rp.b
+    tensors = [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
+               for w, size in zip(reversed(work), grads)]
+    cap = plan.bucket_params * b.grad_bytes_per_param
+    return [(size, position, 1) for size, position, _ in tensor_buckets(tensors, cap, cap)]
+
+
+def nan_checked(rp, size: float, dep: int | None) -> int | None:
+    """The bucket's NaN / Inf check on the compute stream before its reduction (`size` gradient bytes
+    read by the norm): the norm and isnan kernels, a host sync, the isinf kernel, a host sync."""
+    plan = rp.plan
+    if not plan.grad_nan_check:
+        return dep
+    sync = plan.host_dispatch_s > 0
+    norm_s = 2 * KERNEL_OVERHEAD_S + size / streaming_bw_bytes_per_s(rp.b.gpu)
+    dep = rp.compute("grad norm isnan check", "other", norm_s, 0.0, (dep,),
+                     host_s=2 * plan.host_dispatch_s, host_sync=sync)
+    return rp.compute("grad norm isinf check", "other", KERNEL_OVERHEAD_S, 0.0, (dep,),
+                      host_s=plan.host_dispatch_s, host_sync=sync)
+
+
+def gathered_with_optimizer_step(rp, g: int, mb: int) -> tuple[int, ...]:
+    """The all-gathers of every layer of the rank's first chunk `g`, all dispatched before its first
+    forward (micro-batch 0) when the plan gathers with the optimizer step: what that forward waits for.
+    Later calls of `rp.gather` for these layers issue nothing (they are gathered once a step)."""
+    plan = rp.plan
+    if not plan.param_gather_with_optimizer_step or mb != 0 or g != rp.stage:
+        return ()
+    return tuple(i for w in rp.b.chunk_work[g] for i in rp.gather(w))

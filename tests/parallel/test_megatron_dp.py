@@ -1,0 +1,84 @@
+"""Megatron-Core's whole-tensor gradient buckets (parallel.bucket_params) and its per-bucket NaN check
+(parallel.grad_nan_check): a norm over the bucket and two host syncs before its reduction."""
+
+import pytest
+
+from scalesim.costs.coalesced import param_tensors
+from scalesim.engine import simulate
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.program import CollectiveTask, ComputeTask
+from scalesim.topology import build_cluster, load_node_design
+
+DGX = build_cluster(load_node_design("dgx-h100"))
+LLAMA = {"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "ffn": "swiglu",
+         "ffn_hidden": 2816}
+MODEL = get_model(LLAMA, seq_len=1024)
+DISPATCH_S = 13e-6        # scalesim/costs/host.py DISPATCH_S_PER_OP
+
+
+def plan(**extra):
+    return ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "bf16", "adamw", "none", "flash", zero=1,
+                        overlap_param_gather=True, host_dispatch_s=DISPATCH_S, **extra)
+
+
+def rank0(p):
+    return build_program(MODEL, DGX.gpu_spec, DGX, p).tasks[0]
+
+
+def grad_calls(tasks):
+    return [t for t in tasks if isinstance(t, CollectiveTask) and t.name.startswith("grad ")]
+
+
+def step_s(p):
+    return simulate(build_program(MODEL, DGX.gpu_spec, DGX, p)).end_s
+
+
+def test_a_bucket_size_below_every_tensor_reduces_each_tensor_alone_and_every_gradient_once():
+    calls = grad_calls(rank0(plan(bucket_params=1)))
+    assert len(calls) == sum(param_tensors(layer) for layer in MODEL.layers)
+    assert sum(c.plan.size_bytes for c in calls) == pytest.approx(2 * MODEL.params, rel=1e-6)
+
+
+def test_buckets_hold_whole_tensors_with_no_small_first_bucket():
+    cap = 4_000_000                                   # parameters, above any block tensor of this model
+    calls = grad_calls(rank0(plan(bucket_params=cap)))
+    sizes = [c.plan.size_bytes for c in calls]
+    assert sum(sizes) == pytest.approx(2 * MODEL.params, rel=1e-6)
+    assert all(size >= 2 * cap for size in sizes[:-1])      # each closes once it holds the cap (bf16)
+    assert len(calls) < len(grad_calls(rank0(plan(bucket_params=1))))
+
+
+def test_the_check_runs_two_host_syncs_per_bucket_before_its_reduction():
+    tasks = rank0(plan(bucket_params=1, grad_nan_check=True))
+    checks = [t for t in tasks if isinstance(t, ComputeTask) and t.name.startswith("grad norm")]
+    assert len(checks) == 2 * len(grad_calls(tasks))
+    assert all(t.host_sync for t in checks)
+    assert not any(isinstance(t, ComputeTask) and t.name.startswith("grad norm")
+                   for t in rank0(plan(bucket_params=1)))
+
+
+def test_the_check_never_makes_a_step_faster_and_costs_more_with_more_buckets():
+    few, many = plan(bucket_params=4_000_000), plan(bucket_params=1)
+    extra_few = step_s(plan(bucket_params=4_000_000, grad_nan_check=True)) - step_s(few)
+    extra_many = step_s(plan(bucket_params=1, grad_nan_check=True)) - step_s(many)
+    assert 0 < extra_few < extra_many
+
+
+def gather_plan(**extra):
+    return plan(bucket_params=4_000_000, **extra)
+
+
+def test_gathering_with_the_optimizer_step_issues_every_gather_before_the_first_forward_waits_on_them():
+    tasks = rank0(gather_plan(param_gather_with_optimizer_step=True))
+    gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero ")]
+    first_forward = next(t for t in tasks if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len(gathers) == sum(1 for layer in MODEL.layers if layer.params > 0)
+    assert set(gathers) <= set(first_forward.deps)
+    prefetched = rank0(gather_plan())
+    first = next(t for t in prefetched if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len([d for d in first.deps if isinstance(prefetched[d], CollectiveTask)]) < len(gathers)
+
+
+def test_holding_the_forward_for_every_gather_never_makes_a_step_faster():
+    assert step_s(gather_plan(param_gather_with_optimizer_step=True)) > step_s(gather_plan())
