@@ -93,8 +93,8 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # GeForce cards (many fast SMs on GDDR) stay DRAM-bound, needing no such correction.
 # Out of sample (Dec 2026, stream9): re-fitted without Lambda, jointly with the H100/H200
 # training clock, on the 20 reference cases of Megatron-LM 2020 (A100) and NeuSight (H100),
-# it is 7.5 (clock 0.94; the surface is flat over 7.5-8.25 x 0.92-0.96), which predicts
-# Lambda's four runs at -2% to -4% (validation/fits.yaml). The cited 10.8 and a 1.0 clock
+# it is 7.5 (clock 0.94; 2.0-3.1% median over 7.5-8.0 x 0.93-0.96), which predicts
+# Lambda's four runs at -2% to -4.4% (validation/fits.yaml). The cited 10.8 and a 1.0 clock
 # instead take the 220 reference cases from 3.9% to 9.4% median error (128 worse, 28 better).
 STREAM_BYTES_PER_SM_CYCLE = 8.0
 
