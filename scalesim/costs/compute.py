@@ -76,27 +76,26 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # conversion, reductions, random numbers) and an SM keeps only so many loads in
 # flight. Their rate is capped at STREAM_BYTES_PER_SM_CYCLE per SM per clock, an
 # SM-side roof beside the DRAM roof ("instruction roofline", Ding & Williams
-# 2019). For scale: a tuned copy kernel moves ~11 B/SM/clock on H100 (2823 GB/s,
-# vllm-project/vllm#48110) and simple PyTorch element-wise ops 10-11.6 (sin, gelu
-# on 2^28 16-bit elements, pytorch/pytorch#141959).
+# 2019). Microbenchmarks bracket it: vectorized PyTorch element-wise ops on 2^28
+# 16-bit elements move 10-11.6 B/SM/clock on H100 (sin, gelu, relu, pytorch/pytorch
+# #141959, #145746) but are DRAM-bound there (relu 2.9 TB/s = a copy kernel's 2.82-2.90,
+# vllm-project/vllm#48110, Azure ND H100 v5 BabelStream), so they bound the SM roof from
+# below; PyTorch's type-converting copy (AMP's casts, fp32 master weights) took the
+# non-vectorized path until 2026 and moved 7.3 B/SM/clock on A100 (bf16 -> fp32, 2^26
+# elements, 362 us, pytorch/pytorch#195542) and 7.1 on a power-limited H100 PCIe
+# (a 16-bit cast, 2^31 elements, 9.1 ms, pytorch/pytorch#137053, at its 1755 MHz boost).
 # FITTED, one global value: 8 B/SM/clock reproduces Lambda's ResNet-50 (NCHW)
 # and BERT-large SQuAD throughput on A100 80GB SXM and H100 SXM (validation
 # cases lambda-{a100-80gb-sxm4,h100-80gb-sxm5}-{resnet50,bert-large-squad},
 # +1% to +13% then; A100 wants ~8, H100 ~7). Since Dec 2026 the SQuAD runs are the
 # QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0.
-# Checks it was not fitted on: NVIDIA DLE ResNet-50 NHWC on A100 (-4%),
-# Megatron-LM 2020 GPT on A100 (+3% to -7%), and Lambda's A100 40GB PCIe and
-# H100 PCIe ResNet-50 (1396 and 1866 img/s, pytorch-train-throughput-fp16.csv;
-# predicted +10% and +13%). GPUs with few SM-clocks per byte of DRAM bandwidth
-# (A100, H100) hit this roof; GeForce cards (many fast SMs on GDDR) stay
-# DRAM-bound, which is why they needed no such correction.
-# Out of sample (3 Dec 2026): with the microbenchmark midpoint 10.8 instead, and the
-# H100/H200 training clock at 1.0 instead of its 0.92 fitted on the same Lambda cases,
-# the 221 reference cases no constant saw (NeuSight, nanotron, torchtitan, dgxc,
-# MLPerf, ...) go from 14.6% to 18.7% median error (116 cases worse, 52 better; MLPerf
-# BERT and ResNet better, Lambda, NVIDIA DLE and most LLM runs worse). The fitted pair
-# generalises better than the cited figures, so it stays; validate's leave-one-source-
-# out figure predicts the Lambda cases with 10.8 and 1.0 (validation/fits.yaml).
+# GPUs with few SM-clocks per byte of DRAM bandwidth (A100, H100) hit this roof;
+# GeForce cards (many fast SMs on GDDR) stay DRAM-bound, needing no such correction.
+# Out of sample (Dec 2026, stream9): re-fitted without Lambda, jointly with the H100/H200
+# training clock, on the 20 reference cases of Megatron-LM 2020 (A100) and NeuSight (H100),
+# it is 7.5 (clock 0.94; 2.0-3.1% median over 7.5-8.0 x 0.93-0.96), which predicts
+# Lambda's four runs at -2% to -4.4% (validation/fits.yaml). The cited 10.8 and a 1.0 clock
+# instead take the 220 reference cases from 3.9% to 9.4% median error (128 worse, 28 better).
 STREAM_BYTES_PER_SM_CYCLE = 8.0
 
 # Attention that materialises the b x heads x s x s scores moves them through

@@ -411,6 +411,26 @@ def test_amd_parts_train_at_the_clock_amd_measures_under_dense_matrix_work(gpu, 
                                                                     rel=0.002)
 
 
+def test_framework_streaming_rate_lies_between_pytorchs_cast_copy_and_its_dram_bound_element_wise_ops():
+    # costs/compute.py caps memory-bound framework kernels at STREAM_BYTES_PER_SM_CYCLE per SM and clock.
+    # Microbenchmarks (validation/microbenchmarks.yaml) bracket it: PyTorch's non-vectorized type-converting
+    # copy on A100 (bf16 -> fp32, 6 bytes an element) below, and its vectorized relu on H100 (4 bytes an
+    # element) above - which moves the copy kernel's 2.9 TB/s, so it is DRAM-bound and bounds the SM roof
+    # from below only.
+    from scalesim.costs.compute import STREAM_BYTES_PER_SM_CYCLE
+
+    def per_sm_clock(gpu: str, quantity: str, shape: str, bytes_per_element: int) -> float:
+        spec, elements = get_gpu(gpu), int(shape.split()[0].replace(",", ""))
+        seconds = _measured(gpu, quantity, shape) * 1e-6
+        return elements * bytes_per_element / seconds / (spec.sms * spec.sm_clock_hz)
+
+    cast = per_sm_clock("a100-80gb-sxm", "cast_copy_time_us", "67,108,864 elements (2^26)", 6)
+    relu = per_sm_clock("h100-sxm", "elementwise_time_us", "268,435,456 elements (2^28)", 4)
+    assert cast < STREAM_BYTES_PER_SM_CYCLE < relu
+    relu_bw = 2 ** 28 * 4 / (_measured("h100-sxm", "elementwise_time_us", "268,435,456 elements (2^28)") * 1e-6)
+    assert relu_bw == pytest.approx(2900 * GB, rel=0.02)
+
+
 def test_amd_boards_have_a_link_to_every_peer():
     # MI300X: 7 Infinity Fabric links of 128 GB/s bidirectional = 896 GB/s aggregate.
     xgmi = get_link(get_gpu("mi300x").nvlink)
