@@ -2,18 +2,20 @@
 
 A large step has hundreds of thousands of intervals: they are grouped in one pass and drawn as
 one polygon collection per row and colour, built from arrays (what `Axes.broken_barh` draws,
-without its per-bar unit conversion).
+without its per-bar unit conversion); rows of bars without edges as the union of the whole pixels
+Agg would paint bar by bar (`_PixelBars`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path as FilePath
 
 from scalesim.report.figures import new_figure, save_figure  # first: it makes matplotlib's import cheaper
 
 import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 
 from scalesim.timeline import Timeline  # noqa: E402
 
@@ -39,7 +41,7 @@ def _row_name(stream: str) -> str:
     return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
 
 
-def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
+def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     """One row per GPU and stream: compute kernels and communication over the step.
 
     Thin white edges separate consecutive tasks (layers, gradient buckets).
@@ -93,14 +95,78 @@ def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], f
     x1 = x0 + dx
     y0 = y - 0.4
     y1 = y0 + ((y0 + 0.8) - np.float64(y0))          # as broken_barh converts the height
-    vertices = np.empty((len(x0), 4, 2))
-    vertices[:, 0, 0] = vertices[:, 1, 0] = x0
-    vertices[:, 2, 0] = vertices[:, 3, 0] = x1
-    vertices[:, 0, 1] = vertices[:, 3, 1] = y0
-    vertices[:, 1, 1] = vertices[:, 2, 1] = y1
-    ax.add_collection(PolyCollection(vertices, facecolors=colour, edgecolor="white",
-                                     linewidth=0.0 if crowded or thin else 0.3), autolim=False)
+    if not (crowded or thin):
+        vertices = np.empty((len(x0), 4, 2))
+        vertices[:, 0, 0] = vertices[:, 1, 0] = x0
+        vertices[:, 2, 0] = vertices[:, 3, 0] = x1
+        vertices[:, 0, 1] = vertices[:, 3, 1] = y0
+        vertices[:, 1, 1] = vertices[:, 2, 1] = y1
+        ax.add_collection(PolyCollection(vertices, facecolors=colour, edgecolor="white", linewidth=0.3),
+                          autolim=False)
+    else:
+        ax.add_collection(_PixelBars(x0, x1, y0, float(y1), colour), autolim=False)
     return (float(min(x0.min(), x1.min())), y0), (float(max(x0.max(), x1.max())), float(y1))
+
+
+class _PixelBars(PolyCollection):
+    """Bars without edges, drawn as Agg draws each of them alone, in one pass.
+
+    Agg snaps a small rectangle of a collection to whole pixels (its x and y rounded, `floor(v + 0.5)`,
+    matplotlib's PathSnapper): a bar then covers whole pixels of its colour or nothing. So the bars
+    of one colour paint the union of their snapped pixel spans, whatever their number: at draw time
+    (the axes' transform known) they are snapped here the same way, the empty ones dropped and the
+    touching ones joined, and the union drawn as one compound path with snapping on (matplotlib
+    snaps a path of over 1,024 vertices only when told). A bar whose edge falls within a rounding
+    error of half a pixel is drawn as given, for Agg to decide. The same picture, pixel for pixel;
+    other renderers draw every bar."""
+
+    def __init__(self, x0: np.ndarray, x1: np.ndarray, y0: float, y1: float, colour: str):
+        super().__init__([], facecolors=colour, edgecolor="none", linewidth=(0.0, 0.0), snap=True)
+        # two (equal) line widths: one path drawn once, not stamped as a marker (Collection.draw)
+        self._bars = (x0, x1, y0, y1)
+        self._set_bars(x0, x1)
+
+    def _set_bars(self, x0: np.ndarray, x1: np.ndarray) -> None:
+        _, _, y0, y1 = self._bars
+        vertices = np.empty((len(x0), 5, 2))
+        vertices[:, 0, 0] = vertices[:, 1, 0] = vertices[:, 4, 0] = x0
+        vertices[:, 2, 0] = vertices[:, 3, 0] = x1
+        vertices[:, 0, 1] = vertices[:, 3, 1] = vertices[:, 4, 1] = y0
+        vertices[:, 1, 1] = vertices[:, 2, 1] = y1
+        codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY],
+                                 dtype=Path.code_type), len(x0))
+        self.set_verts_and_codes([vertices.reshape(-1, 2)], [codes])
+
+    def draw(self, renderer) -> None:
+        from matplotlib.backends.backend_agg import RendererAgg
+
+        x0, x1, y0, _ = self._bars
+        transform = self.get_transform()
+        if isinstance(renderer, RendererAgg) and transform.is_affine and len(x0):
+            self._set_bars(*_snapped_union(x0, x1, y0, transform))
+        else:
+            self._set_bars(x0, x1)
+        super().draw(renderer)
+
+
+def _snapped_union(x0: np.ndarray, x1: np.ndarray, y: float, transform) -> tuple[np.ndarray, np.ndarray]:
+    """The bars [x0, x1) as Agg snaps them to whole pixels, empty ones dropped and overlapping or
+    touching ones joined, back in data coordinates; bars with an edge at a half pixel kept as given."""
+    ys = np.full(len(x0), y)
+    left = transform.transform(np.column_stack((x0, ys)))[:, 0]
+    right = transform.transform(np.column_stack((x1, ys)))[:, 0]
+    unsure = (np.abs((left % 1.0) - 0.5) < 1e-6) | (np.abs((right % 1.0) - 0.5) < 1e-6)
+    a, b = np.floor(left[~unsure] + 0.5), np.floor(right[~unsure] + 0.5)
+    full = b > a
+    a, b = a[full], b[full]
+    if len(a):
+        a, width = _merged(a, b - a, 0.0)          # whole pixels: exact in floats
+        b = a + width
+    back = transform.inverted()
+    pixel_y = transform.transform([(0.0, y)])[0, 1]
+    a = back.transform(np.column_stack((a, np.full(len(a), pixel_y))))[:, 0]
+    b = back.transform(np.column_stack((b, np.full(len(b), pixel_y))))[:, 0]
+    return np.concatenate((a, x0[unsure])), np.concatenate((b, x1[unsure]))
 
 
 def _bar_spans(timeline: Timeline, shown: set[int], row_of
