@@ -17,6 +17,7 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
 
+from scalesim.report.timeline_rows import bar_spans, columns, identical_ranks, rows_of  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -47,18 +48,19 @@ def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     Thin white edges separate consecutive tasks (layers, gradient buckets).
     Beyond 16 GPUs only the first 16 are drawn, and the title says so.
     """
-    ranks = sorted({iv.rank for iv in timeline.intervals})
+    cols = columns(timeline)
+    ranks = np.unique(cols.rank).tolist()
     if ranks and ranks[-1] + 1 > len(ranks):
         title = f"{title}\n(one GPU per pipeline stage; the other GPUs of each stage do the same work)"
     if len(ranks) > MAX_TIMELINE_GPUS:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
     factor, unit = _scale(timeline.end_s)
-    shown, names = _collapse_identical(timeline, ranks, _row_name)
-    rows = sorted({(rank, _row_name(stream)) for rank, stream in {(iv.rank, iv.stream) for iv in timeline.intervals}
-                   if rank in shown})
+    shown, names = identical_ranks(cols, ranks, _row_name)
+    rows = rows_of(cols, shown, _row_name)
     row_of = {row: y for y, row in enumerate(rows)}
-    spans, used = _bar_spans(timeline, shown, lambda rank, stream: row_of[(rank, _row_name(stream))])
+    spans, used = bar_spans(cols, shown, lambda rank, stream: row_of[(rank, _row_name(stream))], COLOURS,
+                            GPU_WORK, "waiting for host", "comm")
     fig, ax = new_figure((11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
@@ -79,11 +81,10 @@ def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
 
 
-def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], factor: float, pixel: float
+def _draw_row(ax, y: int, colour: str, start_s: np.ndarray, end_s: np.ndarray, factor: float, pixel: float
               ) -> tuple[tuple[float, float], tuple[float, float]]:
     """The bars of one row and colour as one PolyCollection (`broken_barh`'s shapes, in the plot's unit);
     returns the lower-left and upper-right corners of what it drew."""
-    start_s, end_s = np.array(starts), np.array(ends)
     x0, dx = start_s * factor, (end_s - start_s) * factor
     crowded = len(x0) >= CROWDED_ROW_BARS
     if crowded:
@@ -167,70 +168,6 @@ def _snapped_union(x0: np.ndarray, x1: np.ndarray, y: float, transform) -> tuple
     a = back.transform(np.column_stack((a, np.full(len(a), pixel_y))))[:, 0]
     b = back.transform(np.column_stack((b, np.full(len(b), pixel_y))))[:, 0]
     return np.concatenate((a, x0[unsure])), np.concatenate((b, x1[unsure]))
-
-
-def _bar_spans(timeline: Timeline, shown: set[int], row_of
-               ) -> tuple[dict[tuple[int, str], tuple[list, list]], set[str]]:
-    """Per (row, colour), in the order first drawn: the starts and ends (s) of its bars; and the
-    kinds of work drawn. A host-bound kernel adds a 'waiting for host' bar from ready to start."""
-    spans: dict[tuple[int, str], tuple[list, list]] = {}
-    used: set[str] = set()
-    targets: dict[tuple, list] = {}      # (rank, stream, kind) -> [row, its bars, its waits]
-    for iv in timeline.intervals:
-        rank = iv.rank
-        if rank not in shown:
-            continue
-        key = (rank, iv.stream, iv.kind)
-        target = targets.get(key)
-        if target is None:
-            target = targets[key] = [row_of(rank, iv.stream), None, None]
-        start, end = iv.start_s, iv.end_s
-        if end > start:
-            if target[1] is None:
-                kind = iv.kind if iv.kind in COLOURS else "comm"
-                used.add(kind)
-                target[1] = spans.setdefault((target[0], COLOURS[kind]), ([], []))
-            target[1][0].append(start)
-            target[1][1].append(end)
-        if start > iv.ready_s and iv.kind in GPU_WORK:
-            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
-            if target[2] is None:
-                used.add("waiting for host")
-                target[2] = spans.setdefault((target[0], WAITING), ([], []))
-            target[2][0].append(iv.ready_s)
-            target[2][1].append(start)
-    return spans, used
-
-
-def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
-    """Ranks whose every interval is the same drawn once: the first of each group, named with how
-    many GPUs it stands for ('GPU 0 (x8, identical)'). Ranks can only be identical when they have
-    as many intervals, starting and ending at the same times, so only those are compared in full."""
-    seen: dict[int, list] = {r: [0, float("inf"), float("-inf")] for r in ranks}   # count, first start, last end
-    for iv in timeline.intervals:
-        known = seen.get(iv.rank)
-        if known is not None:
-            known[0] += 1
-            if iv.start_s < known[1]:
-                known[1] = iv.start_s
-            if iv.end_s > known[2]:
-                known[2] = iv.end_s
-    alike: dict[tuple, list[int]] = {}
-    for r in ranks:
-        count, first, last = seen[r]
-        alike.setdefault((count, round(first, 12), round(last, 12)), []).append(r)
-    signature: dict[int, list] = {r: [] for same in alike.values() if len(same) > 1 for r in same}
-    if signature:
-        for iv in timeline.intervals:
-            if iv.rank in signature:
-                signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
-    groups: dict[tuple, list[int]] = {}
-    for r in ranks:
-        groups.setdefault(tuple(sorted(signature[r])) if r in signature else ("alone", r), []).append(r)
-    names = {}
-    for members in groups.values():
-        names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
-    return set(names), names
 
 
 def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
