@@ -39,13 +39,13 @@ def columns(timeline: Timeline) -> Columns:
     intervals = timeline.intervals
     n = len(intervals)
 
-    def coded(names) -> tuple[np.ndarray, list[str]]:
-        known: dict[str, int] = {}
-        codes = np.fromiter((known.setdefault(s, len(known)) for s in names), np.int64, n)
-        return codes, list(known)
+    def coded(names: list[str]) -> tuple[np.ndarray, list[str]]:
+        known = list(dict.fromkeys(names))                # the names in order of first appearance
+        code = {name: i for i, name in enumerate(known)}
+        return np.fromiter(map(code.__getitem__, names), np.int64, n), known
 
-    stream, streams = coded(map(_STREAM, intervals))
-    kind, kinds = coded(map(_KIND, intervals))
+    stream, streams = coded(list(map(_STREAM, intervals)))
+    kind, kinds = coded(list(map(_KIND, intervals)))
     floats = (np.fromiter(map(get, intervals), np.float64, n) for get in (_READY, _START, _END))
     return Columns(np.fromiter(map(_RANK, intervals), np.int64, n), stream, kind, *floats, streams, kinds)
 
