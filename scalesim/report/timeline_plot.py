@@ -17,7 +17,7 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
 
-from scalesim.report.timeline_rows import bar_spans, columns, identical_ranks, rows_of  # noqa: E402
+from scalesim.report.timeline_rows import Columns, bar_spans, columns, identical_ranks, rows_of  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -48,14 +48,18 @@ def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     Thin white edges separate consecutive tasks (layers, gradient buckets).
     Beyond 16 GPUs only the first 16 are drawn, and the title says so.
     """
-    cols = columns(timeline)
+    return timeline_columns_plot(columns(timeline), timeline.end_s, path, title)
+
+
+def timeline_columns_plot(cols: Columns, end_s: float, path: FilePath, title: str) -> FilePath:
+    """`timeline_plot` of a step given as `columns(timeline)` and its end (report/timeline_rows.py)."""
     ranks = np.unique(cols.rank).tolist()
     if ranks and ranks[-1] + 1 > len(ranks):
         title = f"{title}\n(one GPU per pipeline stage; the other GPUs of each stage do the same work)"
     if len(ranks) > MAX_TIMELINE_GPUS:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
-    factor, unit = _scale(timeline.end_s)
+    factor, unit = _scale(end_s)
     shown, names = identical_ranks(cols, ranks, _row_name)
     rows = rows_of(cols, shown, _row_name)
     row_of = {row: y for y, row in enumerate(rows)}
@@ -64,7 +68,7 @@ def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     fig, ax = new_figure((11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
-    pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
+    pixel = end_s * factor / (11 * 120) if end_s > 0 else 0.0
     corners = [_draw_row(ax, y, colour, starts, ends, factor, pixel) for (y, colour), (starts, ends) in spans.items()]
     if corners:       # the data limits add_collection would find path by path, from each row's corners
         ax.update_datalim([xy for corner in corners for xy in corner])
@@ -72,7 +76,7 @@ def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     ax.set_yticks(range(len(rows)), [f"{names[r]} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
-    ax.set_xlim(0, timeline.end_s * factor)
+    ax.set_xlim(0, end_s * factor)
     ax.set_title(title)
     kinds = [k for k in COLOURS if k in used]          # only what the plot shows
     handles = [Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
