@@ -22,7 +22,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -158,25 +158,33 @@ def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, 
              delta_s: float) -> Timeline:
     """The whole step: the short play with the cut-out periods put back as shifted copies."""
     with no_collection():
-        intervals = _intervals(program, cut, times, delta_s)
-        ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
+        ordered = tuple(_intervals(program, cut, times, delta_s))
     m = cut.removed
     sent = a[2] + m * (b[2] - a[2])
     delivered = a[3] + m * (b[3] - a[3])
     slowed = {rank: a[4].get(rank, 0.0) + m * (b[4].get(rank, 0.0) - a[4].get(rank, 0.0))
               for rank in sorted(set(a[4]) | set(b[4]))}
-    return Timeline(ordered, max((iv.end_s for iv in intervals), default=0.0), sent, delivered, slowed)
+    return Timeline(ordered, max((iv.end_s for iv in ordered), default=0.0), sent, delivered, slowed)
 
 
 def _intervals(program: Program, cut: Cut, times: dict[int, np.ndarray], delta_s: float) -> list[Interval]:
     """Every task's interval: before the cut as played, the cut-out periods as copies of the first
-    period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta."""
+    period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta; in the
+    timeline's order (rank, start, stream, end; ties in task order), sorted on the arrays."""
     intervals: list[Interval] = []
-    for rank, tasks in program.tasks.items():
+    for rank in sorted(program.tasks):
+        tasks = program.tasks[rank]
+        if not tasks:
+            continue
         source, shift = _sources(len(tasks), cut, rank, delta_s)
         ready, start, end = (times[rank][k][source] + shift for k in range(3))
-        intervals.extend(map(Interval._make, zip(repeat(rank), map(_STREAM, tasks), map(_NAME, tasks),
-                                                 map(_KIND, tasks), ready.tolist(), start.tolist(), end.tolist())))
+        streams = list(map(_STREAM, tasks))
+        code = {name: i for i, name in enumerate(sorted(set(streams)))}     # in the streams' own order
+        order = np.lexsort((end, np.fromiter(map(code.__getitem__, streams), np.int64, len(tasks)), start))
+        pick = itemgetter(*order.tolist()) if len(tasks) > 1 else (lambda items: (items[0],))
+        intervals.extend(map(Interval._make, zip(repeat(rank), pick(streams), pick(list(map(_NAME, tasks))),
+                                                 pick(list(map(_KIND, tasks))), ready[order].tolist(),
+                                                 start[order].tolist(), end[order].tolist())))
     return intervals
 
 
