@@ -7,58 +7,16 @@ JSON contract of `scalesim run --json` is `StepResult.to_json()`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from scalesim.timeline import Interval, Timeline
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
-_GPU_KINDS = frozenset(COMPUTE_KINDS + OTHER_KINDS)
-
-
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    first = last = None                 # the span being merged, appended once it is closed
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if last is not None and start <= last:
-            if end > last:
-                last = end
-        else:
-            if last is not None:
-                merged.append((first, last))
-            first, last = start, end
-    if last is not None:
-        merged.append((first, last))
-    return merged
-
-
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(end - start for start, end in intervals)
-
-
-def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Parts of union `a` not covered by union `b` (both sorted, disjoint)."""
-    out = []
-    j, count = 0, len(b)
-    for start, end in a:
-        cur = start
-        while j < count and b[j][1] <= cur:
-            j += 1
-        k = j
-        while k < count:
-            b_start, b_end = b[k]
-            if b_start >= end:
-                break
-            if b_start > cur:
-                out.append((cur, b_start))
-            if b_end > cur:
-                cur = b_end
-            k += 1
-        if cur < end:
-            out.append((cur, end))
-    return out
+_KIND, _READY, _START, _END = (attrgetter(name) for name in ("kind", "ready_s", "start_s", "end_s"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +46,69 @@ class Breakdown:
         return {**self.as_dict(), "host_bound": self.host_bound}
 
 
+Spans = tuple[np.ndarray, np.ndarray]      # sorted, disjoint, not touching: (starts, ends)
+
+
+def _spans_union(start: np.ndarray, end: np.ndarray) -> Spans:
+    """The union of the spans (start[i], end[i]) (empty ones dropped) as sorted spans that do not touch."""
+    full = end > start
+    start, end = start[full], end[full]
+    if not len(start):
+        return start, end
+    order = np.lexsort((end, start))
+    start, end = start[order], end[order]
+    new = np.empty(len(start), dtype=bool)
+    new[0] = True
+    new[1:] = start[1:] > np.maximum.accumulate(end)[:-1]
+    first = np.flatnonzero(new)
+    return start[first], np.maximum.reduceat(end, first)
+
+
+def _spans_minus(a: Spans, b: Spans) -> Spans:
+    """The stretches of `a` that no span of `b` covers, bounded by their endpoints (the same floats). Between consecutive endpoints of either, a stretch is in `a` and
+    not in `b` or not; runs of those that are make the spans."""
+    if not len(a[0]) or not len(b[0]):
+        return a
+    points = np.unique(np.concatenate((*a, *b)))
+    left = points[:-1]
+
+    def inside(spans: Spans) -> np.ndarray:
+        at = np.searchsorted(spans[0], left, side="right") - 1
+        return (at >= 0) & (spans[1][np.maximum(at, 0)] > left)
+
+    keep = np.diff(np.concatenate(([0], (inside(a) & ~inside(b)).astype(np.int8), [0])))
+    return points[np.flatnonzero(keep == 1)], points[np.flatnonzero(keep == -1)]
+
+
+def _spans_length(spans: Spans) -> float:
+    return sum((spans[1] - spans[0]).tolist())      # Python's sum, span after span
+
+
+_CLASS = {**dict.fromkeys(COMPUTE_KINDS, 0), **dict.fromkeys(OTHER_KINDS, 1)}    # else 2: communication
+
+
 def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
-    compute = _union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in COMPUTE_KINDS])
-    other = _minus(_union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind in OTHER_KINDS]), compute)
-    busy = _union(compute + other)
-    comm = _union([(iv.start_s, iv.end_s) for iv in intervals if iv.kind not in _GPU_KINDS])
-    exposed = _length(_minus(comm, busy))
+    """Where one rank's step went (`Breakdown`), from its intervals, as unions of spans on arrays."""
+    n = len(intervals)
+    kinds = list(map(_KIND, intervals))
+    classes = {kind: _CLASS.get(kind, 2) for kind in dict.fromkeys(kinds)}
+    cls = np.fromiter(map(classes.__getitem__, kinds), np.int8, n)
+    start = np.fromiter(map(_START, intervals), np.float64, n)
+    end = np.fromiter(map(_END, intervals), np.float64, n)
+    compute = _spans_union(start[cls == 0], end[cls == 0])
+    other = _spans_minus(_spans_union(start[cls == 1], end[cls == 1]), compute)
+    busy = _spans_union(np.concatenate((compute[0], other[0])), np.concatenate((compute[1], other[1])))
+    comm = _spans_union(start[cls == 2], end[cls == 2])
+    exposed = _spans_length(_spans_minus(comm, busy))
     # GPU work whose inputs were ready but whose kernels the host had not issued yet, while
     # nothing else ran: the step is host-bound there (counted in `other`).
-    waits = _union([(iv.ready_s, iv.start_s) for iv in intervals
-                    if iv.start_s > iv.ready_s and iv.kind in _GPU_KINDS])
-    host = _length(_minus(_minus(waits, busy), comm)) if waits else 0.0
-    c, o = _length(compute), _length(other) + host
+    ready = np.fromiter(map(_READY, intervals), np.float64, n)
+    late = (start > ready) & (cls < 2)
+    waits = _spans_union(ready[late], start[late])
+    host = _spans_length(_spans_minus(_spans_minus(waits, busy), comm)) if len(waits[0]) else 0.0
+    c, o = _spans_length(compute), _spans_length(other) + host
     bubble = max(step_time_s - c - o - exposed, 0.0)
-    return Breakdown(c, exposed, bubble, o, _length(comm), host_bound=host)
+    return Breakdown(c, exposed, bubble, o, _spans_length(comm), host_bound=host)
 
 
 def critical_rank(timeline: Timeline) -> int:

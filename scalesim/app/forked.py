@@ -4,6 +4,8 @@
 while it plays the step itself: the two are independent and deterministic, so the child's
 numbers are the ones this process would compute, and on two cores the command answers in
 about the time of the longer of the two. The child's answer comes back pickled through a pipe.
+`Fed` is a child that gets its inputs later, through another pipe: `run`'s plots are drawn by
+one forked before the step, which imports matplotlib while the step is played.
 
 `spare_cpu` says whether forking is worth it now (a busy machine has no second core to give).
 Where `os.fork` is missing (Windows), or the child dies or its answer cannot be read back,
@@ -86,6 +88,65 @@ class Forked(Generic[T]):
 
     def __exit__(self, *_exc) -> None:
         self.close()
+
+
+class Fed(Forked[T]):
+    """`work(receive)` in a child forked now, which can get ready (`prepare()`, e.g. its imports)
+    while this process computes what it needs: `receive()` returns, in turn, what `send` is given
+    here, pickled through a pipe (the child waits for it). Where there is no child (not asked to
+    fork, it could not, or it died), `work` runs here when the result is asked for, receiving the
+    same messages: the same answer."""
+
+    def __init__(self, work: Callable[[Callable[[], object]], T], fork: bool = True,
+                 prepare: Callable[[], object] | None = None):
+        self._sent: list = []
+        self._feed: int | None = None
+        inbox = None
+        if fork and hasattr(os, "fork"):
+            inbox, self._feed = os.pipe()
+
+        def in_child() -> T:
+            os.close(self._feed)
+            if prepare is not None:
+                prepare()
+            with os.fdopen(inbox, "rb") as messages:
+                return work(lambda: _received(messages))
+
+        super().__init__(in_child, here=lambda: work(iter(self._sent).__next__), fork=inbox is not None)
+        if inbox is not None:
+            os.close(inbox)
+            if self._pid is None:           # the fork failed: all here
+                self._close_feed()
+
+    def send(self, message: object) -> None:
+        self._sent.append(message)
+        if self._feed is None:
+            return
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            view = memoryview(len(data).to_bytes(8, "little") + data)
+            while view:
+                view = view[os.write(self._feed, view):]
+        except OSError:                     # the child is gone: result() does the work here
+            self._close_feed()
+
+    def close(self) -> None:
+        self._close_feed()
+        super().close()
+
+    def result(self) -> T:
+        self._close_feed()                  # nothing more to send: the child's receive() then fails
+        return super().result()
+
+    def _close_feed(self) -> None:
+        if self._feed is not None:
+            os.close(self._feed)
+            self._feed = None
+
+
+def _received(messages) -> object:
+    size = int.from_bytes(messages.read(8), "little")
+    return pickle.loads(messages.read(size))
 
 
 def spare_cpu() -> bool:

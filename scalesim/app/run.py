@@ -135,7 +135,7 @@ def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline
     if forked and setup.gpus > 1 and (baseline or scaling_counts) and _fits_before_simulating(setup):
         with Forked(partial(_rates_after_step, setup, baseline, scaling_counts),
                     here=partial(_scaling_rates, setup, baseline, scaling_counts)) as rates:
-            return _run_setup(setup, scaling_counts, baseline, rates.result, on_step)
+            return _run_setup(setup, scaling_counts, baseline, rates.result, on_step, beside=Forked)
     return _run_setup(setup, scaling_counts, baseline, None, on_step)
 
 
@@ -151,8 +151,9 @@ def _rates_after_step(setup: Setup, baseline: bool, scaling_counts: list[int] | 
     return _scaling_rates(setup, baseline, scaling_counts)
 
 
-def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, rates, on_step) -> StepResult:
-    timeline = simulate_setup(setup)
+def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, rates, on_step,
+               beside=None) -> StepResult:
+    timeline = simulate_setup(setup, beside=beside)     # beside: the fast-forward's second play forked
     step = timeline.end_s
     rank = critical_rank(timeline)
     parts = replace(breakdown(timeline.for_rank(rank), step),

@@ -271,9 +271,10 @@ def simulates_every_rank(gpus: int, model: ModelSpec, plan: ParallelPlan) -> boo
             and estimated_tasks(**step_counts(model, plan, gpus)) <= FULL_SIMULATION_MAX_TASKS)
 
 
-def simulate_setup(setup: Setup, symmetric: bool | None = None) -> Timeline:
-    """One step played out; `symmetric` overrides how the setup was compiled (one rank per stage)."""
-    return simulate(_charged_step(setup, symmetric).program)
+def simulate_setup(setup: Setup, symmetric: bool | None = None, beside=None) -> Timeline:
+    """One step played out; `symmetric` overrides how the setup was compiled (one rank per stage);
+    `beside`: see `engine.simulate`."""
+    return simulate(_charged_step(setup, symmetric).program, beside=beside)
 
 
 def step_time_of(setup: Setup, symmetric: bool | None = None) -> float:

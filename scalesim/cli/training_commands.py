@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from scalesim.app.forked import Forked, spare_cpu
+from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, collector_paused,
                                  exact_option, exact_simulation_context, friendly_errors, slug, status)
@@ -60,16 +60,19 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         setup = prepare(scenario, file, catalog=catalog_from(catalog_dirs))
         counts = scaling_counts(setup.gpus) if (scaling and plots) else []
         # With a CPU to spare (app/forked.py), the scaling curve is played in a forked process beside
-        # the step, and the timeline plot drawn in another once the step is played, while this one
-        # collects the curve and draws its plot; else all in turn here. The same numbers and plots.
+        # the step, and the plots drawn in another, which imports matplotlib meanwhile and gets the
+        # step's timeline once it is played, then the curve; else all in turn here. The same numbers
+        # and plots.
         fork = spare_cpu()
-        drawn: list = []
-        on_step = (lambda timeline: drawn.append(children.enter_context(
-            _timeline_plot_forked(timeline, scenario.name, directory, fork)))) if plots else None
+        plotter = children.enter_context(_plotter(scenario.name, directory, fork)) if plots else None
+        on_step = (lambda timeline: plotter.send(_timeline_message(timeline))) if plots else None
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
             result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
-        written = _run_plots(result, scenario.name, directory, drawn) if plots else None
+        written = None
+        if plotter is not None:
+            plotter.send(result.scaling)
+            written = plotter.result()
     uncertainty = None
     if samples:
         from scalesim.app.uncertainty import step_uncertainty
@@ -84,31 +87,35 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         sys.exit(EXIT_DOES_NOT_FIT)
 
 
-def _timeline_plot(timeline, name: str, directory: Path) -> Path:
-    from scalesim.report.plots import timeline_plot
+def _plotter(name: str, directory: Path, fork: bool) -> Fed:
+    """The run's plots, drawn by `_draw_plots` in a process forked now (`fork`; else here, when
+    their paths are asked for): it imports matplotlib while this one plays the step."""
+    return Fed(partial(_draw_plots, name, directory), fork=fork, prepare=_import_plots)
+
+
+def _import_plots() -> None:
+    import scalesim.report.plots  # noqa: F401
+
+
+def _timeline_message(timeline) -> tuple:
+    """What the timeline plot needs of the step: its intervals as columns (cheap to pickle), its end."""
+    from scalesim.report.timeline_rows import columns
+
+    return columns(timeline), timeline.end_s
+
+
+def _draw_plots(name: str, directory: Path, receive) -> list[Path]:
+    """The timeline plot, then the scaling plot (when the curve has points): receives the step's
+    `_timeline_message`, then the curve's points."""
+    from scalesim.report.plots import scaling_plot, timeline_columns_plot
 
     directory.mkdir(parents=True, exist_ok=True)
-    return timeline_plot(timeline, directory / "timeline.png", f"{name}: one step")
-
-
-def _timeline_plot_forked(timeline, name: str, directory: Path, fork: bool) -> Forked:
-    """`_timeline_plot` in a forked process (`fork`; else here, when its result is asked for),
-    matplotlib imported here first (the child and the scaling plot drawn here share that import)."""
-    if fork:
-        import scalesim.report.plots  # noqa: F401
-
-    return Forked(partial(_timeline_plot, timeline, name, directory), fork=fork)
-
-
-def _run_plots(result, name: str, directory: Path, drawn: list | None = None) -> list[Path]:
-    """The timeline plot (`drawn`: being drawn in a forked process, app/forked.py) and the scaling plot."""
-    written = [] if drawn else [_timeline_plot(result.timeline, name, directory)]
-    if result.scaling:
-        from scalesim.report.plots import scaling_plot
-
-        directory.mkdir(parents=True, exist_ok=True)
-        written.append(scaling_plot(result.scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
-    return [d.result() for d in drawn or ()] + written
+    cols, end_s = receive()
+    written = [timeline_columns_plot(cols, end_s, directory / "timeline.png", f"{name}: one step")]
+    scaling = receive()
+    if scaling:
+        written.append(scaling_plot(scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
+    return written
 
 
 def _print_run(result, uncertainty: dict | None, written: list[Path] | None, trace: Path | None,

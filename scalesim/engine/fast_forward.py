@@ -22,7 +22,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -58,17 +58,24 @@ def exact_requested() -> bool:
     return _EXACT.get()
 
 
-def fast_forward(program: Program, play: Callable[[Program], Played]) -> Timeline | None:
+# Work started elsewhere (a forked process: app/forked.py) whose answer is asked for later:
+# beside(work) returns an object with result() (work's value) and close() (not needed after all).
+Beside = Callable[[Callable[[], object]], object]
+
+
+def fast_forward(program: Program, play: Callable[[Program], Played], beside: Beside | None = None
+                 ) -> Timeline | None:
     """The step's timeline from two shortened plays, or None when it has no repeating periods
-    worth skipping or they do not repeat exactly (then the caller plays it whole)."""
-    periods = _periodic_plays(program, play)
+    worth skipping or they do not repeat exactly (then the caller plays it whole). `beside`: the
+    second play is started there before the first is played here (the same plays, at once)."""
+    periods = _periodic_plays(program, play, beside)
     return None if periods is None else _spliced(program, *periods)
 
 
 def fast_forward_end_s(program: Program, play: Callable[[Program], Played]) -> float | None:
     """`fast_forward(...).end_s` without making the step's intervals (a scaling-curve point needs
     only the step time): the same float, the largest of the same end times."""
-    periods = _periodic_plays(program, play)
+    periods = _periodic_plays(program, play, None)
     if periods is None:
         return None
     cut, _a, _b, times, delta_s = periods
@@ -78,9 +85,10 @@ def fast_forward_end_s(program: Program, play: Callable[[Program], Played]) -> f
     return max((float(end.max()) for end in ends), default=0.0)
 
 
-def _periodic_plays(program: Program, play: Callable[[Program], Played]) -> tuple | None:
-    """(cut, short play, one period longer play, the short play's times, period length) when the
-    step's periods repeat exactly, else None."""
+def _periodic_plays(program: Program, play: Callable[[Program], Played], beside: Beside | None = None
+                    ) -> tuple | None:
+    """(cut, short play, the one period longer play's bytes and slowdowns, the short play's times,
+    period length) when the step's periods repeat exactly, else None."""
     total = sum(len(t) for t in program.tasks.values())
     seen: dict = {}
     if total < MIN_TASKS or not may_repeat(program, seen):
@@ -92,19 +100,37 @@ def _periodic_plays(program: Program, play: Callable[[Program], Played]) -> tupl
     short = shortened(program, cut, cut.removed)
     if short is None:
         return None
-    a = _played(play, short)
-    if a is None:
-        return None
-    times_a = _times(a, short)
-    tolerance_s = TOLERANCE * max(_end(a[0]), 1e-300)
-    delta_s = _across_cut(cut, times_a, tolerance_s)
-    longer = shortened(program, cut, cut.removed - 1) if delta_s is not None else None
-    if longer is None:
-        return None            # not periodic across the cut: spare the second play
-    b = _played(play, longer)
-    if b is None or not _repeats(cut, times_a, _times(b, longer), delta_s, tolerance_s):
+    longer = later = None
+    if beside is not None:
+        longer = shortened(program, cut, cut.removed - 1)
+        later = beside(lambda: _times_played(play, longer)) if longer is not None else None
+    try:
+        a = _played(play, short)
+        if a is None:
+            return None
+        times_a = _times(a, short)
+        tolerance_s = TOLERANCE * max(_end(a[0]), 1e-300)
+        delta_s = _across_cut(cut, times_a, tolerance_s)
+        if delta_s is None:
+            return None            # not periodic across the cut: spare the second play
+        if later is None:
+            longer = shortened(program, cut, cut.removed - 1)
+            if longer is None:
+                return None
+        b = later.result() if later is not None else _times_played(play, longer)
+    finally:
+        if later is not None:
+            later.close()
+    if b is None or not _repeats(cut, times_a, b[0], delta_s, tolerance_s):
         return None
     return cut, a, b, times_a, delta_s
+
+
+def _times_played(play: Callable[[Program], Played], short: Program) -> tuple | None:
+    """`_played`, kept to what the splice needs of the longer play: its times (`_times`), bytes sent
+    and delivered, and SM slowdowns (small to send back from another process)."""
+    played = _played(play, short)
+    return None if played is None else (_times(played, short), *played[2:])
 
 
 def _played(play: Callable[[Program], Played], short: Program) -> Played | None:
@@ -154,29 +180,37 @@ def _repeats(cut: Cut, short: dict[int, np.ndarray], longer: dict[int, np.ndarra
     return True
 
 
-def _spliced(program: Program, cut: Cut, a: Played, b: Played, times: dict[int, np.ndarray],
+def _spliced(program: Program, cut: Cut, a: Played, b: tuple, times: dict[int, np.ndarray],
              delta_s: float) -> Timeline:
     """The whole step: the short play with the cut-out periods put back as shifted copies."""
     with no_collection():
-        intervals = _intervals(program, cut, times, delta_s)
-        ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
+        ordered = tuple(_intervals(program, cut, times, delta_s))
     m = cut.removed
-    sent = a[2] + m * (b[2] - a[2])
-    delivered = a[3] + m * (b[3] - a[3])
-    slowed = {rank: a[4].get(rank, 0.0) + m * (b[4].get(rank, 0.0) - a[4].get(rank, 0.0))
-              for rank in sorted(set(a[4]) | set(b[4]))}
-    return Timeline(ordered, max((iv.end_s for iv in intervals), default=0.0), sent, delivered, slowed)
+    sent = a[2] + m * (b[1] - a[2])
+    delivered = a[3] + m * (b[2] - a[3])
+    slowed = {rank: a[4].get(rank, 0.0) + m * (b[3].get(rank, 0.0) - a[4].get(rank, 0.0))
+              for rank in sorted(set(a[4]) | set(b[3]))}
+    return Timeline(ordered, max((iv.end_s for iv in ordered), default=0.0), sent, delivered, slowed)
 
 
 def _intervals(program: Program, cut: Cut, times: dict[int, np.ndarray], delta_s: float) -> list[Interval]:
     """Every task's interval: before the cut as played, the cut-out periods as copies of the first
-    period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta."""
+    period after it shifted by 0, Delta, 2 Delta, ..., and what follows shifted by m Delta; in the
+    timeline's order (rank, start, stream, end; ties in task order), sorted on the arrays."""
     intervals: list[Interval] = []
-    for rank, tasks in program.tasks.items():
+    for rank in sorted(program.tasks):
+        tasks = program.tasks[rank]
+        if not tasks:
+            continue
         source, shift = _sources(len(tasks), cut, rank, delta_s)
         ready, start, end = (times[rank][k][source] + shift for k in range(3))
-        intervals.extend(map(Interval._make, zip(repeat(rank), map(_STREAM, tasks), map(_NAME, tasks),
-                                                 map(_KIND, tasks), ready.tolist(), start.tolist(), end.tolist())))
+        streams = list(map(_STREAM, tasks))
+        code = {name: i for i, name in enumerate(sorted(set(streams)))}     # in the streams' own order
+        order = np.lexsort((end, np.fromiter(map(code.__getitem__, streams), np.int64, len(tasks)), start))
+        pick = itemgetter(*order.tolist()) if len(tasks) > 1 else (lambda items: (items[0],))
+        intervals.extend(map(Interval._make, zip(repeat(rank), pick(streams), pick(list(map(_NAME, tasks))),
+                                                 pick(list(map(_KIND, tasks))), ready[order].tolist(),
+                                                 start[order].tolist(), end[order].tolist())))
     return intervals
 
 

@@ -20,7 +20,6 @@ what its few distinct rates cost.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -150,7 +149,8 @@ class FluidNetwork:
         (fairshare.max_min_rates): the same bundles again (the next bucket, the next micro-batch)
         reuse them.
         """
-        key = frozenset(Counter([b.key for b in bundles]).items())
+        keys = [b.key for b in bundles]            # the multiset of keys: one, or all of them sorted
+        key = keys[0] if len(keys) == 1 else tuple(sorted(keys))
         plan = self._rates_memo.get(key)
         if plan is None:
             members = member_flows(bundles)

@@ -92,14 +92,14 @@ def _signatures(tasks_by_rank: dict) -> dict[int, np.ndarray]:
     number = known.setdefault
     out = {}
     for rank, tasks in tasks_by_rank.items():
-        keys = []
-        key = keys.append
+        codes = []
+        code = codes.append
         for i, t in enumerate(tasks):
             deps = t.deps       # relative: one dependency as a number (the common case), more as a tuple
             relative = (i - deps[0] if len(deps) == 1 else tuple([i - d for d in deps]) if deps else None)
-            key((_COMPUTE_FIELDS(t), relative) if t.__class__ is ComputeTask
-                else (id(t.plan), _CALL_FIELDS(t), relative))
-        out[rank] = np.array([number(k, len(known)) for k in keys], np.int64)
+            code(number((_COMPUTE_FIELDS(t), relative) if t.__class__ is ComputeTask
+                        else (id(t.plan), _CALL_FIELDS(t), relative), len(known)))
+        out[rank] = np.array(codes, np.int64)
     return out
 
 

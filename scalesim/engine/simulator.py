@@ -23,7 +23,7 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
-from scalesim.engine.fast_forward import Played, exact_requested, fast_forward, fast_forward_end_s
+from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
@@ -279,8 +279,8 @@ class _Run(StretchWalks):
                 yield self.env.all_of(waits)
 
 
-def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None
-             ) -> Timeline:
+def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None,
+             beside: Beside | None = None) -> Timeline:
     """Run one step; deterministic for a given program.
 
     closed_form: time calls that run alone on their links, and groups of flows
@@ -290,14 +290,17 @@ def simulate(program: Program, closed_form: bool = True, stretches: bool = True,
     (engine/stretches.py: the same times); False plays every task as its own events.
     exact: play every task (no fast-forward of repeating periods, engine/fast_forward.py);
     None: as `exact_simulation` says (by default the fast-forward is on).
+    beside: where the fast-forward may play its second shortened step while it plays the first
+    (engine/fast_forward.py; a forked process); the same timeline.
     """
     with no_collection():
-        return _simulated(program, closed_form, stretches, exact)
+        return _simulated(program, closed_form, stretches, exact, beside)
 
 
-def _simulated(program: Program, closed_form: bool, stretches: bool, exact: bool | None) -> Timeline:
+def _simulated(program: Program, closed_form: bool, stretches: bool, exact: bool | None,
+               beside: Beside | None = None) -> Timeline:
     if not (exact_requested() if exact is None else exact):
-        timeline = fast_forward(program, lambda short: played(short, closed_form, stretches))
+        timeline = fast_forward(program, lambda short: played(short, closed_form, stretches), beside)
         if timeline is not None:
             return timeline
     intervals, _indices, sent, delivered, slowed = played(program, closed_form, stretches)

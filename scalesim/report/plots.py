@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scalesim.report.figures import new_figure, save_figure
-from scalesim.report.timeline_plot import _merge_spans, timeline_plot  # noqa: F401 (re-exported)
+from scalesim.report.timeline_plot import _merge_spans, timeline_columns_plot, timeline_plot  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     import networkx as nx

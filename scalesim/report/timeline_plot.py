@@ -2,19 +2,22 @@
 
 A large step has hundreds of thousands of intervals: they are grouped in one pass and drawn as
 one polygon collection per row and colour, built from arrays (what `Axes.broken_barh` draws,
-without its per-bar unit conversion).
+without its per-bar unit conversion); rows of bars without edges as the union of the whole pixels
+Agg would paint bar by bar (`_PixelBars`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path as FilePath
 
 from scalesim.report.figures import new_figure, save_figure  # first: it makes matplotlib's import cheaper
 
 import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 
+from scalesim.report.timeline_rows import Columns, bar_spans, columns, identical_ranks, rows_of  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
 
 COLOURS = {"forward": "#4C72B0", "backward": "#55A868", "recompute": "#8172B2",
@@ -39,28 +42,33 @@ def _row_name(stream: str) -> str:
     return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
 
 
-def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
+def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
     """One row per GPU and stream: compute kernels and communication over the step.
 
     Thin white edges separate consecutive tasks (layers, gradient buckets).
     Beyond 16 GPUs only the first 16 are drawn, and the title says so.
     """
-    ranks = sorted({iv.rank for iv in timeline.intervals})
+    return timeline_columns_plot(columns(timeline), timeline.end_s, path, title)
+
+
+def timeline_columns_plot(cols: Columns, end_s: float, path: FilePath, title: str) -> FilePath:
+    """`timeline_plot` of a step given as `columns(timeline)` and its end (report/timeline_rows.py)."""
+    ranks = np.unique(cols.rank).tolist()
     if ranks and ranks[-1] + 1 > len(ranks):
         title = f"{title}\n(one GPU per pipeline stage; the other GPUs of each stage do the same work)"
     if len(ranks) > MAX_TIMELINE_GPUS:
         title = f"{title} (first {MAX_TIMELINE_GPUS} of {len(ranks)} GPUs)"
         ranks = ranks[:MAX_TIMELINE_GPUS]
-    factor, unit = _scale(timeline.end_s)
-    shown, names = _collapse_identical(timeline, ranks, _row_name)
-    rows = sorted({(rank, _row_name(stream)) for rank, stream in {(iv.rank, iv.stream) for iv in timeline.intervals}
-                   if rank in shown})
+    factor, unit = _scale(end_s)
+    shown, names = identical_ranks(cols, ranks, _row_name)
+    rows = rows_of(cols, shown, _row_name)
     row_of = {row: y for y, row in enumerate(rows)}
-    spans, used = _bar_spans(timeline, shown, lambda rank, stream: row_of[(rank, _row_name(stream))])
+    spans, used = bar_spans(cols, shown, lambda rank, stream: row_of[(rank, _row_name(stream))], COLOURS,
+                            GPU_WORK, "waiting for host", "comm")
     fig, ax = new_figure((11, 0.45 * len(rows) + 1.6))
     # Rows too crowded for the white task edges (thousands of bars) draw bars closer
     # than a fifth of a pixel as one: the same picture, far fewer shapes.
-    pixel = timeline.end_s * factor / (11 * 120) if timeline.end_s > 0 else 0.0
+    pixel = end_s * factor / (11 * 120) if end_s > 0 else 0.0
     corners = [_draw_row(ax, y, colour, starts, ends, factor, pixel) for (y, colour), (starts, ends) in spans.items()]
     if corners:       # the data limits add_collection would find path by path, from each row's corners
         ax.update_datalim([xy for corner in corners for xy in corner])
@@ -68,7 +76,7 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     ax.set_yticks(range(len(rows)), [f"{names[r]} {s}" for r, s in rows])
     ax.invert_yaxis()
     ax.set_xlabel(f"time in step ({unit})")
-    ax.set_xlim(0, timeline.end_s * factor)
+    ax.set_xlim(0, end_s * factor)
     ax.set_title(title)
     kinds = [k for k in COLOURS if k in used]          # only what the plot shows
     handles = [Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
@@ -77,11 +85,10 @@ def timeline_plot(timeline: Timeline, path: Path, title: str) -> Path:
     return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
 
 
-def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], factor: float, pixel: float
+def _draw_row(ax, y: int, colour: str, start_s: np.ndarray, end_s: np.ndarray, factor: float, pixel: float
               ) -> tuple[tuple[float, float], tuple[float, float]]:
     """The bars of one row and colour as one PolyCollection (`broken_barh`'s shapes, in the plot's unit);
     returns the lower-left and upper-right corners of what it drew."""
-    start_s, end_s = np.array(starts), np.array(ends)
     x0, dx = start_s * factor, (end_s - start_s) * factor
     crowded = len(x0) >= CROWDED_ROW_BARS
     if crowded:
@@ -93,78 +100,78 @@ def _draw_row(ax, y: int, colour: str, starts: list[float], ends: list[float], f
     x1 = x0 + dx
     y0 = y - 0.4
     y1 = y0 + ((y0 + 0.8) - np.float64(y0))          # as broken_barh converts the height
-    vertices = np.empty((len(x0), 4, 2))
-    vertices[:, 0, 0] = vertices[:, 1, 0] = x0
-    vertices[:, 2, 0] = vertices[:, 3, 0] = x1
-    vertices[:, 0, 1] = vertices[:, 3, 1] = y0
-    vertices[:, 1, 1] = vertices[:, 2, 1] = y1
-    ax.add_collection(PolyCollection(vertices, facecolors=colour, edgecolor="white",
-                                     linewidth=0.0 if crowded or thin else 0.3), autolim=False)
+    if not (crowded or thin):
+        vertices = np.empty((len(x0), 4, 2))
+        vertices[:, 0, 0] = vertices[:, 1, 0] = x0
+        vertices[:, 2, 0] = vertices[:, 3, 0] = x1
+        vertices[:, 0, 1] = vertices[:, 3, 1] = y0
+        vertices[:, 1, 1] = vertices[:, 2, 1] = y1
+        ax.add_collection(PolyCollection(vertices, facecolors=colour, edgecolor="white", linewidth=0.3),
+                          autolim=False)
+    else:
+        ax.add_collection(_PixelBars(x0, x1, y0, float(y1), colour), autolim=False)
     return (float(min(x0.min(), x1.min())), y0), (float(max(x0.max(), x1.max())), float(y1))
 
 
-def _bar_spans(timeline: Timeline, shown: set[int], row_of
-               ) -> tuple[dict[tuple[int, str], tuple[list, list]], set[str]]:
-    """Per (row, colour), in the order first drawn: the starts and ends (s) of its bars; and the
-    kinds of work drawn. A host-bound kernel adds a 'waiting for host' bar from ready to start."""
-    spans: dict[tuple[int, str], tuple[list, list]] = {}
-    used: set[str] = set()
-    targets: dict[tuple, list] = {}      # (rank, stream, kind) -> [row, its bars, its waits]
-    for iv in timeline.intervals:
-        rank = iv.rank
-        if rank not in shown:
-            continue
-        key = (rank, iv.stream, iv.kind)
-        target = targets.get(key)
-        if target is None:
-            target = targets[key] = [row_of(rank, iv.stream), None, None]
-        start, end = iv.start_s, iv.end_s
-        if end > start:
-            if target[1] is None:
-                kind = iv.kind if iv.kind in COLOURS else "comm"
-                used.add(kind)
-                target[1] = spans.setdefault((target[0], COLOURS[kind]), ([], []))
-            target[1][0].append(start)
-            target[1][1].append(end)
-        if start > iv.ready_s and iv.kind in GPU_WORK:
-            # host-bound: the kernel's inputs were ready, its launch was not (costs/host.py)
-            if target[2] is None:
-                used.add("waiting for host")
-                target[2] = spans.setdefault((target[0], WAITING), ([], []))
-            target[2][0].append(iv.ready_s)
-            target[2][1].append(start)
-    return spans, used
+class _PixelBars(PolyCollection):
+    """Bars without edges, drawn as Agg draws each of them alone, in one pass.
+
+    Agg snaps a small rectangle of a collection to whole pixels (its x and y rounded, `floor(v + 0.5)`,
+    matplotlib's PathSnapper): a bar then covers whole pixels of its colour or nothing. So the bars
+    of one colour paint the union of their snapped pixel spans, whatever their number: at draw time
+    (the axes' transform known) they are snapped here the same way, the empty ones dropped and the
+    touching ones joined, and the union drawn as one compound path with snapping on (matplotlib
+    snaps a path of over 1,024 vertices only when told). A bar whose edge falls within a rounding
+    error of half a pixel is drawn as given, for Agg to decide. The same picture, pixel for pixel;
+    other renderers draw every bar."""
+
+    def __init__(self, x0: np.ndarray, x1: np.ndarray, y0: float, y1: float, colour: str):
+        super().__init__([], facecolors=colour, edgecolor="none", linewidth=(0.0, 0.0), snap=True)
+        # two (equal) line widths: one path drawn once, not stamped as a marker (Collection.draw)
+        self._bars = (x0, x1, y0, y1)
+        self._set_bars(x0, x1)
+
+    def _set_bars(self, x0: np.ndarray, x1: np.ndarray) -> None:
+        _, _, y0, y1 = self._bars
+        vertices = np.empty((len(x0), 5, 2))
+        vertices[:, 0, 0] = vertices[:, 1, 0] = vertices[:, 4, 0] = x0
+        vertices[:, 2, 0] = vertices[:, 3, 0] = x1
+        vertices[:, 0, 1] = vertices[:, 3, 1] = vertices[:, 4, 1] = y0
+        vertices[:, 1, 1] = vertices[:, 2, 1] = y1
+        codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY],
+                                 dtype=Path.code_type), len(x0))
+        self.set_verts_and_codes([vertices.reshape(-1, 2)], [codes])
+
+    def draw(self, renderer) -> None:
+        from matplotlib.backends.backend_agg import RendererAgg
+
+        x0, x1, y0, _ = self._bars
+        transform = self.get_transform()
+        if isinstance(renderer, RendererAgg) and transform.is_affine and len(x0):
+            self._set_bars(*_snapped_union(x0, x1, y0, transform))
+        else:
+            self._set_bars(x0, x1)
+        super().draw(renderer)
 
 
-def _collapse_identical(timeline: Timeline, ranks: list[int], row_name) -> tuple[set[int], dict[int, str]]:
-    """Ranks whose every interval is the same drawn once: the first of each group, named with how
-    many GPUs it stands for ('GPU 0 (x8, identical)'). Ranks can only be identical when they have
-    as many intervals, starting and ending at the same times, so only those are compared in full."""
-    seen: dict[int, list] = {r: [0, float("inf"), float("-inf")] for r in ranks}   # count, first start, last end
-    for iv in timeline.intervals:
-        known = seen.get(iv.rank)
-        if known is not None:
-            known[0] += 1
-            if iv.start_s < known[1]:
-                known[1] = iv.start_s
-            if iv.end_s > known[2]:
-                known[2] = iv.end_s
-    alike: dict[tuple, list[int]] = {}
-    for r in ranks:
-        count, first, last = seen[r]
-        alike.setdefault((count, round(first, 12), round(last, 12)), []).append(r)
-    signature: dict[int, list] = {r: [] for same in alike.values() if len(same) > 1 for r in same}
-    if signature:
-        for iv in timeline.intervals:
-            if iv.rank in signature:
-                signature[iv.rank].append((row_name(iv.stream), iv.kind, round(iv.start_s, 12), round(iv.end_s, 12)))
-    groups: dict[tuple, list[int]] = {}
-    for r in ranks:
-        groups.setdefault(tuple(sorted(signature[r])) if r in signature else ("alone", r), []).append(r)
-    names = {}
-    for members in groups.values():
-        names[members[0]] = f"GPU {members[0]}" + (f" (x{len(members)}, identical)" if len(members) > 1 else "")
-    return set(names), names
+def _snapped_union(x0: np.ndarray, x1: np.ndarray, y: float, transform) -> tuple[np.ndarray, np.ndarray]:
+    """The bars [x0, x1) as Agg snaps them to whole pixels, empty ones dropped and overlapping or
+    touching ones joined, back in data coordinates; bars with an edge at a half pixel kept as given."""
+    ys = np.full(len(x0), y)
+    left = transform.transform(np.column_stack((x0, ys)))[:, 0]
+    right = transform.transform(np.column_stack((x1, ys)))[:, 0]
+    unsure = (np.abs((left % 1.0) - 0.5) < 1e-6) | (np.abs((right % 1.0) - 0.5) < 1e-6)
+    a, b = np.floor(left[~unsure] + 0.5), np.floor(right[~unsure] + 0.5)
+    full = b > a
+    a, b = a[full], b[full]
+    if len(a):
+        a, width = _merged(a, b - a, 0.0)          # whole pixels: exact in floats
+        b = a + width
+    back = transform.inverted()
+    pixel_y = transform.transform([(0.0, y)])[0, 1]
+    a = back.transform(np.column_stack((a, np.full(len(a), pixel_y))))[:, 0]
+    b = back.transform(np.column_stack((b, np.full(len(b), pixel_y))))[:, 0]
+    return np.concatenate((a, x0[unsure])), np.concatenate((b, x1[unsure]))
 
 
 def _merge_spans(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scalesim.app.forked import Forked
+from scalesim.app.forked import Fed, Forked
 from scalesim.app.run import run_setup
 from scalesim.app.scaling_curve import scaling_counts
 from scalesim.app.setup import prepare
@@ -50,6 +50,60 @@ def test_a_child_whose_result_nobody_asks_for_is_stopped_and_reaped():
     child.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)              # gone: already reaped
+
+
+def _echo(receive) -> tuple:
+    """What a fed child does with its messages: who it is, and what it got, in order."""
+    first = receive()
+    return os.getpid(), [first, receive()]
+
+
+@forks
+def test_a_fed_child_gets_ready_first_then_receives_what_is_sent_here_in_order():
+    ready = []
+    with Fed(_echo, prepare=lambda: ready.append(os.getpid())) as child:
+        child.send({"a": 1})
+        child.send([2.5] * 100_000)                  # more than a pipe holds: the child reads as it goes
+        pid, got = child.result()
+    assert pid != os.getpid() and got == [{"a": 1}, [2.5] * 100_000]
+    assert ready == []                               # prepared there, not here
+
+
+def test_without_a_fork_a_fed_child_is_the_same_work_done_here():
+    with Fed(_echo, fork=False) as child:
+        child.send("step")
+        child.send("curve")
+        assert child.result() == (os.getpid(), ["step", "curve"])
+
+
+@forks
+def test_when_the_fed_child_dies_its_work_is_done_here_with_the_same_messages():
+    parent = os.getpid()
+
+    def dies_there(receive):
+        if os.getpid() != parent:
+            os._exit(1)
+        return _echo(receive)
+
+    with Fed(dies_there) as child:
+        child.send("step")
+        child.send("curve")
+        assert child.result() == (parent, ["step", "curve"])
+
+
+@forks
+def test_runs_plots_drawn_by_a_fed_child_are_the_ones_drawn_here(tmp_path):
+    from scalesim.cli.training_commands import _plotter, _timeline_message
+
+    scenario, file = load_scenario(ROOT / "scenarios/8x4090-ddp.yaml")
+    result = run_setup(prepare(scenario, file), scaling_counts=[1, 2, 8])
+    drawn = {}
+    for fork in (True, False):
+        with _plotter(scenario.name, tmp_path / str(fork), fork) as plotter:
+            plotter.send(_timeline_message(result.timeline))
+            plotter.send(result.scaling)
+            drawn[fork] = [p.read_bytes() for p in plotter.result()]
+    assert len(drawn[True]) == 2 and drawn[True] == drawn[False]
 
 
 def _result(setup, forked: bool) -> dict:

@@ -86,6 +86,24 @@ def test_the_step_time_alone_is_the_fast_forwarded_timelines_end_to_the_last_bit
         assert step_time_s(program, exact=True) == simulate(program, exact=True).end_s
 
 
+def test_the_second_shortened_play_done_beside_gives_the_same_timeline_bit_for_bit(small_steps):
+    import os
+
+    from scalesim.app.forked import Forked
+
+    started = []
+
+    def beside(work):
+        started.append(work)
+        return Forked(work, fork=hasattr(os, "fork"))
+
+    program = pipeline(200)
+    here = simulate(program)
+    there = simulate(program, beside=beside)
+    assert started and there == here                         # the same floats, not just close
+    assert simulate(pipeline(7), beside=beside) == simulate(pipeline(7))     # played whole: nothing beside
+
+
 def test_contention_between_stages_on_their_own_links_fast_forwards_too(small_steps):
     program = pipeline(120, stages=4, shared_link=False)
     fast = ff.fast_forward(program, played)

@@ -128,3 +128,35 @@ def test_only_the_command_shortens_matplotlibs_docstrings_a_library_user_keeps_t
     as_command = subprocess.run([sys.executable, "-c", "import scalesim.cli; " + show],
                                 capture_output=True, text=True, check=True)
     assert int(as_library.stdout) > 1000 > int(as_command.stdout)   # the property table, or none
+
+
+def test_thousands_of_thin_bars_draw_their_pixels_once_the_picture_of_one_path_per_bar(tmp_path, monkeypatch):
+    # Agg snaps each small bar to whole pixels; the timeline paints the union of those pixel spans
+    # in one path (report/timeline_plot.py): the same PNG pixels as drawing every bar by itself.
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+    from PIL import Image
+
+    import scalesim.report.timeline_plot as tp
+    from scalesim.timeline import Interval, Timeline
+
+    rng = np.random.default_rng(7)
+    widths = rng.uniform(1e-6, 4e-4, 6000)
+    starts = np.cumsum(widths + rng.uniform(0.0, 3e-4, 6000))
+    intervals = [Interval(0, "compute", f"k{i}", "forward" if i % 3 else "backward", s, s, s + w)
+                 for i, (s, w) in enumerate(zip(starts.tolist(), widths.tolist()))]
+    timeline = Timeline(tuple(intervals), intervals[-1].end_s, 0.0, 0.0)
+    drawn = []
+    draw = tp._PixelBars.draw
+    monkeypatch.setattr(tp._PixelBars, "draw", lambda self, r: draw(self, r) or drawn.append(self))
+    ours = tp.timeline_plot(timeline, tmp_path / "ours.png", "thin bars")
+
+    def one_path_per_bar(x0, x1, y0, y1, colour):
+        return PolyCollection([[(a, y0), (a, y1), (b, y1), (b, y0)] for a, b in zip(x0, x1)],
+                              facecolors=colour, edgecolor="white", linewidth=0.0)   # as before
+
+    monkeypatch.setattr(tp, "_PixelBars", one_path_per_bar)
+    theirs = tp.timeline_plot(timeline, tmp_path / "theirs.png", "thin bars")
+    assert np.array_equal(np.asarray(Image.open(ours)), np.asarray(Image.open(theirs)))
+    width_px = Image.open(ours).size[0]
+    assert drawn and all(len(c.get_paths()[0].vertices) // 5 < width_px / 2 for c in drawn)
