@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
-                                recompute_keys_cleared, scenario_for, search_points)
+                                plan_keys_cleared, recompute_keys_cleared, scenario_for, search_points)
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
@@ -130,12 +130,15 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
 
 
 def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`sections` with the recompute keys the changed checkpointing or fine-tuning no longer takes cleared:
-    recompute_modules go with selective full training only, recompute_num_layers with full."""
-    training = sections.get("training", {})
+    """`sections` with the keys the changed plan no longer takes cleared: recompute_modules go with
+    selective full training only, recompute_num_layers with full; the framework keys tied to one ZeRO
+    stage or to tp > 1 (plans.py plan_keys_cleared)."""
+    training, parallel = sections.get("training", {}), sections.get("parallel", {})
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
-    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training}}
+    cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp))
+    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
+            "parallel": {**cleared, **parallel}}
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:

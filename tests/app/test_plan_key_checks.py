@@ -1,0 +1,80 @@
+"""Framework keys that only mean something with some plans (review9): each is refused, with one message
+naming the key, where it would be ignored or misapplied, and the plan searches and run's fixes reset
+them where the plan they try no longer takes them."""
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.app.fitting import _keys_that_go_with
+from scalesim.app.plans import PlanPoint, scenario_for
+from scalesim.app.setup import prepare
+from scalesim.cli import main
+from scalesim.scenario import Scenario
+
+BASE = {"name": "plan keys", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "gpt2-350m",
+        "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 16, "micro_batch": 2,
+                     "activation_checkpointing": "none"},
+        "parallel": {"tp": 2, "pp": 2, "dp": 2}}
+
+
+def run_with(tmp_path, **parallel):
+    data = {**BASE, "parallel": {**BASE["parallel"], **parallel}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+
+
+@pytest.mark.parametrize("parallel, key", [
+    # ZeRO-3 gathers before every forward already: the optimizer-step gathers would be a second set
+    ({"zero": 3, "overlap_param_gather": True, "param_gather_with_optimizer_step": True},
+     "param_gather_with_optimizer_step"),
+    # without overlap_param_gather nothing is gathered in the forward: the key would be ignored
+    ({"zero": 1, "param_gather_with_optimizer_step": True}, "param_gather_with_optimizer_step"),
+    # GPipe's P2P is never batched: the tensor would be sent in 1/tp shares that nobody gathers
+    ({"pp_schedule": "gpipe", "overlap_p2p_comm": False, "pp_scatter_gather": True}, "pp_scatter_gather"),
+    # TE's userbuffers re-gather the input whatever the memory model is told
+    ({"sequence_parallel": True, "tp_comm_overlap": True, "tp_recompute_allgather": False}, "tp_recompute_allgather"),
+])
+def test_a_key_the_plan_would_ignore_or_misapply_is_refused_with_one_message(tmp_path, parallel, key):
+    result = run_with(tmp_path, **parallel)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"parallel.{key}" in result.output and "allowed" in result.output
+
+
+def test_the_same_keys_on_the_plans_they_belong_to_run(tmp_path):
+    assert run_with(tmp_path, zero=1, overlap_param_gather=True, param_gather_with_optimizer_step=True).exit_code == 0
+    assert run_with(tmp_path, overlap_p2p_comm=False, pp_scatter_gather=True).exit_code == 0
+
+
+def test_searched_plans_reset_keys_their_zero_stage_or_tp_does_not_take():
+    data = {**BASE, "parallel": {"tp": 2, "pp": 1, "dp": 4, "zero": 1, "overlap_param_gather": True,
+                                 "param_gather_with_optimizer_step": True, "sequence_parallel": True,
+                                 "tp_recompute_allgather": False}}
+    base = Scenario.model_validate(data)
+    for point in (PlanPoint(8, 4, tp=2, zero=3), PlanPoint(8, 8, tp=1, zero=1), PlanPoint(8, 8, tp=1, zero=0)):
+        scenario = scenario_for(base, point)
+        prepare(scenario)           # a valid plan, not a refused one
+        par = scenario.parallel
+        assert par.param_gather_with_optimizer_step == (point.zero in (1, 2))
+        assert par.tp_recompute_allgather == (point.tp == 1 or base.parallel.tp_recompute_allgather)
+    kept = scenario_for(base, PlanPoint(8, 4, tp=2, zero=1)).parallel
+    assert kept.param_gather_with_optimizer_step and not kept.tp_recompute_allgather
+
+
+def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():
+    data = {**BASE, "parallel": {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "overlap_param_gather": True,
+                                 "param_gather_with_optimizer_step": True}}
+    base = Scenario.model_validate(data)
+    changed = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 3}}))
+    prepare(changed)
+    assert changed.parallel.zero == 3 and not changed.parallel.param_gather_with_optimizer_step
+    same = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 2}}))
+    assert same.parallel.param_gather_with_optimizer_step
+
+
+def test_run_of_a_plan_that_saves_gathered_inputs_has_its_one_gpu_baseline(tmp_path):
+    # run's scaling efficiency prepares the plan on one GPU (tp 1, no sequence parallelism): the
+    # key that goes with sequence parallelism must not refuse the whole run there
+    result = run_with(tmp_path, sequence_parallel=True, tp_recompute_allgather=False)
+    assert result.exit_code == 0, result.output
