@@ -78,3 +78,16 @@ def test_run_of_a_plan_that_saves_gathered_inputs_has_its_one_gpu_baseline(tmp_p
     # key that goes with sequence parallelism must not refuse the whole run there
     result = run_with(tmp_path, sequence_parallel=True, tp_recompute_allgather=False)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("overlap, key, says", [
+    ({"qkv_dgrad_sms": 0}, "parallel.tp_comm_overlap.qkv_dgrad_sms", "greater than 0"),
+    ({"fc1_dgrad_smz": 8}, "parallel.tp_comm_overlap.fc1_dgrad_smz", "Did you mean 'fc1_dgrad_sms'"),
+    ("often", "parallel.tp_comm_overlap", "valid boolean"),
+])
+def test_a_bad_key_inside_a_union_value_is_named_not_the_unions_bool_branch(tmp_path, overlap, key, says):
+    # tp_comm_overlap is `bool | TpCommOverlapSpec`: every branch fails, and the message must be the
+    # mapping's own (its key and what it allows), not "tp_comm_overlap.bool: Input should be a valid boolean"
+    result = run_with(tmp_path, sequence_parallel=True, tp_comm_overlap=overlap)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"key '{key}'" in result.output and says in result.output and ".bool" not in result.output
