@@ -81,6 +81,11 @@ def check_framework_keys(par, bad) -> None:
                   "optimizer's overlapped parameter all-gathers with the update: true needs zero: 1 or 2 and "
                   f"overlap_param_gather: true (got zero: {par.zero}, overlap_param_gather: "
                   f"{str(par.overlap_param_gather).lower()}); allowed otherwise: false")
+    for key, value in (("bucket_params", par.bucket_params is not None), ("grad_nan_check", par.grad_nan_check)):
+        if value and par.zero == 3:
+            raise bad(f"parallel.{key}", f"{key} is Megatron-Core's data-parallel gradient buckets' (parallel/"
+                      "megatron_dp.py); ZeRO-3 reduces each unit's gradients by itself, with no such buckets: "
+                      f"needs zero 0, 1 or 2; allowed with zero: 3: {'null' if key == 'bucket_params' else 'false'}")
     if par.pp_scatter_gather and par.pp_schedule == "gpipe":
         raise bad("parallel.pp_scatter_gather", "Megatron-LM of 2021 scatter-gathers the P2P tensors of its 1F1B "
                   "and interleaved schedules (parallel/p2p_batched.py): pp_scatter_gather needs pp_schedule 1f1b "

@@ -33,6 +33,9 @@ def run_with(tmp_path, **parallel):
     ({"zero": 1, "param_gather_with_optimizer_step": True}, "param_gather_with_optimizer_step"),
     # GPipe's P2P is never batched: the tensor would be sent in 1/tp shares that nobody gathers
     ({"pp_schedule": "gpipe", "overlap_p2p_comm": False, "pp_scatter_gather": True}, "pp_scatter_gather"),
+    # ZeRO-3 reduces unit by unit: Megatron-Core's DP buckets and their NaN check would be ignored
+    ({"zero": 3, "bucket_params": 1000}, "bucket_params"),
+    ({"zero": 3, "grad_nan_check": True}, "grad_nan_check"),
     # TE's userbuffers re-gather the input whatever the memory model is told
     ({"sequence_parallel": True, "tp_comm_overlap": True, "tp_recompute_allgather": False}, "tp_recompute_allgather"),
 ])
@@ -69,6 +72,10 @@ def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():
     changed = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 3}}))
     prepare(changed)
     assert changed.parallel.zero == 3 and not changed.parallel.param_gather_with_optimizer_step
+    nan_checked = base.with_changes(parallel={"bucket_params": 1000, "grad_nan_check": True})
+    changed = nan_checked.with_changes(**_keys_that_go_with(nan_checked, {"parallel": {"zero": 3}}))
+    prepare(changed)
+    assert changed.parallel.bucket_params is None and not changed.parallel.grad_nan_check
     same = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 2}}))
     assert same.parallel.param_gather_with_optimizer_step
 
