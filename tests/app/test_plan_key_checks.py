@@ -98,3 +98,16 @@ def test_a_bad_key_inside_a_union_value_is_named_not_the_unions_bool_branch(tmp_
     result = run_with(tmp_path, sequence_parallel=True, tp_comm_overlap=overlap)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"key '{key}'" in result.output and says in result.output and ".bool" not in result.output
+
+
+def test_gathered_inputs_kept_under_context_parallelism_are_the_ranks_share_of_the_sequence():
+    # With cp the sequence is split before TP gathers it: a column linear that keeps its gathered input
+    # keeps s/cp tokens, so the extra memory per rank halves from cp 1 to cp 2 (same tp, same micro-batch).
+    def extra(cp: int) -> float:
+        par = {"tp": 2, "pp": 1, "cp": cp, "dp": 4 // cp, "sequence_parallel": True}
+        base = {**BASE, "model": "llama3-8b", "training": {**BASE["training"], "seq_len": 2048}}
+        setups = [prepare(Scenario.model_validate({**base, "parallel": {**par, "tp_recompute_allgather": keep}}))
+                  for keep in (True, False)]
+        return setups[1].step.first_stage_memory.live - setups[0].step.first_stage_memory.live
+    assert extra(1) > 0
+    assert extra(2) == pytest.approx(extra(1) / 2, rel=1e-6)
