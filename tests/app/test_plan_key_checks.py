@@ -111,3 +111,24 @@ def test_gathered_inputs_kept_under_context_parallelism_are_the_ranks_share_of_t
         return setups[1].step.first_stage_memory.live - setups[0].step.first_stage_memory.live
     assert extra(1) > 0
     assert extra(2) == pytest.approx(extra(1) / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["fp32-add", "autograd-add"])
+def test_under_zero3_each_micro_batch_adds_only_the_ranks_gradient_shard(mode):
+    # ZeRO-3 reduce-scatters every micro-batch's gradients (rank_program.py _reduce_layer): the
+    # accumulation that follows adds the rank's 1/dp shard, as FSDP's sharded-grad accumulation does
+    from scalesim.parallel import ParallelPlan, Placement, build_program
+    from scalesim.program import ComputeTask
+    from scalesim.topology import build_cluster, load_node_design
+    from scalesim.models import get_model
+    dgx = build_cluster(load_node_design("dgx-h100"))
+    model = get_model("gpt2-350m", seq_len=1024)
+
+    def added_s(zero: int, dp: int) -> float:
+        plan = ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 4, "bf16", "adamw", "none", "flash",
+                            zero=zero, grad_accumulation=mode)
+        tasks = build_program(model, dgx.gpu_spec, dgx, plan).tasks[0]
+        return sum(t.duration_s for t in tasks if isinstance(t, ComputeTask) and t.name == "gradient accumulation")
+    whole, sharded = added_s(0, 8), added_s(3, 8)
+    assert 0 < sharded < whole / 4
+    assert added_s(0, 8) == pytest.approx(added_s(2, 8))      # ZeRO-1/2 reduce the full buffer once, at the end
