@@ -1,6 +1,7 @@
 """Framework keys that only mean something with some plans (review9): each is refused, with one message
 naming the key, where it would be ignored or misapplied, and the plan searches and run's fixes reset
-them where the plan they try no longer takes them."""
+them where the plan they try no longer takes them; and what the session's keys do beside context
+parallelism (gathered inputs) and ZeRO-3 (gradient accumulation)."""
 
 import pytest
 import yaml
