@@ -107,7 +107,7 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     for change, sections in candidates:
         changed = _what_if(setup, sections)
         if changed is not None and _fits(changed, changed.step.memory.total, host_fit):
-            found.append((change, changed))
+            found.append((change + _also_reset(setup.scenario, sections), changed))
     tried = found[: 2 * limit]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here,
@@ -139,6 +139,18 @@ def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[st
     cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp))
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
             "parallel": {**cleared, **parallel}}
+
+
+def _also_reset(scenario, sections: dict[str, dict[str, Any]]) -> str:
+    """', section.key: value' for each key `_keys_that_go_with` resets beyond `sections` that the scenario
+    sets otherwise: what the user must write too for the suggested plan to be the one checked."""
+    out = ""
+    for section, keys in _keys_that_go_with(scenario, sections).items():
+        for key, value in keys.items():
+            if key not in sections.get(section, {}) and getattr(getattr(scenario, section), key) != value:
+                shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+                out += f", {section}.{key}: {shown}"
+    return out
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:

@@ -133,3 +133,17 @@ def test_under_zero3_each_micro_batch_adds_only_the_ranks_gradient_shard(mode):
     whole, sharded = added_s(0, 8), added_s(3, 8)
     assert 0 < sharded < whole / 4
     assert added_s(0, 8) == pytest.approx(added_s(2, 8))      # ZeRO-1/2 reduce the full buffer once, at the end
+
+
+def test_runs_fix_names_the_keys_it_resets_with_the_zero_stage():
+    # the ZeRO-3 fix is timed without param_gather_with_optimizer_step (refused there): the suggestion
+    # must say so, or writing it as shown would be refused
+    from scalesim.app.fitting import fit_options
+    data = {"name": "t", "cluster": {"node": "rtx4090-pcie-8", "gpus": 8}, "model": "gpt2-1.5b",
+            "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64, "micro_batch": 8},
+            "parallel": {"zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True}}
+    base = Scenario.model_validate(data)
+    changes = [o.change for o in fit_options(prepare(base), limit=20)]
+    with_zero3 = [c for c in changes if "parallel.zero: 3" in c]
+    assert with_zero3 and all("parallel.param_gather_with_optimizer_step: false" in c for c in with_zero3)
+    assert not any("param_gather_with_optimizer_step" in c for c in changes if "parallel.zero: 2" in c)
