@@ -191,7 +191,8 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                     change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
-                              + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
+                              + (f", training.global_batch: {batch}" if batch != t.global_batch else "")
+                              + _also_reset(setup.scenario, sections))
                     note = _over_budget(changed, False)
                     return FitOption(change, memory, None if note else step_time_of(changed, True), note)
         gpus *= 2
