@@ -10,9 +10,12 @@ memory mechanisms on the ~1,750 runs the cases do not hold; nothing is fitted to
 mem8 and nmem9 used it).
 
     python validation/nanotron_sweep_replay.py CSV [--where "tp > 1 and pp == 1"] [--set parallel.KEY=VALUE ...]
+        [--by "(model, fix, gas > pp)"]
 
-Prints one row per model and plan group: runs, signed median error, runs within 10%. `--where` is a Python
-expression over dp, tp, pp, mbs, gas, zero, job (the SLURM job id) and model ("1.34G", "3.57G", "8.86G", "80G").
+Prints one row per group (by default model, TP and PP): runs, signed median error, runs within 10%. `--where` and
+`--by` are Python expressions over dp, tp, pp, mbs, gas, zero, job (the SLURM job id), fix (the CSV's
+`after_pp_fix`: the run used nanotron's pipeline code from bench2's "pp" commit 67c5ebb6, jobs from 14097148), model
+("1.34G", "3.57G", "8.86G", "80G") and, in `--by` only, predicted (scalesim's reserved GiB).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ GIB = 2**30
 def row_fields(row: dict) -> dict:
     return {"dp": int(row["dp"]), "tp": int(row["tp"]), "pp": int(row["pp"]), "mbs": int(row["mbs"]),
             "gas": int(float(row["batch_accum"])), "zero": int(row["zero_stage"]), "job": int(row["job_id"]),
-            "model": row["name"].split("_")[0]}
+            "model": row["name"].split("_")[0], "fix": row["after_pp_fix"] == "True"}
 
 
 def scenario_of(row: dict, overrides: dict) -> dict:
@@ -80,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", type=Path)
     parser.add_argument("--where", default="True")
+    parser.add_argument("--by", default="(model, f'tp {tp}', f'pp {pp}')", help="group key expression")
     parser.add_argument("--set", action="append", default=[], help="parallel.KEY=VALUE (YAML value), TP runs only")
     args = parser.parse_args(argv)
     overrides = {}
@@ -97,13 +101,13 @@ def main(argv: list[str] | None = None) -> None:
             except InputError as exc:
                 print(f"skipped {row['name']}: {exc}", file=sys.stderr)
                 continue
-            key = (f["model"], f"tp {f['tp']}", f"pp {f['pp']}")
-            groups[key].append(predicted / float(row["Mem Res (GB)"]) - 1)
-    print("| model, plan | runs | signed median error | within 10% |")
+            key = eval(args.by, {}, dict(f, predicted=predicted))   # noqa: S307 (local tool)
+            groups[key if isinstance(key, tuple) else (key,)].append(predicted / float(row["Mem Res (GB)"]) - 1)
+    print("| group | runs | signed median error | within 10% |")
     print("|---|---|---|---|")
-    for key in sorted(groups):
+    for key in sorted(groups, key=str):
         errors = groups[key]
-        print(f"| {', '.join(key)} | {len(errors)} | {100 * statistics.median(errors):+.1f}% | "
+        print(f"| {', '.join(map(str, key))} | {len(errors)} | {100 * statistics.median(errors):+.1f}% | "
               f"{sum(abs(e) < 0.1 for e in errors)} |")
 
 

@@ -35,6 +35,7 @@ from scalesim.collectives.kernels import NVLS_CHANNELS
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.collectives.protocol import base_latency_s, step_latency_s
 from scalesim.collectives.ring import flow, plugin_latency_s
+from scalesim.collectives.tree import nccl_dtree_edges
 from scalesim.topology import Topology
 
 
@@ -126,9 +127,15 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     """NVLSTree (NCCL 2.18+): NVLS inside each server, pipelined with an all-reduce across servers.
 
     Each GPU's reduced 1/k shard is all-reduced with the same shard of the
-    other servers over the GPU's own NIC (a ring among the M servers, one per
-    local rank, each on S/k), while the switch reduces and multicasts; the
-    stages overlap, so the slowest sets the time.
+    other servers over the GPU's own NIC, while the switch reduces and
+    multicasts; the stages overlap, so the slowest sets the time. Across servers
+    NCCL runs its double binary tree (ncclGetDtree over the nodes,
+    src/graph/connect.cc @v2.19.3-1), even channels on one tree and odd on the
+    other, so each tree carries half of the shard up (reduce) and down
+    (broadcast). A server inside one tree sends its half to its parent and to
+    two children: 2 x S/k per NIC each way beyond two servers, against
+    2(M-1)/M x S/k for a ring (NCCL's tuner halves NVLSTree's bwInter beyond two
+    nodes, tuning.cc @v2.19.3-1 line 176); with two servers both give S/k.
 
     A net plugin's reported latency (collectives/protocol.py) enters as NCCL
     2.19+ counts NVLSTree's inter-node steps: 2 * log2(servers) of them, each
@@ -141,10 +148,13 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     flows: list[Flow] = []
     for local, switch in groups:
         flows += _switch_flows(topology, local, switch, size_bytes * (k + 1) / k)
-    inter = 2 * (m - 1) / m * size_bytes / k
+    half = size_bytes / k / 2
+    trees = nccl_dtree_edges(m)
     for i in range(k):
         column = [local[i] for local, _ in groups]
-        flows += [flow(topology, column[j], column[(j + 1) % m], inter) for j in range(m)]
+        for parent, child in (e for tree in trees for e in tree):
+            flows += [flow(topology, column[child], column[parent], half),      # reduce, upwards
+                      flow(topology, column[parent], column[child], half)]      # broadcast, downwards
     plugin = plugin_latency_s(topology, [(groups[0][0][0], local[0]) for local, _ in groups[1:]])
     latency = (base_latency_s("nvls", "simple") + 2 * step_latency_s("nvlink", "ring", "simple")
                + 2 * (m - 1) * step_latency_s("net", "ring", "simple")

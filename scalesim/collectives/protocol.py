@@ -16,7 +16,12 @@ The constants are NCCL's own tuning model (src/graph/tuning.cc, the
 `baseLat`, `hwLat` tables and the LL / LL128 / tree bandwidth factors of
 `ncclTopoTuneModel`, NCCL 2.x), in microseconds; NVLS's base latency is the
 23 us NCCL 2.19+ uses for NVLS and NVLSTree. Using NCCL's model for the
-protocol overheads keeps `auto` choosing what NCCL chooses.
+protocol overheads keeps `auto` choosing what NCCL chooses. The LL and LL128
+latencies are those of NCCL 2.18.1 and later (unchanged to v2.29.7-1): per call
+6.6 us (ring LL), 14.0 us (ring LL128), 6.8 / 14.0 us (tree LL / LL128), and
+0.6 us per NVLink step for LL (tuning.cc @v2.18.5-1 lines 56-79; NCCL 2.8-2.17
+had 3.6 / 10.0 / 4.4 / 4.4 and 0.47 / 0.52). The Simple entries keep the older
+tables (tree Simple's per-step latency moved between 28 and 4 us across 2.18-2.23).
 
 AMD GPUs run RCCL, NCCL's port, whose tuner differs (ROCm/rccl
 src/graph/tuning.cc @0cbce2a): its per-call base latency is 12 us (LL, LL128)
@@ -51,8 +56,8 @@ US = 1e-6
 
 # Per-call base latency, us: (algorithm, protocol).
 BASE_LATENCY_US = {
-    ("ring", "ll"): 3.6, ("ring", "ll128"): 10.0, ("ring", "simple"): 8.4,
-    ("tree", "ll"): 4.4, ("tree", "ll128"): 4.4, ("tree", "simple"): 0.0,
+    ("ring", "ll"): 6.6, ("ring", "ll128"): 14.0, ("ring", "simple"): 8.4,
+    ("tree", "ll"): 6.8, ("tree", "ll128"): 14.0, ("tree", "simple"): 0.0,
     ("nvls", "simple"): 23.0,
 }
 # RCCL's per-call base latency, us (baseLat of ROCm/rccl src/graph/tuning.cc).
@@ -69,8 +74,8 @@ RCCL_PROTOCOLS = ("ll", "simple")          # LL128: gfx90a only
 
 # Per-step latency by link class, us: class -> (algorithm, protocol).
 STEP_LATENCY_US = {
-    "nvlink": {("tree", "ll"): 0.52, ("tree", "ll128"): 1.2, ("tree", "simple"): 28.0,
-               ("ring", "ll"): 0.47, ("ring", "ll128"): 1.9, ("ring", "simple"): 3.4},
+    "nvlink": {("tree", "ll"): 0.6, ("tree", "ll128"): 1.25, ("tree", "simple"): 28.0,
+               ("ring", "ll"): 0.6, ("ring", "ll128"): 1.9, ("ring", "simple"): 3.4},
     "pci": {("tree", "ll"): 1.0, ("tree", "ll128"): 1.9, ("tree", "simple"): 28.0,
             ("ring", "ll"): 1.0, ("ring", "ll128"): 2.5, ("ring", "simple"): 5.7},
     "net": {("tree", "ll"): 5.0, ("tree", "ll128"): 8.5, ("tree", "simple"): 50.0,

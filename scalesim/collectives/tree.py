@@ -20,6 +20,15 @@ by GPU generation and node count (perChMaxTreeBws in src/graph/tuning.cc;
 Ada runs on the Ampere row, as NCCL indexes by compute capability). We take
 the tighter of the two, with our channels (one per NIC), and cap each tree
 flow so the call cannot exceed it.
+
+Medium sizes: real trees run below that model between a few KiB and a few hundred
+MiB, and NCCL scales their bandwidth by a measured factor per power-of-two size
+("Trees are not perfectly sticking to the model for medium sizes. Applying a static
+correction factor is not ideal but works quite well": treeCorrectionFactor, indexed
+by log2(nBytes / 64), src/graph/tuning.cc ncclTopoGetAlgoTime @v2.18.5-1 lines 373-388;
+the same table from 2.6.4 to 2.29, and in RCCL's enqueue.cc). Down to 0.4 of the
+model for LL at 512 KiB-1 MiB, 0.6 for LL128 and 0.5 for Simple around 128 KiB-1 MiB.
+NCCL's tuner sees it, so it also decides when NCCL runs a tree.
 """
 
 from __future__ import annotations
@@ -42,6 +51,27 @@ PER_CHANNEL_MAX_TREE_BUSBW_BYTES_PER_S = {
     ("ampere", "ll128"): (20.0e9, 20.0e9, 20.0e9), ("hopper", "ll128"): (36.7e9, 36.7e9, 29.0e9),
     ("blackwell", "ll128"): (73.4e9, 73.4e9, 58.0e9),
 }
+
+
+# NCCL treeCorrectionFactor (src/graph/tuning.cc @v2.18.5-1 line 375): the share of the
+# tree's modelled bandwidth it reaches, per protocol, for sizes of 64 B x 2^i, i = 0..22.
+TREE_CORRECTION = {
+    "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+
+
+def tree_correction(protocol: str, size_bytes: float) -> float:
+    """NCCL's measured share of the tree model's bandwidth at this size: index log2i(nBytes >> 6),
+    no correction from 512 MiB (index 23) up.
+
+    >>> tree_correction("ll128", 1 << 20), tree_correction("simple", 1 << 30)
+    (0.6, 1.0)
+    """
+    index = max(int(size_bytes) >> 6, 1).bit_length() - 1
+    table = TREE_CORRECTION[protocol]
+    return table[index] if index < len(table) else 1.0
 
 
 def max_tree_busbw_bytes_per_s(arch: str, protocol: str, servers: int, channels: int) -> float:
@@ -74,6 +104,34 @@ def binary_tree_edges(order: list[int]) -> list[tuple[int, int]]:
     return edges
 
 
+def nccl_btree_parent(nranks: int, rank: int) -> int | None:
+    """The parent of `rank` in NCCL's binary tree over `nranks` (ncclGetBtree, src/graph/trees.cc
+    @v2.19.3-1): rank 0 is the root, with one child."""
+    if rank == 0:
+        return None
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    up = (rank ^ bit) | (bit << 1)
+    return up if up < nranks else rank ^ bit
+
+
+def nccl_dtree_edges(nranks: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(parent, child) edges of NCCL's two trees over `nranks` (ncclGetDtree): a binary tree,
+    and the same tree mirrored (even counts) or shifted by one (odd counts), so that a rank
+    inside one tree is a leaf in the other.
+
+    >>> nccl_dtree_edges(4)
+    ([(2, 1), (0, 2), (2, 3)], [(1, 2), (3, 1), (1, 0)])
+    """
+    first = [(nccl_btree_parent(nranks, r), r) for r in range(1, nranks)]
+    if nranks % 2:
+        second = [((p + 1) % nranks, (c + 1) % nranks) for p, c in first]
+    else:
+        second = [(nranks - 1 - p, nranks - 1 - c) for p, c in first]
+    return first, second
+
+
 def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
               protocol: str = "simple") -> CollectivePlan:
     if op != "all_reduce":
@@ -86,7 +144,7 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     shifts = rotations(topology, servers)
     lib = library_of(topology, tuple(ranks))
     fraction = bandwidth_fraction("tree", protocol, op, multi_node, lib)
-    wire = size_bytes / 2 / len(shifts) / fraction
+    wire = size_bytes / 2 / len(shifts) / (fraction * tree_correction(protocol, size_bytes))
     arch = getattr(topology.graph.nodes[topology.node_of(ranks[0])].get("spec"), "arch", "")
     algbw_cap = max_tree_busbw_bytes_per_s(arch, protocol, len(servers), len(shifts)) / 2
     cap = algbw_cap / (2 * len(shifts) * fraction)
