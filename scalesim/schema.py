@@ -60,8 +60,7 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
     except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
         raise exc.located(file=file, key_prefix=key_prefix) from None
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        err, loc = _most_specific(model, exc.errors())
         path = ".".join(str(p) for p in loc)
         key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
         if err["type"] == "extra_forbidden":
@@ -80,3 +79,36 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
             shown = repr(got)
             message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
         raise InputError(message, file=file, key=key) from None
+
+
+def _most_specific(model: type[pydantic.BaseModel], errors: list[dict]) -> tuple[dict, tuple]:
+    """The error to report and its key path: the first bad key's, or where its value is a union
+    (`bool | TpCommOverlapSpec`) the deepest error inside it, which names the nested key (every
+    branch fails, and pydantic lists the `bool` branch's "valid boolean" first); union branch
+    tags and validator names left out of the path."""
+    located = [(e, _key_path(model, e["loc"])) for e in errors]
+    first = located[0][1]
+    inside = [item for item in located if item[1][:len(first)] == first]
+    return max(inside, key=lambda item: len(item[1]))
+
+
+def _key_path(model: type[pydantic.BaseModel], loc: tuple) -> tuple:
+    """`loc` without validator names and the tags pydantic adds after a union field (its branch's type name)."""
+    out: list = []
+    current: Any = model
+    parts = [p for p in loc if not (isinstance(p, str) and p.startswith("function-"))]
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        out.append(part)
+        fields = getattr(current, "model_fields", None) or {}
+        if isinstance(part, str) and part in fields:
+            annotation = fields[part].annotation
+            branches = {getattr(a, "__name__", None) for a in getattr(annotation, "__args__", ()) or ()}
+            if len(branches) > 1 and i + 1 < len(parts) and parts[i + 1] in branches:
+                i += 1
+            current = _first_model(annotation)
+        elif not isinstance(part, int):
+            current = None
+        i += 1
+    return tuple(out)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
-                                recompute_keys_cleared, scenario_for, search_points)
+                                plan_keys_cleared, recompute_keys_cleared, scenario_for, search_points)
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
@@ -107,7 +107,7 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     for change, sections in candidates:
         changed = _what_if(setup, sections)
         if changed is not None and _fits(changed, changed.step.memory.total, host_fit):
-            found.append((change, changed))
+            found.append((change + _also_reset(setup.scenario, sections), changed))
     tried = found[: 2 * limit]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here,
@@ -130,12 +130,27 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
 
 
 def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`sections` with the recompute keys the changed checkpointing or fine-tuning no longer takes cleared:
-    recompute_modules go with selective full training only, recompute_num_layers with full."""
-    training = sections.get("training", {})
+    """`sections` with the keys the changed plan no longer takes cleared: recompute_modules go with
+    selective full training only, recompute_num_layers with full; the framework keys tied to one ZeRO
+    stage or to tp > 1 (plans.py plan_keys_cleared)."""
+    training, parallel = sections.get("training", {}), sections.get("parallel", {})
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
-    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training}}
+    cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp))
+    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
+            "parallel": {**cleared, **parallel}}
+
+
+def _also_reset(scenario, sections: dict[str, dict[str, Any]]) -> str:
+    """', section.key: value' for each key `_keys_that_go_with` resets beyond `sections` that the scenario
+    sets otherwise: what the user must write too for the suggested plan to be the one checked."""
+    out = ""
+    for section, keys in _keys_that_go_with(scenario, sections).items():
+        for key, value in keys.items():
+            if key not in sections.get(section, {}) and getattr(getattr(scenario, section), key) != value:
+                shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+                out += f", {section}.{key}: {shown}"
+    return out
 
 
 def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
@@ -176,7 +191,8 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                     change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
-                              + (f", training.global_batch: {batch}" if batch != t.global_batch else ""))
+                              + (f", training.global_batch: {batch}" if batch != t.global_batch else "")
+                              + _also_reset(setup.scenario, sections))
                     note = _over_budget(changed, False)
                     return FitOption(change, memory, None if note else step_time_of(changed, True), note)
         gpus *= 2

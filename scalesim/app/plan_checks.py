@@ -37,9 +37,7 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
     if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
     check_experts(scenario, model, dp, file)
-    if not par.tp_recompute_allgather and not (par.sequence_parallel and par.tp > 1):
-        raise bad("parallel.tp_recompute_allgather", "only sequence-parallel linears all-gather their input: "
-                  "false needs sequence_parallel: true and tp > 1; allowed here: true")
+    check_framework_keys(par, bad)
     if par.fp8_param_gather and training.precision != "fp8":
         raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
                   f"{training.precision})")
@@ -66,6 +64,32 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
                   f"micro-batches per step on each data-parallel replica (global_batch / (dp x micro_batch)); "
                   f"scalesim plays out every one, so at most {MAX_MICRO_BATCHES:,} are allowed: raise "
                   f"training.micro_batch or lower training.global_batch")
+
+
+def check_framework_keys(par, bad) -> None:
+    """Keys of one framework's way of running a plan, refused where the plan would ignore or misapply
+    them (`bad(key, message)` makes the InputError)."""
+    if not par.tp_recompute_allgather and not (par.sequence_parallel and par.tp > 1):
+        raise bad("parallel.tp_recompute_allgather", "only sequence-parallel linears all-gather their input: "
+                  "false needs sequence_parallel: true and tp > 1; allowed here: true")
+    if not par.tp_recompute_allgather and par.tp_comm_overlap:
+        raise bad("parallel.tp_recompute_allgather", "Transformer Engine's userbuffers overlap gathers each half's "
+                  "input again for its weight gradient (parallel/tp_overlap.py): false needs tp_comm_overlap: "
+                  "false; allowed with it: true")
+    if par.param_gather_with_optimizer_step and not (par.overlap_param_gather and par.zero in (1, 2)):
+        raise bad("parallel.param_gather_with_optimizer_step", "Megatron-Core dispatches the distributed "
+                  "optimizer's overlapped parameter all-gathers with the update: true needs zero: 1 or 2 and "
+                  f"overlap_param_gather: true (got zero: {par.zero}, overlap_param_gather: "
+                  f"{str(par.overlap_param_gather).lower()}); allowed otherwise: false")
+    for key, value in (("bucket_params", par.bucket_params is not None), ("grad_nan_check", par.grad_nan_check)):
+        if value and par.zero == 3:
+            raise bad(f"parallel.{key}", f"{key} is Megatron-Core's data-parallel gradient buckets' (parallel/"
+                      "megatron_dp.py); ZeRO-3 reduces each unit's gradients by itself, with no such buckets: "
+                      f"needs zero 0, 1 or 2; allowed with zero: 3: {'null' if key == 'bucket_params' else 'false'}")
+    if par.pp_scatter_gather and par.pp_schedule == "gpipe":
+        raise bad("parallel.pp_scatter_gather", "Megatron-LM of 2021 scatter-gathers the P2P tensors of its 1F1B "
+                  "and interleaved schedules (parallel/p2p_batched.py): pp_scatter_gather needs pp_schedule 1f1b "
+                  "or interleaved; allowed with gpipe: false")
 
 
 def check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:

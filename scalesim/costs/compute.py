@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_forward_speedup, kernel_length_rate)
+                                  causal_rate, flash_efficiency, fp8_forward_speedup)
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -243,12 +243,11 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     if attention in FLASH_KINDS:
         work = backward_over_forward(gpu.arch, attention) if backward else 1.0
         executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
-                    / head_dim_factor(op.head_dims, gpu.arch, backward)
-                    / kernel_length_rate(attention, gpu.arch, op.seq, op.causal))
+                    / head_dim_factor(op.head_dims, gpu.arch, backward))
         if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
             executed /= fp8_forward_speedup(gpu.arch, op.seq)
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
-        executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward)
+        executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))

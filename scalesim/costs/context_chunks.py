@@ -17,7 +17,8 @@ square kernel with the same score pairs per head, s/cp / sqrt(2) tokens (between
 AMD's table gives, log2-interpolated as costs/flash.py does).
 
 A kernel's rate depends on the length it runs (costs/flash.py, length_rate: AMD publishes its
-kernels' rates by length and mask): the rank's attention time is the sum over the steps of
+kernels' rates by length and mask; kernel_length_rate: the FlashAttention-2 paper's A100 rates of
+FlashAttention-2 and the Triton kernel by length and mask): the rank's attention time is the sum over the steps of
 (1/cp of the work) over that step's rate. Where no rate by length is published every step runs
 at the full sequence's rate, as without context parallelism. Each step is one kernel launch.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from scalesim.costs.flash import length_rate
+from scalesim.costs.flash import kernel_length_rate, length_rate
 
 
 def ring_steps(seq: int, causal: bool, cp: int) -> tuple[tuple[int, bool], ...]:
@@ -42,9 +43,11 @@ def ring_steps(seq: int, causal: bool, cp: int) -> tuple[tuple[int, bool], ...]:
     return ((chunk, causal),) + ((later, False),) * (max(1, cp) - 1)
 
 
-def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool) -> float:
+def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool, attention: str = "flash") -> float:
     """The rank's attention time over what it would take at the reference rate (costs/flash.py):
-    the sum over ring steps of 1/cp of the work over the step's rate; 1.0 without rates by length.
+    the sum over ring steps of 1/cp of the work over the step's rate (AMD's table by length, or the
+    `attention` kernel's own, kernel_length_rate: each step runs at its chunk's length and mask);
+    1.0 without rates by length.
 
     >>> ring_time_factor("cdna3", 8192, True, 1, False), ring_time_factor("hopper", 8192, True, 4, True)
     (1.0, 1.0)
@@ -52,4 +55,5 @@ def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool)
     True
     """
     steps = ring_steps(seq, causal, cp) if seq > 0 else ((seq, causal),)
-    return sum(1 / len(steps) / length_rate(arch, tokens, mask, backward) for tokens, mask in steps)
+    return sum(1 / len(steps) / (length_rate(arch, tokens, mask, backward)
+                                 * kernel_length_rate(attention, arch, tokens, mask)) for tokens, mask in steps)

@@ -40,7 +40,7 @@ def nanotron_tp_gather_buffers(recompute_allgather: bool) -> int:
     return NANOTRON_TP_GATHER_BUFFERS if recompute_allgather else NANOTRON_TP_GATHER_BUFFERS - 1
 
 
-def with_gathered_inputs(layers, tp: int, tokens: int, hidden: int) -> tuple:
+def with_gathered_inputs(layers, tp: int, tokens: float, hidden: int) -> tuple:
     """`layers` (one stage, already split by TP with sequence parallelism) whose column-parallel linears
     keep their all-gathered input: a block's two h-wide inputs and the output head's each hold the whole
     sequence, (1 - 1/t) * s * h 16-bit elements a sample more than their shard.
@@ -62,7 +62,7 @@ def with_gathered_inputs(layers, tp: int, tokens: int, hidden: int) -> tuple:
                  for layer in layers)
 
 
-def tp_gather_buffer_bytes(buffers: int, micro_batch: int, tokens: int, hidden: int, element_bytes: float,
+def tp_gather_buffer_bytes(buffers: int, micro_batch: int, tokens: float, hidden: int, element_bytes: float,
                            tp: int, sequence_parallel: bool) -> float:
     """Bytes of the `buffers` full-sequence all-gather buffers a TP rank keeps (0 without TP or SP).
 

@@ -282,7 +282,8 @@ class RankProgram:
         plan, b = self.plan, self.b
         if plan.grad_accumulation == "fused" or plan.grad_accumulation == "autograd-add" and mb == 0:
             return
-        params = sum(b._trained(w.layer) for w in work)
+        # ZeRO-3 reduce-scatters every micro-batch's gradients: what is added is the rank's 1/shards of them
+        params = sum(b._trained(w.layer) for w in work) / (len(self.grad_group) if plan.zero >= 3 else 1)
         timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(
             params, b.gpu, plan.precision, plan.grad_accumulation, held_sms))
         self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,

@@ -112,13 +112,14 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy,
                   recomputed=stage.recomputed, recompute_modules=plan.recompute_modules)
     layers = with_tied_head_copy(stage.layers, model.vocab, model.hidden, pl.tp)
+    tokens = (model.tokens_per_sample or 0) / pl.cp     # TP gathers the rank's share of the sequence under CP
     if plan.tp_saves_gathered_inputs and sp:
-        layers = with_gathered_inputs(layers, pl.tp, model.tokens_per_sample or 0, model.hidden or 0)
+        layers = with_gathered_inputs(layers, pl.tp, tokens, model.hidden or 0)
     if plan.finetune is None and not plan.offload_params:
         experts = _expert_memory(model, plan)
         transient = experts.pop("transient_bytes", 0.0) + tp_gather_buffer_bytes(
-            plan.tp_gather_buffers, plan.micro_batch, model.tokens_per_sample or 0, model.hidden or 0,
-            ELEMENT_BYTES[plan.precision], pl.tp, sp)
+            plan.tp_gather_buffers, plan.micro_batch, tokens, model.hidden or 0, ELEMENT_BYTES[plan.precision],
+            pl.tp, sp)
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
                                transient_bytes=transient, **common, **experts)

@@ -49,3 +49,19 @@ def test_a_later_causal_ring_step_is_slower_than_a_square_chunk_kernel():
     from scalesim.costs.flash import length_rate
     square = 0.25 / length_rate("cdna3", 2048, True, True) + 0.75 / length_rate("cdna3", 2048, False, True)
     assert ring_time_factor("cdna3", 8192, True, 4, True) > square * 1.05
+
+
+@pytest.mark.parametrize("kernel, causal_1k, full_724, causal_8k", [
+    ("triton", 61, (78 + 85) / 2, 78),      # full mask: 512 -> 78, 1k -> 85; 724 half-way in log2
+    ("flash2", 133, 187, 182),              # full-mask row starts at 2k (187), held below it
+])
+def test_on_a100_each_ring_step_runs_at_its_chunks_length_in_the_fa2_papers_table(kernel, causal_1k, full_724,
+                                                                                    causal_8k):
+    # Dao 2023, FlashAttention-2, Fig. 4 (A100, head dim 128, forward + backward TFLOPS). Llama 2 70B at
+    # 8k tokens over cp 8: the diagonal step (1/8 of the work) is a causal 1k kernel, the seven later
+    # ones unmasked kernels on 724-token squares (context_chunks.py); the unsplit rank runs a causal 8k one.
+    a100 = get_gpu("a100-80gb-sxm")
+    whole = attention_time_s(attention(1), a100, "bf16", 1, kernel) - KERNEL_OVERHEAD_S
+    split = attention_time_s(attention(8), a100, "bf16", 1, kernel) - 8 * KERNEL_OVERHEAD_S
+    expected = (1 / 8 / causal_1k + 7 / 8 / full_724) * causal_8k
+    assert split / (whole / 8) == pytest.approx(expected, rel=1e-3)

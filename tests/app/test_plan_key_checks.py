@@ -1,0 +1,149 @@
+"""Framework keys that only mean something with some plans (review9): each is refused, with one message
+naming the key, where it would be ignored or misapplied, and the plan searches and run's fixes reset
+them where the plan they try no longer takes them; and what the session's keys do beside context
+parallelism (gathered inputs) and ZeRO-3 (gradient accumulation)."""
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.app.fitting import _keys_that_go_with
+from scalesim.app.plans import PlanPoint, scenario_for
+from scalesim.app.setup import prepare
+from scalesim.cli import main
+from scalesim.scenario import Scenario
+
+BASE = {"name": "plan keys", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "gpt2-350m",
+        "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 16, "micro_batch": 2,
+                     "activation_checkpointing": "none"},
+        "parallel": {"tp": 2, "pp": 2, "dp": 2}}
+
+
+def run_with(tmp_path, **parallel):
+    data = {**BASE, "parallel": {**BASE["parallel"], **parallel}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+
+
+@pytest.mark.parametrize("parallel, key", [
+    # ZeRO-3 gathers before every forward already: the optimizer-step gathers would be a second set
+    ({"zero": 3, "overlap_param_gather": True, "param_gather_with_optimizer_step": True},
+     "param_gather_with_optimizer_step"),
+    # without overlap_param_gather nothing is gathered in the forward: the key would be ignored
+    ({"zero": 1, "param_gather_with_optimizer_step": True}, "param_gather_with_optimizer_step"),
+    # GPipe's P2P is never batched: the tensor would be sent in 1/tp shares that nobody gathers
+    ({"pp_schedule": "gpipe", "overlap_p2p_comm": False, "pp_scatter_gather": True}, "pp_scatter_gather"),
+    # ZeRO-3 reduces unit by unit: Megatron-Core's DP buckets and their NaN check would be ignored
+    ({"zero": 3, "bucket_params": 1000}, "bucket_params"),
+    ({"zero": 3, "grad_nan_check": True}, "grad_nan_check"),
+    # TE's userbuffers re-gather the input whatever the memory model is told
+    ({"sequence_parallel": True, "tp_comm_overlap": True, "tp_recompute_allgather": False}, "tp_recompute_allgather"),
+])
+def test_a_key_the_plan_would_ignore_or_misapply_is_refused_with_one_message(tmp_path, parallel, key):
+    result = run_with(tmp_path, **parallel)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"parallel.{key}" in result.output and "allowed" in result.output
+
+
+def test_the_same_keys_on_the_plans_they_belong_to_run(tmp_path):
+    assert run_with(tmp_path, zero=1, overlap_param_gather=True, param_gather_with_optimizer_step=True).exit_code == 0
+    assert run_with(tmp_path, overlap_p2p_comm=False, pp_scatter_gather=True).exit_code == 0
+
+
+def test_searched_plans_reset_keys_their_zero_stage_or_tp_does_not_take():
+    data = {**BASE, "parallel": {"tp": 2, "pp": 1, "dp": 4, "zero": 1, "overlap_param_gather": True,
+                                 "param_gather_with_optimizer_step": True, "sequence_parallel": True,
+                                 "tp_recompute_allgather": False}}
+    base = Scenario.model_validate(data)
+    for point in (PlanPoint(8, 4, tp=2, zero=3), PlanPoint(8, 8, tp=1, zero=1), PlanPoint(8, 8, tp=1, zero=0)):
+        scenario = scenario_for(base, point)
+        prepare(scenario)           # a valid plan, not a refused one
+        par = scenario.parallel
+        assert par.param_gather_with_optimizer_step == (point.zero in (1, 2))
+        assert par.tp_recompute_allgather == (point.tp == 1 or base.parallel.tp_recompute_allgather)
+    kept = scenario_for(base, PlanPoint(8, 4, tp=2, zero=1)).parallel
+    assert kept.param_gather_with_optimizer_step and not kept.tp_recompute_allgather
+
+
+def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():
+    data = {**BASE, "parallel": {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "overlap_param_gather": True,
+                                 "param_gather_with_optimizer_step": True}}
+    base = Scenario.model_validate(data)
+    changed = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 3}}))
+    prepare(changed)
+    assert changed.parallel.zero == 3 and not changed.parallel.param_gather_with_optimizer_step
+    nan_checked = base.with_changes(parallel={"bucket_params": 1000, "grad_nan_check": True})
+    changed = nan_checked.with_changes(**_keys_that_go_with(nan_checked, {"parallel": {"zero": 3}}))
+    prepare(changed)
+    assert changed.parallel.bucket_params is None and not changed.parallel.grad_nan_check
+    same = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 2}}))
+    assert same.parallel.param_gather_with_optimizer_step
+
+
+def test_run_of_a_plan_that_saves_gathered_inputs_has_its_one_gpu_baseline(tmp_path):
+    # run's scaling efficiency prepares the plan on one GPU (tp 1, no sequence parallelism): the
+    # key that goes with sequence parallelism must not refuse the whole run there
+    result = run_with(tmp_path, sequence_parallel=True, tp_recompute_allgather=False)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("overlap, key, says", [
+    ({"qkv_dgrad_sms": 0}, "parallel.tp_comm_overlap.qkv_dgrad_sms", "greater than 0"),
+    ({"fc1_dgrad_smz": 8}, "parallel.tp_comm_overlap.fc1_dgrad_smz", "Did you mean 'fc1_dgrad_sms'"),
+    ("often", "parallel.tp_comm_overlap", "valid boolean"),
+])
+def test_a_bad_key_inside_a_union_value_is_named_not_the_unions_bool_branch(tmp_path, overlap, key, says):
+    # tp_comm_overlap is `bool | TpCommOverlapSpec`: every branch fails, and the message must be the
+    # mapping's own (its key and what it allows), not "tp_comm_overlap.bool: Input should be a valid boolean"
+    result = run_with(tmp_path, sequence_parallel=True, tp_comm_overlap=overlap)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"key '{key}'" in result.output and says in result.output and ".bool" not in result.output
+
+
+def test_gathered_inputs_kept_under_context_parallelism_are_the_ranks_share_of_the_sequence():
+    # With cp the sequence is split before TP gathers it: a column linear that keeps its gathered input
+    # keeps s/cp tokens, so the extra memory per rank halves from cp 1 to cp 2 (same tp, same micro-batch).
+    def extra(cp: int) -> float:
+        par = {"tp": 2, "pp": 1, "cp": cp, "dp": 4 // cp, "sequence_parallel": True}
+        base = {**BASE, "model": "llama3-8b", "training": {**BASE["training"], "seq_len": 2048}}
+        setups = [prepare(Scenario.model_validate({**base, "parallel": {**par, "tp_recompute_allgather": keep}}))
+                  for keep in (True, False)]
+        return setups[1].step.first_stage_memory.live - setups[0].step.first_stage_memory.live
+    assert extra(1) > 0
+    assert extra(2) == pytest.approx(extra(1) / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["fp32-add", "autograd-add"])
+def test_under_zero3_each_micro_batch_adds_only_the_ranks_gradient_shard(mode):
+    # ZeRO-3 reduce-scatters every micro-batch's gradients (rank_program.py _reduce_layer): the
+    # accumulation that follows adds the rank's 1/dp shard, as FSDP's sharded-grad accumulation does
+    from scalesim.parallel import ParallelPlan, Placement, build_program
+    from scalesim.program import ComputeTask
+    from scalesim.topology import build_cluster, load_node_design
+    from scalesim.models import get_model
+    dgx = build_cluster(load_node_design("dgx-h100"))
+    model = get_model("gpt2-350m", seq_len=1024)
+
+    def added_s(zero: int, dp: int) -> float:
+        plan = ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 4, "bf16", "adamw", "none", "flash",
+                            zero=zero, grad_accumulation=mode)
+        tasks = build_program(model, dgx.gpu_spec, dgx, plan).tasks[0]
+        return sum(t.duration_s for t in tasks if isinstance(t, ComputeTask) and t.name == "gradient accumulation")
+    whole, sharded = added_s(0, 8), added_s(3, 8)
+    assert 0 < sharded < whole / 4
+    assert added_s(0, 8) == pytest.approx(added_s(2, 8))      # ZeRO-1/2 reduce the full buffer once, at the end
+
+
+def test_runs_fix_names_the_keys_it_resets_with_the_zero_stage():
+    # the ZeRO-3 fix is timed without param_gather_with_optimizer_step (refused there): the suggestion
+    # must say so, or writing it as shown would be refused
+    from scalesim.app.fitting import fit_options
+    data = {"name": "t", "cluster": {"node": "rtx4090-pcie-8", "gpus": 8}, "model": "gpt2-1.5b",
+            "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64, "micro_batch": 8},
+            "parallel": {"zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True}}
+    base = Scenario.model_validate(data)
+    changes = [o.change for o in fit_options(prepare(base), limit=20)]
+    with_zero3 = [c for c in changes if "parallel.zero: 3" in c]
+    assert with_zero3 and all("parallel.param_gather_with_optimizer_step: false" in c for c in with_zero3)
+    assert not any("param_gather_with_optimizer_step" in c for c in changes if "parallel.zero: 2" in c)
