@@ -212,6 +212,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         if training.saved_activations == "nanotron" else 0,
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,
         tp_async=par.tp_linear_async_communication,
+        sp_backward=par.sequence_parallel_backward,
     )
 
 

@@ -92,6 +92,9 @@ class ParallelPlan:
     tp_saves_gathered_inputs: bool = False
     # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)
     tp_async: bool = False
+    # split: sequence parallelism's backward as its three collectives (parallel/sp_backward.py); fused: one
+    # blocking all-reduce per block half
+    sp_backward: str = "fused"
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

@@ -1,4 +1,6 @@
-"""A block half's backward under sequence parallelism as Megatron-LM, Transformer Engine and nanotron run it.
+"""A block half's backward under sequence parallelism as Megatron-LM, Transformer Engine and nanotron run it
+(`parallel.sequence_parallel_backward: split`; the default, fused, times it as one blocking all-reduce: the
+same validate median at half the simulated tasks).
 
 With sequence parallelism the column-parallel linear opening each half (qkv, fc1) gathers its
 sequence-sharded input in forward but keeps only the local shard for backward, so its weight
@@ -46,6 +48,8 @@ def applies(rp, work) -> tuple[int, ...]:
     sequence parallelism in Megatron's (s, b, h) layout, fully trained, with NCCL (not userbuffers) TP
     collectives; () otherwise."""
     plan = rp.plan
+    if not (plan.sp_backward == "split" or plan.tp_async):      # `parallel.sequence_parallel_backward`
+        return ()
     if not (rp.sp and work.is_block and plan.sequence_parallel_layout == "seq-first" and plan.finetune is None
             and not tp_overlap.applies(rp, work)):
         return ()

@@ -96,6 +96,11 @@ class ParallelSpec(Strict):
     # nanotron's tp_linear_async_communication: each half's input all-gather beside the local shard's GEMM in
     # forward, the output gradient's beside the local shard's data gradient in backward (parallel/sp_backward.py)
     tp_linear_async_communication: bool = False
+    # How a block half's backward under sequence parallelism is simulated: fused = one blocking all-reduce
+    # (the faster approximation); split = the three collectives Megatron-LM, TE and nanotron issue, two of
+    # them beside the data- and weight-gradient GEMMs (parallel/sp_backward.py): about twice the tasks,
+    # the same validate median (3.78% against 3.80%, 5 Dec 2026). nanotron's async linears imply split.
+    sequence_parallel_backward: Literal["fused", "split"] = "fused"
     _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
     # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter

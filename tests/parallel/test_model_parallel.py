@@ -1,5 +1,7 @@
 """Tensor, pipeline and context parallelism and ZeRO: the published formulas, played out."""
 
+from dataclasses import replace
+
 import pytest
 
 from scalesim.collectives import bus_factor
@@ -100,16 +102,17 @@ def test_overlapped_param_gather_moves_the_same_bytes_once_per_step_and_hides_be
     assert tb.end_s <= ta.end_s and pb.exposed_comm < pa.exposed_comm
 
 
-@pytest.mark.parametrize("sp", [False, True])
-def test_tensor_parallel_traffic_per_block_matches_megatron(sp):
+@pytest.mark.parametrize("sp, backward", [(False, "fused"), (True, "fused"), (True, "split")])
+def test_tensor_parallel_traffic_per_block_matches_megatron(sp, backward):
     # Megatron (Shoeybi et al. 2019): 2 all-reduces of b*s*h in forward and 2 in backward per block;
     # with sequence parallelism each all-reduce becomes an all-gather plus a reduce-scatter, and backward
-    # gathers each half's input again for its weight gradient (Korthikanti et al. 2022, section 4.2.2).
+    # gathers each half's input again for its weight gradient (Korthikanti et al. 2022, section 4.2.2),
+    # which sequence_parallel_backward: split simulates (fused times the backward as the all-reduces).
     model = get_model("gpt2-350m", seq_len=1024)
     tp, m, mb = 4, 2, 2
-    p = build_program(model, DGX.gpu_spec, DGX, plan(tp=tp, dp=2, m=m, mb=mb, sp=sp))
+    p = build_program(model, DGX.gpu_spec, DGX, replace(plan(tp=tp, dp=2, m=m, mb=mb, sp=sp), sp_backward=backward))
     layer_bytes = mb * 1024 * model.hidden * 2
-    per_block = (4 * 2 + (2 if sp else 0)) * (tp - 1) / tp * layer_bytes   # 4 all-reduces' bus bytes (+ 2 gathers)
+    per_block = (4 * 2 + (2 if backward == "split" else 0)) * (tp - 1) / tp * layer_bytes   # 4 all-reduces (+ 2 gathers)
     assert bus_bytes(p, 0, "tp/") == pytest.approx(per_block * model.num_layers * m, rel=1e-6)
 
 

@@ -18,7 +18,7 @@ TP = 4
 
 
 def program(layout="seq-first", precision="bf16", sp=True):
-    plan = ParallelPlan(Placement(tp=TP, cp=1, dp=1, pp=1), 1, 1, precision, "adamw", "none", "flash",
+    plan = ParallelPlan(Placement(tp=TP, cp=1, dp=1, pp=1), 1, 1, precision, "adamw", "none", "flash", sp_backward="split",
                         sequence_parallel=sp, sequence_parallel_layout=layout)
     return build_program(MODEL, DGX.gpu_spec, DGX, plan)
 
@@ -89,7 +89,7 @@ def test_an_moe_block_gathers_its_attention_input_again():
     # the attention part's qkv linear is a sequence-parallel column linear; the experts' are not
     moe = get_model({"kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000, "ffn": "swiglu",
                      "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 2048}}, seq_len=1024)
-    plan = ParallelPlan(Placement(tp=2, cp=1, dp=4, pp=1, ep=4), 1, 1, "bf16", "adamw", "none", "flash",
+    plan = ParallelPlan(Placement(tp=2, cp=1, dp=4, pp=1, ep=4), 1, 1, "bf16", "adamw", "none", "flash", sp_backward="split",
                         sequence_parallel=True)
     tasks = build_program(moe, DGX.gpu_spec, DGX, plan).tasks[0]
     dgrads = [t for t in tasks if isinstance(t, ComputeTask) and t.name.endswith("first GEMM dgrad")]
@@ -99,7 +99,32 @@ def test_an_moe_block_gathers_its_attention_input_again():
 
 def test_a_linear_that_kept_its_gathered_input_does_not_gather_it_again():
     # nanotron with tp_recompute_allgather: false saves the gathered input (costs/nanotron_memory.py)
-    plan = ParallelPlan(Placement(tp=TP, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash",
+    plan = ParallelPlan(Placement(tp=TP, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash", sp_backward="split",
                         sequence_parallel=True, tp_saves_gathered_inputs=True)
     ops = [t.plan.op for _, t in backward_calls(build_program(MODEL, DGX.gpu_spec, DGX, plan))]
     assert ops.count("all_gather") == 2 * BLOCKS and ops.count("reduce_scatter") == 2 * BLOCKS
+
+
+def test_the_split_backward_is_a_scenario_choice_and_a_bad_value_is_refused(tmp_path):
+    from pathlib import Path
+
+    import yaml
+    from click.testing import CliRunner
+
+    from scalesim.cli import main
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((root / "scenarios" / "64xh100-llama3-70b.yaml").read_text())
+    times = {}
+    for choice in ("fused", "split", "both"):
+        data["parallel"]["sequence_parallel_backward"] = choice
+        path = tmp_path / f"{choice}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--json"])
+        if choice == "both":
+            assert result.exit_code == 2 and "Traceback" not in result.output
+            assert "sequence_parallel_backward" in result.output and "split" in result.output
+        else:
+            assert result.exit_code == 0
+            import json
+            times[choice] = json.loads(result.output)["step_time_s"]
+    assert times["split"] != times["fused"]

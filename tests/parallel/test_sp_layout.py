@@ -20,7 +20,7 @@ NAME = "sequence-parallel layout copy"
 
 
 def program(layout: str, sp: bool = True, checkpointing: str = "none", precision: str = "bf16"):
-    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 2, 1, precision, "adamw", checkpointing, "flash",
+    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 2, 1, precision, "adamw", checkpointing, "flash", sp_backward="split",
                         sequence_parallel=sp, sequence_parallel_layout=layout)
     return build_program(MODEL, DGX.gpu_spec, DGX, plan)
 

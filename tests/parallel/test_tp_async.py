@@ -19,7 +19,7 @@ BLOCKS = sum(1 for layer in MODEL.layers if layer.kind == "transformer_block")
 
 
 def program(asynchronous: bool):
-    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 2, 2, "bf16", "adamw", "none", "flash",
+    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 2, 2, "bf16", "adamw", "none", "flash", sp_backward="split",
                         sequence_parallel=True, tp_async=asynchronous)
     return build_program(MODEL, DGX.gpu_spec, DGX, plan)
 

@@ -19,7 +19,7 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 4096, "heads": 
 
 
 def program(overlap: TpOverlapSpec | None, finetune=None, ctas=()):
-    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash",
+    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 1, 1, "bf16", "adamw", "none", "flash", sp_backward="split",
                         sequence_parallel=True, tp_overlap=overlap, finetune=finetune, nccl_max_ctas=ctas)
     return build_program(MODEL, DGX.gpu_spec, DGX, plan)
 
