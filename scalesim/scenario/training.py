@@ -133,8 +133,8 @@ class TrainingSpec(Strict):
         # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
         if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
-                             "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, naive "
-                             f"and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
+                             "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
+                             f"kernel, naive and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
                              f"{data.get('attention')})")
         return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);

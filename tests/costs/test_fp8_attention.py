@@ -62,3 +62,13 @@ def test_fp8_attention_is_refused_with_a_kernel_that_has_no_fp8_forward(tmp_path
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fp8_attention" in result.output and "flash2" in result.output
+
+
+def test_fp8_attention_with_the_triton_kernel_is_refused_naming_it():
+    import pydantic
+    import pytest as _pytest
+
+    from scalesim.scenario import TrainingSpec
+    with _pytest.raises(pydantic.ValidationError, match="Triton"):
+        TrainingSpec.model_validate({"precision": "fp8", "seq_len": 2048, "global_batch": 8, "micro_batch": 1,
+                                     "attention": "triton", "fp8_attention": True})
