@@ -212,7 +212,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         if training.saved_activations == "nanotron" else 0,
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,
         tp_async=par.tp_linear_async_communication,
-        sp_backward=par.sequence_parallel_backward,
+        sp_backward="split" if par.tp_linear_async_communication else par.sequence_parallel_backward,
     )
 
 

@@ -72,15 +72,6 @@ from scalesim.hardware import GpuSpec
 # Engine/cuDNN: FA3-class), so Hopper and Blackwell take 0.5, an estimate.
 FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "blackwell": 0.5,
                               "cdna3": 518.29 / 1307.4, "cdna4": 1300.105 / 2516.6}   # AMD: docstring
-# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
-# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
-# with the papers' figures; no measurement, no entry (such a scenario is refused).
-# Hopper: FA3 paper Fig. 5b, head dim 128, no mask, seqlen 16k: FA2 370, FA3 648 TFLOPS
-# of the H100 SXM5's 989 (the abstract's 35% and 75% are FA2's shorter runs and FA3 at head dim 256).
-FLASH_KERNEL_EFFICIENCY = {
-    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
-    "flash3": {"hopper": round(648 / 989, 3)},
-}
 # triton: the Triton FlashAttention of HazyResearch's flash_attn_triton.py (flash-attn v1.0.x;
 # llm-foundry ships a copy as llmfoundry/models/layers/flash_attn_triton.py and runs it for MPT's
 # ALiBi bias, `attn_impl: triton`). Its forward + backward rate on A100 80GB SXM4, head dim 128,
@@ -98,8 +89,16 @@ TRITON_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 50), (1024, 61), (2048, 68), (4
 FLASH2_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 99), (1024, 133), (2048, 155), (4096, 173), (8192, 182), (16384, 189)),
                                     False: ((2048, 187), (4096, 196), (8192, 201), (16384, 203))}}
 TRITON_PEAK_TFLOPS = 312            # the A100's dense 16-bit peak the figure's rates are a fraction of
-FLASH_KERNEL_EFFICIENCY["triton"] = {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS
-                                     for arch, table in TRITON_FWD_BWD_TFLOPS.items()}
+# A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
+# SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
+# with the papers' figures; no measurement, no entry (such a scenario is refused).
+# Hopper: FA3 paper Fig. 5b, head dim 128, no mask, seqlen 16k: FA2 370, FA3 648 TFLOPS
+# of the H100 SXM5's 989 (the abstract's 35% and 75% are FA2's shorter runs and FA3 at head dim 256).
+FLASH_KERNEL_EFFICIENCY = {
+    "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
+    "flash3": {"hopper": round(648 / 989, 3)},
+    "triton": {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS for arch, table in TRITON_FWD_BWD_TFLOPS.items()},
+}
 FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 
 # Causal over full-mask rate by sequence length, Hopper (FA3 paper Fig. 5b vs 5e, TFLOPS at
@@ -145,15 +144,13 @@ def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     return table[gpu.arch]
 
 
-def backward_over_forward(arch: str, attention: str = "flash") -> float:
-    """How many times its forward time a flash-attention backward takes on `arch` (the Triton kernel:
-    its FLOP ratio, both halves at the one published rate).
+def backward_over_forward(arch: str) -> float:
+    """How many times its forward time a flash-attention backward takes on `arch` (on Ampere, where the
+    Triton kernel runs, no backward rate apart: its FLOP ratio, as the Triton kernel's one published rate).
 
-    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5 == backward_over_forward("ampere", "triton")
+    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5
     True
     """
-    if attention == "triton":
-        return FLASH_BACKWARD_FLOP_RATIO
     return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
 
 

@@ -64,7 +64,7 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
         forward += 5 * parts        # 5 computes and 3 calls instead of 1 and 2
         backward += 8 * parts       # 7 computes and 3 calls instead of 1 and 1
-    elif sp and not copies and plan.finetune is None and (plan.sp_backward == "split" or plan.tp_async):
+    elif sp and not copies and plan.finetune is None and plan.sp_backward == "split":
         # parallel/sp_backward.py, tp_async.py, per part:
         regathered = 1 if moe else parts
         backward += (6 + plan.tp_async) * regathered    # 5 (6) computes and 3 calls instead of 1 and 1

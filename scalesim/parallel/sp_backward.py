@@ -48,7 +48,7 @@ def applies(rp, work) -> tuple[int, ...]:
     sequence parallelism in Megatron's (s, b, h) layout, fully trained, with NCCL (not userbuffers) TP
     collectives; () otherwise."""
     plan = rp.plan
-    if not (plan.sp_backward == "split" or plan.tp_async):      # `parallel.sequence_parallel_backward`
+    if plan.sp_backward != "split":      # `parallel.sequence_parallel_backward` (tp_async implies it: app/setup.py)
         return ()
     if not (rp.sp and work.is_block and plan.sequence_parallel_layout == "seq-first" and plan.finetune is None
             and not tp_overlap.applies(rp, work)):
