@@ -41,8 +41,7 @@ pending reduce-scatter inputs of a whole pass reach (2 a layer).
 
 from __future__ import annotations
 
-MIB = 2**20
-MIN_BLOCK, SMALL_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, LARGE_BUFFER = 512, MIB, 10 * MIB, 2 * MIB, 20 * MIB
+from allocator_rounding import LARGE_BUFFER, MIN_BLOCK, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_SIZE, ceil_to
 
 
 class CachingAllocator:
@@ -55,14 +54,14 @@ class CachingAllocator:
         self._next = 0
 
     def malloc(self, size: int) -> int:
-        size = -(-max(size, 1) // MIN_BLOCK) * MIN_BLOCK
+        size = ceil_to(max(size, 1), MIN_BLOCK)
         best = None
         for seg in self.segments:
             for block in seg:
                 if block[2] and block[1] >= size and (best is None or block[1] < best[1][1]):
                     best = (seg, block)
         if best is None:
-            grant = -(-size // ROUND_LARGE) * ROUND_LARGE if size >= MIN_LARGE_ALLOC else LARGE_BUFFER
+            grant = ceil_to(size, ROUND_LARGE) if size >= MIN_LARGE_ALLOC else LARGE_BUFFER
             base = sum(b[1] for s in self.segments for b in s)
             seg = [[base, grant, True]]
             self.segments.append(seg)
@@ -91,97 +90,105 @@ class CachingAllocator:
             seg[i - 1][1] += seg.pop(i)[1]
 
 
+class Layers:
+    """nanotron's decoder layers at TP `tp` (tokens = s * b) on one allocator, with `pending` NCCL inputs waiting for
+    their collective at once (counted as allocated while they wait: the allocator cannot hand them out)."""
+
+    def __init__(self, hidden: int, ffn: int, tp: int, tokens: int, pending: int) -> None:
+        self.a = CachingAllocator()
+        self.full, self.tp, self.f, self.pending = 2 * tokens * hidden, tp, ffn / hidden, pending
+        self.waiting: list[int] = []
+        self.a.malloc(self.full)    # MemoryBuffer "allgather"
+        self.a.malloc(self.full)    # MemoryBuffer "allgather2"
+
+    def new(self, k: float) -> int:
+        """A tensor of k/t full (s, b, h) tensors."""
+        return self.a.malloc(int(k * self.full / self.tp))
+
+    def free(self, *handles: int) -> None:
+        for h in handles:
+            self.a.free(h)
+
+    def nccl_free(self, handle: int) -> None:
+        """Free a collective's input: back to the pool once `pending` later ones are waiting."""
+        self.waiting.append(handle)
+        while len(self.waiting) > self.pending:
+            self.a.free(self.waiting.pop(0))
+
+    def reduce_scattered(self) -> int:
+        """A full (S, h) product reduce-scattered into a fresh shard: the shard."""
+        out = self.a.malloc(self.full)
+        shard = self.new(1)
+        self.nccl_free(out)
+        return shard
+
+    def forward(self, x: int) -> tuple[int, tuple]:
+        """One layer's forward from its input shard `x`: (output shard, the tensors kept for backward)."""
+        f = self.f
+        y1, qkv, qkvc = self.new(1), self.new(3), self.new(3)
+        cat = self.new(2)
+        kv = self.new(2)
+        self.free(cat)
+        att = self.new(1)
+        out_shard = self.reduce_scattered()
+        self.free(qkv)
+        a1, y2 = self.new(1), self.new(1)
+        merged, silu, prod = self.new(2 * f), self.new(f), self.new(f)
+        down_shard = self.reduce_scattered()
+        a2 = self.new(1)
+        self.free(out_shard, down_shard)
+        return a2, (x, y1, qkvc, kv, att, a1, y2, merged, silu, prod)
+
+    def backward(self, grad: int, kept: tuple) -> int:
+        """One layer's backward from the output gradient `grad`: the input gradient; frees what forward kept."""
+        f = self.f
+        x, y1, qkvc, kv, att, a1, y2, merged, silu, prod = kept
+        g_prod = self.new(f)
+        self.free(prod)
+        g_silu, g_up = self.new(f), self.new(f)
+        self.free(g_prod, silu)
+        g_gate = self.new(f)
+        self.free(g_silu)
+        g_merged = self.new(2 * f)
+        self.free(g_gate, g_up, merged)
+        g_shard = self.reduce_scattered()
+        self.free(g_merged, y2)
+        grad = self.norm_and_residual(g_shard, grad, a1)
+        g_att = self.new(1)
+        dq, dk, dv = self.new(1), self.new(1), self.new(1)
+        self.free(self.new(2))     # flash-attn's fp32 dq accumulator
+        self.free(g_att, att)
+        g_kv = self.new(2)
+        self.free(dk, dv, kv)
+        g_cat = self.new(2)
+        self.free(g_kv)
+        g_qkv = self.new(3)
+        self.free(dq, g_cat, qkvc)
+        g_shard = self.reduce_scattered()
+        self.free(g_qkv, y1)
+        return self.norm_and_residual(g_shard, grad, x)
+
+    def norm_and_residual(self, g_shard: int, grad: int, norm_input: int) -> int:
+        """RMSNorm's input gradient added to the residual's: the new gradient; frees the old and the norm's input."""
+        g_norm = self.new(1)
+        self.free(g_shard)
+        out = self.new(1)
+        self.free(g_norm, grad, norm_input)
+        return out
+
+
 def replay(layers: int, hidden: int, ffn: int, tp: int, tokens: int, pending: int) -> tuple[int, int]:
-    """(max reserved, max allocated) bytes of one micro-batch's forward and backward through `layers` nanotron
-    decoder layers at TP `tp` (tokens = s * b), with `pending` NCCL inputs waiting for their collective at once
-    (counted as allocated while they wait: the allocator cannot hand them out)."""
-    a = CachingAllocator()
-    full = 2 * tokens * hidden
-
-    def part(k: float) -> int:
-        return int(k * full / tp)
-    f = ffn / hidden
-    a.malloc(full)      # MemoryBuffer "allgather"
-    a.malloc(full)      # MemoryBuffer "allgather2"
-    waiting: list[int] = []
-
-    def nccl_free(handle: int) -> None:
-        waiting.append(handle)
-        while len(waiting) > pending:
-            a.free(waiting.pop(0))
-    x = a.malloc(part(1))
-    saved = []
+    """(max reserved, max allocated) bytes of one micro-batch's forward and backward through `layers` layers."""
+    model = Layers(hidden, ffn, tp, tokens, pending)
+    x = model.new(1)
+    kept = []
     for _ in range(layers):
-        y1 = a.malloc(part(1))
-        qkv = a.malloc(part(3))
-        qkvc = a.malloc(part(3))
-        cat = a.malloc(part(2))
-        kv = a.malloc(part(2))
-        a.free(cat)
-        att = a.malloc(part(1))
-        out = a.malloc(full)
-        out_shard = a.malloc(part(1))
-        nccl_free(out)
-        a.free(qkv)
-        a1 = a.malloc(part(1))
-        y2 = a.malloc(part(1))
-        merged, silu, prod = a.malloc(part(2 * f)), a.malloc(part(f)), a.malloc(part(f))
-        out = a.malloc(full)
-        down_shard = a.malloc(part(1))
-        nccl_free(out)
-        a2 = a.malloc(part(1))
-        a.free(out_shard)
-        a.free(down_shard)
-        saved.append((x, y1, qkvc, kv, att, a1, y2, merged, silu, prod))
-        x = a2
-    grad = a.malloc(part(1))
-    for x, y1, qkvc, kv, att, a1, y2, merged, silu, prod in reversed(saved):
-        g_prod = a.malloc(part(f))
-        a.free(prod)
-        g_silu, g_up = a.malloc(part(f)), a.malloc(part(f))
-        a.free(g_prod)
-        a.free(silu)
-        g_gate = a.malloc(part(f))
-        a.free(g_silu)
-        g_merged = a.malloc(part(2 * f))
-        for h in (g_gate, g_up, merged):
-            a.free(h)
-        g_full = a.malloc(full)
-        g_shard = a.malloc(part(1))
-        nccl_free(g_full)
-        a.free(g_merged)
-        a.free(y2)
-        grad = _norm_and_residual(a, part(1), g_shard, grad, a1)
-        g_att = a.malloc(part(1))
-        dq, dk, dv = a.malloc(part(1)), a.malloc(part(1)), a.malloc(part(1))
-        a.free(a.malloc(part(2)))       # flash-attn's fp32 dq accumulator
-        a.free(g_att)
-        a.free(att)
-        g_kv = a.malloc(part(2))
-        for h in (dk, dv, kv):
-            a.free(h)
-        g_cat = a.malloc(part(2))
-        a.free(g_kv)
-        g_qkv = a.malloc(part(3))
-        for h in (dq, g_cat, qkvc):
-            a.free(h)
-        g_full = a.malloc(full)
-        g_shard = a.malloc(part(1))
-        nccl_free(g_full)
-        a.free(g_qkv)
-        a.free(y1)
-        grad = _norm_and_residual(a, part(1), g_shard, grad, x)
-    return a.peak_reserved, a.peak_allocated
-
-
-def _norm_and_residual(a: CachingAllocator, shard: int, g_shard: int, grad: int, norm_input: int) -> int:
-    """RMSNorm's input gradient, added to the residual's: the new gradient; frees the old and the norm's input."""
-    g_norm = a.malloc(shard)
-    a.free(g_shard)
-    new = a.malloc(shard)
-    for h in (g_norm, grad, norm_input):
-        a.free(h)
-    return new
+        x, k = model.forward(x)
+        kept.append(k)
+    grad = model.new(1)
+    for k in reversed(kept):
+        grad = model.backward(grad, k)
+    return model.a.peak_reserved, model.a.peak_allocated
 
 
 def main() -> None:
