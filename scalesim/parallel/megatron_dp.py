@@ -14,6 +14,11 @@ disabled that evaluates the rejection as a Python bool, a device-to-host copy th
 stream. So each bucket costs a norm kernel over its gradients and two host syncs, during which the
 backward's next kernels are not yet issued.
 
+Per-rank views (`parallel.bucket_params`, the distributed optimizer: zero 1-2): before each bucket's
+reduce-scatter and all-gather Megatron-Core cuts the bucket into one view per data-parallel rank from
+Python (param_and_grad_buffer.py shard_buffer; costs/coalesced.py shard_views_host_s). Host time only:
+before a reduce-scatter it follows the NaN check's syncs, so the GPU, drained by them, waits for it.
+
 All-gathers with the optimizer step (`parallel.param_gather_with_optimizer_step`,
 overlap_param_gather_with_optimizer_step): right after the update the optimizer calls the model chunk's
 DistributedDataParallel.start_param_sync(force_dispatch=True), which dispatches the all-gather of every
@@ -32,9 +37,10 @@ NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline
 
 from __future__ import annotations
 
-from scalesim.costs.coalesced import param_tensor_shares
+from scalesim.costs.coalesced import param_tensor_shares, shard_views_host_s
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.ddp import tensor_buckets
+from scalesim.program import COMM_STREAM, ComputeTask
 
 
 def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
@@ -46,6 +52,35 @@ def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int
                for w, size in zip(reversed(work), grads)]
     cap = plan.bucket_params * b.grad_bytes_per_param
     return [(size, position, 1) for size, position, _ in tensor_buckets(tensors, cap, cap)]
+
+
+def sharded(rp, buckets: int, dep: int | None) -> int | None:
+    """The host cutting `buckets` buckets into per-rank views before their collective is issued (Megatron-Core's
+    distributed optimizer with its own buckets): a task of no GPU time carrying that CPU time."""
+    plan = rp.plan
+    host_s = buckets * shard_views_host_s(len(rp.grad_group), plan.host_dispatch_s)
+    if plan.bucket_params is None or not 1 <= plan.zero <= 2 or host_s <= 0:
+        return dep
+    rp.list.append(ComputeTask("bucket shard views", "other", 0.0, deps=() if dep is None else (dep,),
+                               stream=COMM_STREAM, host_s=host_s))
+    return len(rp.list) - 1
+
+
+def reduce_prepared(rp, size: float, dep: int | None) -> int | None:
+    """What precedes a Megatron-Core bucket's reduce-scatter on the host: the NaN check, then the views."""
+    return sharded(rp, 1, nan_checked(rp, size, dep))
+
+
+def gather_prepared(rp, work, dep: int | None) -> int | None:
+    """The views of the buckets whose all-gather the forward pre-hooks dispatch for this layer: those whose
+    first parameter, in forward order, is the layer's (a bucket closes, in backward order, at that layer)."""
+    if rp.plan.bucket_params is None:
+        return dep
+    chunk = next(c for c in rp.b.chunk_work if any(w is work for w in c))
+    grads = [(rp.b._trained(w.layer) - rp.b._expert_trained(w.layer)) * rp.b.grad_bytes_per_param
+             for w in reversed(chunk)]
+    position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
+    return sharded(rp, sum(1 for _, p, _ in megatron_buckets(rp, chunk, grads) if p == position), dep)
 
 
 def nan_checked(rp, size: float, dep: int | None) -> int | None:

@@ -81,4 +81,49 @@ def test_gathering_with_the_optimizer_step_issues_every_gather_before_the_first_
 
 
 def test_holding_the_forward_for_every_gather_never_makes_a_step_faster():
-    assert step_s(gather_plan(param_gather_with_optimizer_step=True)) > step_s(gather_plan())
+    # The GPU's queue alone (no host time): on this host-bound toy model, issuing every bucket's per-rank
+    # views before the forward can hide them behind the gathers, which holding the forward does not change.
+    def queue(**extra):
+        return ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "bf16", "adamw", "none", "flash", zero=1,
+                            overlap_param_gather=True, bucket_params=4_000_000, **extra)
+    assert step_s(queue(param_gather_with_optimizer_step=True)) > step_s(queue())
+
+
+def views(tasks):
+    return [t for t in tasks if isinstance(t, ComputeTask) and t.name == "bucket shard views"]
+
+
+def views_before(tasks, prefix):
+    """The views tasks a collective named `prefix`... depends on (by position in the task list)."""
+    wanted = {d for u in tasks if isinstance(u, CollectiveTask) and u.name.startswith(prefix) for d in u.deps}
+    return [t for i, t in enumerate(tasks) if i in wanted and isinstance(t, ComputeTask)
+            and t.name == "bucket shard views"]
+
+
+def test_each_bucket_is_cut_into_per_rank_views_on_the_host_before_its_reduce_scatter():
+    tasks = rank0(plan(bucket_params=1))
+    calls = grad_calls(tasks)
+    cut = views_before(tasks, "grad ")
+    assert len(cut) == len(calls)
+    assert all(t.duration_s == 0 and t.host_s > 0 for t in cut)       # host work, no kernel
+    assert not views(rank0(plan()))                                   # torch-style buckets: no shard_buffer
+    p = ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "bf16", "adamw", "none", "flash", zero=0,
+                     host_dispatch_s=DISPATCH_S, bucket_params=1)
+    assert not views(rank0(p))                                        # all-reduce, no distributed optimizer
+
+
+def test_the_views_grow_with_the_data_parallel_ranks():
+    def per_bucket(dp):
+        p = ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 1, "bf16", "adamw", "none", "flash", zero=1,
+                         overlap_param_gather=True, host_dispatch_s=DISPATCH_S, bucket_params=1)
+        tasks = rank0(p)
+        return sum(t.host_s for t in views(tasks)) / len(grad_calls(tasks))
+    assert per_bucket(8) / per_bucket(4) == pytest.approx(2, rel=0.01)
+
+
+def test_the_forward_gathers_cut_every_bucket_once():
+    tasks = rank0(plan(bucket_params=1))
+    gathered = views_before(tasks, "zero ")
+    per_bucket = sum(t.host_s for t in views(tasks)) / (2 * len(grad_calls(tasks)))
+    assert gathered and sum(t.host_s for t in gathered) == pytest.approx(per_bucket * len(grad_calls(tasks)), rel=1e-9)
+
