@@ -74,9 +74,11 @@ def reduce_prepared(rp, size: float, dep: int | None) -> int | None:
 def gather_prepared(rp, work, dep: int | None) -> int | None:
     """The views of the buckets whose all-gather the forward pre-hooks dispatch for this layer: those whose
     first parameter, in forward order, is the layer's (a bucket closes, in backward order, at that layer)."""
-    if rp.plan.bucket_params is None:
+    if rp.plan.bucket_params is None or not 1 <= rp.plan.zero <= 2:
         return dep
-    chunk = next(c for c in rp.b.chunk_work if any(w is work for w in c))
+    chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
+    if chunk is None:
+        return dep
     grads = [(rp.b._trained(w.layer) - rp.b._expert_trained(w.layer)) * rp.b.grad_bytes_per_param
              for w in reversed(chunk)]
     position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
