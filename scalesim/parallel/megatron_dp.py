@@ -19,6 +19,15 @@ reduce-scatter and all-gather Megatron-Core cuts the bucket into one view per da
 Python (param_and_grad_buffer.py shard_buffer; costs/coalesced.py shard_views_host_s). Host time only:
 before a reduce-scatter it follows the NaN check's syncs, so the GPU, drained by them, waits for it.
 
+Aligned all-gathers (`parallel.align_param_gather`, DistributedDataParallelConfig.align_param_gather): each
+module's forward pre-hook waits for its bucket's all-gather, dispatching it first if no one has, and skips
+dispatching the next bucket's, leaving that to the pipeline schedule's param_sync_func
+(distributed_data_parallel.py _make_forward_pre_hook, param_and_grad_buffer.py finish_param_sync), which
+only the interleaved schedule calls (pipeline_parallel/schedules.py; NeMo sets it, _strategy_lib.py
+setup_megatron_optimizer @v2.4.0). Without virtual stages nothing gathers ahead: each bucket's all-gather
+is issued as its module is reached, after the compute issued before it (ProcessGroupNCCL has the NCCL
+stream wait for the current stream), and the module waits for it; one call per bucket.
+
 All-gathers with the optimizer step (`parallel.param_gather_with_optimizer_step`,
 overlap_param_gather_with_optimizer_step): right after the update the optimizer calls the model chunk's
 DistributedDataParallel.start_param_sync(force_dispatch=True), which dispatches the all-gather of every
@@ -71,18 +80,46 @@ def reduce_prepared(rp, size: float, dep: int | None) -> int | None:
     return sharded(rp, 1, nan_checked(rp, size, dep))
 
 
-def gather_prepared(rp, work, dep: int | None) -> int | None:
-    """The views of the buckets whose all-gather the forward pre-hooks dispatch for this layer: those whose
-    first parameter, in forward order, is the layer's (a bucket closes, in backward order, at that layer)."""
+def lazily_gathered(plan) -> bool:
+    """Each bucket's all-gather dispatched by its own module's pre-hook and waited at once (see above)."""
+    return (plan.align_param_gather and not plan.param_gather_with_optimizer_step and plan.virtual_stages == 1
+            and 1 <= plan.zero <= 2)
+
+
+def gather_after(rp) -> int | None:
+    """What a layer's parameter all-gather waits for: the start of the layer two back (gathered ahead), or,
+    when nothing gathers ahead (`lazily_gathered`), all the work issued before it (the previous layer's end)."""
+    if lazily_gathered(rp.plan):
+        return len(rp.list) - 1 if rp.list else None
+    return rp.layer_computes[-2] if len(rp.layer_computes) >= 2 else None
+
+
+def layer_buckets(rp, work) -> list[float] | None:
+    """Gradient bytes of the Megatron-Core buckets whose first parameter, in forward order, is this layer's
+    (a bucket closes, in backward order, at that layer); None without such buckets or the layer's chunk."""
     if rp.plan.bucket_params is None or not 1 <= rp.plan.zero <= 2:
-        return dep
+        return None
     chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
     if chunk is None:
-        return dep
+        return None
     grads = [(rp.b._trained(w.layer) - rp.b._expert_trained(w.layer)) * rp.b.grad_bytes_per_param
              for w in reversed(chunk)]
     position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
-    return sharded(rp, sum(1 for _, p, _ in megatron_buckets(rp, chunk, grads) if p == position), dep)
+    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+
+
+def gathered(rp, work, family: str, size: float, dep: int | None) -> int | None:
+    """The layer's parameter all-gather (`size` bytes, after `dep`): one call, or with Megatron-Core's buckets
+    one per bucket starting at this layer (none if its parameters came with an earlier layer's bucket), each
+    after its per-rank views, at the layer's gathered bytes per gradient byte."""
+    buckets = layer_buckets(rp, work)
+    own = (rp.b._trained(work.layer) - rp.b._expert_trained(work.layer)) * rp.b.grad_bytes_per_param
+    if buckets is None or own <= 0:
+        return rp.call(family, "all_gather", rp.grad_group, size, "comm", (dep,), ("dp", "cp"))
+    for bucket in buckets:
+        dep = rp.call(family, "all_gather", rp.grad_group, size * bucket / own, "comm",
+                      (sharded(rp, 1, dep),), ("dp", "cp"))
+    return dep if buckets else None
 
 
 def nan_checked(rp, size: float, dep: int | None) -> int | None:

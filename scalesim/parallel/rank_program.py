@@ -17,7 +17,7 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
-from scalesim.parallel.megatron_dp import gather_prepared, gathered_with_optimizer_step, reduce_prepared
+from scalesim.parallel.megatron_dp import gather_after, gathered, gathered_with_optimizer_step, reduce_prepared
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
@@ -142,7 +142,7 @@ class RankProgram:
         forward and backward under ZeRO-3/FSDP; before its first forward of the step under
         ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
         plan, b = self.plan, self.b
-        ahead = self.layer_computes[-2] if len(self.layer_computes) >= 2 else None
+        ahead = gather_after(self)     # parallel/megatron_dp.py
         fetched = ()
         if plan.offload_params:
             shards = len(self.grad_group) if plan.zero >= 3 else 1
@@ -159,8 +159,7 @@ class RankProgram:
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
         experts = b._expert_trained(work.layer) * (stored / work.layer.params if plan.finetune is None and work.layer.params
                                                    else b.weight_bytes_per_param)
-        g = self.call(family, "all_gather", self.grad_group, stored - experts, "comm",
-                      (gather_prepared(self, work, ahead),), ("dp", "cp"))
+        g = gathered(self, work, family, stored - experts, ahead)
         g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)

@@ -73,8 +73,14 @@ def test_gathering_with_the_optimizer_step_issues_every_gather_before_the_first_
     tasks = rank0(gather_plan(param_gather_with_optimizer_step=True))
     gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero ")]
     first_forward = next(t for t in tasks if isinstance(t, ComputeTask) and t.kind == "forward")
-    assert len(gathers) == sum(1 for layer in MODEL.layers if layer.params > 0)
-    assert set(gathers) <= set(first_forward.deps)
+    assert len(gathers) == len(grad_calls(tasks))          # each Megatron-Core bucket gathered once
+    waited, todo = set(), list(first_forward.deps)        # what the first forward waits for, transitively
+    while todo:                                            # (a layer's bucket gathers run one after another)
+        d = todo.pop()
+        if d not in waited:
+            waited.add(d)
+            todo.extend(tasks[d].deps)
+    assert set(gathers) <= waited
     prefetched = rank0(gather_plan())
     first = next(t for t in prefetched if isinstance(t, ComputeTask) and t.kind == "forward")
     assert len([d for d in first.deps if isinstance(prefetched[d], CollectiveTask)]) < len(gathers)
@@ -127,3 +133,27 @@ def test_the_forward_gathers_cut_every_bucket_once():
     per_bucket = sum(t.host_s for t in views(tasks)) / (2 * len(grad_calls(tasks)))
     assert gathered and sum(t.host_s for t in gathered) == pytest.approx(per_bucket * len(grad_calls(tasks)), rel=1e-9)
 
+
+
+def aligned(**extra):
+    return plan(bucket_params=1, **extra)
+
+
+def test_aligned_gathers_wait_for_the_previous_layer_and_hold_the_forward_longer():
+    # align_param_gather with no interleaved schedule: each bucket's all-gather is issued when its module is
+    # reached, after everything issued before it, so it cannot overlap the previous layer's compute
+    def chained(tasks):
+        cut = [i for i, t in enumerate(tasks) if isinstance(t, ComputeTask) and t.name == "bucket shard views"
+               and any(isinstance(u, CollectiveTask) and u.name.startswith("zero ") and i in u.deps for u in tasks)]
+        return [tasks[i].deps == (i - 1,) for i in cut if i > 0]
+    assert all(chained(rank0(aligned(align_param_gather=True))))
+    assert not all(chained(rank0(aligned())))
+    assert step_s(aligned(align_param_gather=True)) > step_s(aligned())
+
+
+def test_an_interleaved_schedule_gathers_ahead_even_when_aligned():
+    from scalesim.parallel.megatron_dp import lazily_gathered
+    from dataclasses import replace
+    p = aligned(align_param_gather=True)
+    assert lazily_gathered(p) and not lazily_gathered(replace(p, virtual_stages=2))
+    assert not lazily_gathered(replace(p, param_gather_with_optimizer_step=True))
