@@ -17,7 +17,7 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
-from scalesim.parallel.megatron_dp import gathered_with_optimizer_step, nan_checked
+from scalesim.parallel.megatron_dp import gather_after, gathered, gathered_with_optimizer_step, reduce_prepared
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
@@ -142,7 +142,7 @@ class RankProgram:
         forward and backward under ZeRO-3/FSDP; before its first forward of the step under
         ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
         plan, b = self.plan, self.b
-        ahead = self.layer_computes[-2] if len(self.layer_computes) >= 2 else None
+        ahead = gather_after(self)     # parallel/megatron_dp.py
         fetched = ()
         if plan.offload_params:
             shards = len(self.grad_group) if plan.zero >= 3 else 1
@@ -159,8 +159,7 @@ class RankProgram:
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
         experts = b._expert_trained(work.layer) * (stored / work.layer.params if plan.finetune is None and work.layer.params
                                                    else b.weight_bytes_per_param)
-        g = self.call(family, "all_gather", self.grad_group, stored - experts, "comm", (ahead,),
-                      ("dp", "cp"))
+        g = gathered(self, work, family, stored - experts, ahead)
         g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
@@ -337,7 +336,7 @@ class RankProgram:
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = slices_flattened(self, size, nan_checked(self, size, dep))
+        dep = slices_flattened(self, size, reduce_prepared(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))
