@@ -1,0 +1,40 @@
+"""Transformer Engine's UnfusedDotProductAttention: what it runs beyond the fused softmax path.
+
+Transformer Engine falls back to its 'unfused' attention backend when neither FlashAttention nor
+cuDNN takes the heads (e.g. DeepSeek-V3's 192/128 MLA heads on Blackwell before TE 2.5: the dgxc
+DeepSeek-V3 GB200 validation scenarios). It materialises the scores as Megatron-LM's fused
+attention does (`attention: fused`, compute.attention_time_s: QK^T, the fused scale-mask-softmax
+kernel, AV), and its forward adds two things (NVIDIA/TransformerEngine @bee4649c, the TE of NeMo
+2.3's manifest, transformer_engine/pytorch/attention.py UnfusedDotProductAttention.forward):
+
+1. The causal mask, built anew on every call as a [1, 1, sq, sk] tensor (line 3851,
+   dot_product_attention/utils.py get_full_mask lines 1091-1119): an int32 difference of two
+   aranges (write 4 bytes per element), swa_left and swa_right (read 4, write 4 each), two
+   comparisons to bool (read 4, write 1 each), two torch.where(cond, 1, 0) to int64 (read 1,
+   write 8 each), their int64 difference (read 16, write 8) and logical_not (read 8, write 1):
+   MASK_BYTES_PER_ELEMENT in MASK_KERNELS kernels (the two aranges included), once per call
+   whatever the heads and the micro-batch. The fused softmax then reads it (tex.
+   scaled_masked_softmax_forward via ScaledMaskedSoftmax; the causal-only kernel is commented
+   out, softmax.py forward_fused_softmax): one mask shared by all heads, left to the L2 cache.
+2. The context copied from [b, np, sq, hn] to [sq, b, np, hn] (line 3984,
+   permute(2, 0, 1, 3).contiguous()): a read and a write of the output.
+
+Neither runs in backward (the mask takes no gradient; a permute's gradient is a view). Selective
+recomputation of the attention core (Megatron's core_attn) re-runs the forward, mask included.
+"""
+
+from __future__ import annotations
+
+MASK_BYTES_PER_ELEMENT = 4.0 + 2 * 8.0 + 2 * 5.0 + 2 * 9.0 + 24.0 + 9.0     # 81 bytes per sq x sk element
+MASK_KERNELS = 11
+OUTPUT_COPY_PASSES = 2.0          # read and write of the attention output, elements of its size
+EXTRA_FORWARD_KERNELS = MASK_KERNELS + 1
+
+
+def mask_bytes(seq: int) -> float:
+    """Bytes the per-call causal mask build moves for a sequence of `seq` query and key tokens.
+
+    >>> mask_bytes(4096) / 1e9
+    1.358954496
+    """
+    return MASK_BYTES_PER_ELEMENT * float(seq) * float(seq)
