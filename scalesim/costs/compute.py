@@ -22,7 +22,7 @@ from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
-from scalesim.costs.te_unfused import EXTRA_FORWARD_KERNELS, OUTPUT_COPY_PASSES, mask_bytes
+from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -255,10 +255,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
                        else fused_score_passes(op.score_ops, backward))
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
-    if attention == "te-unfused" and not backward:      # its per-call mask and output copy (costs/te_unfused.py)
-        v = op.head_dims[1] if op.head_dims else op.flop / (4 * op.score_elements)
-        copy = OUTPUT_COPY_PASSES * op.score_elements / op.seq * v * batch * ebytes if op.seq else 0.0
-        scores_s += _stream_s(mask_bytes(op.seq) + copy, gpu, held_sms) + EXTRA_FORWARD_KERNELS * KERNEL_OVERHEAD_S
+    if attention == "te-unfused":      # its per-call mask, output copy and gradient scaling (costs/te_unfused.py)
+        moved, extra_kernels = te_unfused_extra(op, batch, ebytes, backward)
+        scores_s += _stream_s(moved, gpu, held_sms) + extra_kernels * KERNEL_OVERHEAD_S
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
 
 

@@ -19,7 +19,11 @@ kernel, AV), and its forward adds two things (NVIDIA/TransformerEngine @bee4649c
 2. The context copied from [b, np, sq, hn] to [sq, b, np, hn] (line 3984,
    permute(2, 0, 1, 3).contiguous()): a read and a write of the output.
 
-Neither runs in backward (the mask takes no gradient; a permute's gradient is a view). Selective
+Neither runs in backward (the mask takes no gradient; a permute's gradient is a view). Backward,
+the scores' GEMM is torch.baddbmm(..., beta=0.0, alpha=softmax_scale) (line 3903), whose gradients
+autograd scales by alpha in kernels of their own (PyTorch tools/autograd/derivatives.yaml, baddbmm:
+batch1 and batch2 `maybe_multiply(..., alpha)`, a multiply unless alpha is 1): a read and a write of
+the query's and the key's gradient, BACKWARD_SCALE_PASSES elements of the query's size. Selective
 recomputation of the attention core (Megatron's core_attn) re-runs the forward, mask included.
 """
 
@@ -29,6 +33,8 @@ MASK_BYTES_PER_ELEMENT = 4.0 + 2 * 8.0 + 2 * 5.0 + 2 * 9.0 + 24.0 + 9.0     # 81
 MASK_KERNELS = 11
 OUTPUT_COPY_PASSES = 2.0          # read and write of the attention output, elements of its size
 EXTRA_FORWARD_KERNELS = MASK_KERNELS + 1
+BACKWARD_SCALE_PASSES = 4.0       # dQ and dK (as wide as the query), each read and written
+EXTRA_BACKWARD_KERNELS = 2
 
 
 def mask_bytes(seq: int) -> float:
@@ -38,3 +44,15 @@ def mask_bytes(seq: int) -> float:
     1.358954496
     """
     return MASK_BYTES_PER_ELEMENT * float(seq) * float(seq)
+
+
+def extra_bytes(op, batch: int, element_bytes: float, backward: bool) -> tuple[float, int]:
+    """(bytes moved, kernels) that Transformer Engine's unfused attention adds to the `fused` path for
+    one attention op (an OpSpec with seq, score_elements and head_dims) and micro-batch of `batch`."""
+    if not op.seq:
+        return 0.0, 0
+    qk, v = op.head_dims if op.head_dims else (op.flop / (4 * op.score_elements),) * 2
+    per_head_token = op.score_elements / op.seq * batch * element_bytes      # heads x s tokens, in bytes
+    if backward:
+        return BACKWARD_SCALE_PASSES * qk * per_head_token, EXTRA_BACKWARD_KERNELS
+    return mask_bytes(op.seq) + OUTPUT_COPY_PASSES * v * per_head_token, EXTRA_FORWARD_KERNELS

@@ -21,10 +21,14 @@ def _attention(seq=4096):
     return next(op for op in block.ops if op.kind == "attention")
 
 
-def test_te_unfused_backward_is_fused_attentions():
+def test_te_unfused_backward_adds_only_the_gradient_scaling_of_q_and_k():
     op = _attention()
-    assert attention_time_s(op, GB200, "bf16", 1, "te-unfused", backward=True) == \
-        attention_time_s(op, GB200, "bf16", 1, "fused", backward=True)
+    fused = attention_time_s(op, GB200, "bf16", 1, "fused", backward=True)
+    extra = attention_time_s(op, GB200, "bf16", 1, "te-unfused", backward=True) - fused
+    heads = op.score_elements / op.seq ** 2
+    q_bytes = op.seq * heads * op.head_dims[0] * 2
+    # dQ and dK each read and written once: at least that at DRAM speed, far less than the scores' passes
+    assert 4 * q_bytes / GB200.memory_bw_bytes_per_s <= extra < 0.1 * fused
 
 
 def test_te_unfused_forward_pays_at_least_the_mask_at_dram_speed():
@@ -50,7 +54,7 @@ def test_the_mask_grows_with_the_square_of_the_sequence():
 def test_te_unfused_launches_more_forward_kernels_than_fused():
     block = get_model("deepseek-v3", seq_len=4096).layers[1]
     assert layer_kernels(block, "te-unfused")[0] > layer_kernels(block, "fused")[0]
-    assert layer_kernels(block, "te-unfused")[1] == layer_kernels(block, "fused")[1]
+    assert layer_kernels(block, "te-unfused")[1] == layer_kernels(block, "fused")[1] + 2
 
 
 def test_fp8_attention_is_refused_with_te_unfused():
