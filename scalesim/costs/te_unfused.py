@@ -15,7 +15,9 @@ kernel, AV), and its forward adds two things (NVIDIA/TransformerEngine @bee4649c
    MASK_BYTES_PER_ELEMENT in MASK_KERNELS kernels (the two aranges included), once per call
    whatever the heads and the micro-batch. The fused softmax then reads it (tex.
    scaled_masked_softmax_forward via ScaledMaskedSoftmax; the causal-only kernel is commented
-   out, softmax.py forward_fused_softmax): one mask shared by all heads, left to the L2 cache.
+   out, softmax.py forward_fused_softmax): one 16 MB mask (s = 4096) shared by all heads, re-read a head
+   later, left to the L2 cache (126 MB on B200: chipsandcheese.com, "Nvidia's B200: Keeping the CUDA
+   Juggernaut Rolling").
 2. The context copied from [b, np, sq, hn] to [sq, b, np, hn] (line 3984,
    permute(2, 0, 1, 3).contiguous()): a read and a write of the output.
 
