@@ -228,8 +228,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     forward FLOP in backward at its
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
-    fused, te-unfused: fused plus its forward's mask and copy, costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
-    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
+    fused, te-unfused: fused plus Transformer Engine's per-call mask, output copy and gradient scaling,
+    costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
+    the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
     measured FP8 speed-up (costs/flash.py, fp8_forward_speedup); its backward stays 16-bit.
     """

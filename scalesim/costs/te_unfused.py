@@ -31,6 +31,8 @@ recomputation of the attention core (Megatron's core_attn) re-runs the forward, 
 
 from __future__ import annotations
 
+from scalesim.models.spec import OpSpec
+
 MASK_BYTES_PER_ELEMENT = 4.0 + 2 * 8.0 + 2 * 5.0 + 2 * 9.0 + 24.0 + 9.0     # 81 bytes per sq x sk element
 MASK_KERNELS = 11
 OUTPUT_COPY_PASSES = 2.0          # read and write of the attention output, elements of its size
@@ -48,9 +50,9 @@ def mask_bytes(seq: int) -> float:
     return MASK_BYTES_PER_ELEMENT * float(seq) * float(seq)
 
 
-def extra_bytes(op, batch: int, element_bytes: float, backward: bool) -> tuple[float, int]:
-    """(bytes moved, kernels) that Transformer Engine's unfused attention adds to the `fused` path for
-    one attention op (an OpSpec with seq, score_elements and head_dims) and micro-batch of `batch`."""
+def extra_bytes(op: OpSpec, batch: int, element_bytes: float, backward: bool) -> tuple[float, int]:
+    """(bytes moved, kernels) that Transformer Engine's unfused attention adds to the `fused` path for an
+    attention op (its seq, score_elements and head_dims) and micro-batch of `batch` samples."""
     if not op.seq:
         return 0.0, 0
     qk, v = op.head_dims if op.head_dims else (op.flop / (4 * op.score_elements),) * 2

@@ -136,7 +136,8 @@ class TrainingSpec(Strict):
     def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
         data = info.data
         # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
-        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "te-unfused", "flash2", "triton")):
+        if value and (data.get("precision") != "fp8"
+                      or data.get("attention") in ("naive", "fused", "te-unfused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
                              f"kernel, naive and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
