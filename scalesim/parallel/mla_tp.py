@@ -21,7 +21,7 @@ multi_latent_attention.py get_query_key_value_tensors, lines 383-414):
 
 Each is a blocking collective on the compute stream (no TP overlap in these recipes), placed here
 after the attention part, before its reduce-scatter. Under the mla_up_proj recompute module the
-up-projections run again (CheckpointWithoutOutput of qkv_up_proj_and_rope_apply, lines 486-495), and
+up-projections run again (CheckpointWithoutOutput of qkv_up_proj_and_rope_apply, lines 502-506), and
 with them their sequence gathers: two all-gathers before the recomputed forward.
 """
 
