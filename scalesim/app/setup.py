@@ -18,6 +18,7 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.mla_rope import unfused_mla_rope_model
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.variability import slowest_gpu_factor
@@ -112,6 +113,11 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     elif training.elementwise_kernels == "compiled-complex-rope":
         model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
+    if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
+        if (unfused := unfused_mla_rope_model(model)) is None:
+            raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "
+                             "none: allowed here: true", file=file, key="training.rope_fusion")
+        model = unfused
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")

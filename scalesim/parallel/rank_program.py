@@ -22,7 +22,7 @@ from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import sp_backward, tp_async, tp_overlap
+from scalesim.parallel import mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -205,7 +205,7 @@ class RankProgram:
 
     def _after_part(self, work, kind: str, i: int, c: int) -> int:
         """The TP collective after part `i` of a layer, and an MoE block's all-to-alls."""
-        wait = c
+        wait = c = mla_tp.exchanged(self, work, kind, c) if i == 0 and work.is_block else c   # parallel/mla_tp.py
         last = i == len(work.parts) - 1
         if work.is_block and self.pl.tp > 1 and (not work.moe or i == 0 or last and not (self.whole and self.sp)):
             t = self.tp_op("reduce_scatter" if self.sp and kind != "backward" else "all_reduce", (c,), kind)
@@ -299,7 +299,7 @@ class RankProgram:
         elif checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
-                dep = self._regather(w, checkpointing, dep)
+                dep = mla_tp.replayed(self, w, self._regather(w, checkpointing, dep))
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
                                    (dep,) + gathered, host_s=sum(h["recompute"] for h in w.host_s),
                                    held=self.layer_row(w.halves, "recompute"))
