@@ -140,8 +140,20 @@ class TrainingSpec(Strict):
                       or data.get("attention") in ("naive", "fused", "te-unfused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
-                             f"kernel, naive and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
+                             f"kernel, naive, fused and te-unfused have no FP8 kernel; got precision {data.get('precision')}, attention "
                              f"{data.get('attention')})")
+        return value
+
+    @pydantic.field_validator("rope_fusion")
+    @classmethod
+    def _rope_split_once(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        # eager / compiled-complex-rope already cut the one `rope` op into eager pieces (costs/eager.py), which
+        # costs/mla_rope.py would each unfuse again; nanotron's RoPE is fused (and its models have no MLA)
+        kernels = info.data.get("elementwise_kernels")
+        if not value and kernels not in (None, "fused"):
+            raise ValueError("rope_fusion: false runs multi-head latent attention's RoPE as Megatron-Core's eager "
+                             "kernels (costs/mla_rope.py) and needs training.elementwise_kernels: fused (got "
+                             f"{kernels}, which times the RoPE its own way); allowed here: true")
         return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;
