@@ -22,7 +22,9 @@ multi_latent_attention.py get_query_key_value_tensors, lines 383-414):
 Each is a blocking collective on the compute stream (no TP overlap in these recipes), placed here
 after the attention part, before its reduce-scatter. Under the mla_up_proj recompute module the
 up-projections run again (CheckpointWithoutOutput of qkv_up_proj_and_rope_apply, lines 502-506), and
-with them their sequence gathers: two all-gathers before the recomputed forward.
+with them their sequence gathers: two all-gathers before the recomputed forward. Full recomputation
+re-runs the whole block's forward, all five forward exchanges with it (the selective `moe` module, which
+scalesim replays through the whole layer, re-runs none of MLA in Megatron-Core).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def exchanged(rp, work, kind: str, wait: int) -> int:
     follows them waits for. Only with tensor and sequence parallelism."""
     if rp.pl.tp <= 1 or not rp.sp:
         return wait
+    if kind == "recompute" and rp.plan.checkpointing == "full":
+        kind = "forward"        # full recomputation re-runs the block's whole forward, these exchanges included
     for op, size in latent_calls(work.layer, rp.plan.micro_batch, ELEMENT_BYTES[rp.plan.precision], kind):
         t = rp.call("tp", op, rp.tp_group, size, "tp", (wait,), ("tp",))
         wait = t if t is not None else wait

@@ -88,16 +88,23 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
 
 
 def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
-    """DDP buckets one rank reduces per step (fp32 gradients: the most there can be)."""
+    """Tasks of the DDP buckets one rank reduces per step (fp32 gradients: the most buckets there can be)."""
     pl = plan.placement
     if plan.zero >= 3 or pl.dp * pl.cp <= 1:
         return 0.0
     dense = sum((layer.params if plan.finetune is None else trainable_params(layer, plan.finetune))
                 - (layer.expert_params if plan.finetune is None else 0) for layer in layers)
+    tensors = float(sum(param_tensors(layer) for layer in layers))
     buckets = dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
     if plan.grad_accumulation == "fp32-add" and plan.zero == 0:      # nanotron: an all-reduce per tensor
-        buckets = max(buckets, float(sum(param_tensors(layer) for layer in layers)))
-    return buckets * (3 if plan.zero1_over_ddp else 1)   # nanotron ZeRO-1: flatten, call, shard copy
+        buckets = max(buckets, tensors)
+    per_bucket = 1 + 2 * plan.zero1_over_ddp + 2 * plan.grad_nan_check   # nanotron ZeRO-1: flatten, call, shard
+    if plan.bucket_params is not None:         # copy; NaN check: two kernels (parallel/megatron_dp.py)
+        # Megatron-Core's buckets of whole tensors, each closing at bucket_params of the rank's parameters
+        buckets = min(tensors, dense / pl.tp / plan.bucket_params + plan.chunks_per_stage)
+        if plan.zero in (1, 2):     # per-rank views before each reduce-scatter, and each bucket's own
+            per_bucket += 1 + 2 * plan.overlap_param_gather       # views and all-gather in the forward
+    return buckets * per_bucket
 
 
 def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
