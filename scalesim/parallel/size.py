@@ -123,7 +123,8 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
                 per_mb * plan.micro_batches + once + buckets:
             per_mb, once, layer_count, buckets = stage_mb, stage_once, len(layers), stage_buckets
     return {"ranks": ranks, "micro_batches": plan.micro_batches, "layers_per_rank": layer_count,
-            "tasks_per_micro_batch": per_mb, "tasks_per_step": once, "buckets_per_rank": buckets}
+            "tasks_per_micro_batch": per_mb, "tasks_per_step": once, "buckets_per_rank": buckets,
+            "bucket_key": "parallel.bucket_mb" if plan.bucket_params is None else "parallel.bucket_params"}
 
 
 def compiled_tasks(step, every_rank: bool | None = None) -> float:
