@@ -60,7 +60,8 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     else:
         tp_calls, sp_gathers = parts * tp, parts * sp
     copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
-    latents = mla_tp.CALLS_PER_PASS * sp * any(op.name == "mla_q_down" for op in layer.ops)   # parallel/mla_tp.py
+    latents = (mla_tp.CALLS_PER_PASS * sp * (plan.mla_down_proj == "column-parallel")    # parallel/mla_tp.py
+               * any(op.name == "mla_q_down" for op in layer.ops))
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a + latents
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a + latents
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:

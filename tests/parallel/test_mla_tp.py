@@ -29,6 +29,17 @@ def test_each_mla_block_exchanges_its_own_tensors_each_pass(monkeypatch):
     assert with_latents - _tp_calls({}) == 2 * mla_tp.CALLS_PER_PASS * blocks * micro_batches
 
 
+def test_duplicated_down_projections_exchange_no_latents():
+    # Megatron-Core before 24 Feb and since 13 Jun 2025 (TELinear): each TP rank projects down whole.
+    blocks = load_scenario(GB200)[0].parallel.decoder_first_pipeline_num_layers
+    assert _tp_calls({}) - _tp_calls({"mla_down_proj": "duplicated"}) == 2 * mla_tp.CALLS_PER_PASS * blocks * 32 // 16
+
+
+def test_the_down_projections_default_to_megatron_cores_current_duplicated_ones():
+    s, _ = load_scenario(ROOT / "validation" / "scenarios" / "mbridge-deepseek-v3-bf16-256xgb200.yaml")
+    assert s.parallel.mla_down_proj == "duplicated"
+
+
 def test_no_latent_exchange_without_sequence_parallelism(monkeypatch):
     plain = _tp_calls({"sequence_parallel": False})
     monkeypatch.setattr(mla_tp, "latent_calls", lambda *args: [("all_gather", 1.0)])
