@@ -11,7 +11,7 @@ task's host time, the engine plays the host thread out.
 from __future__ import annotations
 
 from scalesim.costs.recompute import module_ops
-from scalesim.costs.te_unfused import EXTRA_BACKWARD_KERNELS, EXTRA_FORWARD_KERNELS
+from scalesim.costs.te_unfused import EXTRA_BACKWARD_KERNELS, EXTRA_FORWARD_KERNELS, MASK_KERNELS
 from scalesim.models.spec import LayerSpec
 
 # CPU time to issue one eager PyTorch op from Python, seconds. NVIDIA's
@@ -64,6 +64,8 @@ def layer_kernels(layer: LayerSpec, attention: str) -> tuple[int, int, int]:
     for op in layer.ops:
         if op.kind == "attention":
             f, b = ATTENTION_KERNELS.get(attention, FLASH_ATTENTION_KERNELS)
+            if attention == "te-unfused" and not op.causal:
+                f -= MASK_KERNELS                  # no causal mask built (costs/te_unfused.py)
             attention_forward += f
         elif op.backward_only:
             f, b = 0, 1

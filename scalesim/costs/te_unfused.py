@@ -59,4 +59,6 @@ def extra_bytes(op: OpSpec, batch: int, element_bytes: float, backward: bool) ->
     per_head_token = op.score_elements / op.seq * batch * element_bytes      # heads x s tokens, in bytes
     if backward:
         return BACKWARD_SCALE_PASSES * qk * per_head_token, EXTRA_BACKWARD_KERNELS
+    if not op.causal:       # no causal mask to build (TE's no_mask / padding types: get_full_mask is causal-only here)
+        return OUTPUT_COPY_PASSES * v * per_head_token, EXTRA_FORWARD_KERNELS - MASK_KERNELS
     return mask_bytes(op.seq) + OUTPUT_COPY_PASSES * v * per_head_token, EXTRA_FORWARD_KERNELS

@@ -47,6 +47,21 @@ def test_the_mask_is_built_once_per_call_not_per_sample():
     assert extra(1) < extra(2) < 2 * extra(1)
 
 
+def test_a_model_without_a_causal_mask_builds_none():
+    from dataclasses import replace
+
+    op = _attention()
+    assert op.causal
+    bidirectional = replace(op, causal=False)
+
+    def extra(o):
+        return attention_time_s(o, GB200, "bf16", 1, "te-unfused") - attention_time_s(o, GB200, "bf16", 1, "fused")
+    assert extra(bidirectional) < extra(op) - 0.9 * mask_bytes(4096) / GB200.memory_bw_bytes_per_s
+    block = get_model("deepseek-v3", seq_len=4096).layers[1]
+    unmasked = replace(block, ops=tuple(replace(o, causal=False) for o in block.ops))
+    assert layer_kernels(unmasked, "te-unfused")[0] < layer_kernels(block, "te-unfused")[0]
+
+
 def test_the_mask_grows_with_the_square_of_the_sequence():
     assert mask_bytes(8192) == pytest.approx(4 * mask_bytes(4096))
 
