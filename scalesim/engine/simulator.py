@@ -3,8 +3,9 @@
 Every (rank, stream) pair is one simpy process that walks its tasks in
 program order, waiting for each task's dependencies. Collectives rendezvous:
 the call starts when every rank of its group has reached it, its phases run
-one after another on the shared fluid network, and it ends for all ranks at
-once. Nothing here knows what a layer or an optimizer is.
+one after another on the shared fluid network (played by the walk that arrived
+last, the others waiting for its end), and it ends for all ranks at once.
+Nothing here knows what a layer or an optimizer is.
 
 While a collective runs, its kernels hold part of each member's SMs
 (`CollectiveTask.sm_share`); compute on that rank's compute stream progresses
@@ -272,15 +273,15 @@ class _Run(StretchWalks):
                 yield self.net.start(self.triples(phase.flows))
                 continue
             exposed, private_s, private_bytes = split[index]
-            waits = []
-            if exposed:
-                waits.append(self.net.start(self.triples(exposed)))
-            if private_s > 0:
-                waits.append(self.env.timeout(private_s))
+            shared = self.net.start(self.triples(exposed)) if exposed else None
+            private = self.env.timeout(private_s) if private_s > 0 else None
             self.net.bytes_sent += private_bytes
             self.net.bytes_delivered += private_bytes
-            if waits:
-                yield self.env.all_of(waits)
+            # Both parts end the phase: wait for each in turn (no condition event to schedule).
+            if shared is not None:
+                yield shared
+            if private is not None and not private.processed:
+                yield private
 
 
 def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None,
