@@ -36,20 +36,24 @@ def busy_fractions(timeline: Timeline) -> dict[int, float]:
     return out
 
 
-def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None):
+def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None, caches=None):
+    """The scenario's node design (read once per command when given its `caches`, app/caches.py)."""
+    if caches is not None:
+        return caches.design(scenario.cluster.node, "cluster.node", file, catalog)
     return load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
 
 
-def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None) -> int:
+def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None,
+               caches=None) -> int:
     """Nodes the run occupies: the GPUs it uses over the design's GPUs per node."""
-    return max(1, math.ceil(gpus / _design(scenario, file, catalog).gpus))
+    return max(1, math.ceil(gpus / _design(scenario, file, catalog, caches).gpus))
 
 
 def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None,
-              catalog: Catalog | None = None) -> tuple[Ownership, dict[str, str]]:
+              catalog: Catalog | None = None, caches=None) -> tuple[Ownership, dict[str, str]]:
     """The scenario's ownership costs with defaults filled in, and where each number comes from."""
     spec = scenario.pricing.ownership
-    design = _design(scenario, file, catalog)
+    design = _design(scenario, file, catalog, caches)
     nvswitch = design.nvlink is not None and design.nvlink.fabric == "nvswitch"
     sources: dict[str, str] = {}
 
@@ -111,10 +115,11 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
     scenario, file, gpu = setup.scenario, setup.file, setup.gpu
     training = scenario.training
     catalog = getattr(setup, "catalog", None)
-    nodes = nodes_used(scenario, setup.gpus, file, catalog)
+    caches = getattr(setup, "caches", None)
+    nodes = nodes_used(scenario, setup.gpus, file, catalog, caches)
     fractions = busy_fractions(timeline)
     busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
-    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog)
+    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog, caches)
     failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
     prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
     inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,
