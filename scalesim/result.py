@@ -113,9 +113,24 @@ def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
 
 def critical_rank(timeline: Timeline) -> int:
     """The lowest-numbered rank that finishes last: its time is the step time."""
-    ends: dict[int, float] = {}
+    return critical_of(by_rank(timeline))
+
+
+def by_rank(timeline: Timeline) -> dict[int, list[Interval]]:
+    """Each simulated rank's intervals in timeline order (`Timeline.for_rank` of every rank), by rank."""
+    grouped: dict[int, list[Interval]] = {}
     for iv in timeline.intervals:
-        ends[iv.rank] = max(ends.get(iv.rank, 0.0), iv.end_s)
+        own = grouped.get(iv.rank)
+        if own is None:
+            grouped[iv.rank] = [iv]
+        else:
+            own.append(iv)
+    return dict(sorted(grouped.items()))
+
+
+def critical_of(grouped: dict[int, list[Interval]]) -> int:
+    """`critical_rank` of the intervals `by_rank` grouped."""
+    ends = {rank: max(0.0, max(map(_END, own))) for rank, own in grouped.items()}
     latest = max(ends.values())
     return min(r for r, e in ends.items() if e == latest)
 

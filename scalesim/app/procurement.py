@@ -9,31 +9,26 @@ source for reports.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 from scalesim.costs import economics as econ
 from scalesim.costs import reliability as rel
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
 from scalesim.engine import Timeline
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
-from scalesim.result import breakdown
+from scalesim.result import Breakdown, breakdown, by_rank
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
 
 
-def busy_fractions(timeline: Timeline) -> dict[int, float]:
-    """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run."""
-    by_rank = defaultdict(list)
-    for iv in timeline.intervals:
-        by_rank[iv.rank].append(iv)
+def busy_fractions(timeline: Timeline, parts: dict[int, Breakdown] | None = None) -> dict[int, float]:
+    """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run. `parts`: each
+    rank's breakdown of the step, when the caller has them."""
     step = timeline.end_s
     if step <= 0:
-        return {rank: 0.0 for rank in by_rank}
-    out = {}
-    for rank, intervals in sorted(by_rank.items()):
-        parts = breakdown(intervals, step)
-        out[rank] = min((parts.compute + parts.other) / step, 1.0)
-    return out
+        return {rank: 0.0 for rank in (parts if parts is not None else by_rank(timeline))}
+    if parts is None:
+        parts = {rank: breakdown(own, step) for rank, own in by_rank(timeline).items()}
+    return {rank: min((p.compute + p.other) / step, 1.0) for rank, p in parts.items()}
 
 
 def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None, caches=None):
@@ -109,15 +104,16 @@ def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes:
     return model, sources, size
 
 
-def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s: float | None
-               ) -> tuple[RunInputs, list[dict]]:
-    """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them."""
+def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s: float | None,
+               parts: dict[int, Breakdown] | None = None) -> tuple[RunInputs, list[dict]]:
+    """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them
+    (`parts`: each rank's breakdown, when the caller has them)."""
     scenario, file, gpu = setup.scenario, setup.file, setup.gpu
     training = scenario.training
     catalog = getattr(setup, "catalog", None)
     caches = getattr(setup, "caches", None)
     nodes = nodes_used(scenario, setup.gpus, file, catalog, caches)
-    fractions = busy_fractions(timeline)
+    fractions = busy_fractions(timeline, parts)
     busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
     own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog, caches)
     failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
