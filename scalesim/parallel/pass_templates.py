@@ -32,7 +32,8 @@ class _Template:
     __slots__ = ("entries", "counters", "computes", "reductions", "overlapped")
 
     def __init__(self, entries, counters, computes, reductions, overlapped):
-        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep)
+        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep,
+        #                                  whether all deps are within the pass)
         self.counters = counters        # counter -> calls this pass adds
         self.computes = computes        # offsets appended to layer_computes
         self.reductions = reductions    # offsets (or None) appended to reductions
@@ -91,7 +92,7 @@ class PassTemplates:
                     return None
                 head = head[2:]                 # name and key rebuilt on replay
             single = deps[0] if len(deps) == 1 and deps[0] >= 0 else None
-            entries.append((cls, head, tail, tuple(deps), key, single))
+            entries.append((cls, head, tail, tuple(deps), key, single, min(deps, default=0) >= 0))
         added = {c: n - counters.get(c, 0) for c, n in p.counters.items() if n != counters.get(c, 0)}
         return _Template(entries, added, [i - start for i in p.layer_computes[computes:]],
                          [None if i is None else i - start for i in p.reductions[reductions:]],
@@ -103,9 +104,12 @@ class PassTemplates:
         before = {-2: p.layer_computes[-2], -1: p.layer_computes[-1]}
         counters = p.counters
         append = p.list.append
-        for cls, head, tail, deps, key, single in template.entries:
+        shift = start.__add__
+        for cls, head, tail, deps, key, single, inside in template.entries:
             if single is not None:
                 moved = (single + start,)
+            elif inside:                # every dependency within the pass
+                moved = tuple(map(shift, deps))
             else:
                 moved = tuple(x + start if x >= 0 else before[x] for x in deps)
             if key is None:
