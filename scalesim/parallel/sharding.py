@@ -101,6 +101,17 @@ def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None 
     model repeats one block tens of times; a sweep shards the same blocks for hundreds of plans)."""
     if tp == 1 and cp == 1:
         return layer
+    if memo is not None:        # this very layer sharded before (a command's model is reused by its plans)
+        known = memo.get(("sharded-layer", id(layer), tp, cp, sp))
+        if known is not None and known[0] is layer:
+            return known[1]
+        sharded = _sharded_layer(layer, tp, cp, sp, memo)
+        memo[("sharded-layer", id(layer), tp, cp, sp)] = (layer, sharded)       # the layer kept: its id stays its own
+        return sharded
+    return _sharded_layer(layer, tp, cp, sp, memo)
+
+
+def _sharded_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None) -> LayerSpec:
     if memo is None:
         ops = _shard_ops(layer.ops, tp, cp, sp)
     else:
