@@ -91,8 +91,7 @@ class StepBuilder:
         self.simulated = (tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp)) if symmetric
                           else tuple(range(pl.size)))
         self._simulated_set = set(self.simulated)
-        # (kind, op, group, bytes, span, comm) -> (plan, participants, share, task name, key prefix); offload fetches' plans
-        self._calls: dict[tuple, tuple] = {}
+        self._calls: dict[tuple, tuple] = {}          # a call's plan, participants, ...: see _collective (and _fetch)
         self.symmetric = symmetric
         if chunks is None:
             chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
@@ -100,7 +99,7 @@ class StepBuilder:
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
         self.chunk_work: list[list[_LayerWork]] = []
-        interned: dict[tuple, LayerSpec] = {}
+        interned, timed = {}, {}        # (kind, ops) -> the one half; id(that half) -> (LayerTime, host times)
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         self._layer_rows: dict[tuple, int] = {}        # (layer ids, pass) -> row, for RankProgram.layer_row
@@ -115,12 +114,13 @@ class StepBuilder:
                     local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                     halves = split_moe(local)
                 else:
-                    halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
-                # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
+                    halves = split_attention_mlp(local, self.memo) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
+                # One object per distinct layer (names aside), timed once; caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
-                parts = tuple(self._layer_time(h) for h in halves)
-                work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
-                                       with_layer_host_s(tuple(self._host_times(h) for h in halves),
+                known = [timed.get(id(h)) or timed.setdefault(id(h), (self._layer_time(h), self._host_times(h)))
+                         for h in halves]
+                work.append(_LayerWork(local, tuple(k[0] for k in known), block and len(halves) >= 2, tuple(halves),
+                                       with_layer_host_s(tuple(k[1] for k in known),
                                                          plan.pipeline_layer_host_s * block), is_moe, recomputed))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
@@ -335,6 +335,7 @@ class StepBuilder:
         counter = (kind, group[0])
         seq = counters.get(counter, 0)
         counters[counter] = seq + 1
+        # (kind, op, group, bytes, span, comm) -> (plan, participants, share, task name, key prefix)
         known = self._calls.get(call := (kind, op, group, size, span, comm))    # recurs every micro-batch and layer
         if known is None:
             plan = cta_limited(self._with_copies(op, group, size, span), self.topology, ctas := self.plan.max_ctas(span, comm))

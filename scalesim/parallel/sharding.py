@@ -131,8 +131,15 @@ def _sharded_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | No
                    attention_score_bytes=layer.attention_score_bytes / tp / cp)
 
 
-def split_attention_mlp(layer: LayerSpec) -> tuple[LayerSpec, LayerSpec]:
-    """A block as its attention half and MLP half (Megatron's two TP all-reduces sit after each)."""
+def split_attention_mlp(layer: LayerSpec, memo: dict | None = None) -> tuple[LayerSpec, LayerSpec]:
+    """A block as its attention half and MLP half (Megatron's two TP all-reduces sit after each).
+    `memo`: the caller's, where this very layer's halves are kept (`shard_layer` returns the same
+    sharded block to every plan of a command)."""
+    if memo is not None:
+        known = memo.get(("halves", id(layer)))
+        if known is None or known[0] is not layer:
+            known = memo[("halves", id(layer))] = (layer, split_attention_mlp(layer))     # the layer kept
+        return known[1]
     first = tuple(op for op in layer.ops if op.name in ATTENTION_HALF)
     second = tuple(op for op in layer.ops if op.name not in ATTENTION_HALF)
     return (replace(layer, name=f"{layer.name}.attn", ops=first),
