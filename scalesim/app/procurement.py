@@ -15,7 +15,7 @@ from scalesim.costs import reliability as rel
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
 from scalesim.engine import Timeline
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
-from scalesim.result import Breakdown, breakdown, by_rank
+from scalesim.result import Breakdown, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
 
@@ -24,10 +24,10 @@ def busy_fractions(timeline: Timeline, parts: dict[int, Breakdown] | None = None
     """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run. `parts`: each
     rank's breakdown of the step, when the caller has them."""
     step = timeline.end_s
-    if step <= 0:
-        return {rank: 0.0 for rank in (parts if parts is not None else by_rank(timeline))}
     if parts is None:
-        parts = {rank: breakdown(own, step) for rank, own in by_rank(timeline).items()}
+        parts = rank_breakdowns(timeline)[0] if timeline.intervals else {}
+    if step <= 0:
+        return {rank: 0.0 for rank in parts}
     return {rank: min((p.compute + p.other) / step, 1.0) for rank, p in parts.items()}
 
 

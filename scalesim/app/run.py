@@ -25,7 +25,7 @@ from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import TASKS_PER_SECOND, OverBudget, charge, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
-from scalesim.result import StepResult, breakdown, by_rank, critical_of
+from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.timeline import Timeline
 from scalesim.units import format_bytes
@@ -156,9 +156,7 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
                beside=None) -> StepResult:
     timeline = simulate_setup(setup, beside=beside)     # beside: the fast-forward's second play forked
     step = timeline.end_s
-    grouped = by_rank(timeline)
-    per_rank = {r: breakdown(own, step) for r, own in grouped.items()}      # the critical rank's, and busy fractions
-    rank = critical_of(grouped)
+    per_rank, rank = rank_breakdowns(timeline)      # the critical rank's breakdown, and every rank's busy fraction
     parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     training = setup.scenario.training
     model, gpu = setup.model, setup.gpu
