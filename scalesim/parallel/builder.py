@@ -349,17 +349,17 @@ class StepBuilder:
 
     def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
              stream: str, deps: tuple[int, ...]) -> int:
-        plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
+        if (known := self._calls.get(("p2p", src, dst))) is None:      # every micro-batch's transfer
+            plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
+            known = self._calls[("p2p", src, dst)] = (plan, self._participants((src, dst)), self._sm_share(plan))
         # Megatron-LM synchronizes the device after each batched P2P exchange
         # (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync): the host
         # issues nothing more until the activation or gradient it receives has arrived; unless the
         # schedule overlaps its P2P (overlap_p2p_comm turns batched P2P and that sync off).
         dispatch_s = self.plan.host_dispatch_s
         sync = dispatch_s > 0 and stream.startswith("pp_recv") and not self.plan.p2p_overlapped
-        tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
-                                    plan, deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants((src, dst)), sm_share=self._sm_share(plan),
-                                    host_s=dispatch_s, host_sync=sync))
+        tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}", known[0],
+                                    tuple(d for d in deps if d is not None), stream, "comm", *known[1:], dispatch_s, sync))
         return len(tasks) - 1
 
     # ------------------------------------------------------------------ ranks
