@@ -6,6 +6,7 @@ import os
 from click.testing import CliRunner
 
 from scalesim.cli import main
+from scalesim.hardware import get_gpu
 
 GiB = 2**30
 SCENARIO = """\
@@ -40,7 +41,8 @@ def test_a_node_file_resolves_next_to_the_scenario_from_any_directory(tmp_path, 
     monkeypatch.chdir(tmp_path / "elsewhere")
     result = invoke("run", os.path.relpath(scenario), "--json", "--no-plots")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["memory_capacity_bytes"] == 48 * GiB   # the L40S of my-node.yaml
+    # the L40S of my-node.yaml, at its catalog capacity
+    assert json.loads(result.stdout)["memory_capacity_bytes"] == get_gpu("l40s").memory_bytes
 
 
 def test_a_catalog_folder_shows_in_hardware_with_its_file_and_feeds_run(tmp_path):

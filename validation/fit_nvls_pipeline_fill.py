@@ -1,6 +1,8 @@
-"""Reproduce the catalog's NVSwitch `nvls_pipeline_fill` (scalesim/hardware/data/links.yaml).
+"""What a fit of NVSwitch gen 3's `nvls_pipeline_fill` gives (scalesim/hardware/data/links.yaml).
 
-The value is fitted by `scalesim calibrate`'s own code (scalesim.app.calibrate.fit_link) on ONE source:
+The catalog's value is no longer fitted (Dec 2026): it is the NVLS kernel's three-stage pipeline, 2 loops
+(see links.yaml's notes). This script shows what a fit would give, as a check on that mechanism: 2.217 on
+Azure's page, 3.94 on the nccl-tests#290 capture. It fits with `scalesim calibrate`'s own code (scalesim.app.calibrate.fit_link) on ONE source:
 the nccl-tests all-reduce busbw of Azure's ND H100 v5 page (validation/cases/azure-ai-benchmarking-guide.yaml,
 ids azure-nd-h100x8-allreduce-*), with the efficiency held at the catalog's (fitted on another source);
 the other sources (the ND H200 v5 page, the real H100 capture tests/data/nccl-tests-h100-issue290.txt) are

@@ -14,8 +14,10 @@ mem8 and nmem9 used it).
 
 Prints one row per group (by default model, TP and PP): runs, signed median error, runs within 10%. `--where` and
 `--by` are Python expressions over dp, tp, pp, mbs, gas, zero, job (the SLURM job id), fix (the CSV's
-`after_pp_fix`: the run used nanotron's pipeline code from bench2's "pp" commit 67c5ebb6, jobs from 14097148), model
-("1.34G", "3.57G", "8.86G", "80G") and, in `--by` only, predicted (scalesim's reserved GiB).
+`after_pp_fix`: the run used nanotron's pipeline code from bench2's "pp" commit 67c5ebb6, jobs from 14097148), ar (the
+job's own world all_reduce busbw in GB/s, trainer.py measure_bandwidth: 12-28 on the sweep's degraded-network jobs,
+140-460 on healthy ones), model ("1.34G", "3.57G", "8.86G", "80G") and, in `--by` only, predicted (scalesim's
+reserved GiB).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ GIB = 2**30
 def row_fields(row: dict) -> dict:
     return {"dp": int(row["dp"]), "tp": int(row["tp"]), "pp": int(row["pp"]), "mbs": int(row["mbs"]),
             "gas": int(float(row["batch_accum"])), "zero": int(row["zero_stage"]), "job": int(row["job_id"]),
-            "model": row["name"].split("_")[0], "fix": row["after_pp_fix"] == "True"}
+            "model": row["name"].split("_")[0], "fix": row["after_pp_fix"] == "True",
+            "ar": float(row["AllReduce (GB/s)"] or 0)}
 
 
 def scenario_of(row: dict, overrides: dict) -> dict:

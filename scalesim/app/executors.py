@@ -114,7 +114,13 @@ def open_pool(spec: ExecutorSpec) -> Iterator[Pool]:
         except BaseException:
             _stop_now(executor)
             raise
-        executor.shutdown(wait=True)
+        if getattr(executor, "_broken", False):
+            # A worker died and the pool broke. CPython (3.11-3.13) can be starting a replacement
+            # worker from submit() while its manager thread terminates the old ones; the new one is
+            # never told to stop, the manager thread joins it forever and so would shutdown(wait=True).
+            _stop_now(executor)
+        else:
+            executor.shutdown(wait=True)
     else:
         with _dask_client(spec) as client:
             executor = client.get_executor(pure=False)

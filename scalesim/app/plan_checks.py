@@ -76,11 +76,14 @@ def check_framework_keys(par, bad) -> None:
         raise bad("parallel.tp_recompute_allgather", "Transformer Engine's userbuffers overlap gathers each half's "
                   "input again for its weight gradient (parallel/tp_overlap.py): false needs tp_comm_overlap: "
                   "false; allowed with it: true")
-    if par.param_gather_with_optimizer_step and not (par.overlap_param_gather and par.zero in (1, 2)):
-        raise bad("parallel.param_gather_with_optimizer_step", "Megatron-Core dispatches the distributed "
-                  "optimizer's overlapped parameter all-gathers with the update: true needs zero: 1 or 2 and "
-                  f"overlap_param_gather: true (got zero: {par.zero}, overlap_param_gather: "
-                  f"{str(par.overlap_param_gather).lower()}); allowed otherwise: false")
+    for key, value, what in (("param_gather_with_optimizer_step", par.param_gather_with_optimizer_step,
+                              "dispatches the distributed optimizer's overlapped parameter all-gathers with the update"),
+                             ("align_param_gather", par.align_param_gather,
+                              "aligns the distributed optimizer's overlapped parameter all-gathers")):
+        if value and not (par.overlap_param_gather and par.zero in (1, 2)):
+            raise bad(f"parallel.{key}", f"Megatron-Core {what}: true needs zero: 1 or 2 and "
+                      f"overlap_param_gather: true (got zero: {par.zero}, overlap_param_gather: "
+                      f"{str(par.overlap_param_gather).lower()}); allowed otherwise: false")
     for key, value in (("bucket_params", par.bucket_params is not None), ("grad_nan_check", par.grad_nan_check)):
         if value and par.zero == 3:
             raise bad(f"parallel.{key}", f"{key} is Megatron-Core's data-parallel gradient buckets' (parallel/"

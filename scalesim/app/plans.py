@@ -141,7 +141,7 @@ def plan_keys_cleared(zero: int, tp: int) -> dict:
     saving the gathered input with tp > 1."""
     return {**({} if zero == 3 else {"fsdp_version": None, "fsdp_backward_prefetch": None}),
             **({} if zero == 1 else {"zero1_over_ddp": False}),
-            **({} if zero in (1, 2) else {"param_gather_with_optimizer_step": False}),
+            **({} if zero in (1, 2) else {"param_gather_with_optimizer_step": False, "align_param_gather": False}),
             **({} if zero < 3 else {"bucket_params": None, "grad_nan_check": False}),
             **({} if tp > 1 else {"tp_recompute_allgather": True})}
 

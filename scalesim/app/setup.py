@@ -19,6 +19,7 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.mla_rope import unfused_mla_rope_model
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.variability import slowest_gpu_factor
@@ -143,7 +144,13 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
         model = compiled_saves(eager_rope_model(model, training.precision))
-    return with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
+    model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
+    if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
+        if (unfused := unfused_mla_rope_model(model)) is None:
+            raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "
+                             "none: allowed here: true", file=file, key="training.rope_fusion")
+        model = unfused
+    return model
 
 
 def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
@@ -185,7 +192,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         pp_scatter_gather=par.pp_scatter_gather,
         virtual_stages=par.virtual_stages,
         bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
-        param_gather_with_optimizer_step=par.param_gather_with_optimizer_step,
+        param_gather_with_optimizer_step=par.param_gather_with_optimizer_step, align_param_gather=par.align_param_gather,
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
         fp8_param_gather=par.fp8_param_gather,

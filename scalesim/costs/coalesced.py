@@ -1,4 +1,5 @@
-"""Host work of nanotron's ZeRO-1 data-parallel collectives, which move parameters as per-rank slices.
+"""Host work of data-parallel collectives that move parameters as per-rank slices: nanotron's ZeRO-1,
+and Megatron-Core's distributed-optimizer buckets (`shard_views_host_s`).
 
 nanotron runs ZeRO-1 inside torch DDP (`parallel.zero1_over_ddp`) and splits every parameter
 tensor into one slice per data-parallel rank (optim/zero.py `_partition_parameters`). Its two
@@ -20,8 +21,14 @@ Every one of these ops runs with autograd off (the hook inside the backward, the
 optimizer's `@torch.no_grad` step) and picks no backend algorithm: a Python-issued one costs
 SLICE_OP_FRACTION of the host's dispatch time (costs/host.py, DISPATCH_S_PER_OP, measured for a GEMM
 called from Python), a C++-issued copy BACKWARD_DISPATCH_FRACTION of that (an estimate). Building
-the slices (Python indexing, `torch.split`, `_unflatten_dense_tensors`' views) launches nothing and
-is left out. Pure functions.
+nanotron's slices (one `torch.split` call per tensor, `_unflatten_dense_tensors`' views) launches
+nothing and is left out.
+
+Megatron-Core's distributed optimizer cuts each bucket into per-rank views from Python every time it
+reduces or gathers the bucket: `shard_buffer(buffer, dp)` is a list comprehension of `dp` slicing
+calls, `buffer[r * shard : (r + 1) * shard]`, of which the call keeps one
+(megatron/core/distributed/param_and_grad_buffer.py @core_v0.13.1: start_param_sync before each
+bucket's all-gather, start_grad_sync before each bucket's reduce-scatter). Pure functions.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ from scalesim.models.spec import LayerSpec
 # (signed -7.3%) at the full 13 us, 8.1% (+4.2%) at this; data parallel 128 from -14..-27% to -9..+1%,
 # 256 from -39/-44% to -16/-21%.
 SLICE_OP_FRACTION = 5.5 / 13.0
+
+# A tensor view made from Python (a slice, `tensor[a:b]`) goes through Python, the pybind11 boundary and
+# the ATen dispatcher, ~1, ~1 and ~1-2 us, and launches nothing: SLICE_OP_FRACTION's chain without the
+# driver's launch (~1-3 us, mid-range 2), 3.5 of DISPATCH_S_PER_OP's 13 us (jiahuanglin.xyz, the table
+# cited above). ESTIMATE.
+VIEW_OP_FRACTION = 3.5 / 13.0
 
 # Parameter tensors of nanotron's Llama layers (src/nanotron/models/llama.py @67c5ebb6): a decoder
 # layer holds input_layernorm, attn.qkv_proj, attn.o_proj, post_attention_layernorm,
@@ -125,3 +138,16 @@ def all_gather_copy_host_s(dp: int, tensors: int, dispatch_s: float) -> float:
     if dp <= 1:
         return 0.0
     return dp * dispatch_s * SLICE_OP_FRACTION * (1.0 + BACKWARD_DISPATCH_FRACTION + tensors)
+
+
+def shard_views_host_s(dp: int, dispatch_s: float) -> float:
+    """CPU time of Megatron-Core's `shard_buffer` on one bucket: `dp` Python slicing calls, each a view.
+
+    >>> shard_views_host_s(64, 13e-6) == 2 * shard_views_host_s(32, 13e-6) > 0
+    True
+    >>> shard_views_host_s(1, 13e-6)
+    0.0
+    """
+    if dp <= 1:
+        return 0.0
+    return dp * dispatch_s * VIEW_OP_FRACTION

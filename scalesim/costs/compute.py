@@ -22,6 +22,7 @@ from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
+from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
 from scalesim.models.spec import LayerSpec, OpSpec
 
 # Bytes per activation/weight element as the kernels read them. FP8 training
@@ -29,7 +30,7 @@ from scalesim.models.spec import LayerSpec, OpSpec
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 MATMUL_KINDS = ("gemm", "conv", "attention")
-ATTENTION = ("flash", "flash2", "flash3", "triton", "naive", "fused")
+ATTENTION = ("flash", "flash2", "flash3", "triton", "naive", "fused", "te-unfused")
 MEMORY_FORMATS = ("nhwc", "nchw")
 
 # GPU-side cost of one kernel beyond its roofline time (launch and tail):
@@ -227,8 +228,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     forward FLOP in backward at its
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
-    fused): two batched GEMMs at the GEMM rate (four in backward) plus the passes over the scores
-    (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
+    fused, te-unfused: fused plus Transformer Engine's per-call mask, output copy and gradient scaling,
+    costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
+    the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
     measured FP8 speed-up (costs/flash.py, fp8_forward_speedup); its backward stays 16-bit.
     """
@@ -254,6 +256,9 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
                        else fused_score_passes(op.score_ops, backward))
     scores_s = _stream_s(passes * op.score_elements * batch * ebytes, gpu, held_sms)
+    if attention == "te-unfused":      # its per-call mask, output copy and gradient scaling (costs/te_unfused.py)
+        moved, extra_kernels = te_unfused_extra(op, batch, ebytes, backward)
+        scores_s += _stream_s(moved, gpu, held_sms) + extra_kernels * KERNEL_OVERHEAD_S
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
 
 

@@ -11,6 +11,7 @@ task's host time, the engine plays the host thread out.
 from __future__ import annotations
 
 from scalesim.costs.recompute import module_ops
+from scalesim.costs.te_unfused import EXTRA_BACKWARD_KERNELS, EXTRA_FORWARD_KERNELS
 from scalesim.models.spec import LayerSpec
 
 # CPU time to issue one eager PyTorch op from Python, seconds. NVIDIA's
@@ -50,7 +51,8 @@ KERNELS = {
     "gemm": (1, 2), "conv": (1, 2), "elementwise": (1, 1), "norm": (1, 2), "softmax": (1, 1),
     "embedding": (1, 1), "pool": (1, 1),
 }
-ATTENTION_KERNELS = {"naive": (6, 8), "fused": (4, 6)}
+ATTENTION_KERNELS = {"naive": (6, 8), "fused": (4, 6),
+                     "te-unfused": (4 + EXTRA_FORWARD_KERNELS, 6 + EXTRA_BACKWARD_KERNELS)}
 FLASH_ATTENTION_KERNELS = (1, 2)
 
 

@@ -69,6 +69,7 @@ class FluidNetwork:
     _keys: int = 0
     _seq: int = 0
     _generation: int = 0
+    _timer_at: float | None = None      # when the live timer (of this generation) fires
     _rates_memo: dict = field(default_factory=dict)
 
     def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
@@ -201,13 +202,20 @@ class FluidNetwork:
             heapq.heappush(self._heap, (b.finish_s, b.seq, b.version, b))
 
     def _schedule(self) -> None:
-        self._generation += 1
         if not self._drop_stale():
+            self._generation += 1
+            self._timer_at = None
             if self._groups:
                 raise RuntimeError("flows are stalled on zero-capacity links")
             return
+        now = self.env.now
+        delay_s = max(self._heap[0][0] - now, 0.0)
+        if now + delay_s == self._timer_at:
+            return      # the live timer fires then (simpy times it now + delay): no second one
+        self._generation += 1
+        self._timer_at = now + delay_s
         generation = self._generation
-        timer = self.env.timeout(max(self._heap[0][0] - self.env.now, 0.0))
+        timer = self.env.timeout(delay_s)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _drop_stale(self) -> bool:
@@ -247,6 +255,7 @@ class FluidNetwork:
     def _on_timer(self, generation: int) -> None:
         if generation != self._generation:
             return
+        self._timer_at = None
         finished = self._finished(self.env.now)
         affected: dict[int, _Group] = {}
         completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)

@@ -129,17 +129,23 @@ class _Run(StretchWalks):
                         extra_s = max(env.now - issued_s - duration_s, 0.0)
                         self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
             start_s = issued_s
-        elif task.participants == 1 and id(task.plan) in self.isolated:
-            # The only simulated member of a call that runs alone on its links: no rendezvous
-            # to wait for and nothing to share, so it takes its closed-form time right here.
+        elif task.participants == 1:
+            # The only simulated member of its call: no rendezvous to wait for, so the call is
+            # played right here (a call that runs alone on its links takes its closed-form time).
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
             self.hold(holders, +1)
-            yield env.timeout(self.alone_s(task.plan))
+            if id(task.plan) in self.isolated:
+                yield env.timeout(self.alone_s(task.plan))
+            else:
+                yield from self._phases(task.plan)
             self.hold(holders, -1)
             start_s = issued_s
         else:
             call = self.arrive(task, rank)
-            yield call.done
+            if call.waiting == 0:            # the last to arrive plays the call; the others wait for it
+                yield from self.play(task.plan, call)
+            else:
+                yield call.done
             start_s = call.start_s
         self.finished(rank, index, events, ready_s, start_s)
 
@@ -233,8 +239,6 @@ class _Run(StretchWalks):
         call.waiting -= 1
         if task.sm_share > 0:
             call.holders.append((rank, task.sm_share))
-        if call.waiting == 0:
-            self.env.process(self.play(task.plan, call))
         return call
 
     def play(self, plan: CollectivePlan, call: _Call):

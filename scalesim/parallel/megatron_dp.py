@@ -14,6 +14,20 @@ disabled that evaluates the rejection as a Python bool, a device-to-host copy th
 stream. So each bucket costs a norm kernel over its gradients and two host syncs, during which the
 backward's next kernels are not yet issued.
 
+Per-rank views (`parallel.bucket_params`, the distributed optimizer: zero 1-2): before each bucket's
+reduce-scatter and all-gather Megatron-Core cuts the bucket into one view per data-parallel rank from
+Python (param_and_grad_buffer.py shard_buffer; costs/coalesced.py shard_views_host_s). Host time only:
+before a reduce-scatter it follows the NaN check's syncs, so the GPU, drained by them, waits for it.
+
+Aligned all-gathers (`parallel.align_param_gather`, DistributedDataParallelConfig.align_param_gather): each
+module's forward pre-hook waits for its bucket's all-gather, dispatching it first if no one has, and skips
+dispatching the next bucket's, leaving that to the pipeline schedule's param_sync_func
+(distributed_data_parallel.py _make_forward_pre_hook, param_and_grad_buffer.py finish_param_sync), which
+only the interleaved schedule calls (pipeline_parallel/schedules.py; NeMo sets it, _strategy_lib.py
+setup_megatron_optimizer @v2.4.0). Without virtual stages nothing gathers ahead: each bucket's all-gather
+is issued as its module is reached, after the compute issued before it (ProcessGroupNCCL has the NCCL
+stream wait for the current stream), and the module waits for it; one call per bucket.
+
 All-gathers with the optimizer step (`parallel.param_gather_with_optimizer_step`,
 overlap_param_gather_with_optimizer_step): right after the update the optimizer calls the model chunk's
 DistributedDataParallel.start_param_sync(force_dispatch=True), which dispatches the all-gather of every
@@ -32,9 +46,10 @@ NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline
 
 from __future__ import annotations
 
-from scalesim.costs.coalesced import param_tensor_shares
+from scalesim.costs.coalesced import param_tensor_shares, shard_views_host_s
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.ddp import tensor_buckets
+from scalesim.program import COMM_STREAM, ComputeTask
 
 
 def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
@@ -46,6 +61,65 @@ def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int
                for w, size in zip(reversed(work), grads)]
     cap = plan.bucket_params * b.grad_bytes_per_param
     return [(size, position, 1) for size, position, _ in tensor_buckets(tensors, cap, cap)]
+
+
+def sharded(rp, buckets: int, dep: int | None) -> int | None:
+    """The host cutting `buckets` buckets into per-rank views before their collective is issued (Megatron-Core's
+    distributed optimizer with its own buckets): a task of no GPU time carrying that CPU time."""
+    plan = rp.plan
+    host_s = buckets * shard_views_host_s(len(rp.grad_group), plan.host_dispatch_s)
+    if plan.bucket_params is None or not 1 <= plan.zero <= 2 or host_s <= 0:
+        return dep
+    rp.list.append(ComputeTask("bucket shard views", "other", 0.0, deps=() if dep is None else (dep,),
+                               stream=COMM_STREAM, host_s=host_s))
+    return len(rp.list) - 1
+
+
+def reduce_prepared(rp, size: float, dep: int | None) -> int | None:
+    """What precedes a Megatron-Core bucket's reduce-scatter on the host: the NaN check, then the views."""
+    return sharded(rp, 1, nan_checked(rp, size, dep))
+
+
+def lazily_gathered(plan) -> bool:
+    """Each bucket's all-gather dispatched by its own module's pre-hook and waited at once (see above)."""
+    return (plan.align_param_gather and not plan.param_gather_with_optimizer_step and plan.virtual_stages == 1
+            and 1 <= plan.zero <= 2)
+
+
+def gather_after(rp) -> int | None:
+    """What a layer's parameter all-gather waits for: the start of the layer two back (gathered ahead), or,
+    when nothing gathers ahead (`lazily_gathered`), all the work issued before it (the previous layer's end)."""
+    if lazily_gathered(rp.plan):
+        return len(rp.list) - 1 if rp.list else None
+    return rp.layer_computes[-2] if len(rp.layer_computes) >= 2 else None
+
+
+def layer_buckets(rp, work) -> list[float] | None:
+    """Gradient bytes of the Megatron-Core buckets whose first parameter, in forward order, is this layer's
+    (a bucket closes, in backward order, at that layer); None without such buckets or the layer's chunk."""
+    if rp.plan.bucket_params is None or not 1 <= rp.plan.zero <= 2:
+        return None
+    chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
+    if chunk is None:
+        return None
+    grads = [(rp.b._trained(w.layer) - rp.b._expert_trained(w.layer)) * rp.b.grad_bytes_per_param
+             for w in reversed(chunk)]
+    position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
+    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+
+
+def gathered(rp, work, family: str, size: float, dep: int | None) -> int | None:
+    """The layer's parameter all-gather (`size` bytes, after `dep`): one call, or with Megatron-Core's buckets
+    one per bucket starting at this layer (none if its parameters came with an earlier layer's bucket), each
+    after its per-rank views, at the layer's gathered bytes per gradient byte."""
+    buckets = layer_buckets(rp, work)
+    own = (rp.b._trained(work.layer) - rp.b._expert_trained(work.layer)) * rp.b.grad_bytes_per_param
+    if buckets is None or own <= 0:
+        return rp.call(family, "all_gather", rp.grad_group, size, "comm", (dep,), ("dp", "cp"))
+    for bucket in buckets:
+        dep = rp.call(family, "all_gather", rp.grad_group, size * bucket / own, "comm",
+                      (sharded(rp, 1, dep),), ("dp", "cp"))
+    return dep if buckets else None
 
 
 def nan_checked(rp, size: float, dep: int | None) -> int | None:

@@ -36,6 +36,7 @@ class ParallelPlan:
     grad_nan_check: bool = False    # each bucket's gradient norm checked on the host first (parallel/megatron_dp.py)
     # overlap_param_gather: every all-gather dispatched with the optimizer step, the forward after them (megatron_dp.py)
     param_gather_with_optimizer_step: bool = False
+    align_param_gather: bool = False    # next bucket's all-gather left to the interleaved schedule (megatron_dp.py)
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next forward
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.

@@ -17,12 +17,12 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
-from scalesim.parallel.megatron_dp import gathered_with_optimizer_step, nan_checked
+from scalesim.parallel.megatron_dp import gather_after, gathered, gathered_with_optimizer_step, reduce_prepared
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import sp_backward, tp_async, tp_overlap
+from scalesim.parallel import mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -144,7 +144,7 @@ class RankProgram:
         forward and backward under ZeRO-3/FSDP; before its first forward of the step under
         ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
         plan, b = self.plan, self.b
-        ahead = self.layer_computes[-2] if len(self.layer_computes) >= 2 else None
+        ahead = gather_after(self)     # parallel/megatron_dp.py
         fetched = ()
         if plan.offload_params:
             shards = len(self.grad_group) if plan.zero >= 3 else 1
@@ -161,8 +161,7 @@ class RankProgram:
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
         experts = b._expert_trained(work.layer) * (stored / work.layer.params if plan.finetune is None and work.layer.params
                                                    else b.weight_bytes_per_param)
-        g = self.call(family, "all_gather", self.grad_group, stored - experts, "comm", (ahead,),
-                      ("dp", "cp"))
+        g = gathered(self, work, family, stored - experts, ahead)
         g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
@@ -208,7 +207,7 @@ class RankProgram:
 
     def _after_part(self, work, kind: str, i: int, c: int) -> int:
         """The TP collective after part `i` of a layer, and an MoE block's all-to-alls."""
-        wait = c
+        wait = c = mla_tp.exchanged(self, work, kind, c) if i == 0 and work.is_block else c   # parallel/mla_tp.py
         last = i == len(work.parts) - 1
         if work.is_block and self.pl.tp > 1 and (not work.moe or i == 0 or last and not (self.whole and self.sp)):
             t = self.tp_op("reduce_scatter" if self.sp and kind != "backward" else "all_reduce", (c,), kind)
@@ -302,7 +301,7 @@ class RankProgram:
         elif checkpointing in ("selective", "selective-op"):
             seconds = sum(p.recompute_s for p in w.parts)
             if seconds > 0:
-                dep = self._regather(w, checkpointing, dep)
+                dep = mla_tp.replayed(self, w, self._regather(w, checkpointing, dep))
                 dep = self.compute(f"recompute {w.layer.name}", "recompute", seconds, 0.0,
                                    (dep,) + gathered, host_s=sum(h["recompute"] for h in w.host_s),
                                    held=self.layer_row(w.halves, "recompute"))
@@ -339,7 +338,7 @@ class RankProgram:
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
         op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
-        dep = slices_flattened(self, size, nan_checked(self, size, dep))
+        dep = slices_flattened(self, size, reduce_prepared(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),
                                              ("dp", "cp")))

@@ -22,6 +22,7 @@ from scalesim.costs.finetune import trainable_params
 from scalesim.errors import InputError
 from scalesim.limits import NETWORK_SECONDS_PER_GPU, TASKS_PER_SECOND, estimated_tasks
 from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel import mla_tp
 from scalesim.parallel.experts import experts_whole
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.stages import model_chunks
@@ -59,8 +60,9 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     else:
         tp_calls, sp_gathers = parts * tp, parts * sp
     copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
-    forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a
-    backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a
+    latents = mla_tp.CALLS_PER_PASS * sp * any(op.name == "mla_q_down" for op in layer.ops)   # parallel/mla_tp.py
+    forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a + latents
+    backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a + latents
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
         forward += 5 * parts        # 5 computes and 3 calls instead of 1 and 2
         backward += 8 * parts       # 7 computes and 3 calls instead of 1 and 1
@@ -70,6 +72,7 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
         backward += (6 + plan.tp_async) * regathered    # 5 (6) computes and 3 calls instead of 1 and 1
         forward += 3 * regathered * plan.tp_async       # 4 computes and 2 calls instead of 1 and 2
     recompute = {"full": forward, "none": 0}.get(plan.checkpointing, 1)
+    recompute += 2 * bool(latents) * (plan.checkpointing == "selective" and "mla_up_proj" in plan.recompute_modules)
     if plan.checkpointing == "selective" and moe and "moe" in plan.recompute_modules:
         recompute = forward         # the MoE layer replayed whole, all-to-alls included (rank_program.py)
     if plan.checkpointing == "selective-op":     # both halves' inputs gathered again (rank_program.py _regather)

@@ -113,6 +113,9 @@ class ParallelSpec(Strict):
     # parameter all-gather is dispatched right after the update and, under CUDA_DEVICE_MAX_CONNECTIONS=1,
     # the forward's kernels start after them (parallel/megatron_dp.py).
     param_gather_with_optimizer_step: bool = False
+    # Megatron-Core's align_param_gather (with overlap_param_gather, ZeRO 1/2): the forward pre-hooks leave the
+    # next bucket's all-gather to the interleaved schedule; without it each waits on its own (megatron_dp.py).
+    align_param_gather: bool = False
     overlap_grad_reduce: bool = True
     # ZeRO-1/2: gather the updated parameters layer by layer during the next forward
     # (Megatron-LM --overlap-param-gather) rather than in one call after the optimizer step

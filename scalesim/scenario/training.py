@@ -100,6 +100,10 @@ class TrainingSpec(Strict):
     # Llama): all fused but the RoPE, which Inductor leaves to eager kernels.
     # nanotron = its Llama block's eager SwiGLU and q/k/v layout copies (scalesim/costs/nanotron_kernels.py).
     elementwise_kernels: Literal["fused", "eager", "compiled-complex-rope", "nanotron"] = "fused"
+    # Megatron-Core's apply_rope_fusion. false: multi-head latent attention's RoPE and its q/k/v
+    # concatenations as eager kernels, as Megatron-Core ran MLA's YaRN RoPE before it could fuse it
+    # (scalesim/costs/mla_rope.py); modelled for MLA models (DeepSeek) only.
+    rope_fusion: bool = True
     # What each transformer block keeps for backward, by the framework's model code
     # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
     # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.
@@ -109,9 +113,10 @@ class TrainingSpec(Strict):
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
-    # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES).
+    # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES); te-unfused: Transformer Engine's
+    # UnfusedDotProductAttention, fused plus the causal mask it builds on every call (costs/te_unfused.py).
     # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100).
-    attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused"] = "auto"
+    attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused", "te-unfused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN
     # convert every conv's tensors; scalesim/costs/compute.py). Transformers are unaffected.
@@ -131,7 +136,8 @@ class TrainingSpec(Strict):
     def _fp8_attention_in_fp8_flash(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
         data = info.data
         # FlashAttention-2 has no FP8 kernel (FP8 forward came with FlashAttention-3, Shah et al. 2024)
-        if value and (data.get("precision") != "fp8" or data.get("attention") in ("naive", "fused", "flash2", "triton")):
+        if value and (data.get("precision") != "fp8"
+                      or data.get("attention") in ("naive", "fused", "te-unfused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
                              f"kernel, naive and fused have no FP8 kernel; got precision {data.get('precision')}, attention "

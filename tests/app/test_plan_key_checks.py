@@ -32,6 +32,9 @@ def run_with(tmp_path, **parallel):
      "param_gather_with_optimizer_step"),
     # without overlap_param_gather nothing is gathered in the forward: the key would be ignored
     ({"zero": 1, "param_gather_with_optimizer_step": True}, "param_gather_with_optimizer_step"),
+    # Megatron-Core aligns only the distributed optimizer's overlapped gathers
+    ({"zero": 1, "align_param_gather": True}, "align_param_gather"),
+    ({"zero": 3, "overlap_param_gather": True, "align_param_gather": True}, "align_param_gather"),
     # GPipe's P2P is never batched: the tensor would be sent in 1/tp shares that nobody gathers
     ({"pp_schedule": "gpipe", "overlap_p2p_comm": False, "pp_scatter_gather": True}, "pp_scatter_gather"),
     # ZeRO-3 reduces unit by unit: Megatron-Core's DP buckets and their NaN check would be ignored
@@ -48,19 +51,21 @@ def test_a_key_the_plan_would_ignore_or_misapply_is_refused_with_one_message(tmp
 
 def test_the_same_keys_on_the_plans_they_belong_to_run(tmp_path):
     assert run_with(tmp_path, zero=1, overlap_param_gather=True, param_gather_with_optimizer_step=True).exit_code == 0
+    assert run_with(tmp_path, zero=1, overlap_param_gather=True, align_param_gather=True).exit_code == 0
     assert run_with(tmp_path, overlap_p2p_comm=False, pp_scatter_gather=True).exit_code == 0
 
 
 def test_searched_plans_reset_keys_their_zero_stage_or_tp_does_not_take():
     data = {**BASE, "parallel": {"tp": 2, "pp": 1, "dp": 4, "zero": 1, "overlap_param_gather": True,
-                                 "param_gather_with_optimizer_step": True, "sequence_parallel": True,
+                                 "param_gather_with_optimizer_step": True, "align_param_gather": True,
+                                 "sequence_parallel": True,
                                  "tp_recompute_allgather": False}}
     base = Scenario.model_validate(data)
     for point in (PlanPoint(8, 4, tp=2, zero=3), PlanPoint(8, 8, tp=1, zero=1), PlanPoint(8, 8, tp=1, zero=0)):
         scenario = scenario_for(base, point)
         prepare(scenario)           # a valid plan, not a refused one
         par = scenario.parallel
-        assert par.param_gather_with_optimizer_step == (point.zero in (1, 2))
+        assert par.param_gather_with_optimizer_step == par.align_param_gather == (point.zero in (1, 2))
         assert par.tp_recompute_allgather == (point.tp == 1 or base.parallel.tp_recompute_allgather)
     kept = scenario_for(base, PlanPoint(8, 4, tp=2, zero=1)).parallel
     assert kept.param_gather_with_optimizer_step and not kept.tp_recompute_allgather

@@ -51,15 +51,18 @@ def test_nvls_bus_bandwidth_never_falls_as_the_message_doubles():
 
 
 @pytest.mark.parametrize("design, size, measured", [
-    # Azure/AI-benchmarking-guide ND_H200_v5_results.md @8fd0c6e (NVLS, NCCL 2.20.5): not the page the fill
-    # was fitted on (ND H100 v5); before the fill these were +34% and +10%.
+    # Azure/AI-benchmarking-guide ND_H100_v5_results.md and ND_H200_v5_results.md @8fd0c6e (NVLS, NCCL 2.18.5 /
+    # 2.20.5); before the fill the H200 rows were +34% and +10%.
+    ("dgx-h100", 16 * MiB, 234.4), ("dgx-h100", 128 * MiB, 400.6),
     ("hgx-h200", 16 * MiB, 240.41), ("hgx-h200", 128 * MiB, 412.45),
     # nccl-tests#290, a real 8x H100 capture (tests/data/nccl-tests-h100-issue290.txt): +18%, +13%, +9.5% before.
     ("dgx-h100", 128 * MiB, 382.99), ("dgx-h100", 256 * MiB, 412.35), ("dgx-h100", 512 * MiB, 431.81),
 ])
-def test_mid_size_nvls_figures_outside_the_fit_are_within_6_percent(design, size, measured):
+def test_mid_size_nvls_figures_are_within_7_percent_with_nothing_fitted(design, size, measured):
+    # The fill is the NVLS kernel's three-stage pipeline (two loops, links.yaml), fitted on none of these:
+    # Azure's pages -2..+3%, the capture +6..+7% (its own fit would be 3.94 loops).
     busbw = time_collective(h100(design=design), "all_reduce", 8, size, "nvls").busbw_GBps
-    assert busbw == pytest.approx(measured, rel=0.06)
+    assert busbw == pytest.approx(measured, rel=0.07)
 
 
 def test_only_an_nvls_switch_takes_a_pipeline_fill():

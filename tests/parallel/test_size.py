@@ -46,6 +46,8 @@ PLANS = [
     ("validation/scenarios/mbridge-qwen3-30b-a3b-fp8-16xh100.yaml", {"training": {"global_batch": 64}}),
     ("validation/scenarios/mbridge-qwen3-30b-a3b-fp8-16xh100.yaml",
      {"training": {"global_batch": 64, "activation_checkpointing": "selective"}}),
+    # MLA under TP and SP: its latent all-gathers and reduce-scatters (parallel/mla_tp.py)
+    ("validation/scenarios/dgxc-deepseek-v3-bf16-128xgb200.yaml", {"training": {"global_batch": 64}}),
 ]
 
 

@@ -1,0 +1,108 @@
+"""Transformer Engine's unfused attention (costs/te_unfused.py) and MLA's unfused RoPE (costs/mla_rope.py)."""
+
+import pytest
+
+from scalesim.app.setup import prepare
+from scalesim.costs.compute import attention_time_s, layer_time
+from scalesim.costs.host import layer_kernels
+from scalesim.costs.mla_rope import unfused_mla_rope_model
+from scalesim.costs.te_unfused import mask_bytes
+from scalesim.errors import InputError
+from scalesim.hardware import get_gpu
+from scalesim.models import get_model
+from scalesim.parallel.sharding import shard_layer
+from scalesim.scenario import Scenario
+
+GB200 = get_gpu("gb200")
+
+
+def _attention(seq=4096):
+    block = get_model("deepseek-v3", seq_len=seq).layers[1]
+    return next(op for op in block.ops if op.kind == "attention")
+
+
+def test_te_unfused_backward_adds_only_the_gradient_scaling_of_q_and_k():
+    op = _attention()
+    fused = attention_time_s(op, GB200, "bf16", 1, "fused", backward=True)
+    extra = attention_time_s(op, GB200, "bf16", 1, "te-unfused", backward=True) - fused
+    heads = op.score_elements / op.seq ** 2
+    q_bytes = op.seq * heads * op.head_dims[0] * 2
+    # dQ and dK each read and written once: at least that at DRAM speed, far less than the scores' passes
+    assert 4 * q_bytes / GB200.memory_bw_bytes_per_s <= extra < 0.1 * fused
+
+
+def test_te_unfused_forward_pays_at_least_the_mask_at_dram_speed():
+    op = _attention()
+    extra = attention_time_s(op, GB200, "bf16", 1, "te-unfused") - attention_time_s(op, GB200, "bf16", 1, "fused")
+    assert extra >= mask_bytes(4096) / GB200.memory_bw_bytes_per_s
+
+
+def test_the_mask_is_built_once_per_call_not_per_sample():
+    op = _attention()
+
+    def extra(batch):
+        return (attention_time_s(op, GB200, "bf16", batch, "te-unfused")
+                - attention_time_s(op, GB200, "bf16", batch, "fused"))
+    # only the output copy grows with the micro-batch: twice the samples cost less than twice the extra
+    assert extra(1) < extra(2) < 2 * extra(1)
+
+
+def test_the_mask_grows_with_the_square_of_the_sequence():
+    assert mask_bytes(8192) == pytest.approx(4 * mask_bytes(4096))
+
+
+def test_te_unfused_launches_more_forward_kernels_than_fused():
+    block = get_model("deepseek-v3", seq_len=4096).layers[1]
+    assert layer_kernels(block, "te-unfused")[0] > layer_kernels(block, "fused")[0]
+    assert layer_kernels(block, "te-unfused")[1] == layer_kernels(block, "fused")[1] + 2
+
+
+def test_fp8_attention_is_refused_with_te_unfused():
+    with pytest.raises(ValueError, match="no FP8 kernel"):
+        Scenario.model_validate({**_scenario(), "training": {**_scenario()["training"], "precision": "fp8",
+                                                             "attention": "te-unfused", "fp8_attention": True}})
+
+
+def test_unfused_mla_rope_moves_more_bytes_both_ways_and_keeps_the_gemms():
+    model = get_model("deepseek-v3", seq_len=4096)
+    block, eager = model.layers[1], unfused_mla_rope_model(model).layers[1]
+    fused_t, eager_t = layer_time(block, GB200, "bf16", 1), layer_time(eager, GB200, "bf16", 1)
+    assert eager_t.forward_s > fused_t.forward_s and eager_t.backward_s > fused_t.backward_s
+    assert eager_t.matmul_forward_s == pytest.approx(fused_t.matmul_forward_s)
+    assert [op for op in eager.ops if op.name != "rope"] == [op for op in block.ops if op.name != "rope"]
+
+
+def test_mla_up_proj_recomputation_replays_the_unfused_rope():
+    model = get_model("deepseek-v3", seq_len=4096)
+    block, eager = model.layers[1], unfused_mla_rope_model(model).layers[1]
+    fused_r = layer_time(block, GB200, "bf16", 1, "selective", recompute_modules=("mla_up_proj",)).recompute_s
+    eager_r = layer_time(eager, GB200, "bf16", 1, "selective", recompute_modules=("mla_up_proj",)).recompute_s
+    assert eager_r > fused_r
+
+
+def test_tensor_parallelism_splits_the_unfused_rope_by_heads():
+    eager = unfused_mla_rope_model(get_model("deepseek-v3", seq_len=4096)).layers[1]
+    moved = sum(op.elements_moved for op in eager.ops if op.name == "rope")
+    split = shard_layer(eager, 2, 1, True)
+    assert sum(op.elements_moved for op in split.ops if op.name == "rope") == pytest.approx(moved / 2)
+
+
+def _scenario(model="deepseek-v3", rope_fusion=True):
+    return {"name": "t", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": model,
+            "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 8, "micro_batch": 1,
+                         "rope_fusion": rope_fusion},
+            "parallel": {"tp": 8, "pp": 1, "dp": 1, "ep": 1}}
+
+
+def test_rope_fusion_false_is_refused_without_mla():
+    with pytest.raises(InputError, match="multi-head latent attention") as error:
+        prepare(Scenario.model_validate(_scenario("llama3-8b", False)))
+    assert error.value.key == "training.rope_fusion"
+
+
+def test_rope_fusion_false_replaces_each_mla_blocks_rope():
+    fused = prepare(Scenario.model_validate(_scenario()))
+    eager = prepare(Scenario.model_validate(_scenario(rope_fusion=False)))
+    count = [sum(op.name == "rope" for op in layer.ops) for layer in eager.model.layers]
+    assert max(count) > 1 and all(n == 0 for n, layer in zip(count, fused.model.layers)
+                                  if not any(op.name == "mla_q_up" for op in layer.ops))
