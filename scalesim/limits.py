@@ -192,10 +192,10 @@ def check_step_size(*, file: str | None = None, **counts: Any) -> None:
         return
     ranks, micro_batches, buckets = counts["ranks"], counts["micro_batches"], counts.get("buckets_per_rank", 0.0)
     if buckets > micro_batches * counts["tasks_per_micro_batch"]:
-        raise OverBudget(f"makes about {buckets:,.0f} gradient buckets per GPU ({tasks:,.0f} simulated "
-                         f"tasks per step; at most {allowed} are allowed): raise parallel.bucket_mb, or shard "
-                         f"the model over more GPUs (tp, pp, zero: 3)", key="parallel.bucket_mb", file=file,
-                         tasks=tasks)
+        key = counts.get("bucket_key", "parallel.bucket_mb")
+        raise OverBudget(f"its gradient buckets make about {buckets:,.0f} tasks per GPU ({tasks:,.0f} simulated "
+                         f"tasks per step; at most {allowed} are allowed): raise {key}, or shard "
+                         f"the model over more GPUs (tp, pp, zero: 3)", key=key, file=file, tasks=tasks)
     raise OverBudget(f"the step has about {tasks:,.0f} simulated tasks ({ranks:,} simulated GPUs x "
                      f"{micro_batches:,} micro-batches x ~{counts['tasks_per_micro_batch']:,.0f} tasks each for "
                      f"{counts.get('layers_per_rank', 0):,} layers); at most {allowed} are allowed: fewer "

@@ -90,6 +90,16 @@ def test_tiny_gradient_buckets_are_refused(tmp_path):
     refused(scenario(tmp_path, parallel__bucket_mb=1e-6), "'parallel.bucket_mb'", "gradient buckets")
 
 
+def test_too_many_bucket_tasks_name_the_key_that_sizes_the_buckets():
+    from scalesim.limits import check_step_size
+
+    counts = dict(ranks=8, micro_batches=1, tasks_per_micro_batch=10.0, buckets_per_rank=10_000_000.0)
+    for key in ("parallel.bucket_mb", "parallel.bucket_params"):     # Megatron-Core's whole-tensor buckets
+        with pytest.raises(InputError) as err:
+            check_step_size(bucket_key=key, **counts)
+        assert err.value.key == key and f"raise {key}" in str(err.value)
+
+
 def test_a_time_limit_stops_a_library_run_with_an_input_error():
     from scalesim.app.run import run
     from scalesim.scenario import load_scenario

@@ -1,6 +1,10 @@
-"""Multi-head latent attention's own tensor-parallel collectives under sequence parallelism.
+"""Multi-head latent attention's own tensor-parallel collectives under sequence parallelism, with
+column-parallel down-projections (`parallel.mla_down_proj: column-parallel`).
 
-Besides the block's input all-gather and output reduce-scatter (rank_program.py, as for any
+Megatron-Core split MLA's down-projections over the TP ranks from 24 Feb 2025 (1c425a8313, "Use
+TEColumnParallelLinear instead of TELinear in MLA down proj layers") to 13 Jun 2025 (e63aee46b2, "MLA down
+proj switch back to TELinear"): before and since, each TP rank runs them whole (duplicated) and MLA has no
+exchanges of its own, the default. Besides the block's input all-gather and output reduce-scatter (rank_program.py, as for any
 attention), Megatron-Core's MLA gathers its low-rank latents (Megatron-LM @3cdfd613, the Megatron-Core
 of NeMo 2.3's container, which the TP2 DeepSeek-V3 validation runs use: gpt_layer_specs.py:117-124
 makes the down-projections TEColumnParallelLinear, so their outputs come split over the TP ranks;
@@ -22,7 +26,9 @@ multi_latent_attention.py get_query_key_value_tensors, lines 383-414):
 Each is a blocking collective on the compute stream (no TP overlap in these recipes), placed here
 after the attention part, before its reduce-scatter. Under the mla_up_proj recompute module the
 up-projections run again (CheckpointWithoutOutput of qkv_up_proj_and_rope_apply, lines 502-506), and
-with them their sequence gathers: two all-gathers before the recomputed forward.
+with them their sequence gathers: two all-gathers before the recomputed forward. Full recomputation
+re-runs the whole block's forward, all five forward exchanges with it (the selective `moe` module, which
+scalesim replays through the whole layer, re-runs none of MLA in Megatron-Core).
 """
 
 from __future__ import annotations
@@ -65,8 +71,10 @@ def latent_calls(layer: LayerSpec, micro_batch: int, element_bytes: float, kind:
 def exchanged(rp, work, kind: str, wait: int) -> int:
     """The latent collectives of `work` (a block run by RankProgram `rp`) after `wait`; returns what
     follows them waits for. Only with tensor and sequence parallelism."""
-    if rp.pl.tp <= 1 or not rp.sp:
+    if rp.pl.tp <= 1 or not rp.sp or rp.plan.mla_down_proj != "column-parallel":
         return wait
+    if kind == "recompute" and rp.plan.checkpointing == "full":
+        kind = "forward"        # full recomputation re-runs the block's whole forward, these exchanges included
     for op, size in latent_calls(work.layer, rp.plan.micro_batch, ELEMENT_BYTES[rp.plan.precision], kind):
         t = rp.call("tp", op, rp.tp_group, size, "tp", (wait,), ("tp",))
         wait = t if t is not None else wait
@@ -75,6 +83,7 @@ def exchanged(rp, work, kind: str, wait: int) -> int:
 
 def replayed(rp, work, dep: int | None) -> int | None:
     """The up-projections' sequence gathers again before a selective recompute with mla_up_proj."""
-    if rp.pl.tp <= 1 or not rp.sp or "mla_up_proj" not in rp.plan.recompute_modules or dep is None:
+    if (rp.pl.tp <= 1 or not rp.sp or rp.plan.mla_down_proj != "column-parallel"
+            or "mla_up_proj" not in rp.plan.recompute_modules or dep is None):
         return dep
     return exchanged(rp, work, "mla_up_proj", dep)

@@ -96,6 +96,7 @@ class ParallelPlan:
     # split: sequence parallelism's backward as its three collectives (parallel/sp_backward.py); fused: one
     # blocking all-reduce per block half
     sp_backward: str = "fused"
+    mla_down_proj: str = "duplicated"    # column-parallel: MLA's latent exchanges (parallel/mla_tp.py)
 
     def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
         """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather

@@ -60,7 +60,8 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     else:
         tp_calls, sp_gathers = parts * tp, parts * sp
     copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
-    latents = mla_tp.CALLS_PER_PASS * sp * any(op.name == "mla_q_down" for op in layer.ops)   # parallel/mla_tp.py
+    latents = (mla_tp.CALLS_PER_PASS * sp * (plan.mla_down_proj == "column-parallel")    # parallel/mla_tp.py
+               * any(op.name == "mla_q_down" for op in layer.ops))
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a + latents
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a + latents
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
@@ -88,16 +89,23 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
 
 
 def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
-    """DDP buckets one rank reduces per step (fp32 gradients: the most there can be)."""
+    """Tasks of the DDP buckets one rank reduces per step (fp32 gradients: the most buckets there can be)."""
     pl = plan.placement
     if plan.zero >= 3 or pl.dp * pl.cp <= 1:
         return 0.0
     dense = sum((layer.params if plan.finetune is None else trainable_params(layer, plan.finetune))
                 - (layer.expert_params if plan.finetune is None else 0) for layer in layers)
+    tensors = float(sum(param_tensors(layer) for layer in layers))
     buckets = dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
     if plan.grad_accumulation == "fp32-add" and plan.zero == 0:      # nanotron: an all-reduce per tensor
-        buckets = max(buckets, float(sum(param_tensors(layer) for layer in layers)))
-    return buckets * (3 if plan.zero1_over_ddp else 1)   # nanotron ZeRO-1: flatten, call, shard copy
+        buckets = max(buckets, tensors)
+    per_bucket = 1 + 2 * plan.zero1_over_ddp + 2 * plan.grad_nan_check   # nanotron ZeRO-1: flatten, call, shard
+    if plan.bucket_params is not None:         # copy; NaN check: two kernels (parallel/megatron_dp.py)
+        # Megatron-Core's buckets of whole tensors, each closing at bucket_params of the rank's parameters
+        buckets = min(tensors, dense / pl.tp / plan.bucket_params + plan.chunks_per_stage)
+        if plan.zero in (1, 2):     # per-rank views before each reduce-scatter, and each bucket's own
+            per_bucket += 1 + 2 * plan.overlap_param_gather       # views and all-gather in the forward
+    return buckets * per_bucket
 
 
 def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
@@ -116,7 +124,8 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
                 per_mb * plan.micro_batches + once + buckets:
             per_mb, once, layer_count, buckets = stage_mb, stage_once, len(layers), stage_buckets
     return {"ranks": ranks, "micro_batches": plan.micro_batches, "layers_per_rank": layer_count,
-            "tasks_per_micro_batch": per_mb, "tasks_per_step": once, "buckets_per_rank": buckets}
+            "tasks_per_micro_batch": per_mb, "tasks_per_step": once, "buckets_per_rank": buckets,
+            "bucket_key": "parallel.bucket_mb" if plan.bucket_params is None else "parallel.bucket_params"}
 
 
 def compiled_tasks(step, every_rank: bool | None = None) -> float:

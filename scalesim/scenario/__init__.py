@@ -101,6 +101,10 @@ class ParallelSpec(Strict):
     # them beside the data- and weight-gradient GEMMs (parallel/sp_backward.py): about twice the tasks,
     # the same validate median (3.78% against 3.80%, 5 Dec 2026). nanotron's async linears imply split.
     sequence_parallel_backward: Literal["fused", "split"] = "fused"
+    # Multi-head latent attention's down-projections: duplicated = replicated on every TP rank (TELinear,
+    # Megatron-Core since 13 Jun 2025, e63aee46b2); column-parallel = split over the TP ranks, which makes MLA
+    # gather and scatter its latents (Megatron-Core 24 Feb - 13 Jun 2025, e.g. NeMo 25.04; parallel/mla_tp.py).
+    mla_down_proj: Literal["duplicated", "column-parallel"] = "duplicated"
     _tp_async_sp = pydantic.field_validator("tp_linear_async_communication")(tp_async_needs_sp)
     bucket_mb: pydantic.PositiveFloat = 25.0
     # Megatron-Core's bucket_size (DistributedDataParallelConfig, in parameters): buckets of whole parameter

@@ -114,7 +114,8 @@ class TrainingSpec(Strict):
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
     # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES); te-unfused: Transformer Engine's
-    # UnfusedDotProductAttention, fused plus the causal mask it builds on every call (costs/te_unfused.py).
+    # UnfusedDotProductAttention, fused plus the causal mask it builds on every call, its output copy and
+    # backward's q/k gradient scaling (costs/te_unfused.py).
     # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100).
     attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused", "te-unfused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
@@ -140,8 +141,20 @@ class TrainingSpec(Strict):
                       or data.get("attention") in ("naive", "fused", "te-unfused", "flash2", "triton")):
             raise ValueError("FP8 attention is Transformer Engine's fused flash kernel in an FP8 recipe: it needs "
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
-                             f"kernel, naive and fused have no FP8 kernel; got precision {data.get('precision')}, attention "
+                             f"kernel, naive, fused and te-unfused have no FP8 kernel; got precision {data.get('precision')}, attention "
                              f"{data.get('attention')})")
+        return value
+
+    @pydantic.field_validator("rope_fusion")
+    @classmethod
+    def _rope_split_once(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        # eager / compiled-complex-rope already cut the one `rope` op into eager pieces (costs/eager.py), which
+        # costs/mla_rope.py would each unfuse again; nanotron's RoPE is fused (and its models have no MLA)
+        kernels = info.data.get("elementwise_kernels")
+        if not value and kernels not in (None, "fused"):
+            raise ValueError("rope_fusion: false runs multi-head latent attention's RoPE as Megatron-Core's eager "
+                             "kernels (costs/mla_rope.py) and needs training.elementwise_kernels: fused (got "
+                             f"{kernels}, which times the RoPE its own way); allowed here: true")
         return value
     # ResNet BatchNorm/ReLU/residual-add kernels: none = one pass each (torchvision, eager);
     # bn-relu = BatchNorm with its ReLU (and the block's last with the add) in one kernel;

@@ -106,3 +106,15 @@ def test_rope_fusion_false_replaces_each_mla_blocks_rope():
     count = [sum(op.name == "rope" for op in layer.ops) for layer in eager.model.layers]
     assert max(count) > 1 and all(n == 0 for n, layer in zip(count, fused.model.layers)
                                   if not any(op.name == "mla_q_up" for op in layer.ops))
+
+
+@pytest.mark.parametrize("kernels", ["eager", "compiled-complex-rope", "nanotron"])
+def test_rope_fusion_false_is_refused_where_the_rope_is_already_split_into_eager_kernels(kernels):
+    # eager_model / eager_rope_model cut MLA's one `rope` op into pieces; unfusing each piece again
+    # would count the eager RoPE several times over
+    scenario = _scenario(rope_fusion=False)
+    scenario["training"]["elementwise_kernels"] = kernels
+    with pytest.raises(ValueError, match="rope_fusion"):
+        Scenario.model_validate(scenario)
+    scenario["training"]["rope_fusion"] = True
+    Scenario.model_validate(scenario)

@@ -48,6 +48,12 @@ PLANS = [
      {"training": {"global_batch": 64, "activation_checkpointing": "selective"}}),
     # MLA under TP and SP: its latent all-gathers and reduce-scatters (parallel/mla_tp.py)
     ("validation/scenarios/dgxc-deepseek-v3-bf16-128xgb200.yaml", {"training": {"global_batch": 64}}),
+    ("validation/scenarios/dgxc-deepseek-v3-bf16-128xgb200.yaml",
+     {"training": {"global_batch": 32, "activation_checkpointing": "full", "recompute_modules": None}}),
+    # Megatron-Core's one-tensor buckets, each NaN-checked, cut into per-rank views and gathered on its own
+    ("validation/scenarios/mlperf51-cisco-128xh100-llama31-8b-gb64.yaml", {}),
+    ("validation/scenarios/mlperf51-cisco-128xh100-llama31-8b-gb64.yaml",
+     {"parallel": {"align_param_gather": False, "overlap_param_gather": False}}),
 ]
 
 
