@@ -95,6 +95,13 @@ def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
     cls = np.fromiter(map(classes.__getitem__, kinds), np.int8, n)
     start = np.fromiter(map(_START, intervals), np.float64, n)
     end = np.fromiter(map(_END, intervals), np.float64, n)
+    ready = np.fromiter(map(_READY, intervals), np.float64, n)
+    return _breakdown(cls, start, end, ready, step_time_s)
+
+
+def _breakdown(cls: np.ndarray, start: np.ndarray, end: np.ndarray, ready: np.ndarray,
+               step_time_s: float) -> Breakdown:
+    """`breakdown` of one rank's intervals as arrays: class (0 compute, 1 other, 2 communication), times."""
     compute = _spans_union(start[cls == 0], end[cls == 0])
     other = _spans_minus(_spans_union(start[cls == 1], end[cls == 1]), compute)
     busy = _spans_union(np.concatenate((compute[0], other[0])), np.concatenate((compute[1], other[1])))
@@ -102,13 +109,34 @@ def breakdown(intervals: list[Interval], step_time_s: float) -> Breakdown:
     exposed = _spans_length(_spans_minus(comm, busy))
     # GPU work whose inputs were ready but whose kernels the host had not issued yet, while
     # nothing else ran: the step is host-bound there (counted in `other`).
-    ready = np.fromiter(map(_READY, intervals), np.float64, n)
     late = (start > ready) & (cls < 2)
     waits = _spans_union(ready[late], start[late])
     host = _spans_length(_spans_minus(_spans_minus(waits, busy), comm)) if len(waits[0]) else 0.0
     c, o = _spans_length(compute), _spans_length(other) + host
     bubble = max(step_time_s - c - o - exposed, 0.0)
     return Breakdown(c, exposed, bubble, o, _spans_length(comm), host_bound=host)
+
+
+def rank_breakdowns(timeline: Timeline) -> tuple[dict[int, Breakdown], int]:
+    """Every simulated rank's `breakdown` of the step, by rank, and the `critical_rank`: the timeline
+    read into arrays once and cut by rank (a stable sort keeps each rank's intervals in timeline order,
+    so each rank's arrays, and its breakdown, are the very floats of `breakdown` of its intervals)."""
+    ranks, _, _, kinds, ready, start, end = zip(*timeline.intervals)
+    classes = {kind: _CLASS.get(kind, 2) for kind in dict.fromkeys(kinds)}
+    cls = np.fromiter(map(classes.__getitem__, kinds), np.int8, len(kinds))
+    rank = np.array(ranks)
+    order = np.argsort(rank, kind="stable")
+    rank, cls = rank[order], cls[order]
+    start, end, ready = (np.array(x, dtype=np.float64)[order] for x in (start, end, ready))
+    cuts = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), len(rank)]
+    parts: dict[int, Breakdown] = {}
+    ends: dict[int, float] = {}
+    for lo, hi in zip(cuts, cuts[1:]):
+        r = int(rank[lo])
+        parts[r] = _breakdown(cls[lo:hi], start[lo:hi], end[lo:hi], ready[lo:hi], timeline.end_s)
+        ends[r] = max(0.0, float(end[lo:hi].max()))
+    latest = max(ends.values())
+    return parts, min(r for r, e in ends.items() if e == latest)
 
 
 def critical_rank(timeline: Timeline) -> int:

@@ -9,9 +9,11 @@ and passes it down (`prepare(..., caches=)`); nothing is kept in the process bet
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scalesim.hardware.user_catalog import Catalog
+from scalesim.models import ModelSpec
 from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, load_node_design
 
 CLUSTERS_KEPT = 4        # a sweep's GPU counts in flight; older clusters (and their plans) are dropped
@@ -22,6 +24,7 @@ class Caches:
     clusters: dict[tuple, Topology] = field(default_factory=dict)     # inputs -> cluster, oldest first
     memos: dict[int, dict] = field(default_factory=dict)              # id(cluster) -> its plans and timings
     designs: dict[tuple, NodeDesign] = field(default_factory=dict)    # (cluster.node, file, catalog) -> design
+    models: dict[tuple, ModelSpec] = field(default_factory=dict)      # (model, training keys, file) -> model
 
     def design(self, spec: str | dict, key: str, file: str | None, catalog: Catalog | None) -> NodeDesign:
         """`load_node_design`, or the design read from the same inputs before (a sweep names one
@@ -31,6 +34,14 @@ class Caches:
         if memo_key not in self.designs:
             self.designs[memo_key] = load_node_design(spec, key=key, file=file, catalog=catalog)
         return self.designs[memo_key]
+
+    def model(self, key: tuple, build: Callable[[], ModelSpec]) -> ModelSpec:
+        """`build()`, or the model built for the same key before: a sweep's plans (a few micro-batch and
+        recompute variants of its training keys) share one model, whose layers then serve the
+        per-topology memos by identity (parallel/sharding.py) instead of being hashed anew."""
+        if key not in self.models:
+            self.models[key] = build()
+        return self.models[key]
 
     def cluster(self, design: NodeDesign, nodes: int, fabric: Fabric | None, catalog: Catalog | None) -> Topology:
         """`build_cluster`, or the cluster built from the same inputs before."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pydantic
@@ -234,7 +234,9 @@ def _memory_savers(base: Scenario) -> list[tuple[str, str]]:
 
 
 def _row(point: PlanPoint, status: str, reason: str | None = None, **values) -> dict:
-    row = {**asdict(point), "plan": point.label, "status": status, "reason": reason}
+    # the point's fields as asdict gives them (all plain values: no deep copy needed, a row per plan searched)
+    row = {**{f.name: getattr(point, f.name) for f in fields(point)}, "plan": point.label, "status": status,
+           "reason": reason}
     row["fits"] = status in ("ok", "dominated")
     for key in ("nodes", "memory_per_gpu_bytes", "memory_capacity_bytes", "step_time_s", "samples_per_s",
                 "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "exposed_comm_s", "bubble_s",

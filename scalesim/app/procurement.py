@@ -9,47 +9,46 @@ source for reports.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 from scalesim.costs import economics as econ
 from scalesim.costs import reliability as rel
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
 from scalesim.engine import Timeline
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
-from scalesim.result import breakdown
+from scalesim.result import Breakdown, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.topology import load_node_design
 
 
-def busy_fractions(timeline: Timeline) -> dict[int, float]:
-    """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run."""
-    by_rank = defaultdict(list)
-    for iv in timeline.intervals:
-        by_rank[iv.rank].append(iv)
+def busy_fractions(timeline: Timeline, parts: dict[int, Breakdown] | None = None) -> dict[int, float]:
+    """Per simulated GPU: the fraction of the step its kernels (compute, optimizer) run. `parts`: each
+    rank's breakdown of the step, when the caller has them."""
     step = timeline.end_s
+    if parts is None:
+        parts = rank_breakdowns(timeline)[0] if timeline.intervals else {}
     if step <= 0:
-        return {rank: 0.0 for rank in by_rank}
-    out = {}
-    for rank, intervals in sorted(by_rank.items()):
-        parts = breakdown(intervals, step)
-        out[rank] = min((parts.compute + parts.other) / step, 1.0)
-    return out
+        return {rank: 0.0 for rank in parts}
+    return {rank: min((p.compute + p.other) / step, 1.0) for rank, p in parts.items()}
 
 
-def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None):
+def _design(scenario: Scenario, file: str | None, catalog: Catalog | None = None, caches=None):
+    """The scenario's node design (read once per command when given its `caches`, app/caches.py)."""
+    if caches is not None:
+        return caches.design(scenario.cluster.node, "cluster.node", file, catalog)
     return load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
 
 
-def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None) -> int:
+def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None,
+               caches=None) -> int:
     """Nodes the run occupies: the GPUs it uses over the design's GPUs per node."""
-    return max(1, math.ceil(gpus / _design(scenario, file, catalog).gpus))
+    return max(1, math.ceil(gpus / _design(scenario, file, catalog, caches).gpus))
 
 
 def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None,
-              catalog: Catalog | None = None) -> tuple[Ownership, dict[str, str]]:
+              catalog: Catalog | None = None, caches=None) -> tuple[Ownership, dict[str, str]]:
     """The scenario's ownership costs with defaults filled in, and where each number comes from."""
     spec = scenario.pricing.ownership
-    design = _design(scenario, file, catalog)
+    design = _design(scenario, file, catalog, caches)
     nvswitch = design.nvlink is not None and design.nvlink.fabric == "nvswitch"
     sources: dict[str, str] = {}
 
@@ -105,16 +104,18 @@ def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes:
     return model, sources, size
 
 
-def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s: float | None
-               ) -> tuple[RunInputs, list[dict]]:
-    """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them."""
+def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s: float | None,
+               parts: dict[int, Breakdown] | None = None) -> tuple[RunInputs, list[dict]]:
+    """The economics inputs of a simulated setup (runner.Setup), and the assumptions behind them
+    (`parts`: each rank's breakdown, when the caller has them)."""
     scenario, file, gpu = setup.scenario, setup.file, setup.gpu
     training = scenario.training
     catalog = getattr(setup, "catalog", None)
-    nodes = nodes_used(scenario, setup.gpus, file, catalog)
-    fractions = busy_fractions(timeline)
+    caches = getattr(setup, "caches", None)
+    nodes = nodes_used(scenario, setup.gpus, file, catalog, caches)
+    fractions = busy_fractions(timeline, parts)
     busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
-    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog)
+    own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog, caches)
     failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
     prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
     inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,

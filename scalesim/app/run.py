@@ -25,7 +25,7 @@ from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import TASKS_PER_SECOND, OverBudget, charge, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
-from scalesim.result import StepResult, breakdown, critical_rank
+from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.timeline import Timeline
 from scalesim.units import format_bytes
@@ -156,9 +156,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
                beside=None) -> StepResult:
     timeline = simulate_setup(setup, beside=beside)     # beside: the fast-forward's second play forked
     step = timeline.end_s
-    rank = critical_rank(timeline)
-    parts = replace(breakdown(timeline.for_rank(rank), step),
-                    compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
+    per_rank, rank = rank_breakdowns(timeline)      # the critical rank's breakdown, and every rank's busy fraction
+    parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     training = setup.scenario.training
     model, gpu = setup.model, setup.gpu
     samples_per_s = training.global_batch / step
@@ -175,7 +174,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
     reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
     efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
                                             rates() if rates is not None else None)
-    inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s)
+    inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
+                                     parts=per_rank)
     money = training_economics(inputs)
     return StepResult(
         scenario=setup.scenario.name, gpus=setup.gpus, gpu_name=gpu.name, fits=reason is None, reason=reason,

@@ -6,6 +6,7 @@ validation): what it returns holds the compiled step (`parallel/step.py`) that t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from scalesim.app.caches import Caches
@@ -95,29 +96,9 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     asked = every_rank
     design, count = cluster_size(scenario, file, gpus, catalog, caches)
     par, training = scenario.parallel, scenario.training
-    model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
-    model = _model_variant(model, training, file)
-    if training.saved_activations == "nanotron" and not any(op.name == "swiglu" for layer in model.layers
-                                                              for op in layer.ops):
-        raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
-                         "has none: allowed here: megatron", file=file, key="training.saved_activations")
-    present = ', '.join(modules_of({op.name for layer in model.layers for op in layer.ops}))
-    if idle := [m for m in training.recompute_modules or () if m not in present.split(', ')]:
-        raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
-                         f"their ops); allowed here: {present or 'none (leave recompute_modules out)'}",
-                         file=file, key="training.recompute_modules")
-    # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
-    model = with_saved_activations(model, training.saved_activations, training.precision)
-    if training.elementwise_kernels == "eager":
-        model = eager_model(model, training.precision)
-    elif training.elementwise_kernels == "compiled-complex-rope":
-        model = compiled_saves(eager_rope_model(model, training.precision))
-    model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
-    if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
-        if (unfused := unfused_mla_rope_model(model)) is None:
-            raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "
-                             "none: allowed here: true", file=file, key="training.rope_fusion")
-        model = unfused
+    # The model as the scenario trains it, depending on its model and training keys alone: a sweep's plans share it.
+    model = caches.model((json.dumps(scenario.model, sort_keys=True, default=str), training.model_dump_json(), file),
+                         lambda: _trained_model(scenario, file))
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")
@@ -141,6 +122,35 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     host = design.host.memory_gb
     return Setup(scenario, file, model, topology, gpu, count, plan, step, None if host is None else host * 1e9,
                  catalog, caches, asked)
+
+
+def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
+    """The scenario's model with its kernels' variants, checked against its training keys."""
+    training = scenario.training
+    model = get_model(scenario.model, seq_len=training.seq_len, key="model", file=file)
+    model = _model_variant(model, training, file)
+    if training.saved_activations == "nanotron" and not any(op.name == "swiglu" for layer in model.layers
+                                                              for op in layer.ops):
+        raise InputError("nanotron's saved activations are those of its Llama block (SwiGLU MLP); this model "
+                         "has none: allowed here: megatron", file=file, key="training.saved_activations")
+    present = ', '.join(modules_of({op.name for layer in model.layers for op in layer.ops}))
+    if idle := [m for m in training.recompute_modules or () if m not in present.split(', ')]:
+        raise InputError(f"recompute module(s) {', '.join(idle)} re-run nothing in {model.name} (it has none of "
+                         f"their ops); allowed here: {present or 'none (leave recompute_modules out)'}",
+                         file=file, key="training.recompute_modules")
+    # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
+    model = with_saved_activations(model, training.saved_activations, training.precision)
+    if training.elementwise_kernels == "eager":
+        model = eager_model(model, training.precision)
+    elif training.elementwise_kernels == "compiled-complex-rope":
+        model = compiled_saves(eager_rope_model(model, training.precision))
+    model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
+    if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
+        if (unfused := unfused_mla_rope_model(model)) is None:
+            raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "
+                             "none: allowed here: true", file=file, key="training.rope_fusion")
+        model = unfused
+    return model
 
 
 def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:

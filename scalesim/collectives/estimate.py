@@ -14,10 +14,15 @@ from scalesim.fairshare import max_min_rates
 
 def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
     """Flows grouped by shared links (transitively), in the order of their first flow."""
-    links = [link for flow in flows for link in flow.links]
+    return [[flows[i] for i in group] for group in _components([flow.links for flow in flows])]
+
+
+def _components(flow_links: Sequence[tuple[int, ...]]) -> list[list[int]]:
+    """`flow_components` as indices into `flow_links`."""
+    links = [link for own in flow_links for link in own]
     if len(set(links)) == len(links):           # no link used twice (most plans): each flow alone
-        return [[flow] for flow in flows]
-    parent = list(range(len(flows)))
+        return [[i] for i in range(len(flow_links))]
+    parent = list(range(len(flow_links)))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -26,30 +31,39 @@ def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
         return i
 
     first_user: dict[int, int] = {}
-    for i, flow in enumerate(flows):
-        for link in flow.links:
+    for i, own in enumerate(flow_links):
+        for link in own:
             j = first_user.setdefault(link, i)
             a, b = root(i), root(j)
             if a != b:
                 parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[Flow]] = {}
-    for i, flow in enumerate(flows):
-        groups.setdefault(root(i), []).append(flow)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(flow_links)):
+        groups.setdefault(root(i), []).append(i)
     return list(groups.values())
 
 
-def flows_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
+def flows_time_s(flows: Sequence[Flow], capacity: Sequence[float], memo: dict | None = None) -> float:
     """Time until the last of `flows` ends, started together, sharing links max-min fairly.
 
     Groups of flows that share no link cannot slow each other: each is timed alone.
+    `memo`: see `plan_time_s`.
     """
-    groups = flow_components(tuple(flows))
+    if memo is None:
+        groups = flow_components(tuple(flows))
+    else:
+        links = tuple(f.links for f in flows)
+        key = ("components", links)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _components(links)
+        groups = [[flows[i] for i in group] for group in found]
     if len(groups) > 1:
-        return max(_group_time_s(g, capacity) for g in groups)
-    return _group_time_s(flows, capacity)
+        return max(_group_time_s(g, capacity, memo) for g in groups)
+    return _group_time_s(flows, capacity, memo)
 
 
-def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
+def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float], memo: dict | None = None) -> float:
     remaining = [f.size_bytes for f in flows if f.size_bytes > 0]
     active = [f for f in flows if f.size_bytes > 0]
     if len(active) == 1:
@@ -61,8 +75,14 @@ def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
     elapsed = 0.0
     while active:
         caps = [f.rate_cap_bytes_per_s for f in active]
-        rates = max_min_rates([f.links for f in active], capacity,
-                              caps if any(c != float("inf") for c in caps) else None)
+        capped = any(c != float("inf") for c in caps)
+        if memo is None:
+            rates = max_min_rates([f.links for f in active], capacity, caps if capped else None)
+        else:   # the rates depend on the flows' links and caps alone, not on their bytes
+            key = ("rates", tuple(f.links for f in active), tuple(caps) if capped else None)
+            rates = memo.get(key)
+            if rates is None:
+                rates = memo[key] = max_min_rates(list(key[1]), capacity, caps if capped else None)
         step = min(r / rate for r, rate in zip(remaining, rates))
         elapsed += step
         keep = [(f, r - rate * step) for f, r, rate in zip(active, remaining, rates)
@@ -72,5 +92,13 @@ def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float]) -> float:
     return elapsed
 
 
-def plan_time_s(plan: CollectivePlan, capacity: Sequence[float]) -> float:
-    return sum(p.latency_s + flows_time_s(p.flows, capacity) for p in plan.phases)
+def plan_time_s(plan: CollectivePlan, capacity: Sequence[float], memo: dict | None = None) -> float:
+    """The plan's phases timed one after the other. `memo`: a dict the caller keeps for one topology,
+    whose link capacities `capacity` must be (the rates and link-sharing groups of a set of flows depend
+    on their links alone, and recur across sizes and protocols of a call: kept there, the same floats)."""
+    if memo is not None:
+        held = memo.get(("fair-share",))
+        if held is None or held[0] is not capacity:
+            held = memo[("fair-share",)] = (capacity, {})
+        memo = held[1]
+    return sum(p.latency_s + flows_time_s(p.flows, capacity, memo) for p in plan.phases)

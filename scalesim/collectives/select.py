@@ -89,6 +89,28 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
     key = ("plan", op, ranks, size_bytes, algo, protocol)
     if memo is not None and key in memo:
         return memo[key]
+    candidates = _candidates(op, topology, ranks, algo, protocol, memo)
+    if len(candidates) == 1:
+        (a, p), = candidates
+        best = _build(a, op, topology, ranks, size_bytes, p, memo)
+    else:
+        timed = []
+        for a, p in candidates:
+            plan = _build(a, op, topology, ranks, size_bytes, p, memo)
+            tuner_time_s = plan_time_s(plan, topology.capacity_bytes_per_s, memo) - plan.tuner_unseen_latency_s
+            timed.append((tuner_time_s, len(timed), plan))
+        best = min(timed)[2]
+    if memo is not None:
+        memo[key] = best
+    return best
+
+
+def _candidates(op: str, topology: Topology, ranks: tuple[int, ...], algo: str, protocol: str,
+                memo: dict | None) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs `plan_collective` times, the same for every size (kept in `memo`)."""
+    key = ("candidates", op, ranks, algo, protocol)
+    if memo is not None and key in memo:
+        return memo[key]
     possible = algorithms_for(op, topology, ranks)
     if algo != "auto" and algo not in possible:
         raise InputError(f"algorithm '{algo}' cannot run {op} on these GPUs; allowed here: "
@@ -97,19 +119,9 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
                   for p in (protocols_for(a, topology, ranks) if protocol == "auto" else [protocol])]
     if not candidates:
         raise InputError(f"protocol '{protocol}' is not available for {op} here", key="protocol")
-    if len(candidates) == 1:
-        (a, p), = candidates
-        best = _build(a, op, topology, ranks, size_bytes, p, memo)
-    else:
-        timed = []
-        for a, p in candidates:
-            plan = _build(a, op, topology, ranks, size_bytes, p, memo)
-            tuner_time_s = plan_time_s(plan, topology.capacity_bytes_per_s) - plan.tuner_unseen_latency_s
-            timed.append((tuner_time_s, len(timed), plan))
-        best = min(timed)[2]
     if memo is not None:
-        memo[key] = best
-    return best
+        memo[key] = candidates
+    return candidates
 
 
 def _build(algo: str, op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float, protocol: str,

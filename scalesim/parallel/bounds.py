@@ -78,7 +78,7 @@ def _tp_calls_s(builder: StepBuilder, stage: int) -> tuple[float, float]:
 
     def alone_s(op: str) -> float:
         call = builder._with_copies(op, group, builder.activation_bytes, ("tp",))
-        return plan_time_s(call, builder.topology.capacity_bytes_per_s)
+        return plan_time_s(call, builder.topology.capacity_bytes_per_s, builder.memo)
     if plan.sequence_parallel:
         return alone_s("all_gather") + alone_s("reduce_scatter"), alone_s("all_reduce")
     return alone_s("all_reduce"), alone_s("all_reduce")

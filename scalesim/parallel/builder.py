@@ -91,8 +91,7 @@ class StepBuilder:
         self.simulated = (tuple(pl.rank(tp=0, cp=0, dp=0, pp=p) for p in range(pl.pp)) if symmetric
                           else tuple(range(pl.size)))
         self._simulated_set = set(self.simulated)
-        self._calls: dict[tuple, tuple] = {}          # (op, group, bytes, span, comm) -> (plan, participants, share)
-        self._names: dict[tuple, tuple] = {}          # (kind, op, (kind, first rank)) -> (task name, key prefix)
+        self._calls: dict[tuple, tuple] = {}          # a call's plan, participants, ...: see _collective (and _fetch)
         self.symmetric = symmetric
         if chunks is None:
             chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
@@ -100,7 +99,7 @@ class StepBuilder:
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
         self.chunk_work: list[list[_LayerWork]] = []
-        interned: dict[tuple, LayerSpec] = {}
+        interned, timed = {}, {}        # (kind, ops) -> the one half; id(that half) -> (LayerTime, host times)
         self._held_rows: dict[tuple, int] = {}         # row key -> Program.held_factors row
         self._held_timings: list[tuple] = []           # per row: (content key, its seconds on a given GPU)
         self._layer_rows: dict[tuple, int] = {}        # (layer ids, pass) -> row, for RankProgram.layer_row
@@ -115,12 +114,13 @@ class StepBuilder:
                     local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                     halves = split_moe(local)
                 else:
-                    halves = split_attention_mlp(local) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
-                # One object per distinct layer (names aside), so caches keyed by identity serve every copy.
+                    halves = split_attention_mlp(local, self.memo) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
+                # One object per distinct layer (names aside), timed once; caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
-                parts = tuple(self._layer_time(h) for h in halves)
-                work.append(_LayerWork(local, parts, block and len(halves) >= 2, tuple(halves),
-                                       with_layer_host_s(tuple(self._host_times(h) for h in halves),
+                known = [timed.get(id(h)) or timed.setdefault(id(h), (self._layer_time(h), self._host_times(h)))
+                         for h in halves]
+                work.append(_LayerWork(local, tuple(k[0] for k in known), block and len(halves) >= 2, tuple(halves),
+                                       with_layer_host_s(tuple(k[1] for k in known),
                                                          plan.pipeline_layer_host_s * block), is_moe, recomputed))
             self.chunk_work.append(work)
         ebytes = ELEMENT_BYTES[plan.precision]
@@ -195,21 +195,16 @@ class StepBuilder:
                 times["recompute"] += experts_forward
         return times
 
-    def _held_factor(self, content: tuple, seconds_on, share: float) -> float:
+    def _held_factor(self, memo: dict, content: tuple, seconds_on, share: float) -> float:
         """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
-        its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone."""
-        memo = self.memo
+        its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone.
+        `memo`: the factors kept for this GPU and plan's compute settings (`_held_factors`)."""
         blocks = round(share * self.gpu.sms)
-        plan = self.plan
-        memo_key = ("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
-                    plan.recompute_modules, plan.attention,
-                    plan.memory_format, plan.optimizer, content, blocks) + \
-            (() if plan.finetune is None else (plan.finetune,))
-        if memo_key not in memo:
+        if (content, blocks) not in memo:
             alone = seconds_on(0)
             held = seconds_on(blocks)
-            memo[memo_key] = held / alone if alone > 0 else 1.0
-        return memo[memo_key]
+            memo[(content, blocks)] = held / alone if alone > 0 else 1.0
+        return memo[(content, blocks)]
 
     def _held_row(self, timing: tuple) -> int:
         """The Program.held_factors row of a kind of compute task; identical layers share one.
@@ -229,7 +224,11 @@ class StepBuilder:
         single = sorted({t.sm_share for ts in tasks.values() for t in ts
                          if isinstance(t, CollectiveTask) and t.sm_share > 0}) if self.gpu.sms > 0 else []
         shares = sorted(set(single) | {a + b for i, a in enumerate(single) for b in single[i:] if a + b < 1})
-        return tuple(tuple((share, self._held_factor(content, seconds_on, share)) for share in shares)
+        plan = self.plan        # the factors of a GPU and compute settings, kept for the command (by content)
+        memo = self.memo.setdefault(("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+                                     plan.recompute_modules, plan.attention, plan.memory_format, plan.optimizer,
+                                     plan.finetune), {})
+        return tuple(tuple((share, self._held_factor(memo, content, seconds_on, share)) for share in shares)
                      for content, seconds_on in self._held_timings)
 
     def _with_copies(self, op: str, group: tuple[int, ...], size: float, span: tuple[str, ...]) -> CollectivePlan:
@@ -318,9 +317,10 @@ class StepBuilder:
         """Offloaded weights: copy the layer (its 1/shards under ZeRO-3) from host memory to the GPU."""
         seq = counters.get(("fetch", rank), 0)
         counters[("fetch", rank)] = seq + 1
-        plan = host_copy_plan(self.topology, rank, movers(self.topology, rank, self.plan.placement.size,
-                                                          self.symmetric), self._stored(layer) / shards, False,
-                              self.memo)
+        size = self._stored(layer) / shards
+        if (plan := self._calls.get(("fetch", rank, size))) is None:       # every layer's, every pass
+            plan = self._calls[("fetch", rank, size)] = host_copy_plan(self.topology, rank, movers(
+                self.topology, rank, self.plan.placement.size, self.symmetric), size, False, self.memo)
         tasks.append(CollectiveTask(f"fetch {layer.name}", f"offload/fetch/{rank}/{seq}", plan,
                                     deps=() if dep is None else (dep,), stream="offload"))
         return len(tasks) - 1
@@ -335,34 +335,31 @@ class StepBuilder:
         counter = (kind, group[0])
         seq = counters.get(counter, 0)
         counters[counter] = seq + 1
-        call = (op, group, size, span, comm)
-        known = self._calls.get(call)      # the same call recurs every micro-batch and layer
+        # (kind, op, group, bytes, span, comm) -> (plan, participants, share, task name, key prefix)
+        known = self._calls.get(call := (kind, op, group, size, span, comm))    # recurs every micro-batch and layer
         if known is None:
             plan = cta_limited(self._with_copies(op, group, size, span), self.topology, ctas := self.plan.max_ctas(span, comm))
-            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, ctas))
-        plan, participants, share = known
-        names = self._names.get((kind, op, counter))
-        if names is None:
-            names = self._names[(kind, op, counter)] = (f"{kind} {op}", f"{kind}/{group[0]}/")
-        tasks.append(CollectiveTask(names[0], names[1] + str(seq), plan,
-                                    deps=deps if None not in deps else tuple(d for d in deps if d is not None),
-                                    stream=stream, participants=participants, sm_share=share,
-                                    host_s=self.plan.host_dispatch_s))
+            known = self._calls[call] = (plan, self._participants(group), self._sm_share(plan, ctas),
+                                         f"{kind} {op}", f"{kind}/{group[0]}/")
+        plan, participants, share, name, prefix = known
+        tasks.append(CollectiveTask(name, prefix + str(seq), plan, deps if None not in deps else
+                                    tuple(d for d in deps if d is not None), stream, "comm", participants, share,
+                                    self.plan.host_dispatch_s))
         return len(tasks) - 1
 
     def _p2p(self, tasks: list, src: int, dst: int, direction: str, mb: int, chunk: int,
              stream: str, deps: tuple[int, ...]) -> int:
-        plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
+        if (known := self._calls.get(("p2p", src, dst))) is None:      # every micro-batch's transfer
+            plan = self._with_copies("send", (src, dst), self.pp_bytes, ("pp",))
+            known = self._calls[("p2p", src, dst)] = (plan, self._participants((src, dst)), self._sm_share(plan))
         # Megatron-LM synchronizes the device after each batched P2P exchange
         # (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync): the host
         # issues nothing more until the activation or gradient it receives has arrived; unless the
         # schedule overlaps its P2P (overlap_p2p_comm turns batched P2P and that sync off).
         dispatch_s = self.plan.host_dispatch_s
         sync = dispatch_s > 0 and stream.startswith("pp_recv") and not self.plan.p2p_overlapped
-        tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}",
-                                    plan, deps=tuple(d for d in deps if d is not None), stream=stream,
-                                    participants=self._participants((src, dst)), sm_share=self._sm_share(plan),
-                                    host_s=dispatch_s, host_sync=sync))
+        tasks.append(CollectiveTask(f"pp {direction} mb{mb}", f"pp/{direction}/{src}->{dst}/{mb}/{chunk}", known[0],
+                                    tuple(d for d in deps if d is not None), stream, "comm", *known[1:], dispatch_s, sync))
         return len(tasks) - 1
 
     # ------------------------------------------------------------------ ranks

@@ -9,9 +9,10 @@ and replays it for the later micro-batches with those renumbered: the same tasks
 building them again (tests/parallel/test_pass_templates.py), at a fraction of the cost.
 
 A pass is recorded only when it can be replayed exactly: its dependencies on earlier tasks are
-the rank's last two layer computes (ZeRO-3's gather-ahead), it gathers no layer for the first
-time (ZeRO-1/2 with overlap_param_gather) and it fetches no offloaded weights. The final
-micro-batch's backward (it launches the gradient reductions) is keyed apart.
+the rank's last two layer computes (ZeRO-3's gather-ahead, offloaded weights' fetch-ahead) and it
+gathers no layer for the first time (ZeRO-1/2 with overlap_param_gather). Offloaded weights'
+fetches are renumbered like group calls (each rank counts its own). The final micro-batch's
+backward (it launches the gradient reductions) is keyed apart.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class _Template:
     __slots__ = ("entries", "counters", "computes", "reductions", "overlapped")
 
     def __init__(self, entries, counters, computes, reductions, overlapped):
-        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep)
+        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep,
+        #                                  whether all deps are within the pass)
         self.counters = counters        # counter -> calls this pass adds
         self.computes = computes        # offsets appended to layer_computes
         self.reductions = reductions    # offsets (or None) appended to reductions
@@ -46,19 +48,23 @@ class PassTemplates:
         self.known: dict[tuple, _Template | None] = {}
         self.replayed = 0               # passes replayed, not built
 
-    def run(self, key: tuple, mb: int, build) -> None:
-        """The pass `key` of micro-batch `mb`: replayed when recorded, else built by `build()`."""
+    def run(self, key: tuple, mb: int, build, later: int = 1) -> None:
+        """The pass `key` of micro-batch `mb`: replayed when recorded, else built by `build()` (and
+        recorded when `later` passes of the same key are still to come: recording costs more than
+        building, so a pass that is not replayed is not recorded)."""
         p = self.p
         template = self.known.get(key)
         if template is not None and len(p.layer_computes) >= 2:
             self._replay(template, mb)
             self.replayed += 1
             return
+        if later <= 0:
+            build()
+            return
         state = (len(p.list), list(p.layer_computes[-2:]), dict(p.counters), len(p.layer_computes),
                  len(p.reductions), len(p.overlapped), len(p.gathered_once))
         build()
-        if key not in self.known or self.known[key] is None:
-            self.known[key] = self._record(state)
+        self.known[key] = self._record(state)
 
     def _record(self, state) -> _Template | None:
         p = self.p
@@ -86,7 +92,7 @@ class PassTemplates:
                     return None
                 head = head[2:]                 # name and key rebuilt on replay
             single = deps[0] if len(deps) == 1 and deps[0] >= 0 else None
-            entries.append((cls, head, tail, tuple(deps), key, single))
+            entries.append((cls, head, tail, tuple(deps), key, single, min(deps, default=0) >= 0))
         added = {c: n - counters.get(c, 0) for c, n in p.counters.items() if n != counters.get(c, 0)}
         return _Template(entries, added, [i - start for i in p.layer_computes[computes:]],
                          [None if i is None else i - start for i in p.reductions[reductions:]],
@@ -98,9 +104,12 @@ class PassTemplates:
         before = {-2: p.layer_computes[-2], -1: p.layer_computes[-1]}
         counters = p.counters
         append = p.list.append
-        for cls, head, tail, deps, key, single in template.entries:
+        shift = start.__add__
+        for cls, head, tail, deps, key, single, inside in template.entries:
             if single is not None:
                 moved = (single + start,)
+            elif inside:                # every dependency within the pass
+                moved = tuple(map(shift, deps))
             else:
                 moved = tuple(x + start if x >= 0 else before[x] for x in deps)
             if key is None:
@@ -118,17 +127,24 @@ class PassTemplates:
 
 def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
     """How the call's key is renumbered: (None, key) for pipeline transfers (keyed by micro-batch),
-    (prefix, counter, sequence number less the counter at the pass start, name) for group calls,
-    None for anything else (offload copies)."""
+    (prefix, counter, sequence number less the counter at the pass start, name) for group calls
+    ('kind/first rank/seq', counted per (kind, first rank)) and offloaded weights' fetches
+    ('offload/fetch/rank/seq', counted per ('fetch', rank): builder.py _fetch), None for anything else."""
     key = task.key
     if key.startswith("pp/"):
         return (None, key)
     parts = key.split("/")
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) == 4 and key.startswith("offload/fetch/"):
+        kind, prefix = "fetch", "offload/fetch/"
+    elif len(parts) == 3:
+        kind, prefix = parts[0], parts[0] + "/"
+    else:
         return None
-    kind, first, seq = parts
+    first, seq = parts[-2:]
+    if not first.isdigit() or not seq.isdigit():
+        return None
     counter = (kind, int(first))
-    return (f"{kind}/{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
+    return (f"{prefix}{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
 
 
 def _p2p_names(key: str, mb: int) -> tuple[str, str]:

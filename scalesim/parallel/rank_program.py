@@ -71,16 +71,18 @@ class RankProgram:
 
     def tasks(self, templates: bool = True) -> tuple:
         """`templates`: replay the passes repeated from one micro-batch to the next (pass_templates.py;
-        the same tasks), except with offloaded weights (their fetches are numbered per rank)."""
-        passes = self.passes = PassTemplates(self) if templates and not self.plan.offload_params else None
+        the same tasks)."""
+        passes = self.passes = PassTemplates(self) if templates else None
         last = self.plan.micro_batches - 1
         for kind, mb, local_chunk in p2p_batched.passes(self):    # batched exchanges appended in between
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
                 build(g, mb)
-            else:
-                passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb, lambda: build(g, mb))
+            else:   # a chunk's passes come in micro-batch order; the first and last backward are keyed apart
+                later = last - mb if kind == "F" else 0 if mb in (0, last) else last - 1 - mb
+                passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb,
+                           lambda: build(g, mb), later)
         self._optimizer_step()
         return tuple(self.list)
 

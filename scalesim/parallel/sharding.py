@@ -101,6 +101,17 @@ def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None 
     model repeats one block tens of times; a sweep shards the same blocks for hundreds of plans)."""
     if tp == 1 and cp == 1:
         return layer
+    if memo is not None:        # this very layer sharded before (a command's model is reused by its plans)
+        known = memo.get(("sharded-layer", id(layer), tp, cp, sp))
+        if known is not None and known[0] is layer:
+            return known[1]
+        sharded = _sharded_layer(layer, tp, cp, sp, memo)
+        memo[("sharded-layer", id(layer), tp, cp, sp)] = (layer, sharded)       # the layer kept: its id stays its own
+        return sharded
+    return _sharded_layer(layer, tp, cp, sp, memo)
+
+
+def _sharded_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None) -> LayerSpec:
     if memo is None:
         ops = _shard_ops(layer.ops, tp, cp, sp)
     else:
@@ -120,8 +131,15 @@ def shard_layer(layer: LayerSpec, tp: int, cp: int, sp: bool, memo: dict | None 
                    attention_score_bytes=layer.attention_score_bytes / tp / cp)
 
 
-def split_attention_mlp(layer: LayerSpec) -> tuple[LayerSpec, LayerSpec]:
-    """A block as its attention half and MLP half (Megatron's two TP all-reduces sit after each)."""
+def split_attention_mlp(layer: LayerSpec, memo: dict | None = None) -> tuple[LayerSpec, LayerSpec]:
+    """A block as its attention half and MLP half (Megatron's two TP all-reduces sit after each).
+    `memo`: the caller's, where this very layer's halves are kept (`shard_layer` returns the same
+    sharded block to every plan of a command)."""
+    if memo is not None:
+        known = memo.get(("halves", id(layer)))
+        if known is None or known[0] is not layer:
+            known = memo[("halves", id(layer))] = (layer, split_attention_mlp(layer))     # the layer kept
+        return known[1]
     first = tuple(op for op in layer.ops if op.name in ATTENTION_HALF)
     second = tuple(op for op in layer.ops if op.name not in ATTENTION_HALF)
     return (replace(layer, name=f"{layer.name}.attn", ops=first),

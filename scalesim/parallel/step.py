@@ -91,11 +91,15 @@ def compile_step(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: Paral
         layers = tuple(shard_experts(shard_layer(layer, pl.tp, pl.cp, sp, memo), pl.ep, 1.0,
                                      pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                        for c in range(plan.chunks_per_stage) for layer in chunks[c * pl.pp + stage])
-        order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
+        key = ("schedule", plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage)
+        if key not in memo:          # the same for every plan of this pipeline shape
+            order = tuple(schedule(plan.schedule, stage, pl.pp, plan.micro_batches, plan.chunks_per_stage))
+            memo[key] = (order, in_flight(list(order)))
+        order, held = memo[key]
         recomputed = tuple(r for c in range(plan.chunks_per_stage)
                            for r in recomputed_blocks(chunks[c * pl.pp + stage], plan.recompute_layers))
         # Activations are held per chunk; with v chunks a micro-batch's share is 1/v of the stage.
-        stages.append(Stage(layers, order, in_flight(list(order)) / plan.chunks_per_stage, recomputed))
+        stages.append(Stage(layers, order, held / plan.chunks_per_stage, recomputed))
     return CompiledStep(model, gpu, topology, plan, every_rank, chunks, tuple(stages), memo)
 
 

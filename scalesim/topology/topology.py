@@ -241,6 +241,12 @@ class Topology:
 
     def host_route(self, rank: int, to_host: bool) -> tuple[int, ...]:
         """Link resources of a copy between a GPU and its own socket's host memory (ZeRO-Offload)."""
+        key = ("host-route", rank, to_host)
+        if key not in self._routes_memo:        # each GPU's, for every copy its server's ranks make
+            self._routes_memo[key] = self._host_route(rank, to_host)
+        return self._routes_memo[key]
+
+    def _host_route(self, rank: int, to_host: bool) -> tuple[int, ...]:
         gpu = self.gpus[rank]
         g = self.graph
         mem = self._memory[(g.nodes[gpu]["server"], g.nodes[gpu]["socket"])]

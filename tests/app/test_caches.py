@@ -65,3 +65,24 @@ def test_a_plan_that_cannot_fit_the_cluster_fails_before_the_cluster_is_built(mo
         prepare(scenario)
     assert error.value.key == "parallel.dp" and "32768 GPUs" in str(error.value)
     assert built == []
+
+
+def test_plans_of_a_command_share_its_model_and_its_sharded_layers():
+    """A sweep's plans train the same model: built once per model and training keys, its layers then
+    sharded once per tensor / context split (found by identity), with the very results of a fresh build."""
+    scenario = Scenario.model_validate({**SCENARIO, "model": {"kind": "transformer", "layers": 4, "hidden": 512,
+                                                              "heads": 8, "vocab": 32000},
+                                        "parallel": {"dp": 4, "tp": 2}})
+    shared = Caches()
+    first = prepare(scenario, caches=shared)
+    other_split = prepare(scenario.with_changes(parallel={"dp": 2, "tp": 4}), caches=shared)
+    assert other_split.model is first.model
+    again = prepare(scenario, caches=shared)
+    assert again.step.stages[0].layers[1] is first.step.stages[0].layers[1]      # the same sharded block
+    assert again.step.stages[0].order is first.step.stages[0].order
+    eager = prepare(scenario.with_changes(training={"elementwise_kernels": "eager"}), caches=shared)
+    assert eager.model != first.model and len(shared.models) == 2
+    alone = prepare(scenario)
+    assert alone.model is not first.model and alone.model == first.model
+    assert alone.step.stages == again.step.stages
+    assert simulate(again.step.program).end_s == simulate(alone.step.program).end_s

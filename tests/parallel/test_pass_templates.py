@@ -33,6 +33,11 @@ CASES = {
     "two experts per rank: the all-to-all dispatcher's local sorts": (
         "64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"ep": 4, "moe_dispatcher": "alltoall"},
                                           "training": {"global_batch": 256}}),
+    "offloaded weights fetched before every use, every rank": (
+        "8xh100-ddp.yaml", {"parallel": {"offload_params": True}, "training": {"global_batch": 256}}),
+    "offloaded weights under zero-3, one rank per pipeline stage": (
+        "64xh100-llama3-70b.yaml", {"parallel": {"dp": 4, "tp": 2, "pp": 8, "zero": 3, "offload_params": True},
+                                    "training": {"micro_batch": 2}}),
 }
 
 
@@ -62,3 +67,16 @@ def test_ranks_given_the_same_tasks_would_build_the_same_tasks(changes):
     assert len(program.tasks) == 8
     for rank, tasks in program.tasks.items():
         assert tasks == RankProgram(builder, rank).tasks(templates=False)
+
+
+def test_passes_that_do_not_recur_are_not_recorded():
+    """Recording a pass costs more than building it: the first and last backward of each chunk (keyed
+    apart) are built, never recorded; a forward is recorded once, for the micro-batches after it."""
+    scenario, path = load_scenario(ROOT / "scenarios" / "8xh100-ddp.yaml")
+    step = prepare(scenario.with_changes(training={"global_batch": 256}), path).step
+    builder = StepBuilder(step.model, step.gpu, step.topology, step.plan, symmetric=not step.every_rank,
+                          chunks=step.chunks, memo=step.memo, orders=tuple(s.order for s in step.stages))
+    program = RankProgram(builder, builder.simulated[0])
+    assert program.tasks() == RankProgram(builder, builder.simulated[0]).tasks(templates=False)
+    assert step.plan.micro_batches >= 4
+    assert program.passes.known and all(not (last or first) for _, _, last, first in program.passes.known)
