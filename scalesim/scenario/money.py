@@ -40,7 +40,7 @@ class UncertaintySpec(Strict):
     """Monte-Carlo spreads for --samples: each factor's P90/P50 ratio (lognormal, median 1)."""
 
     seed: pydantic.NonNegativeInt = 0
-    step_time: float = pydantic.Field(1.50, ge=1.0)
+    step_time: float = pydantic.Field(1.17, ge=1.0)
     failure_rate: float = pydantic.Field(3.0, ge=1.0)
     gpu_hour_price: float = pydantic.Field(1.5, ge=1.0)
     purchase_price: float = pydantic.Field(1.2, ge=1.0)
