@@ -90,18 +90,20 @@ def binary_tree_edges(order: list[int]) -> list[tuple[int, int]]:
     [(1, 0), (1, 2)]
     """
     edges: list[tuple[int, int]] = []
-
-    def build(lo: int, hi: int) -> int | None:
-        if lo > hi:
-            return None
-        mid = (lo + hi) // 2
-        for child in (build(lo, mid - 1), build(mid + 1, hi)):
-            if child is not None:
-                edges.append((order[mid], order[child]))
-        return mid
-
-    build(0, len(order) - 1)
+    _subtree(order, 0, len(order) - 1, edges)
     return edges
+
+
+def _subtree(order: list[int], lo: int, hi: int, edges: list) -> int | None:
+    """The root (middle) index of order[lo..hi]'s balanced subtree, its edges appended to `edges`
+    (a module function, not a closure: a recursive closure is a reference cycle per call)."""
+    if lo > hi:
+        return None
+    mid = (lo + hi) // 2
+    for child in (_subtree(order, lo, mid - 1, edges), _subtree(order, mid + 1, hi, edges)):
+        if child is not None:
+            edges.append((order[mid], order[child]))
+    return mid
 
 
 def nccl_btree_parent(nranks: int, rank: int) -> int | None:

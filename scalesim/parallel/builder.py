@@ -383,8 +383,9 @@ class StepBuilder:
 
     def program(self) -> Program:
         tasks = {r: self.rank_tasks(r) for r in self.simulated}
-        return Program(tasks, self.topology.capacity_bytes_per_s, self.topology.resource_names,
-                       self._held_factors(tasks))
+        factors = self._held_factors(tasks)
+        self._held_timings.clear()      # their closures hold this builder: freed now, not by the cyclic GC
+        return Program(tasks, self.topology.capacity_bytes_per_s, self.topology.resource_names, factors)
 
 
 def build_program(model: ModelSpec, gpu: GpuSpec, topology: Topology, plan: ParallelPlan,

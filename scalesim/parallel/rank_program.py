@@ -84,6 +84,8 @@ class RankProgram:
                 passes.run((kind, g, kind != "F" and mb == last, kind != "F" and mb == 0), mb,
                            lambda: build(g, mb), later)
         self._optimizer_step()
+        if passes is not None:
+            passes.p = None         # no cycle back to this program: its tasks are freed as soon as dropped
         return tuple(self.list)
 
     # ------------------------------------------------------------------ tasks
