@@ -4,7 +4,9 @@ column-parallel down-projections (`parallel.mla_down_proj: column-parallel`).
 Megatron-Core split MLA's down-projections over the TP ranks from 24 Feb 2025 (1c425a8313, "Use
 TEColumnParallelLinear instead of TELinear in MLA down proj layers") to 13 Jun 2025 (e63aee46b2, "MLA down
 proj switch back to TELinear"): before and since, each TP rank runs them whole (duplicated) and MLA has no
-exchanges of its own, the default. Besides the block's input all-gather and output reduce-scatter (rank_program.py, as for any
+exchanges of its own, the default.
+
+Besides the block's input all-gather and output reduce-scatter (rank_program.py, as for any
 attention), Megatron-Core's MLA gathers its low-rank latents (Megatron-LM @3cdfd613, the Megatron-Core
 of NeMo 2.3's container, which the TP2 DeepSeek-V3 validation runs use: gpt_layer_specs.py:117-124
 makes the down-projections TEColumnParallelLinear, so their outputs come split over the TP ranks;
