@@ -52,6 +52,12 @@ from scalesim.parallel.ddp import tensor_buckets
 from scalesim.program import COMM_STREAM, ComputeTask
 
 
+def dense_grad_bytes(b, layer) -> float:
+    """The gradient bytes of a layer's trained parameters outside its experts (builder `b`), the bytes its
+    data-parallel buckets reduce."""
+    return (b._trained(layer) - b._expert_trained(layer)) * b.grad_bytes_per_param
+
+
 def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
     """The chunk's buckets in backward order, (reduced bytes, position of the layer that fills it, 1):
     whole tensors (costs/coalesced.py param_tensor_shares), closing at `bucket_params` parameters.
@@ -102,8 +108,7 @@ def layer_buckets(rp, work) -> list[float] | None:
     chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
     if chunk is None:
         return None
-    grads = [(rp.b._trained(w.layer) - rp.b._expert_trained(w.layer)) * rp.b.grad_bytes_per_param
-             for w in reversed(chunk)]
+    grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
     position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
     return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
 
@@ -113,7 +118,7 @@ def gathered(rp, work, family: str, size: float, dep: int | None) -> int | None:
     one per bucket starting at this layer (none if its parameters came with an earlier layer's bucket), each
     after its per-rank views, at the layer's gathered bytes per gradient byte."""
     buckets = layer_buckets(rp, work)
-    own = (rp.b._trained(work.layer) - rp.b._expert_trained(work.layer)) * rp.b.grad_bytes_per_param
+    own = dense_grad_bytes(rp.b, work.layer)
     if buckets is None or own <= 0:
         return rp.call(family, "all_gather", rp.grad_group, size, "comm", (dep,), ("dp", "cp"))
     for bucket in buckets:

@@ -14,7 +14,7 @@ from scalesim.costs.coalesced import (all_gather_copy_host_s, param_tensor_share
                                       reduce_scatter_hook_host_s)
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
-from scalesim.parallel.megatron_dp import megatron_buckets
+from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
 from scalesim.program import COMM_STREAM, ComputeTask
 
 
@@ -29,7 +29,7 @@ def buckets(rp, work) -> list[tuple[float, int, int]]:
     inside an NCCL group (ProcessGroupNCCL.cpp allreduce_coalesced -> collectiveCoalesced): a call
     per tensor, each with its own latency; with ZeRO-1 one reduce-scatter per bucket."""
     plan, b = rp.plan, rp.b
-    grads = [(b._trained(w.layer) - b._expert_trained(w.layer)) * b.grad_bytes_per_param for w in reversed(work)]
+    grads = [dense_grad_bytes(b, w.layer) for w in reversed(work)]
     if plan.bucket_params is not None:        # Megatron-Core's whole-tensor buckets (parallel/megatron_dp.py)
         return megatron_buckets(rp, work, grads)
     if plan.grad_accumulation != "fp32-add":
