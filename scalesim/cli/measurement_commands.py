@@ -92,7 +92,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the log-log parity plot (predicted vs measured, ±10%% band).")
+              help="Write the log-log parity plot (predicted vs measured, ±10% band).")
 @click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
               default=None,
               help="Run one category.")
