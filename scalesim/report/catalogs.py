@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+from rich.markup import escape
 from rich.table import Table
 
 from scalesim.errors import unknown_name
@@ -119,7 +120,7 @@ def topologies_table() -> Table:
 
 
 def topology_description(design: NodeDesign, graph: nx.Graph) -> Table:
-    t = Table(title=f"{design.name}: {' '.join(design.description.split())}", title_justify="left")
+    t = Table(title=escape(f"{design.name}: {' '.join(design.description.split())}"), title_justify="left")
     for col in ("from", "to", "link", "GB/s per direction", "duplex"):
         t.add_column(col)
     for u, v, d in graph.edges(data=True):

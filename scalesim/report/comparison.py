@@ -19,6 +19,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
@@ -61,10 +62,11 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
-        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+        t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
-        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, bold_flags(best, lowest, len(values)))])
+        cells = [escape(str(v)) for v in values]      # the user's names, printed as written
+        t.add_row(name, *[f"[bold]{c}[/bold]" if b else c for c, b in zip(cells, bold_flags(best, lowest, len(values)))])
 
     for name, values, best, lowest in summary_rows(rows, uncertainty):
         add(name, values, best, lowest)

@@ -16,6 +16,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.report.figures import save_figure  # noqa: E402
@@ -33,7 +34,7 @@ def _usd(value: float | None) -> str:
 
 
 def serving_table(r: dict) -> Table:
-    t = Table(title=r["scenario"], show_header=False, title_justify="left")
+    t = Table(title=escape(r["scenario"]), show_header=False, title_justify="left")
     t.add_column("metric", style="bold")
     t.add_column("value")
     plan = r["plan"]
@@ -129,7 +130,7 @@ def serving_compare_table(rows: list[dict]) -> Table:
               title_justify="left")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
-        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+        t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
 
     def line(label: str, key: str, fmt) -> None:
         t.add_row(label, *("n/a" if r.get(key) is None else fmt(r[key]) for r in rows))

@@ -15,6 +15,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.report.figures import save_figure  # noqa: E402
@@ -24,7 +25,7 @@ from scalesim.units import format_bytes  # noqa: E402
 
 def sweep_table(sweep: dict) -> Table:
     """Best plan per GPU count, with how many plans were simulated, pruned, too big or unavailable."""
-    t = Table(title=f"{sweep['scenario']}: best plan per GPU count (ranked by {sweep['rank_by']})",
+    t = Table(title=f"{escape(sweep['scenario'])}: best plan per GPU count (ranked by {sweep['rank_by']})",
               title_justify="left")
     for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",
                 "time to train", "cloud cost", "on-prem cost", "plans: simulated / dominated / too big / n.a."):
