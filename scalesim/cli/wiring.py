@@ -8,6 +8,7 @@ allowed; 130 a sweep interrupted (128 + SIGINT, as shells report Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import re
@@ -38,6 +39,8 @@ def friendly_errors(fn):
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except OSError as exc:      # an output the checks could not foresee (a full disk, a race)
+            if exc.errno == errno.EPIPE:
+                raise               # `| head` closed the pipe: click's main exits quietly (1)
             click.echo(f"error: {exc.filename or 'output'}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
 
