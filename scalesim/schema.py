@@ -7,7 +7,9 @@ path and what is allowed, plus the closest valid key when they mistyped one.
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+import types
+import typing
+from typing import Any, Literal, TypeVar
 
 import pydantic
 
@@ -22,6 +24,39 @@ class Strict(pydantic.BaseModel):
     (`.inf` or `.nan` would make every result inf or nan, and JSON has neither)."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        """YAML's true/false (yes/no, on/off) where a number belongs: pydantic would read 1 or 0
+        (`zero: true` ran ZeRO-1, silently)."""
+        if isinstance(value, bool):
+            numbers = _numbers_only(cls.model_fields[info.field_name].annotation)
+            if numbers is not None:
+                raise ValueError(f"expected {numbers}, got {str(value).lower()} (YAML reads true, false, yes, no, "
+                                 "on and off as booleans)")
+        return value
+
+
+def _numbers_only(annotation: Any) -> str | None:
+    """What a field takes when it takes only numbers (or null), e.g. "a number" or "one of 0, 1, 2, 3";
+    None when a boolean (or anything else) may go there.
+
+    >>> _numbers_only(int), _numbers_only(float | None), _numbers_only(Literal[0, 1]), _numbers_only(bool | int)
+    ('a number', 'a number', 'one of 0, 1', None)
+    """
+    if annotation in (int, float):
+        return "a number"
+    if typing.get_origin(annotation) is typing.Annotated:        # pydantic.PositiveInt and the like
+        return _numbers_only(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) is Literal:
+        values = typing.get_args(annotation)
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        return f"one of {', '.join(str(v) for v in values)}" if numeric else None
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = [_numbers_only(a) for a in typing.get_args(annotation) if a is not type(None)]
+        return options[0] if len(options) == 1 else ("a number" if options and all(options) else None)
+    return None
 
 
 def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
