@@ -88,8 +88,8 @@ def _first_model(annotation: Any) -> type[pydantic.BaseModel] | None:
 def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: str | None = None) -> M:
     """Build `model` from `data` or raise InputError naming the first bad key."""
     if not isinstance(data, dict):
-        raise InputError(f"expected a mapping of keys, got {type(data).__name__}",
-                         file=file, key=key_prefix)
+        raise InputError("is empty; expected a mapping of keys" if data is None else
+                         f"expected a mapping of keys, got {_yaml_kind(data)}", file=file, key=key_prefix)
     try:
         return model.model_validate(data)
     except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
@@ -106,6 +106,11 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
                              file=file, key=key) from None
         if err["type"] == "missing":
             raise InputError("is required but missing", file=file, key=key) from None
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):     # a section not a mapping
+            keys = _fields_at(model, (*loc, None))
+            listed = f" ({', '.join(keys)})" if keys else ""
+            raise InputError(f"expected a mapping of keys{listed}, got {_yaml_kind(err.get('input'))}",
+                             file=file, key=key) from None
         message = err["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
@@ -114,6 +119,24 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
             shown = repr(got)
             message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
         raise InputError(message, file=file, key=key) from None
+
+
+def _yaml_kind(value: Any) -> str:
+    """What a YAML value is, in YAML's words.
+
+    >>> _yaml_kind(None), _yaml_kind([1]), _yaml_kind(5), _yaml_kind("fast"), _yaml_kind(True)
+    ('nothing (null)', 'a list', 'a number (5)', "text ('fast')", 'a boolean (true)')
+    """
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value:g})"
+    if isinstance(value, str):
+        shown = repr(value)
+        return f"text ({shown if len(shown) <= 40 else shown[:37] + '...'})"
+    return "a list" if isinstance(value, list) else "a mapping"
 
 
 def _most_specific(model: type[pydantic.BaseModel], errors: list[dict]) -> tuple[dict, tuple]:
