@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import plain_log_axis, save_figure  # noqa: E402
 from scalesim.units import format_bytes, format_time  # noqa: E402
 
 
@@ -90,6 +90,7 @@ def sweep_table(r: dict) -> Table:
 def latency_throughput_plot(results: list[dict], path: Path) -> Path:
     """End-to-end latency (P50 solid, P99 dashed) against output tokens/s, one line per design."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    plotted = []
     for r in results:
         points = [p for p in r.get("sweep", []) if p["e2e_latency_s"]]
         if not points:
@@ -97,9 +98,11 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
         x = [p["output_tokens_per_s"] for p in points]
         line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
         ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "--", color=line.get_color(), label="P99")
+        plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (s)")
     ax.set_yscale("log")
+    plain_log_axis(ax.yaxis, plotted)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("latency against throughput (each point a request rate)")
@@ -114,10 +117,12 @@ def percentiles_plot(r: dict, path: Path) -> Path:
         rates = [p["rate_per_s"] for p in points if p[key]]
         for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
             ax.plot(rates, [p[key][q] for p in points if p[key]], style, label=q.upper())
-        ax.axhline(r["slo"][key], color="#C44E52", lw=1, label="SLO")
+        slo = r["slo"][key]
+        ax.axhline(slo, color="#C44E52", lw=1, label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
         ax.set_xlabel("request rate (requests/s)")
         ax.set_ylabel(f"{label} (s)")
         ax.set_yscale("log")
+        plain_log_axis(ax.yaxis, [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{r['scenario']}: latency percentiles against rate")

@@ -5,7 +5,6 @@ Reads the JSON-able sweep object of `scalesim.app.sweep.run_sweep`; never simula
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import matplotlib.ticker  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import plain_log_axis, save_figure  # noqa: E402
 from scalesim.report.formatting import duration, money, percent  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
@@ -46,19 +45,6 @@ def sweep_table(sweep: dict) -> Table:
                   duration(best["time_to_train_s"]), money(best["cost_usd"]), money(best["on_prem_cost_usd"]),
                   counts)
     return t
-
-
-def _days_tick(value: float, _pos=None, every: bool = False) -> str:
-    """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd
-    (`every`: at each one, for an axis spanning less than a decade that would show one number or none).
-
-    >>> _days_tick(0.3), _days_tick(1.0), _days_tick(20.0), _days_tick(0.7), _days_tick(150.0, every=True)
-    ('0.3', '1', '20', '', '150')
-    """
-    if value <= 0:
-        return ""
-    mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
-    return f"{value:g}" if every or mantissa in (1, 2, 3, 5) else ""
 
 
 def _nothing_fits(fig, axes, subtitle: str) -> None:
@@ -112,10 +98,7 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             ax.legend(fontsize=8)
         if ax is axes[1] and any(b["time_to_train_s"] for b in best):
             ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
-            days = [y for y in ys if y]
-            tick = functools.partial(_days_tick, every=max(days) < 5 * min(days))     # one decade or less
-            for axis_set in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-                axis_set(matplotlib.ticker.FuncFormatter(tick))     # 0.3, 1, 20: not 3x10^-1
+            plain_log_axis(ax.yaxis, ys)        # 0.3, 1, 20: not 3x10^-1
         if ax is axes[2]:
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v) if v else "$0"))
         if xs:
