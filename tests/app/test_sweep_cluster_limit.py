@@ -3,12 +3,9 @@
 
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from scalesim.cli import main
-from scalesim.errors import InputError
-from scalesim.limits import MAX_NODES, check_cluster_size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,9 +17,3 @@ def test_too_many_gpus_for_a_sweep_names_gpus_and_their_limit(tmp_path):
     assert "1,000,000 GPUs" in result.output and "32,768" in result.output
     assert "125,000 is above" not in result.output
 
-
-def test_too_many_one_gpu_nodes_says_nodes():
-    with pytest.raises(InputError) as err:
-        check_cluster_size(MAX_NODES + 1, 1)
-    assert err.value.key == "cluster.nodes"
-    assert f"{MAX_NODES + 1:,} nodes is above the limit of {MAX_NODES:,} nodes" in str(err.value)
