@@ -84,9 +84,12 @@ def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
     return t
 
 
-def hardware_json(catalog: Catalog | None = None) -> dict:
-    """Every entry with all its fields, its notes and `file` (the user folder's file, or 'built-in catalog')."""
+def hardware_json(catalog: Catalog | None = None, name: str | None = None) -> dict:
+    """Every entry (or only `name`'s) with all its fields, its notes and `file` (the user folder's
+    file, or 'built-in catalog')."""
     catalog = catalog or builtin_catalog()
+    if name is not None and name not in {**catalog.gpus(), **catalog.links()}:
+        raise unknown_name("GPU or link", name, {**catalog.gpus(), **catalog.links()})
 
     def row(spec) -> dict:
         out = {f: getattr(spec, f) for f in _shown_fields(spec)}
@@ -95,7 +98,8 @@ def hardware_json(catalog: Catalog | None = None) -> dict:
         out["file"] = catalog.origin(spec.name)
         return out
 
-    return {"gpus": [row(s) for s in catalog.gpu_specs], "links": [row(s) for s in catalog.link_specs]}
+    return {"gpus": [row(s) for s in catalog.gpu_specs if name in (None, s.name)],
+            "links": [row(s) for s in catalog.link_specs if name in (None, s.name)]}
 
 
 def topologies_json() -> list[dict]:
