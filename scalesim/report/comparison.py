@@ -86,7 +86,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
                             + (" (fits)" if r["fits"] else f" ({NO_FIT})") for r in rows], None, True),
         ("step time", _mark(rows, [duration(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
         ("throughput", _mark(rows, [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
-                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]), None, True),
+                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]),
+         [(r.get("tokens_per_s") or r["samples_per_s"]) if r["fits"] else None for r in rows], False),
         ("MFU", [percent(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
         ("scaling efficiency", [percent(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
          False),
