@@ -265,21 +265,22 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 5.2))
     fitting = [i for i, o in enumerate(options) if rows[o[2]].get("fits", True)]
     front = {fitting[j] for j in pareto_front([(options[i][0], options[i][1]) for i in fitting])}
+    labels = []
     for i, (hours, cost, k, kind, marker) in enumerate(options):
         fits = rows[k].get("fits", True)
         ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)] if fits else "none",
                    edgecolors="black" if i in front else PALETTE[k % len(PALETTE)], linewidths=1.8, zorder=3)
-        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
+        labels += [ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
                     + ("" if fits else f" ({NO_FIT})"), (hours, cost), textcoords="offset points", xytext=(8, 5),
-                    fontsize=8)
+                    fontsize=8)]
     if front:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
         ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
     handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
-               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)"),
-               plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
-                          markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
+               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)")]
+    handles += [plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
+                           markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")] if front else []
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
                            label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -290,7 +291,22 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     ax.margins(x=0.25, y=0.2)
     ax.set_xlim(left=0)                      # from zero: distances read as ratios
     ax.set_ylim(bottom=0)
+    _labels_inside(ax, labels)
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
+
+
+def _labels_inside(ax, labels: list) -> None:
+    """Widen the time axis until every point's label (right of its point) ends inside the axes, not
+    under the legend: a label w pixels wide at x fits when (x - low) / (high - low) <= 1 - w / W."""
+    renderer = ax.figure.canvas.get_renderer()
+    width = ax.get_window_extent(renderer).width
+    low, high = ax.get_xlim()
+    need = high
+    for label in labels:
+        text = label.get_window_extent(renderer).width + label.xyann[0] * ax.figure.dpi / 72
+        if text < 0.8 * width:
+            need = max(need, low + (label.xy[0] - low) * width / (width - text))
+    ax.set_xlim(low, need)
 
 
 def breakdown_plot(rows: list[dict], path: Path) -> Path:
