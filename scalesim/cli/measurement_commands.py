@@ -33,9 +33,11 @@ from scalesim.report.tables import make_console
               help="Force PCIe peer-to-peer on or off [the design's setting]. With it on, NCCL still "
                    "copies through host memory between GPUs on different Intel/ARM root ports "
                    "(host.cpu; P2P only below a PCIe switch there).")
-@click.option("--algo", default="auto", show_default=True,
-              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's tuner).")
-@click.option("--protocol", default="auto", show_default=True, help="NCCL protocol: auto | ll | ll128 | simple.")
+@click.option("--algo", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
+              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's "
+                   "tuner; any case, as NCCL_ALGO's Ring).")
+@click.option("--protocol", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
+              help="NCCL protocol: auto | ll | ll128 | simple (any case, as NCCL_PROTO's LL128 or Simple).")
 @click.option("--sizes", default="8:8G", show_default=True,
               help="Buffer sizes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
