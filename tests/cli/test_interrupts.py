@@ -21,9 +21,13 @@ def _interrupted(*_args, **_kwargs):
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("args", [["run", SCENARIO, "--no-plots"], ["compare", SCENARIO, SCENARIO, "--no-plots"]])
-def test_an_interrupted_command_exits_130_with_one_line(monkeypatch, args):
-    monkeypatch.setattr("scalesim.scenario.load_scenario", _interrupted)
+@pytest.mark.parametrize("module, args", [
+    ("training_commands", ["run", SCENARIO, "--no-plots"]),
+    ("training_commands", ["compare", SCENARIO, SCENARIO, "--no-plots"]),
+    ("measurement_commands", ["validate", "--fast", "--workers", "1"]),
+])
+def test_an_interrupted_command_exits_130_with_one_line(monkeypatch, module, args):
+    monkeypatch.setattr(f"scalesim.cli.{module}.catalog_from", _interrupted)     # looked up as each command runs
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 130
     assert "Aborted" not in result.output
