@@ -85,7 +85,9 @@ def test_triton_flash_attention_on_h100_is_far_slower_than_the_wgmma_kernels_and
     # its rates are forward + backward by mask: backward is 2.5x the forward, the mask halves the work at 16k
     op_c, op_f = attention(16384, True), attention(16384, False)
     assert triton_s(op_c, H100, backward=True) / triton_s(op_c, H100) == pytest.approx(2.5)
-    assert triton_s(op_c, H100) / triton_s(op_f, H100) == pytest.approx(0.5 * 158.6 / 135.4, rel=0.01)
+    # 16k, Figs. 4 and 7: Triton on A100 95 full-mask / 80 causal; v1 and FlashAttention-2 A100 -> H100 gains
+    full_gain, causal_gain = (139 / 83 + 338 / 203) / 2, (137 / 83 + 328 / 189) / 2
+    assert triton_s(op_c, H100) / triton_s(op_f, H100) == pytest.approx(0.5 * (95 * full_gain) / (80 * causal_gain), rel=0.01)
 
 
 def test_triton_flash_attention_outside_ampere_and_hopper_is_refused_naming_the_key(tmp_path):
