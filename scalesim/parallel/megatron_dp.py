@@ -41,7 +41,11 @@ those sources, not a measurement. (The dispatch is ChainedOptimizer.step_with_re
 should the chunk's optimizer not be chained, nothing dispatches early, and each bucket's pre-hook
 dispatches its own all-gather and waits for it, skipping the next: the same exposure, without the queue.)
 NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline-free runs
-(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
+(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False). Megatron-LM refuses the option without
+interleaving ("only supported with interleaved pipeline parallelism", megatron/training/arguments.py
+validate_args @d98e8a64; virtual_pipeline_model_parallel_size is None at one virtual stage), and then only
+the first model chunk gathers with the step (megatron/core/optimizer/__init__.py, "Separate out first
+model chunk"); scalesim refuses it likewise (app/plan_checks.py).
 """
 
 from __future__ import annotations
