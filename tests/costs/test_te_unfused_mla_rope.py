@@ -62,6 +62,21 @@ def test_a_model_without_a_causal_mask_builds_none():
     assert layer_kernels(unmasked, "te-unfused")[0] < layer_kernels(block, "te-unfused")[0]
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_host_launches_the_kernels_the_bytes_are_counted_for(causal):
+    # one rule for both sides (te_unfused.builds_mask): the launches the host adds over fused attention are
+    # the kernels whose bytes the GPU time counts, forward and backward, with or without the mask
+    from dataclasses import replace
+    from scalesim.costs.te_unfused import builds_mask, extra_bytes
+    block = get_model("deepseek-v3", seq_len=4096).layers[1]
+    block = replace(block, ops=tuple(replace(o, causal=causal) for o in block.ops))
+    op = next(o for o in block.ops if o.kind == "attention")
+    unfused, fused = layer_kernels(block, "te-unfused"), layer_kernels(block, "fused")
+    assert unfused[0] - fused[0] == extra_bytes(op, 1, 2.0, False)[1]
+    assert unfused[1] - fused[1] == extra_bytes(op, 1, 2.0, True)[1]
+    assert builds_mask(op) == causal == (extra_bytes(op, 1, 2.0, False)[0] > mask_bytes(4096))
+
+
 def test_the_mask_grows_with_the_square_of_the_sequence():
     assert mask_bytes(8192) == pytest.approx(4 * mask_bytes(4096))
 
