@@ -106,15 +106,27 @@ def gather_after(rp) -> int | None:
 
 def layer_buckets(rp, work) -> list[float] | None:
     """Gradient bytes of the Megatron-Core buckets whose first parameter, in forward order, is this layer's
-    (a bucket closes, in backward order, at that layer); None without such buckets or the layer's chunk."""
+    (a bucket closes, in backward order, at that layer); None without such buckets or the layer's chunk.
+
+    Each chunk's buckets are worked out once, when the rank first asks for one of its layers, and kept in
+    `rp.dp_buckets` (id of a layer's work -> its buckets; "chunk": id -> the chunk's index): linear in the
+    layers, where working the chunk out again for each of its layers was quadratic."""
     if rp.plan.bucket_params is None or not 1 <= rp.plan.zero <= 2:
         return None
-    chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
-    if chunk is None:
-        return None
-    grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
-    position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
-    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+    known = rp.dp_buckets
+    if "chunk" not in known:
+        known["chunk"] = {id(w): g for g, c in enumerate(rp.b.chunk_work) for w in c}
+    if id(work) not in known:
+        g = known["chunk"].get(id(work))
+        if g is None:
+            return None
+        chunk = rp.b.chunk_work[g]
+        grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
+        closing: dict[int, list[float]] = {}
+        for size, position, _ in megatron_buckets(rp, chunk, grads):
+            closing.setdefault(position, []).append(size)
+        known.update((id(w), closing.get(position, [])) for position, w in enumerate(reversed(chunk)))
+    return known[id(work)]
 
 
 def gathered(rp, work, family: str, size: float, dep: int | None) -> int | None:

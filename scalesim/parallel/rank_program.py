@@ -57,6 +57,7 @@ class RankProgram:
         self.reductions: list[int] = []
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
+        self.dp_buckets: dict = {}              # each layer's Megatron-Core buckets (megatron_dp.layer_buckets)
         self.passes = None                      # the PassTemplates of tasks(), once called
         self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
 

@@ -157,3 +157,38 @@ def test_an_interleaved_schedule_gathers_ahead_even_when_aligned():
     p = aligned(align_param_gather=True)
     assert lazily_gathered(p) and not lazily_gathered(replace(p, virtual_stages=2))
     assert not lazily_gathered(replace(p, param_gather_with_optimizer_step=True))
+
+
+def _quadratic_layer_buckets(rp, work):
+    """layer_buckets as it was (session 10): each layer worked its whole chunk's buckets out again."""
+    from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
+    chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
+    grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
+    position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
+    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3, 5, 8, 13, 21, 34])
+@pytest.mark.parametrize("cap", [1, 3_000_000, 40_000_000])
+@pytest.mark.parametrize("pp, chunks", [(1, 1), (2, 1), (2, 2)])
+def test_each_layers_buckets_are_those_of_working_its_chunk_out_alone(layers, cap, pp, chunks, monkeypatch):
+    from scalesim.parallel import megatron_dp
+    from scalesim.parallel.builder import StepBuilder
+    from scalesim.parallel.rank_program import RankProgram
+    if layers < pp * chunks:
+        pytest.skip("fewer blocks than chunks")
+    model = get_model({**LLAMA, "layers": layers}, seq_len=1024)
+    p = ParallelPlan(Placement(tp=1, cp=1, dp=4, pp=pp), 1, 4, "bf16", "adamw", "none", "flash", zero=1,
+                     overlap_param_gather=True, bucket_params=cap, virtual_stages=chunks,
+                     schedule="interleaved" if chunks > 1 else "1f1b")
+    builder = StepBuilder(model, DGX.gpu_spec, DGX, p)
+    calls = []
+    worked_out = megatron_dp.megatron_buckets
+    monkeypatch.setattr(megatron_dp, "megatron_buckets", lambda *a: calls.append(1) or worked_out(*a))
+    works = [w for c in builder.chunk_work for w in c]
+    for rank in builder.simulated:
+        rp = RankProgram(builder, rank)
+        calls.clear()
+        linear = [megatron_dp.layer_buckets(rp, w) for w in works]
+        assert len(calls) == len(builder.chunk_work)        # each chunk worked out once, not once per layer
+        assert linear == [_quadratic_layer_buckets(rp, w) for w in works]
