@@ -160,12 +160,14 @@ def test_an_interleaved_schedule_gathers_ahead_even_when_aligned():
 
 
 def _quadratic_layer_buckets(rp, work):
-    """layer_buckets as it was (session 10): each layer worked its whole chunk's buckets out again."""
-    from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
+    """layer_buckets as it was (session 10): each layer worked its whole chunk's buckets out again; here
+    as the bytes its caller gathered (the layer's gathered bytes per gradient byte, one dtype here)."""
+    from scalesim.parallel.megatron_dp import dense_gathered_bytes, dense_grad_bytes, megatron_buckets
     chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
     grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
     position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
-    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+    rate = dense_gathered_bytes(rp.b, work.layer) / dense_grad_bytes(rp.b, work.layer)
+    return [size * rate for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
 
 
 @pytest.mark.parametrize("layers", [1, 2, 3, 5, 8, 13, 21, 34])
@@ -183,12 +185,13 @@ def test_each_layers_buckets_are_those_of_working_its_chunk_out_alone(layers, ca
                      schedule="interleaved" if chunks > 1 else "1f1b")
     builder = StepBuilder(model, DGX.gpu_spec, DGX, p)
     calls = []
-    worked_out = megatron_dp.megatron_buckets
-    monkeypatch.setattr(megatron_dp, "megatron_buckets", lambda *a: calls.append(1) or worked_out(*a))
+    worked_out = megatron_dp.gathered_buckets
+    monkeypatch.setattr(megatron_dp, "gathered_buckets", lambda *a: calls.append(1) or worked_out(*a))
     works = [w for c in builder.chunk_work for w in c]
     for rank in builder.simulated:
         rp = RankProgram(builder, rank)
         calls.clear()
         linear = [megatron_dp.layer_buckets(rp, w) for w in works]
         assert len(calls) == len(builder.chunk_work)        # each chunk worked out once, not once per layer
-        assert linear == [_quadratic_layer_buckets(rp, w) for w in works]
+        assert linear == [pytest.approx(_quadratic_layer_buckets(rp, w), rel=1e-12) for w in works]
+
