@@ -65,25 +65,35 @@ def test_the_check_never_makes_a_step_faster_and_costs_more_with_more_buckets():
     assert 0 < extra_few < extra_many
 
 
-def gather_plan(**extra):
-    return plan(bucket_params=4_000_000, **extra)
-
-
-def test_gathering_with_the_optimizer_step_issues_every_gather_before_the_first_forward_waits_on_them():
-    tasks = rank0(gather_plan(param_gather_with_optimizer_step=True))
-    gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero ")]
-    first_forward = next(t for t in tasks if isinstance(t, ComputeTask) and t.kind == "forward")
-    assert len(gathers) == len(grad_calls(tasks))          # each Megatron-Core bucket gathered once
-    waited, todo = set(), list(first_forward.deps)        # what the first forward waits for, transitively
-    while todo:                                            # (a layer's bucket gathers run one after another)
+def _waited(tasks, task):
+    """What `task` waits for, transitively (a layer's bucket gathers run one after another)."""
+    waited, todo = set(), list(task.deps)
+    while todo:
         d = todo.pop()
         if d not in waited:
             waited.add(d)
             todo.extend(tasks[d].deps)
-    assert set(gathers) <= waited
-    prefetched = rank0(gather_plan())
-    first = next(t for t in prefetched if isinstance(t, ComputeTask) and t.kind == "forward")
-    assert len([d for d in first.deps if isinstance(prefetched[d], CollectiveTask)]) < len(gathers)
+    return waited
+
+
+@pytest.mark.parametrize("pp, chunks", [(1, 1), (2, 2)])
+def test_gathering_with_the_optimizer_step_issues_the_first_chunks_gathers_before_its_first_forward_waits(pp, chunks):
+    # Megatron-Core gathers only the first model chunk with the step (optimizer/__init__.py, "Separate out first
+    # model chunk"); scenarios allow the key only interleaved (Megatron-LM asserts it), pp 1 is the builder's case
+    def gathering(**extra):
+        return ParallelPlan(Placement(tp=1, cp=1, dp=8 // pp, pp=pp), 1, 2 * pp, "bf16", "adamw", "none", "flash",
+                            zero=1, overlap_param_gather=True, host_dispatch_s=DISPATCH_S, bucket_params=4_000_000,
+                            virtual_stages=chunks, schedule="interleaved" if chunks > 1 else "1f1b", **extra)
+    tasks = rank0(gathering(param_gather_with_optimizer_step=True))
+    gathers = [i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name.startswith("zero ")]
+    first = next(i for i, t in enumerate(tasks) if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len(gathers) == len(grad_calls(tasks))          # each Megatron-Core bucket gathered once
+    held = [i for i in gathers if i < first]
+    assert held and set(held) <= _waited(tasks, tasks[first])
+    assert (len(held) < len(gathers)) == (chunks > 1)       # the later chunks' gathered as they are reached
+    prefetched = rank0(gathering())
+    first_task = next(t for t in prefetched if isinstance(t, ComputeTask) and t.kind == "forward")
+    assert len([d for d in first_task.deps if isinstance(prefetched[d], CollectiveTask)]) < len(held)
 
 
 @pytest.mark.parametrize("pp, chunks, micro_batches", [(1, 1, 1), (2, 2, 4)])
