@@ -13,6 +13,7 @@ from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
                                 plan_keys_cleared, recompute_keys_cleared, scenario_for, search_points)
+from scalesim.app.plan_checks import interleaved
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
@@ -136,7 +137,8 @@ def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[st
     training, parallel = sections.get("training", {}), sections.get("parallel", {})
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
-    cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp))
+    cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp),
+                                interleaved(scenario.parallel))
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
             "parallel": {**cleared, **parallel}}
 

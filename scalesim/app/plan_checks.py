@@ -84,6 +84,13 @@ def check_framework_keys(par, bad) -> None:
             raise bad(f"parallel.{key}", f"Megatron-Core {what}: true needs zero: 1 or 2 and "
                       f"overlap_param_gather: true (got zero: {par.zero}, overlap_param_gather: "
                       f"{str(par.overlap_param_gather).lower()}); allowed otherwise: false")
+    if par.param_gather_with_optimizer_step and not interleaved(par):
+        # Megatron-LM asserts it (megatron/training/arguments.py @d98e8a64, validate_args: "only supported
+        # with interleaved pipeline parallelism"); NeMo's and Megatron-Bridge's recipes set it only with vp > 1
+        raise bad("parallel.param_gather_with_optimizer_step", "Megatron-LM runs overlap_param_gather_with_"
+                  "optimizer_step only with interleaved pipeline parallelism: true needs pp_schedule: interleaved "
+                  f"and virtual_stages > 1 (got pp_schedule: {par.pp_schedule}, virtual_stages: "
+                  f"{par.virtual_stages}); allowed otherwise: false")
     for key, value in (("bucket_params", par.bucket_params is not None), ("grad_nan_check", par.grad_nan_check)):
         if value and par.zero == 3:
             raise bad(f"parallel.{key}", f"{key} is Megatron-Core's data-parallel gradient buckets' (parallel/"
@@ -93,6 +100,12 @@ def check_framework_keys(par, bad) -> None:
         raise bad("parallel.pp_scatter_gather", "Megatron-LM of 2021 scatter-gathers the P2P tensors of its 1F1B "
                   "and interleaved schedules (parallel/p2p_batched.py): pp_scatter_gather needs pp_schedule 1f1b "
                   "or interleaved; allowed with gpipe: false")
+
+
+def interleaved(par) -> bool:
+    """The plan runs Megatron's interleaved schedule with virtual stages (Megatron-LM sets
+    virtual_pipeline_model_parallel_size to None at 1, arguments.py)."""
+    return par.pp_schedule == "interleaved" and par.virtual_stages > 1
 
 
 def check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:

@@ -60,7 +60,8 @@ def scaling_point(setup: Setup, gpus: int) -> Setup | None:
     per_replica = setup.plan.micro_batch * setup.plan.micro_batches
     if gpus == 1:
         changes = {"parallel": {"dp": None, "tp": 1, "pp": 1, "cp": 1, "pp_schedule": "1f1b",
-                                "virtual_stages": 1, "sequence_parallel": False, "tp_recompute_allgather": True,
+                                "virtual_stages": 1, "param_gather_with_optimizer_step": False,
+                                "sequence_parallel": False, "tp_recompute_allgather": True,
                                 "ep": 1, "etp": None,
                                 "pipeline_layout": None, "decoder_first_pipeline_num_layers": None,
                                 "decoder_last_pipeline_num_layers": None}}

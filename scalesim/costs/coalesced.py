@@ -85,6 +85,23 @@ def param_tensor_shares(layer: LayerSpec) -> tuple[float, ...]:
     >>> [round(share * 30, 6) for share in param_tensor_shares(LayerSpec("b", "transformer_block", 30, ops, 0.0))]
     [2.0, 12.0, 16.0]
     """
+    return tuple(share for share, _ in _param_tensors(layer))
+
+
+def param_tensor_weights(layer: LayerSpec) -> tuple[bool, ...]:
+    """For each tensor of `param_tensor_shares`, whether it is a GEMM's weight (not a norm's weights and
+    the biases, which share what is left); True for all where the layer has no such ops to tell.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> ops = (OpSpec("norm_attn", "norm", 0, 0), OpSpec("qkv", "gemm", 0, 0, (1, 6, 2)))
+    >>> param_tensor_weights(LayerSpec("b", "transformer_block", 14, ops, 0.0))
+    (False, True)
+    """
+    return tuple(weight for _, weight in _param_tensors(layer))
+
+
+def _param_tensors(layer: LayerSpec) -> tuple[tuple[float, bool], ...]:
+    """(share, a GEMM's weight) of each parameter tensor, in forward order (`param_tensor_shares`)."""
     if layer.params <= 0:
         return ()
     sizes: list[float] = []
@@ -105,10 +122,10 @@ def param_tensor_shares(layer: LayerSpec) -> tuple[float, ...]:
     left = max(layer.params - sum(sizes), 0.0)
     if not sizes or (not norms and left > 0.01 * layer.params):
         count = NANOTRON_TENSORS.get(layer.kind, 1)
-        return (1.0 / count,) * count
+        return ((1.0 / count, True),) * count
     for index in norms:
         sizes[index] = left / len(norms)
-    return tuple(size / layer.params for size in sizes)
+    return tuple((size / layer.params, index not in norms) for index, size in enumerate(sizes))
 
 
 def reduce_scatter_hook_host_s(dp: int, dispatch_s: float) -> float:

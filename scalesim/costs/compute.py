@@ -243,8 +243,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     io_s = _memory_s(op.elements_moved * batch * ebytes, gpu)
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
-        work = backward_over_forward(gpu.arch) if backward else 1.0
-        executed = ((flop / 2 / causal_rate(gpu.arch, op.seq) if op.causal else flop)
+        work = backward_over_forward(gpu.arch, attention) if backward else 1.0
+        executed = ((flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop)
                     / head_dim_factor(op.head_dims, gpu.arch, backward))
         if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
             executed /= fp8_forward_speedup(gpu.arch, op.seq)

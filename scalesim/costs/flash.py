@@ -81,14 +81,45 @@ FLASH_ATTENTION_EFFICIENCY = {"ampere": 0.62, "ada": 0.62, "hopper": 0.5, "black
 # Only the combined rate is published, so the forward and the backward each take it (a forward
 # recomputed under activation checkpointing runs at it too; the kernel's header says its forward
 # is the faster half). Without ALiBi's bias loads, which the figure does not run.
-TRITON_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 50), (1024, 61), (2048, 68), (4096, 74), (8192, 78), (16384, 80)),
-                                    False: ((512, 78), (1024, 85), (2048, 90), (4096, 93), (8192, 95), (16384, 95))}}
+_TRITON_A100 = {True: ((512, 50), (1024, 61), (2048, 68), (4096, 74), (8192, 78), (16384, 80)),
+                False: ((512, 78), (1024, 85), (2048, 90), (4096, 93), (8192, 95), (16384, 95))}
 # The same figure's FlashAttention-2 bars (head dim 128; without the mask the 512 and 1k labels are
 # hidden by the legend, so that row starts at 2k and is held below it). They scale the Ampere flash
 # kernels' efficiency by length, taken as the causal 16k rate (flash and flash2 on A100).
 FLASH2_FWD_BWD_TFLOPS = {"ampere": {True: ((512, 99), (1024, 133), (2048, 155), (4096, 173), (8192, 182), (16384, 189)),
                                     False: ((2048, 187), (4096, 196), (8192, 201), (16384, 203))}}
-TRITON_PEAK_TFLOPS = 312            # the A100's dense 16-bit peak the figure's rates are a fraction of
+# Hopper: no H100 rate of this kernel is published. The Triton it runs under (llm-foundry's
+# triton-pre-mlir, vchiley/triton branch triton_pre_mlir_sm90: the pre-MLIR compiler of
+# flash-attn v1's triton==2.0.0.dev20221202, with only its PTX target raised to sm_90, commits
+# 808e5642 and 25cecaaf) emits Ampere's mma.sync m16n8k16 on any sm >= 80
+# (lib/codegen/selection/generator.cc visit_mma16816), never Hopper's wgmma. Kernels built on those
+# instructions run about 1.7x their A100 rate on the H100: the FlashAttention-2 paper measures two,
+# forward + backward, head dim 128, on both GPUs with one benchmark (Fig. 4 A100 80GB SXM4, above;
+# Fig. 7, Dao-AILab/flash-attention assets/flash2_h100_fwd_bwd_benchmark.png @4f285b35, H100 80GB
+# SXM5). SM80_ON_HOPPER: TFLOPS at 512 ... 16k of FlashAttention (v1) and FlashAttention-2, (A100, H100)
+# per mask. The Triton kernel's H100 rate is its A100 rate times the two kernels' mean ratio at each
+# length and mask (FlashAttention-2's full-mask A100 labels at 512 and 1k are hidden: v1's alone).
+SM80_ON_HOPPER = {
+    "flash1": {True: ((55, 62, 69, 76, 80, 83), (98, 109, 108, 126, 135, 137)),
+               False: ((76, 72, 76, 80, 82, 83), (127, 127, 128, 131, 137, 139))},
+    "flash2": {True: ((99, 133, 155, 173, 182, 189), (163, 221, 265, 294, 308, 328)),
+               False: ((None, None, 187, 196, 201, 203), (248, 294, 320, 326, 335, 338))},
+}
+
+
+def _hopper_speedup(causal: bool, index: int) -> float:
+    """Mean H100-over-A100 rate of the Ampere-instruction flash kernels at one length (SM80_ON_HOPPER)."""
+    ratios = [h[index] / a[index] for a, h in (k[causal] for k in SM80_ON_HOPPER.values()) if a[index]]
+    return sum(ratios) / len(ratios)
+
+
+TRITON_FWD_BWD_TFLOPS = {
+    "ampere": _TRITON_A100,
+    "hopper": {causal: tuple((seq, round(rate * _hopper_speedup(causal, i), 1)) for i, (seq, rate) in enumerate(rows))
+               for causal, rows in _TRITON_A100.items()},
+}
+# The dense 16-bit peak each table's rates are a fraction of (A100 SXM4 312, H100 SXM5 989.4 TFLOPS).
+TRITON_PEAK_TFLOPS = {"ampere": 312, "hopper": 989.4}
 # A scenario that knows its kernels says so: flash2 (FlashAttention-2, e.g. PyTorch
 # SDPA, 2023-era stacks) or flash3 (FlashAttention-3 / cuDNN-class, Hopper only),
 # with the papers' figures; no measurement, no entry (such a scenario is refused).
@@ -97,7 +128,7 @@ TRITON_PEAK_TFLOPS = 312            # the A100's dense 16-bit peak the figure's 
 FLASH_KERNEL_EFFICIENCY = {
     "flash2": {"ampere": 0.62, "ada": 0.62, "hopper": round(370 / 989, 3)},
     "flash3": {"hopper": round(648 / 989, 3)},
-    "triton": {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS for arch, table in TRITON_FWD_BWD_TFLOPS.items()},
+    "triton": {arch: table[True][-1][1] / TRITON_PEAK_TFLOPS[arch] for arch, table in TRITON_FWD_BWD_TFLOPS.items()},
 }
 FLASH_KINDS = ("flash", *FLASH_KERNEL_EFFICIENCY)
 
@@ -144,23 +175,28 @@ def flash_efficiency(gpu: GpuSpec, attention: str) -> float:
     return table[gpu.arch]
 
 
-def backward_over_forward(arch: str) -> float:
-    """How many times its forward time a flash-attention backward takes on `arch` (on Ampere, where the
-    Triton kernel runs, no backward rate apart: its FLOP ratio, as the Triton kernel's one published rate).
+def backward_over_forward(arch: str, attention: str = "flash") -> float:
+    """How many times its forward time a flash-attention backward takes on `arch` (on Ampere no backward
+    rate apart: its FLOP ratio; the Triton kernel's one rate is forward + backward, so its FLOP ratio anywhere).
 
-    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == 2.5
+    >>> backward_over_forward("hopper") > backward_over_forward("ampere") == backward_over_forward("hopper", "triton") == 2.5
     True
     """
+    if attention == "triton":
+        return FLASH_BACKWARD_FLOP_RATIO
     return FLASH_BACKWARD_FLOP_RATIO / BACKWARD_RELATIVE_RATE.get(arch, 1.0)
 
 
 def kernel_length_rate(attention: str, arch: str, seq: int, causal: bool) -> float:
     """The kernel's rate at `seq` tokens over the rate its efficiency stands for (its causal 16k rate
-    in the FlashAttention-2 paper's Fig. 4: TRITON_FWD_BWD_TFLOPS, FLASH2_FWD_BWD_TFLOPS); 1.0 for
+    in the FlashAttention-2 paper's Fig. 4, and for the Triton kernel on Hopper that times the
+    Ampere-instruction kernels' H100 gain: TRITON_FWD_BWD_TFLOPS, FLASH2_FWD_BWD_TFLOPS); 1.0 for
     kernels and architectures without a table by length.
 
     >>> kernel_length_rate("triton", "ampere", 2048, True), round(kernel_length_rate("flash2", "ampere", 2048, True), 3)
     (0.85, 0.82)
+    >>> 0.8 < kernel_length_rate("triton", "hopper", 2048, True) < 0.85
+    True
     >>> kernel_length_rate("flash", "hopper", 2048, True)
     1.0
     """
@@ -172,14 +208,17 @@ def kernel_length_rate(attention: str, arch: str, seq: int, causal: bool) -> flo
     return _by_length(tuple((s, r / table[True][-1][1]) for s, r in table[causal]), seq)
 
 
-def causal_rate(arch: str, seq: int) -> float:
+def causal_rate(arch: str, seq: int, attention: str = "flash") -> float:
     """Rate of a causal flash-attention kernel over its full-mask rate at `seq` tokens on `arch`
-    (CAUSAL_RATE, interpolated in log2 of the length, held at the ends); 1.0 where unmeasured.
+    (CAUSAL_RATE, interpolated in log2 of the length, held at the ends); 1.0 where unmeasured, and for
+    the Triton kernel, whose own table by mask (kernel_length_rate) carries it.
 
     >>> causal_rate("hopper", 4096), causal_rate("hopper", 131072), causal_rate("ampere", 4096)
     (0.875, 0.921, 1.0)
+    >>> causal_rate("hopper", 4096, "triton")
+    1.0
     """
-    return _by_length(CAUSAL_RATE.get(arch), seq)
+    return 1.0 if attention == "triton" else _by_length(CAUSAL_RATE.get(arch), seq)
 
 
 def fp8_forward_speedup(arch: str, seq: int) -> float:

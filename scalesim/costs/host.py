@@ -11,7 +11,7 @@ task's host time, the engine plays the host thread out.
 from __future__ import annotations
 
 from scalesim.costs.recompute import module_ops
-from scalesim.costs.te_unfused import EXTRA_BACKWARD_KERNELS, EXTRA_FORWARD_KERNELS, MASK_KERNELS
+from scalesim.costs.te_unfused import extra_kernels as te_unfused_kernels
 from scalesim.models.spec import LayerSpec
 
 # CPU time to issue one eager PyTorch op from Python, seconds. NVIDIA's
@@ -51,8 +51,7 @@ KERNELS = {
     "gemm": (1, 2), "conv": (1, 2), "elementwise": (1, 1), "norm": (1, 2), "softmax": (1, 1),
     "embedding": (1, 1), "pool": (1, 1),
 }
-ATTENTION_KERNELS = {"naive": (6, 8), "fused": (4, 6),
-                     "te-unfused": (4 + EXTRA_FORWARD_KERNELS, 6 + EXTRA_BACKWARD_KERNELS)}
+ATTENTION_KERNELS = {"naive": (6, 8), "fused": (4, 6)}      # te-unfused: fused's and its own (costs/te_unfused.py)
 FLASH_ATTENTION_KERNELS = (1, 2)
 
 
@@ -63,9 +62,11 @@ def layer_kernels(layer: LayerSpec, attention: str) -> tuple[int, int, int]:
     forward = backward = attention_forward = 0
     for op in layer.ops:
         if op.kind == "attention":
-            f, b = ATTENTION_KERNELS.get(attention, FLASH_ATTENTION_KERNELS)
-            if attention == "te-unfused" and not op.causal:
-                f -= MASK_KERNELS                  # no causal mask built (costs/te_unfused.py)
+            if attention == "te-unfused":           # fused's and its own (mask only if causal)
+                f, b = ATTENTION_KERNELS["fused"]
+                f, b = f + te_unfused_kernels(op, False), b + te_unfused_kernels(op, True)
+            else:
+                f, b = ATTENTION_KERNELS.get(attention, FLASH_ATTENTION_KERNELS)
             attention_forward += f
         elif op.backward_only:
             f, b = 0, 1

@@ -26,8 +26,16 @@ and micro-batch, as eager PyTorch kernels (`training.rope_fusion: false`):
   chain's backward (products 2 x 2r, negation r, chunk's cat 2r, two gradient sums 2 x 3r, the
   strided slices' zero-filled gradients 4r and 2r): BACKWARD_PER_HEAD_TOKEN element moves.
 
-All of it is in mla_up_proj's recompute (the function it checkpoints) and splits by heads under
-tensor parallelism (named `rope`). What it keeps for backward is not added to the memory model.
+All of it is in mla_up_proj's recompute (the function it checkpoints). Under tensor parallelism the
+per-head kernels split by heads (named `rope`), but the rotary key's and the frequencies' do not (named
+`rope_key`): k_pos_emb comes out of the key-value down-projection, which every TP rank runs whole, as
+[s, b, 1, r], one rotary key for all heads, gathered over the sequence under sequence parallelism, and
+each rank rotates all of it (Megatron-LM @d98e8a64, multi_latent_attention.py get_query_key_value_tensors:
+"k_pos_emb: [s, b, qk_pos_emb_head_dim]" after gather_from_sequence_parallel_region, then
+apply_rotary_pos_emb on "k_pos_emb:[num_tokens, 1, qk_pos_emb_head_dim]" before its expand over
+num_attention_heads_per_partition); parallel/sharding.py TP_WHOLE. Its backward is the query chain's
+per token instead of per head and token (KEY_BACKWARD_PER_R); the frequencies take no gradient. What it
+keeps for backward is not added to the memory model.
 """
 
 from __future__ import annotations
@@ -39,6 +47,10 @@ from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 # Element moves per head and token of the query's rotary part, per kernel, in units of r.
 Q_ROPE_KERNELS = (2.0, 2.0, 1.0, 2.0, 2.0, 3.0, 2.0)
 FREQ_KERNELS = 12            # cos, * mscale, cast and sin, * mscale, cast, for the query and the key
+# The rotary chain's backward per rotated row, in units of r: products 2 x 2r, negation r, chunk's cat 2r,
+# two gradient sums 2 x 3r, the strided slices' zero-filled gradients 4r and 2r (module docstring).
+KEY_BACKWARD_PER_R = 2 * 2 + 1 + 2 + 2 * 3 + 4 + 2
+SHARED = "rope_key"          # the kernels of the one rotary key and its frequencies: whole on every TP rank
 
 
 def backward_per_head_token(n: int, r: int, v: int) -> float:
@@ -47,26 +59,33 @@ def backward_per_head_token(n: int, r: int, v: int) -> float:
     >>> backward_per_head_token(128, 64, 128)
     2176.0
     """
-    return float(2 * (n + v) + r + 2 * (n + r) + (2 * 2 + 1 + 2 + 2 * 3 + 4 + 2) * r)
+    return float(2 * (n + v) + r + 2 * (n + r) + KEY_BACKWARD_PER_R * r)
 
 
 def unfused_ops(rope: OpSpec, s: int, heads: int, n: int, r: int, v: int) -> list[OpSpec]:
-    """The eager kernels replacing MLA's fused `rope` op, for one sample of `s` tokens and `heads` heads.
+    """The eager kernels replacing MLA's fused `rope` op, for one sample of `s` tokens and `heads` heads:
+    the per-head ones named `rope`, the rotary key's and the frequencies' `rope_key` (module docstring),
+    each with its share of the op's FLOP by the elements it moves.
 
     >>> ops = unfused_ops(OpSpec("rope", "elementwise", 0.0, 4.0 * 8 * 2 * 64), 8, 2, 128, 64, 128)
-    >>> len(ops), {op.name for op in ops}, sum(op.elements_moved for op in ops) / (8 * 2)
-    (29, {'rope'}, 3136.0)
+    >>> len(ops), sorted({op.name for op in ops}), sum(op.elements_moved for op in ops) / (8 * 2)
+    (29, ['rope', 'rope_key'], 3136.0)
+    >>> [op.name for op in ops].count("rope_key"), sum(op.elements_moved for op in ops if op.name == "rope_key") / 8
+    (19, 2432.0)
     """
     head_tokens = float(s * heads)
-    forward = ([k * r * head_tokens for k in Q_ROPE_KERNELS]                  # the query's rotary part
-               + [k * r * s for k in Q_ROPE_KERNELS]                          # the key's, one for all heads
-               + [2.0 * r * s] * FREQ_KERNELS                                 # YaRN cos / sin, small
-               + [2.0 * (n + r) * head_tokens, 2.0 * (n + r) * head_tokens, 2.0 * v * head_tokens])
+    query = [k * r * head_tokens for k in Q_ROPE_KERNELS]                     # the query's rotary part
+    key = [k * r * s for k in Q_ROPE_KERNELS]                                 # the key's, one for all heads
+    freqs = [2.0 * r * s] * FREQ_KERNELS                                      # YaRN cos / sin, small
+    cats = [2.0 * (n + r) * head_tokens, 2.0 * (n + r) * head_tokens, 2.0 * v * head_tokens]
+    total, per_head = sum(query + key + freqs + cats), sum(query + cats)
     backward = backward_per_head_token(n, r, v) * head_tokens
-    total = sum(forward)
-    flop = rope.flop / len(forward)
-    return [OpSpec("rope", "elementwise", flop, moved, backward_elements=backward * moved / total)
-            for moved in forward]
+    pieces = ([("rope", moved, backward * moved / per_head) for moved in query]
+              + [(SHARED, moved, KEY_BACKWARD_PER_R * r * s * moved / sum(key)) for moved in key]
+              + [(SHARED, moved, 0.0) for moved in freqs]
+              + [("rope", moved, backward * moved / per_head) for moved in cats])
+    return [OpSpec(name, "elementwise", rope.flop * moved / total, moved, backward_elements=back)
+            for name, moved, back in pieces]
 
 
 def _mla_shape(layer: LayerSpec) -> tuple[int, int, int, int, int] | None:
@@ -89,8 +108,9 @@ def unfused_mla_rope_model(model: ModelSpec) -> ModelSpec | None:
 
     >>> from scalesim.models import get_model
     >>> m = unfused_mla_rope_model(get_model("deepseek-v3", seq_len=1024))
-    >>> [op.name for op in m.layers[1].ops].count("rope")
-    29
+    >>> names = [op.name for op in m.layers[1].ops]
+    >>> names.count("rope"), names.count("rope_key")
+    (10, 19)
     >>> unfused_mla_rope_model(get_model("llama3-8b", seq_len=1024)) is None
     True
     """

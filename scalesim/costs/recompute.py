@@ -147,7 +147,7 @@ RECOMPUTE_MODULES = {
     "core_attn": ("attention",),
     "moe_act": ("expert_swiglu",),
     "layernorm": ("norm_attn", "norm_mlp"),
-    "mla_up_proj": ("mla_q_up", "mla_kv_up", "rope"),
+    "mla_up_proj": ("mla_q_up", "mla_kv_up", "rope", "rope_key"),
     "mlp": ("mlp_gate", "mlp_up", "swiglu", "gelu", "mlp_down"),
     "moe": ("router", "router_topk", "moe_permute", "expert_sort", "expert_gate", "expert_up", "expert_swiglu",
             "expert_down", "expert_unsort", "moe_unpermute", "shared_gate", "shared_up", "shared_swiglu",
@@ -176,7 +176,7 @@ def modules_of(op_names: set[str]) -> tuple[str, ...]:
     ('core_attn', 'layernorm', 'mlp')
     """
     return tuple(module for module, ops in RECOMPUTE_MODULES.items()
-                 if set(ops) - ({"rope"} if module == "mla_up_proj" else set()) & op_names)
+                 if set(ops) - ({"rope", "rope_key"} if module == "mla_up_proj" else set()) & op_names)
 
 
 def module_recompute_s(layer: LayerSpec, op_times_s: list[float], modules: tuple[str, ...]) -> float:

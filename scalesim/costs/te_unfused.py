@@ -50,6 +50,21 @@ def mask_bytes(seq: int) -> float:
     return MASK_BYTES_PER_ELEMENT * float(seq) * float(seq)
 
 
+def builds_mask(op: OpSpec) -> bool:
+    """Whether the op's forward builds the causal mask: causal attention only (TE's no_mask / padding
+    types: get_full_mask is causal-only here). The one place this rule lives: the bytes (`extra_bytes`)
+    and the launches (`extra_kernels`, which costs/host.py layer_kernels counts) both ask it."""
+    return op.causal
+
+
+def extra_kernels(op: OpSpec, backward: bool) -> int:
+    """Kernels Transformer Engine's unfused attention adds to the `fused` path for an attention op: the
+    backward's gradient scaling; the forward's output copy and, if it builds one, its mask."""
+    if backward:
+        return EXTRA_BACKWARD_KERNELS
+    return EXTRA_FORWARD_KERNELS - (0 if builds_mask(op) else MASK_KERNELS)
+
+
 def extra_bytes(op: OpSpec, batch: int, element_bytes: float, backward: bool) -> tuple[float, int]:
     """(bytes moved, kernels) that Transformer Engine's unfused attention adds to the `fused` path for an
     attention op (its seq, score_elements and head_dims) and micro-batch of `batch` samples."""
@@ -58,7 +73,6 @@ def extra_bytes(op: OpSpec, batch: int, element_bytes: float, backward: bool) ->
     qk, v = op.head_dims if op.head_dims else (op.flop / (4 * op.score_elements),) * 2
     per_head_token = op.score_elements / op.seq * batch * element_bytes      # heads x s tokens, in bytes
     if backward:
-        return BACKWARD_SCALE_PASSES * qk * per_head_token, EXTRA_BACKWARD_KERNELS
-    if not op.causal:       # no causal mask to build (TE's no_mask / padding types: get_full_mask is causal-only here)
-        return OUTPUT_COPY_PASSES * v * per_head_token, EXTRA_FORWARD_KERNELS - MASK_KERNELS
-    return mask_bytes(op.seq) + OUTPUT_COPY_PASSES * v * per_head_token, EXTRA_FORWARD_KERNELS
+        return BACKWARD_SCALE_PASSES * qk * per_head_token, extra_kernels(op, backward)
+    mask = mask_bytes(op.seq) if builds_mask(op) else 0.0
+    return mask + OUTPUT_COPY_PASSES * v * per_head_token, extra_kernels(op, backward)

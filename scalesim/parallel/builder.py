@@ -309,7 +309,7 @@ class StepBuilder:
     def _stored(self, layer: LayerSpec) -> float:
         """Bytes of the layer's weights as gathered or fetched (NF4 base under QLoRA, plus adapters)."""
         if self.plan.finetune is None:
-            return layer.params * self.plan.gathered_bytes_per_param(layer.kind, self.weight_bytes_per_param)
+            return layer.params * self.plan.gathered_bytes_per_param(layer, self.weight_bytes_per_param)
         return (stored_weight_bytes(layer, self.plan.precision, self.plan.finetune)
                 + self._trained(layer) * self.weight_bytes_per_param)
 

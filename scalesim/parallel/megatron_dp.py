@@ -41,7 +41,11 @@ those sources, not a measurement. (The dispatch is ChainedOptimizer.step_with_re
 should the chunk's optimizer not be chained, nothing dispatches early, and each bucket's pre-hook
 dispatches its own all-gather and waits for it, skipping the next: the same exposure, without the queue.)
 NVIDIA's Llama 3.1 8B MLPerf v5.1 configs turn the option off for their pipeline-free runs
-(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False).
+(config_common_8b.sh OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=False). Megatron-LM refuses the option without
+interleaving ("only supported with interleaved pipeline parallelism", megatron/training/arguments.py
+validate_args @d98e8a64; virtual_pipeline_model_parallel_size is None at one virtual stage), and then only
+the first model chunk gathers with the step (megatron/core/optimizer/__init__.py, "Separate out first
+model chunk"); scalesim refuses it likewise (app/plan_checks.py).
 """
 
 from __future__ import annotations
@@ -58,15 +62,63 @@ def dense_grad_bytes(b, layer) -> float:
     return (b._trained(layer) - b._expert_trained(layer)) * b.grad_bytes_per_param
 
 
+def dense_gathered_bytes(b, layer) -> float:
+    """The bytes of a layer's parameters outside its routed experts as its parameter all-gathers carry
+    them (builder `b`): its stored bytes less the experts' share, which the expert-data-parallel ranks
+    gather apart."""
+    stored = b._stored(layer)
+    per_param = stored / layer.params if b.plan.finetune is None and layer.params else b.weight_bytes_per_param
+    return stored - b._expert_trained(layer) * per_param
+
+
+def gather_rates(b, layer) -> tuple[float, ...]:
+    """Gathered bytes per reduced gradient byte of each of the layer's parameter tensors, in forward order
+    (costs/coalesced.py param_tensor_shares): the layer's, except that under fp8_param_gather a block's
+    GEMM weights gather in FP8 and its other tensors (norm weights, biases) in their 16-bit dtype, each
+    parameter in its own: Megatron-Core keeps FP8 parameters in a uint8 buffer of their own and gathers
+    every bucket's `param_data` in its buffer's dtype (megatron/core/distributed/param_and_grad_buffer.py
+    @d98e8a64: group_params_for_buffers, "torch.uint8 for FP8/NVFP4 parameters, else param.dtype";
+    _ParamAndGradBucketGroup.start_param_sync, one all_gather_into_tensor per bucket). Its buckets never mix
+    the two (the 16-bit buckets join the last FP8 bucket's group, partition_buckets); scalesim's are cut over
+    all of a chunk's tensors in backward order, so their bytes follow that, not their boundaries."""
+    plan, own = b.plan, dense_grad_bytes(b, layer)
+    per_tensor = plan.gathered_tensor_bytes(layer, b.weight_bytes_per_param)
+    if own <= 0:
+        return (0.0,) * len(per_tensor)
+    rate = dense_gathered_bytes(b, layer) / own
+    if plan.finetune is not None:       # the stored base and the adapters: as the layer's
+        return (rate,) * len(per_tensor)
+    mean = plan.gathered_bytes_per_param(layer, b.weight_bytes_per_param)
+    return tuple(rate * per_param / mean for per_param in per_tensor)
+
+
+def _grad_tensors(work, grads: list[float]) -> list[tuple[float, ...]]:
+    """Each layer's gradient tensors in backward order (layers too, as `grads`, their reduced bytes)."""
+    return [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
+            for w, size in zip(reversed(work), grads)]
+
+
 def megatron_buckets(rp, work, grads: list[float]) -> list[tuple[float, int, int]]:
     """The chunk's buckets in backward order, (reduced bytes, position of the layer that fills it, 1):
     whole tensors (costs/coalesced.py param_tensor_shares), closing at `bucket_params` parameters.
     `grads` are the layers' reduced gradient bytes in backward order."""
-    plan, b = rp.plan, rp.b
-    tensors = [tuple(share * size for share in reversed(param_tensor_shares(w.layer)))
-               for w, size in zip(reversed(work), grads)]
-    cap = plan.bucket_params * b.grad_bytes_per_param
-    return [(size, position, 1) for size, position, _ in tensor_buckets(tensors, cap, cap)]
+    cap = rp.plan.bucket_params * rp.b.grad_bytes_per_param
+    return [(size, position, 1) for size, position, _ in tensor_buckets(_grad_tensors(work, grads), cap, cap)]
+
+
+def gathered_buckets(rp, work) -> list[tuple[float, int]]:
+    """The chunk's buckets (`megatron_buckets`) in backward order as their parameter all-gathers carry them:
+    (gathered bytes, position of the layer that fills it), each tensor at its own rate (`gather_rates`)."""
+    b = rp.b
+    tensors = _grad_tensors(work, [dense_grad_bytes(b, w.layer) for w in reversed(work)])
+    rates = [rate for w in reversed(work) for rate in reversed(gather_rates(b, w.layer))]
+    gathers = [size * rate for size, rate in zip((size for layer in tensors for size in layer), rates)]
+    cap = rp.plan.bucket_params * b.grad_bytes_per_param
+    out, start = [], 0
+    for _, position, count in tensor_buckets(tensors, cap, cap):
+        out.append((sum(gathers[start:start + count]), position))
+        start += count
+    return out
 
 
 def sharded(rp, buckets: int, dep: int | None) -> int | None:
@@ -101,29 +153,40 @@ def gather_after(rp) -> int | None:
 
 
 def layer_buckets(rp, work) -> list[float] | None:
-    """Gradient bytes of the Megatron-Core buckets whose first parameter, in forward order, is this layer's
-    (a bucket closes, in backward order, at that layer); None without such buckets or the layer's chunk."""
+    """Gathered bytes (`gathered_buckets`) of the Megatron-Core buckets whose first parameter, in forward
+    order, is this layer's (a bucket closes, in backward order, at that layer); None without such buckets
+    or the layer's chunk.
+
+    Each chunk's buckets are worked out once, when the rank first asks for one of its layers, and kept in
+    `rp.dp_buckets` (id of a layer's work -> its buckets; "chunk": id -> the chunk's index): linear in the
+    layers, where working the chunk out again for each of its layers was quadratic."""
     if rp.plan.bucket_params is None or not 1 <= rp.plan.zero <= 2:
         return None
-    chunk = next((c for c in rp.b.chunk_work if any(w is work for w in c)), None)
-    if chunk is None:
-        return None
-    grads = [dense_grad_bytes(rp.b, w.layer) for w in reversed(chunk)]
-    position = len(chunk) - 1 - next(i for i, w in enumerate(chunk) if w is work)
-    return [size for size, p, _ in megatron_buckets(rp, chunk, grads) if p == position]
+    known = rp.dp_buckets
+    if "chunk" not in known:
+        known["chunk"] = {id(w): g for g, c in enumerate(rp.b.chunk_work) for w in c}
+    if id(work) not in known:
+        g = known["chunk"].get(id(work))
+        if g is None:
+            return None
+        chunk = rp.b.chunk_work[g]
+        closing: dict[int, list[float]] = {}
+        for size, position in gathered_buckets(rp, chunk):
+            closing.setdefault(position, []).append(size)
+        known.update((id(w), closing.get(position, [])) for position, w in enumerate(reversed(chunk)))
+    return known[id(work)]
 
 
 def gathered(rp, work, family: str, size: float, dep: int | None) -> int | None:
     """The layer's parameter all-gather (`size` bytes, after `dep`): one call, or with Megatron-Core's buckets
     one per bucket starting at this layer (none if its parameters came with an earlier layer's bucket), each
-    after its per-rank views, at the layer's gathered bytes per gradient byte."""
+    after its per-rank views, of its tensors' gathered bytes (`gathered_buckets`)."""
     buckets = layer_buckets(rp, work)
     own = dense_grad_bytes(rp.b, work.layer)
     if buckets is None or own <= 0:
         return rp.call(family, "all_gather", rp.grad_group, size, "comm", (dep,), ("dp", "cp"))
     for bucket in buckets:
-        dep = rp.call(family, "all_gather", rp.grad_group, size * bucket / own, "comm",
-                      (sharded(rp, 1, dep),), ("dp", "cp"))
+        dep = rp.call(family, "all_gather", rp.grad_group, bucket, "comm", (sharded(rp, 1, dep),), ("dp", "cp"))
     return dep if buckets else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scalesim.costs.coalesced import param_tensor_shares, param_tensor_weights
 from scalesim.costs.finetune import FinetuneSpec
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.tp_overlap import TpOverlapSpec
@@ -98,10 +99,21 @@ class ParallelPlan:
     sp_backward: str = "fused"
     mla_down_proj: str = "duplicated"    # column-parallel: MLA's latent exchanges (parallel/mla_tp.py)
 
-    def gathered_bytes_per_param(self, layer_kind: str, weight_bytes: float) -> float:
-        """Bytes a parameter of this kind of layer takes in the parameter all-gathers: fp8_param_gather
-        gathers Transformer Engine's FP8 block weights, a byte each; the rest as stored."""
-        return 1 if self.fp8_param_gather and layer_kind == "transformer_block" else weight_bytes
+    def gathered_bytes_per_param(self, layer, weight_bytes: float) -> float:
+        """Bytes a parameter of the layer takes in the parameter all-gathers, on average over its tensors
+        (`gathered_tensor_bytes`)."""
+        if not (self.fp8_param_gather and layer.kind == "transformer_block"):
+            return weight_bytes
+        return sum(share * per_param for share, per_param in zip(param_tensor_shares(layer),
+                                                                 self.gathered_tensor_bytes(layer, weight_bytes)))
+
+    def gathered_tensor_bytes(self, layer, weight_bytes: float) -> tuple[float, ...]:
+        """Bytes a parameter of each of the layer's tensors (costs/coalesced.py param_tensor_shares) takes in
+        the parameter all-gathers, each in its own dtype: fp8_param_gather gathers Transformer Engine's FP8
+        block weights (its GEMMs'), a byte each, their norm weights and biases as stored; the rest as stored
+        (Megatron-Core: a uint8 buffer for FP8 parameters, the others' in their dtype, parallel/megatron_dp.py)."""
+        fp8 = self.fp8_param_gather and layer.kind == "transformer_block"
+        return tuple(1.0 if fp8 and weight else weight_bytes for weight in param_tensor_weights(layer))
 
     def max_ctas(self, span: tuple[str, ...], comm: str | None = None) -> int | None:
         """The CTA limit of communicator `comm` (ep: the expert all-to-alls, whose span holds dp), else

@@ -17,7 +17,8 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, reduce_input
-from scalesim.parallel.megatron_dp import gather_after, gathered, gathered_with_optimizer_step, reduce_prepared
+from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
+                                          reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
@@ -57,6 +58,7 @@ class RankProgram:
         self.reductions: list[int] = []
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
+        self.dp_buckets: dict = {}              # each layer's Megatron-Core buckets (megatron_dp.layer_buckets)
         self.passes = None                      # the PassTemplates of tasks(), once called
         self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
 
@@ -161,8 +163,7 @@ class RankProgram:
             self.gathered_once.add(work.layer.name)
         family = "zero3" if plan.zero >= 3 else "zero"
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
-        experts = b._expert_trained(work.layer) * (stored / work.layer.params if plan.finetune is None and work.layer.params
-                                                   else b.weight_bytes_per_param)
+        experts = stored - dense_gathered_bytes(b, work.layer)
         g = gathered(self, work, family, stored - experts, ahead)
         g = copied_out(self, b._stored(work.layer) - experts, g)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
@@ -388,7 +389,7 @@ class RankProgram:
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather and plan.optimizer != "none":   # no update
             # the updated parameters at the bytes they are gathered in (fp8_param_gather: the blocks' in FP8)
             per_param = [b.weight_bytes_per_param if plan.finetune is not None else
-                         plan.gathered_bytes_per_param(w.layer.kind, b.weight_bytes_per_param) for w in local_works]
+                         plan.gathered_bytes_per_param(w.layer, b.weight_bytes_per_param) for w in local_works]
             dense = sum((b._trained(w.layer) - b._expert_trained(w.layer)) * bpp
                         for w, bpp in zip(local_works, per_param))
             gathered = self.call("zero", "all_gather", self.grad_group, dense, "comm", (opt,), ("dp", "cp"))

@@ -28,7 +28,10 @@ ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
 # split heads / ffn columns (attention_layout, cross_entropy_pass: nanotron's copies, costs/nanotron_kernels.py)
 HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu", "attention_layout")
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass")
-ATTENTION_HALF = ("norm_attn", "qkv", "rope", "attention_layout", "attention", "attn_out", "norm_attn_post",
+# Run whole by every TP rank, over the whole sequence even under sequence parallelism: MLA's one rotary
+# key for all heads, unfused (costs/mla_rope.py)
+TP_WHOLE = ("rope_key",)
+ATTENTION_HALF = ("norm_attn", "qkv", "rope", "rope_key", "attention_layout", "attention", "attn_out", "norm_attn_post",
                   "dropout_attn", "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up")
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
 # router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
@@ -55,7 +58,7 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
         flop, moved = flop / tp, moved / tp
     elif op.name in HEAD_SPLIT or op.name in VOCAB_SPLIT:
         flop, moved, scores = flop / tp, moved / tp, scores / tp
-    elif sp:
+    elif sp and op.name not in TP_WHOLE:
         flop, moved = flop / tp, moved / tp
     back = (None if op.backward_elements is None      # split as its forward is
             else op.backward_elements * moved / op.elements_moved if op.elements_moved else 0.0)

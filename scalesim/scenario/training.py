@@ -116,7 +116,7 @@ class TrainingSpec(Strict):
     # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES); te-unfused: Transformer Engine's
     # UnfusedDotProductAttention, fused plus the causal mask it builds on every call, its output copy and
     # backward's q/k gradient scaling (costs/te_unfused.py).
-    # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100).
+    # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100, H100).
     attention: Literal["auto", "flash", "flash2", "flash3", "triton", "naive", "fused", "te-unfused"] = "auto"
     # Activation layout of convolutions: nhwc (PyTorch channels_last, what NVIDIA's and MLPerf's
     # ResNets use) or nchw (PyTorch's default contiguous layout, which in 16-bit makes cuDNN

@@ -32,6 +32,12 @@ def run_with(tmp_path, **parallel):
      "param_gather_with_optimizer_step"),
     # without overlap_param_gather nothing is gathered in the forward: the key would be ignored
     ({"zero": 1, "param_gather_with_optimizer_step": True}, "param_gather_with_optimizer_step"),
+    # Megatron-LM asserts interleaved pipeline parallelism (arguments.py validate_args): not at 1F1B, nor
+    # at one virtual stage (its virtual_pipeline_model_parallel_size is then None)
+    ({"zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True},
+     "param_gather_with_optimizer_step"),
+    ({"zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True,
+      "pp_schedule": "interleaved", "virtual_stages": 1}, "param_gather_with_optimizer_step"),
     # Megatron-Core aligns only the distributed optimizer's overlapped gathers
     ({"zero": 1, "align_param_gather": True}, "align_param_gather"),
     ({"zero": 3, "overlap_param_gather": True, "align_param_gather": True}, "align_param_gather"),
@@ -50,30 +56,36 @@ def test_a_key_the_plan_would_ignore_or_misapply_is_refused_with_one_message(tmp
 
 
 def test_the_same_keys_on_the_plans_they_belong_to_run(tmp_path):
-    assert run_with(tmp_path, zero=1, overlap_param_gather=True, param_gather_with_optimizer_step=True).exit_code == 0
+    assert run_with(tmp_path, zero=1, overlap_param_gather=True, param_gather_with_optimizer_step=True,
+                    pp_schedule="interleaved", virtual_stages=2).exit_code == 0
     assert run_with(tmp_path, zero=1, overlap_param_gather=True, align_param_gather=True).exit_code == 0
     assert run_with(tmp_path, overlap_p2p_comm=False, pp_scatter_gather=True).exit_code == 0
 
 
-def test_searched_plans_reset_keys_their_zero_stage_or_tp_does_not_take():
-    data = {**BASE, "parallel": {"tp": 2, "pp": 1, "dp": 4, "zero": 1, "overlap_param_gather": True,
+def test_searched_plans_reset_keys_their_zero_stage_tp_or_schedule_does_not_take():
+    data = {**BASE, "parallel": {"tp": 2, "pp": 2, "dp": 2, "zero": 1, "overlap_param_gather": True,
                                  "param_gather_with_optimizer_step": True, "align_param_gather": True,
-                                 "sequence_parallel": True,
+                                 "pp_schedule": "interleaved", "virtual_stages": 2, "sequence_parallel": True,
                                  "tp_recompute_allgather": False}}
     base = Scenario.model_validate(data)
-    for point in (PlanPoint(8, 4, tp=2, zero=3), PlanPoint(8, 8, tp=1, zero=1), PlanPoint(8, 8, tp=1, zero=0)):
+    prepare(base)
+    for point in (PlanPoint(8, 2, tp=2, pp=2, zero=3), PlanPoint(8, 4, tp=1, pp=2, zero=1),
+                  PlanPoint(8, 4, tp=1, pp=2, zero=0), PlanPoint(8, 4, tp=2, pp=1, zero=1)):
         scenario = scenario_for(base, point)
         prepare(scenario)           # a valid plan, not a refused one
         par = scenario.parallel
-        assert par.param_gather_with_optimizer_step == par.align_param_gather == (point.zero in (1, 2))
+        assert par.align_param_gather == (point.zero in (1, 2))
+        # the optimizer-step gathers need virtual stages too: pp 1 runs 1F1B
+        assert par.param_gather_with_optimizer_step == (point.zero in (1, 2) and point.pp > 1)
         assert par.tp_recompute_allgather == (point.tp == 1 or base.parallel.tp_recompute_allgather)
-    kept = scenario_for(base, PlanPoint(8, 4, tp=2, zero=1)).parallel
+    kept = scenario_for(base, PlanPoint(8, 2, tp=2, pp=2, zero=1)).parallel
     assert kept.param_gather_with_optimizer_step and not kept.tp_recompute_allgather
 
 
 def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():
-    data = {**BASE, "parallel": {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "overlap_param_gather": True,
-                                 "param_gather_with_optimizer_step": True}}
+    data = {**BASE, "parallel": {"tp": 1, "pp": 2, "dp": 4, "zero": 1, "overlap_param_gather": True,
+                                 "param_gather_with_optimizer_step": True, "pp_schedule": "interleaved",
+                                 "virtual_stages": 2}}
     base = Scenario.model_validate(data)
     changed = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 3}}))
     prepare(changed)
@@ -146,7 +158,8 @@ def test_runs_fix_names_the_keys_it_resets_with_the_zero_stage():
     from scalesim.app.fitting import fit_options
     data = {"name": "t", "cluster": {"node": "rtx4090-pcie-8", "gpus": 8}, "model": "gpt2-1.5b",
             "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64, "micro_batch": 8},
-            "parallel": {"zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True}}
+            "parallel": {"pp": 2, "zero": 1, "overlap_param_gather": True, "param_gather_with_optimizer_step": True,
+                         "pp_schedule": "interleaved", "virtual_stages": 2}}
     base = Scenario.model_validate(data)
     changes = [o.change for o in fit_options(prepare(base), limit=20)]
     with_zero3 = [c for c in changes if "parallel.zero: 3" in c]

@@ -66,7 +66,31 @@ def test_triton_flash_attention_is_slower_than_flash2_and_gains_with_length():
     assert per_flop == sorted(per_flop, reverse=True)
 
 
-def test_triton_flash_attention_outside_ampere_is_refused_naming_the_key(tmp_path):
+@pytest.mark.parametrize("seq, causal, a100, h100", [(2048, True, (69, 155), (108, 265)), (8192, False, (82, 201), (137, 335))])
+def test_triton_flash_attention_on_h100_gains_what_the_ampere_instruction_kernels_gain(seq, causal, a100, h100):
+    # The pre-MLIR Triton emits Ampere's mma.sync on sm_90 too (costs/flash.py). Dao 2023, FlashAttention-2,
+    # Figs. 4 and 7 (head dim 128, forward + backward): FlashAttention (v1) and FlashAttention-2 TFLOPS on
+    # A100 80GB SXM4 and H100 80GB SXM5; the Triton kernel's H100 rate over its A100 rate is their mean ratio.
+    op = attention(seq, causal)
+    a100_s, h100_s = (triton_s(op, gpu) + triton_s(op, gpu, backward=True) for gpu in (A100, H100))
+    clocks = H100.training_clock_fraction / A100.training_clock_fraction
+    expected = (h100[0] / a100[0] + h100[1] / a100[1]) / 2
+    assert a100_s / h100_s / clocks == pytest.approx(expected, rel=0.01)
+
+
+def test_triton_flash_attention_on_h100_is_far_slower_than_the_wgmma_kernels_and_ignores_their_mask_rate():
+    for s in (2048, 8192):
+        flash2 = kernel_s(attention(s, True), H100) + kernel_s(attention(s, True), H100, backward=True)
+        assert triton_s(attention(s, True), H100) + triton_s(attention(s, True), H100, backward=True) > 2 * flash2
+    # its rates are forward + backward by mask: backward is 2.5x the forward, the mask halves the work at 16k
+    op_c, op_f = attention(16384, True), attention(16384, False)
+    assert triton_s(op_c, H100, backward=True) / triton_s(op_c, H100) == pytest.approx(2.5)
+    # 16k, Figs. 4 and 7: Triton on A100 95 full-mask / 80 causal; v1 and FlashAttention-2 A100 -> H100 gains
+    full_gain, causal_gain = (139 / 83 + 338 / 203) / 2, (137 / 83 + 328 / 189) / 2
+    assert triton_s(op_c, H100) / triton_s(op_f, H100) == pytest.approx(0.5 * (95 * full_gain) / (80 * causal_gain), rel=0.01)
+
+
+def test_triton_flash_attention_outside_ampere_and_hopper_is_refused_naming_the_key(tmp_path):
     from pathlib import Path
 
     import yaml
@@ -74,7 +98,7 @@ def test_triton_flash_attention_outside_ampere_is_refused_naming_the_key(tmp_pat
 
     from scalesim.cli import main
     root = Path(__file__).resolve().parents[2]
-    data = yaml.safe_load((root / "scenarios" / "64xh100-llama3-70b.yaml").read_text())
+    data = yaml.safe_load((root / "scenarios" / "8x4090-ddp.yaml").read_text())
     data["training"]["attention"] = "triton"
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -62,6 +62,21 @@ def test_a_model_without_a_causal_mask_builds_none():
     assert layer_kernels(unmasked, "te-unfused")[0] < layer_kernels(block, "te-unfused")[0]
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_host_launches_the_kernels_the_bytes_are_counted_for(causal):
+    # one rule for both sides (te_unfused.builds_mask): the launches the host adds over fused attention are
+    # the kernels whose bytes the GPU time counts, forward and backward, with or without the mask
+    from dataclasses import replace
+    from scalesim.costs.te_unfused import builds_mask, extra_bytes
+    block = get_model("deepseek-v3", seq_len=4096).layers[1]
+    block = replace(block, ops=tuple(replace(o, causal=causal) for o in block.ops))
+    op = next(o for o in block.ops if o.kind == "attention")
+    unfused, fused = layer_kernels(block, "te-unfused"), layer_kernels(block, "fused")
+    assert unfused[0] - fused[0] == extra_bytes(op, 1, 2.0, False)[1]
+    assert unfused[1] - fused[1] == extra_bytes(op, 1, 2.0, True)[1]
+    assert builds_mask(op) == causal == (extra_bytes(op, 1, 2.0, False)[0] > mask_bytes(4096))
+
+
 def test_the_mask_grows_with_the_square_of_the_sequence():
     assert mask_bytes(8192) == pytest.approx(4 * mask_bytes(4096))
 
@@ -84,7 +99,8 @@ def test_unfused_mla_rope_moves_more_bytes_both_ways_and_keeps_the_gemms():
     fused_t, eager_t = layer_time(block, GB200, "bf16", 1), layer_time(eager, GB200, "bf16", 1)
     assert eager_t.forward_s > fused_t.forward_s and eager_t.backward_s > fused_t.backward_s
     assert eager_t.matmul_forward_s == pytest.approx(fused_t.matmul_forward_s)
-    assert [op for op in eager.ops if op.name != "rope"] == [op for op in block.ops if op.name != "rope"]
+    assert ([op for op in eager.ops if op.name not in ("rope", "rope_key")]
+            == [op for op in block.ops if op.name != "rope"])
 
 
 def test_mla_up_proj_recomputation_replays_the_unfused_rope():
@@ -95,11 +111,23 @@ def test_mla_up_proj_recomputation_replays_the_unfused_rope():
     assert eager_r > fused_r
 
 
-def test_tensor_parallelism_splits_the_unfused_rope_by_heads():
-    eager = unfused_mla_rope_model(get_model("deepseek-v3", seq_len=4096)).layers[1]
-    moved = sum(op.elements_moved for op in eager.ops if op.name == "rope")
-    split = shard_layer(eager, 2, 1, True)
-    assert sum(op.elements_moved for op in split.ops if op.name == "rope") == pytest.approx(moved / 2)
+@pytest.mark.parametrize("sp", [True, False])
+def test_tensor_parallelism_splits_the_unfused_rope_by_heads_but_not_the_one_rotary_key(sp):
+    # Megatron-Core's k_pos_emb is [s, b, 1, r], one rotary key for all heads, out of a down-projection every
+    # TP rank runs whole (gathered over the sequence under SP): each rank rotates all of it, and the YaRN
+    # frequencies too; the query's rotary part and the cats go by heads
+    from scalesim.costs.mla_rope import FREQ_KERNELS, Q_ROPE_KERNELS
+    model = get_model("deepseek-v3", seq_len=4096)
+    eager = unfused_mla_rope_model(model).layers[1]
+    r = 64                                                          # DeepSeek-V3 config.json qk_rope_head_dim
+    per_token = (sum(Q_ROPE_KERNELS) + 2 * FREQ_KERNELS) * r        # the key's 7 kernels, 12 of [s, r] each
+    moved = sum(op.elements_moved for op in eager.ops if op.name.startswith("rope"))
+    for tp in (2, 4):
+        split = shard_layer(eager, tp, 1, sp)
+        on_rank = sum(op.elements_moved for op in split.ops if op.name.startswith("rope"))
+        assert on_rank == pytest.approx((moved - per_token * 4096) / tp + per_token * 4096)
+    halved = shard_layer(eager, 1, 2, sp)               # context parallelism halves all of it, key included
+    assert sum(op.elements_moved for op in halved.ops if op.name.startswith("rope")) == pytest.approx(moved / 2)
 
 
 def _scenario(model="deepseek-v3", rope_fusion=True):

@@ -1,5 +1,8 @@
 """fp8_param_gather (Megatron-Core --fp8-param-gather): the distributed optimizer's parameter
-all-gathers carry the transformer blocks' weights at one byte each; embeddings stay 16-bit."""
+all-gathers carry the transformer blocks' GEMM weights at one byte each; their norm weights and the
+embeddings stay 16-bit: each parameter in its own dtype, whole or in Megatron-Core's buckets."""
+
+import pytest
 
 from scalesim.models import get_model
 from scalesim.parallel import ParallelPlan, Placement, build_program
@@ -11,35 +14,40 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 
                    "ffn": "swiglu", "ffn_hidden": 2816}, seq_len=1024)
 
 
-def gathered_bytes(fp8_gather: bool, overlap: bool = True) -> dict[str, float]:
+def gathered_bytes(fp8_gather: bool, overlap: bool = True, bucket_params: int | None = None) -> dict[str, float]:
     plan = ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "fp8", "adamw", "none", "flash", zero=1,
-                        overlap_param_gather=overlap, fp8_param_gather=fp8_gather)
+                        overlap_param_gather=overlap, fp8_param_gather=fp8_gather, bucket_params=bucket_params)
     tasks = build_program(MODEL, DGX.gpu_spec, DGX, plan).tasks[0]
     sizes = [t.plan.size_bytes for t in tasks if isinstance(t, CollectiveTask) and t.name == "zero all_gather"]
     return {"largest": max(sizes), "smallest": min(sizes), "total": sum(sizes)}
 
 
-def test_block_weights_gather_at_one_byte_and_the_embedding_at_two():
-    bf16, fp8 = gathered_bytes(False), gathered_bytes(True)
-    blocks = [layer for layer in MODEL.layers if layer.kind == "transformer_block"]
-    others = [layer for layer in MODEL.layers if layer.kind != "transformer_block" and layer.params]
-    assert fp8["total"] == sum(b.params for b in blocks) + 2 * sum(o.params for o in others)
-    assert bf16["total"] == 2 * sum(layer.params for layer in MODEL.layers)
+# Transformer Engine's FP8 parameters: its linears' weights (n x k of each GEMM's (m, n, k)), not the
+# norms' weights (nor biases, none here)
+FP8_WEIGHTS = sum(op.gemm_mnk[1] * op.gemm_mnk[2] * op.groups for layer in MODEL.layers
+                  if layer.kind == "transformer_block" for op in layer.ops if op.kind == "gemm" and op.gemm_mnk)
+
+
+@pytest.mark.parametrize("bucket_params", [None, 1, 3_000_000])
+def test_block_gemm_weights_gather_at_one_byte_and_the_rest_at_two(bucket_params):
+    # whole layers, a Megatron-Core bucket per tensor, or buckets of several tensors across layers
+    bf16, fp8 = gathered_bytes(False, bucket_params=bucket_params), gathered_bytes(True, bucket_params=bucket_params)
+    blocks = sum(layer.params for layer in MODEL.layers if layer.kind == "transformer_block")
+    assert 0.9 * blocks < FP8_WEIGHTS < blocks              # the norms' weights are the rest
+    assert fp8["total"] == pytest.approx(FP8_WEIGHTS + 2 * (MODEL.params - FP8_WEIGHTS), rel=1e-9)
+    assert bf16["total"] == pytest.approx(2 * sum(layer.params for layer in MODEL.layers), rel=1e-9)
 
 
 def test_the_gather_after_the_optimizer_step_carries_fp8_block_weights_too():
     # Without overlap_param_gather ZeRO-1 gathers the updated parameters in one call after the
     # optimizer step; --fp8-param-gather gathers the FP8 weights there as well.
     bf16, fp8 = gathered_bytes(False, overlap=False), gathered_bytes(True, overlap=False)
-    blocks = sum(layer.params for layer in MODEL.layers if layer.kind == "transformer_block")
     assert bf16["total"] == 2 * sum(layer.params for layer in MODEL.layers)
-    assert fp8["total"] == bf16["total"] - blocks
-    assert fp8["total"] == gathered_bytes(True)["total"]
+    assert fp8["total"] == pytest.approx(bf16["total"] - FP8_WEIGHTS, rel=1e-9)
+    assert fp8["total"] == pytest.approx(gathered_bytes(True)["total"], rel=1e-9)
 
 
 def test_fp8_param_gather_without_fp8_training_is_an_input_error_naming_the_key():
-    import pytest
-
     from scalesim.app.setup import prepare
     from scalesim.errors import InputError
     from scalesim.scenario import Scenario
