@@ -66,7 +66,8 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
         cells = [escape(str(v)) for v in values]      # the user's names, printed as written
-        t.add_row(name, *[f"[bold]{c}[/bold]" if b else c for c, b in zip(cells, bold_flags(best, lowest, len(values)))])
+        flags = bold_flags(best, lowest, len(values))
+        t.add_row(name, *[f"[bold]{c}[/bold]" if b else c for c, b in zip(cells, flags)])
 
     for name, values, best, lowest in summary_rows(rows, uncertainty):
         add(name, values, best, lowest)
@@ -113,16 +114,14 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
         n = uncertainty["samples"]
         fit = [r["fits"] for r in rows]
         out += [
-            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], duration) for x in d], None, True),
-            ("cloud cost P10–P90", [_range(x["cost_usd"], money) for x in d], None, True),
-            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], money) for x in d], None, True),
-            ("fastest in", [percent(x) for x in w["time_to_train_s"]],
-             [x if f else None for x, f in zip(w["time_to_train_s"], fit)], False),
-            ("cheapest (cloud) in", [percent(x) for x in w["cost_usd"]],
-             [x if f else None for x, f in zip(w["cost_usd"], fit)], False),
-            ("cheapest (owned) in", [percent(x) for x in w["on_prem_cost_usd"]],
-             [x if f else None for x, f in zip(w["on_prem_cost_usd"], fit)], False),
-        ]
+            (f"time P10–P90 ({n} samples)", _mark(rows, [_range(x["time_to_train_s"], duration) for x in d]), None,
+             True),
+            ("cloud cost P10–P90", _mark(rows, [_range(x["cost_usd"], money) for x in d]), None, True),
+            ("owned cost P10–P90", _mark(rows, [_range(x["on_prem_cost_usd"], money) for x in d]), None, True),
+        ] + [(name, [percent(x) if f else NO_FIT for x, f in zip(w[key], fit)],
+              [x if f else None for x, f in zip(w[key], fit)], False)
+             for name, key in (("fastest in", "time_to_train_s"), ("cheapest (cloud) in", "cost_usd"),
+                               ("cheapest (owned) in", "on_prem_cost_usd"))]
     return out
 
 
@@ -279,8 +278,9 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
         ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
     handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
                plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)")]
-    handles += [plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
-                           markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")] if front else []
+    if front:
+        handles.append(plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
+                                  markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper"))
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
                            label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
