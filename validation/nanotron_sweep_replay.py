@@ -10,9 +10,12 @@ memory mechanisms on the ~1,750 runs the cases do not hold; nothing is fitted to
 mem8 and nmem9 used it).
 
     python validation/nanotron_sweep_replay.py CSV [--where "tp > 1 and pp == 1"] [--set parallel.KEY=VALUE ...]
-        [--by "(model, fix, gas > pp)"]
+        [--by "(model, fix, gas > pp)"] [--runs]
 
-Prints one row per group (by default model, TP and PP): runs, signed median error, runs within 10%. `--where` and
+Prints one row per group (by default model, TP and PP): runs, signed median error and its range, runs within 10%.
+`--runs` prints one row per run instead: the logged `Mem Res` and `Mem Alloc` (the optimizer step's allocated peak:
+trainer.py resets the peak statistics right after the pipeline, logging.py log_memory) beside scalesim's counted state
+(weights, gradients, optimizer share, DDP buckets), activations, live and reserved figures, and `Mem Res` - state. `--where` and
 `--by` are Python expressions over dp, tp, pp, mbs, gas, zero, job (the SLURM job id), fix (the CSV's
 `after_pp_fix`: the run used nanotron's pipeline code from bench2's "pp" commit 67c5ebb6, jobs from 14097148), ar (the
 job's own world all_reduce busbw in GB/s, trainer.py measure_bandwidth: 12-28 on the sweep's degraded-network jobs,
@@ -74,12 +77,24 @@ def scenario_of(row: dict, overrides: dict) -> dict:
     return data
 
 
-def predicted_reserved(data: dict) -> float:
+def first_stage_memory(data: dict):
+    """Rank 0's MemoryBreakdown for the run `data` describes."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.yaml"
         path.write_text(yaml.safe_dump(data))
         scenario, file = load_scenario(path)
-        return prepare(scenario, file).step.first_stage_memory.reserved / GIB
+        return prepare(scenario, file).step.first_stage_memory
+
+
+def run_line(row: dict, memory) -> str:
+    """One run: its plan and network, the logged figures and scalesim's breakdown of rank 0 (GiB)."""
+    f = row_fields(row)
+    res, alloc = float(row["Mem Res (GB)"]), float(row["Mem Alloc (GB)"])
+    state = (memory.weights + memory.gradients + memory.optimizer + memory.grad_buckets) / GIB
+    return (f"| {f['job']} | {f['model']} dp{f['dp']} tp{f['tp']} pp{f['pp']} mbs{f['mbs']} gas{f['gas']} z{f['zero']} | "
+            f"{f['ar']:.0f} | {int(f['fix'])} | {res:.2f} | {alloc:.2f} | {state:.2f} | {memory.activations / GIB:.2f} | "
+            f"{memory.live / GIB:.2f} | {memory.reserved / GIB:.2f} | {100 * (memory.reserved / GIB / res - 1):+.1f}% | "
+            f"{res - state:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,30 +103,41 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--where", default="True")
     parser.add_argument("--by", default="(model, f'tp {tp}', f'pp {pp}')", help="group key expression")
     parser.add_argument("--set", action="append", default=[], help="parallel.KEY=VALUE (YAML value), TP runs only")
+    parser.add_argument("--runs", action="store_true", help="one row per run (logged vs counted, GiB)")
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")
         overrides[key.removeprefix("parallel.")] = yaml.safe_load(value)
     groups = defaultdict(list)
+    if args.runs:
+        print("| job | run | all_reduce GB/s | after_pp_fix | Mem Res | Mem Alloc | state | activations | live | "
+              "predicted | error | Mem Res - state |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     with args.csv.open() as fh:
         for row in csv.DictReader(fh):
             if row["status"] != "Success" or not eval(args.where, {}, row_fields(row)):   # noqa: S307 (local tool)
                 continue
             f = row_fields(row)
             try:
-                predicted = predicted_reserved(scenario_of(row, overrides))
+                memory = first_stage_memory(scenario_of(row, overrides))
             except InputError as exc:
                 print(f"skipped {row['name']}: {exc}", file=sys.stderr)
                 continue
+            if args.runs:
+                print(run_line(row, memory))
+                continue
+            predicted = memory.reserved / GIB
             key = eval(args.by, {}, dict(f, predicted=predicted))   # noqa: S307 (local tool)
             groups[key if isinstance(key, tuple) else (key,)].append(predicted / float(row["Mem Res (GB)"]) - 1)
-    print("| group | runs | signed median error | within 10% |")
-    print("|---|---|---|---|")
+    if args.runs:
+        return
+    print("| group | runs | signed median error | range | within 10% |")
+    print("|---|---|---|---|---|")
     for key in sorted(groups, key=str):
         errors = groups[key]
         print(f"| {', '.join(map(str, key))} | {len(errors)} | {100 * statistics.median(errors):+.1f}% | "
-              f"{sum(abs(e) < 0.1 for e in errors)} |")
+              f"{100 * min(errors):+.1f}..{100 * max(errors):+.1f}% | {sum(abs(e) < 0.1 for e in errors)} |")
 
 
 if __name__ == "__main__":
