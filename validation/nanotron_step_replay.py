@@ -29,6 +29,9 @@ counted state: a request past it releases every free whole segment and retries (
 release_cached_blocks, 'Free all non-split cached blocks and retry alloc'). GiB, Adam's state subtracted.
 
     python validation/nanotron_step_replay.py CSV [--where "model == '8.86G'"] [--device-gib 79.6 --outside-gib 2]
+
+CSV: the sweep's rows, as for nanotron_sweep_replay.py (eyao600/Rapid-LLM
+validation_scripts/huggingface_data/bench_final2_mod_add.csv @24ef24c6).
 """
 
 from __future__ import annotations
