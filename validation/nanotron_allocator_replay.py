@@ -47,11 +47,23 @@ from allocator_rounding import LARGE_BUFFER, MIN_BLOCK, MIN_LARGE_ALLOC, ROUND_L
 class CachingAllocator:
     """The large pool of one stream: segments of [address, size, free] blocks, best fit, split, merge."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: float | None = None) -> None:
         self.segments: list[list[list]] = []
         self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
         self.blocks: dict[int, tuple[list, list]] = {}
         self._next = 0
+        self.limit, self.releases = limit, 0
+        self.before_release = None      # frees the blocks waiting for their events (synchronize_and_free_events)
+
+    def release(self) -> None:
+        """cudaMalloc failed: free every segment that is one free block and retry (malloc's `release_cached_blocks`,
+        which first waits for the pending events: 'Free all non-split cached blocks and retry alloc')."""
+        if self.before_release is not None:
+            self.before_release()
+        kept = [seg for seg in self.segments if len(seg) > 1 or not seg[0][2]]
+        self.reserved -= sum(seg[0][1] for seg in self.segments if len(seg) == 1 and seg[0][2])
+        self.segments = kept
+        self.releases += 1
 
     def malloc(self, size: int) -> int:
         size = ceil_to(max(size, 1), MIN_BLOCK)
@@ -62,6 +74,10 @@ class CachingAllocator:
                     best = (seg, block)
         if best is None:
             grant = ceil_to(size, ROUND_LARGE) if size >= MIN_LARGE_ALLOC else LARGE_BUFFER
+            if self.limit is not None and self.reserved + grant > self.limit:
+                self.release()
+                if self.reserved + grant > self.limit:
+                    raise MemoryError(f"out of memory: {self.reserved + grant} bytes over {self.limit:.0f}")
             base = sum(b[1] for s in self.segments for b in s)
             seg = [[base, grant, True]]
             self.segments.append(seg)
