@@ -170,11 +170,11 @@ def check_limits(obj: Any, table: dict[str, tuple[float | None, float | None, st
 
 
 def check_cluster_size(nodes: int, gpus_per_node: int) -> None:
-    if nodes > MAX_NODES:
-        check_value("cluster.nodes", nodes, SCENARIO_LIMITS["cluster.nodes"])
-    if nodes * gpus_per_node > MAX_CLUSTER_GPUS:
+    if nodes * gpus_per_node > MAX_CLUSTER_GPUS:        # GPUs first: what a sweep's --gpus names
         raise InputError(f"{nodes:,} nodes of {gpus_per_node} GPUs make {nodes * gpus_per_node:,} GPUs, above the "
                          f"limit of {MAX_CLUSTER_GPUS:,}: {SCENARIO_LIMITS['cluster.gpus'][2]}", key="cluster.nodes")
+    if nodes > MAX_NODES:
+        check_value("cluster.nodes", nodes, SCENARIO_LIMITS["cluster.nodes"])
 
 
 def estimated_tasks(*, ranks: int, micro_batches: int, tasks_per_micro_batch: float, tasks_per_step: float = 0.0,

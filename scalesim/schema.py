@@ -7,7 +7,9 @@ path and what is allowed, plus the closest valid key when they mistyped one.
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+import types
+import typing
+from typing import Any, Literal, TypeVar
 
 import pydantic
 
@@ -22,6 +24,39 @@ class Strict(pydantic.BaseModel):
     (`.inf` or `.nan` would make every result inf or nan, and JSON has neither)."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        """YAML's true/false (yes/no, on/off) where a number belongs: pydantic would read 1 or 0
+        (`zero: true` ran ZeRO-1, silently)."""
+        if isinstance(value, bool):
+            numbers = _numbers_only(cls.model_fields[info.field_name].annotation)
+            if numbers is not None:
+                raise ValueError(f"expected {numbers}, got {str(value).lower()} (YAML reads true, false, yes, no, "
+                                 "on and off as booleans)")
+        return value
+
+
+def _numbers_only(annotation: Any) -> str | None:
+    """What a field takes when it takes only numbers (or null), e.g. "a number" or "one of 0, 1, 2, 3";
+    None when a boolean (or anything else) may go there.
+
+    >>> _numbers_only(int), _numbers_only(float | None), _numbers_only(Literal[0, 1]), _numbers_only(bool | int)
+    ('a number', 'a number', 'one of 0, 1', None)
+    """
+    if annotation in (int, float):
+        return "a number"
+    if typing.get_origin(annotation) is typing.Annotated:        # pydantic.PositiveInt and the like
+        return _numbers_only(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) is Literal:
+        values = typing.get_args(annotation)
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        return f"one of {', '.join(str(v) for v in values)}" if numeric else None
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = [_numbers_only(a) for a in typing.get_args(annotation) if a is not type(None)]
+        return options[0] if len(options) == 1 else ("a number" if options and all(options) else None)
+    return None
 
 
 def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
@@ -53,8 +88,8 @@ def _first_model(annotation: Any) -> type[pydantic.BaseModel] | None:
 def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: str | None = None) -> M:
     """Build `model` from `data` or raise InputError naming the first bad key."""
     if not isinstance(data, dict):
-        raise InputError(f"expected a mapping of keys, got {type(data).__name__}",
-                         file=file, key=key_prefix)
+        raise InputError("is empty; expected a mapping of keys" if data is None else
+                         f"expected a mapping of keys, got {_yaml_kind(data)}", file=file, key=key_prefix)
     try:
         return model.model_validate(data)
     except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
@@ -71,6 +106,11 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
                              file=file, key=key) from None
         if err["type"] == "missing":
             raise InputError("is required but missing", file=file, key=key) from None
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):     # a section not a mapping
+            keys = _fields_at(model, (*loc, None))
+            listed = f" ({', '.join(keys)})" if keys else ""
+            raise InputError(f"expected a mapping of keys{listed}, got {_yaml_kind(err.get('input'))}",
+                             file=file, key=key) from None
         message = err["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
@@ -79,6 +119,24 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
             shown = repr(got)
             message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
         raise InputError(message, file=file, key=key) from None
+
+
+def _yaml_kind(value: Any) -> str:
+    """What a YAML value is, in YAML's words.
+
+    >>> _yaml_kind(None), _yaml_kind([1]), _yaml_kind(5), _yaml_kind("fast"), _yaml_kind(True)
+    ('nothing (null)', 'a list', 'a number (5)', "text ('fast')", 'a boolean (true)')
+    """
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value:g})"
+    if isinstance(value, str):
+        shown = repr(value)
+        return f"text ({shown if len(shown) <= 40 else shown[:37] + '...'})"
+    return "a list" if isinstance(value, list) else "a mapping"
 
 
 def _most_specific(model: type[pydantic.BaseModel], errors: list[dict]) -> tuple[dict, tuple]:

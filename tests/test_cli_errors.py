@@ -154,7 +154,7 @@ def test_a_folder_given_as_a_node_design_says_so(tmp_path):
 @pytest.mark.parametrize("content, says", [
     (b"garbage \x00\x01 not a log\n", "give --op"),
     (b"\xff\xfe\x80 not UTF-8\n", "give --op"),
-    (b"", "give --op"),
+    (b"", "the file is empty"),
     (None, "larger than 32 MiB"),
 ])
 def test_calibrate_refuses_files_that_are_no_measurements(tmp_path, content, says):

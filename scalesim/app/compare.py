@@ -187,5 +187,5 @@ def compare(paths: list[Path], *, scaling_counts: Callable[[int], list[int]] | N
         picked_seed = seed if seed is not None else loaded[0][0].uncertainty.seed
         comparison.uncertainty = monte_carlo([r.inputs for r in results],
                                              [Spread.from_spec(s.uncertainty) for s in chosen],
-                                             samples=samples, seed=picked_seed)
+                                             samples=samples, seed=picked_seed, competing=[r.fits for r in results])
     return comparison

@@ -134,8 +134,12 @@ def _process_context():
     """forkserver where there is one (safe with the progress bar's thread; workers start from a
     process that already imported the sweep), else spawn."""
     if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["scalesim.app.sweep"])
+        with _started_ignoring_interrupts():    # Ctrl-C during its preload: no traceback from it
+            forkserver.ensure_running()
         return context
     return multiprocessing.get_context("spawn")
 

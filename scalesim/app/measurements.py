@@ -180,6 +180,9 @@ def read_measurements(paths: list[Path], op: str | None = None
         except OSError as exc:
             raise InputError(f"cannot read the measurement file: {exc.strerror or exc.__class__.__name__}",
                              file=str(path)) from None
+        if not text.strip():
+            raise InputError("the file is empty; give nccl-tests output as printed (all_reduce_perf, ...) or a .csv "
+                             "with the header kind,precision,m,n,k,value", file=str(path))
         if Path(path).suffix.lower() == ".csv":
             g, b = parse_benchmark_csv(text, str(path))
             gemms += g

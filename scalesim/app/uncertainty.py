@@ -99,13 +99,14 @@ def _percentiles(values: list[float | None]) -> dict[str, float] | None:
     return {f"p{k}": (None if math.isinf(v) else float(v)) for k, v in zip(PERCENTILES, p)}
 
 
-def _wins(outcomes: list[list[dict]], metric: str) -> list[float]:
-    """Share of samples in which each design has the lowest value of `metric` (ties: the first)."""
+def _wins(outcomes: list[list[dict]], metric: str, competing: list[bool] | None = None) -> list[float]:
+    """Share of samples in which each design has the lowest value of `metric` (ties: the first),
+    among the `competing` ones (a design that does not fit never wins: 0)."""
     designs = len(outcomes)
     samples = len(outcomes[0]) if outcomes else 0
     counts = [0] * designs
     for i in range(samples):
-        values = [outcomes[j][i][metric] for j in range(designs)]
+        values = [outcomes[j][i][metric] if competing is None or competing[j] else None for j in range(designs)]
         values = [math.inf if v is None else v for v in values]
         if all(math.isinf(v) for v in values):
             continue
@@ -113,8 +114,10 @@ def _wins(outcomes: list[list[dict]], metric: str) -> list[float]:
     return [c / samples if samples else 0.0 for c in counts]
 
 
-def monte_carlo(inputs: list[RunInputs], spreads: list[Spread], *, samples: int, seed: int) -> dict:
-    """P10/P50/P90 of time, cloud and on-prem cost and energy per design, and win shares.
+def monte_carlo(inputs: list[RunInputs], spreads: list[Spread], *, samples: int, seed: int,
+                competing: list[bool] | None = None) -> dict:
+    """P10/P50/P90 of time, cloud and on-prem cost and energy per design, and win shares among the
+    `competing` designs (those that fit; all when None).
 
     Returns {"samples", "seed", "designs": [{percentiles by metric}], "wins": {metric: [share per design]}}.
     """
@@ -130,7 +133,7 @@ def monte_carlo(inputs: list[RunInputs], spreads: list[Spread], *, samples: int,
                  for i in range(samples)] for j in range(n)]
     metrics = ("time_to_train_s", "cost_usd", "on_prem_cost_usd", "energy_kwh")
     designs = [{m: _percentiles([o[m] for o in outcomes[j]]) for m in metrics} for j in range(n)]
-    wins = {m: _wins(outcomes, m) for m in ("time_to_train_s", "cost_usd", "on_prem_cost_usd")}
+    wins = {m: _wins(outcomes, m, competing) for m in ("time_to_train_s", "cost_usd", "on_prem_cost_usd")}
     return {"samples": samples, "seed": seed, "designs": designs, "wins": wins,
             "spreads": [vars_of(s) for s in spreads]}
 

@@ -16,9 +16,23 @@ from scalesim.cli.catalog_commands import hardware, models, topologies, topology
 from scalesim.cli.measurement_commands import calibrate, collective, validate
 from scalesim.cli.serving_commands import serve
 from scalesim.cli.training_commands import compare, run, sweep
+from scalesim.cli.wiring import EXIT_INTERRUPTED, interrupts_stop_once
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group; Ctrl-C in any command: one line on stderr and exit 130 (not click's
+    "Aborted!" and 1), a repeated SIGINT while it stops ignored (`interrupts_stop_once`)."""
+
+    def invoke(self, ctx: click.Context):
+        with interrupts_stop_once():
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt:
+                click.echo("interrupted", err=True)
+                raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="scalesim")
 def main() -> None:
     """Simulate multi-GPU deep-learning training clusters.

@@ -14,7 +14,8 @@ from scalesim.report.tables import make_console
 
 @click.command("hardware")
 @click.argument("name", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON (every field and source).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the catalog (or NAME's entry) as JSON (every field and source).")
 @catalog_option
 @friendly_errors
 def hardware(name: str | None, as_json: bool, catalog_dirs) -> None:
@@ -28,7 +29,7 @@ def hardware(name: str | None, as_json: bool, catalog_dirs) -> None:
 
     catalog = catalog_from(catalog_dirs)
     if as_json:
-        click.echo(json.dumps(hardware_json(catalog), indent=2))
+        click.echo(json.dumps(hardware_json(catalog, name), indent=2))
         return
     console = make_console()
     for table in [hardware_detail(name, catalog)] if name else hardware_tables(catalog):

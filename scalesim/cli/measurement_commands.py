@@ -33,9 +33,11 @@ from scalesim.report.tables import make_console
               help="Force PCIe peer-to-peer on or off [the design's setting]. With it on, NCCL still "
                    "copies through host memory between GPUs on different Intel/ARM root ports "
                    "(host.cpu; P2P only below a PCIe switch there).")
-@click.option("--algo", default="auto", show_default=True,
-              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's tuner).")
-@click.option("--protocol", default="auto", show_default=True, help="NCCL protocol: auto | ll | ll128 | simple.")
+@click.option("--algo", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
+              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's "
+                   "tuner; any case, as NCCL_ALGO's Ring).")
+@click.option("--protocol", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
+              help="NCCL protocol: auto | ll | ll128 | simple (any case, as NCCL_PROTO's LL128 or Simple).")
 @click.option("--sizes", default="8:8G", show_default=True,
               help="Buffer sizes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
@@ -92,7 +94,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the log-log parity plot (predicted vs measured, ±10%% band).")
+              help="Write the log-log parity plot (predicted vs measured, ±10% band).")
 @click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
               default=None,
               help="Run one category.")

@@ -2,16 +2,21 @@
 
 Exit codes (DESIGN.md): 0 simulated and fits; 3 simulated but does not fit;
 2 bad input, with one message on stderr naming the file, the key and what is
-allowed; 130 a sweep interrupted (128 + SIGINT, as shells report Ctrl-C).
+allowed; 130 interrupted (128 + SIGINT, as shells report Ctrl-C).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
+import os
 import re
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import click
@@ -38,10 +43,42 @@ def friendly_errors(fn):
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except OSError as exc:      # an output the checks could not foresee (a full disk, a race)
+            if exc.errno == errno.EPIPE:
+                raise               # `| head` closed the pipe: click's main exits quietly (1)
             click.echo(f"error: {exc.filename or 'output'}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def interrupts_stop_once():
+    """Ctrl-C stops the command once. The first SIGINT raises KeyboardInterrupt; a repeat within a
+    second (`timeout -s INT` signals the process and then its group; a double key press) is
+    ignored while the command cleans up, so no second KeyboardInterrupt escapes as a traceback
+    (from Python's shutdown, say); a later one ends the process at once (exit 130). After an
+    interrupt the handler stays: the process is about to exit. Off the main thread: no change."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    first: list[float] = []
+
+    def again(_signum, _frame):
+        if time.monotonic() - first[0] > 1.0:
+            os.write(2, b"interrupted again: stopping now\n")
+            os._exit(EXIT_INTERRUPTED)
+
+    def interrupt(_signum, _frame):
+        first.append(time.monotonic())
+        signal.signal(signal.SIGINT, again)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        if not first:
+            signal.signal(signal.SIGINT, previous)
 
 
 def catalog_option(fn):

@@ -145,7 +145,8 @@ def load_catalog(dirs: Iterable[str | Path]) -> Catalog:
 
 def _with_folder(catalog: Catalog, directory: Path) -> Catalog:
     if not directory.is_dir():
-        raise InputError("catalog folder not found (expected a folder holding gpus.yaml and/or links.yaml)",
+        raise InputError(("is a file, not a folder" if directory.exists() else "catalog folder not found")
+                         + f" (expected a folder holding {GPUS_FILE} and/or {LINKS_FILE}; give the folder)",
                          file=str(directory))
     found = [directory / f for f in (LINKS_FILE, GPUS_FILE) if (directory / f).is_file()]
     if not found:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+from rich.markup import escape
 from rich.table import Table
 
 from scalesim.errors import unknown_name
@@ -83,9 +84,12 @@ def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
     return t
 
 
-def hardware_json(catalog: Catalog | None = None) -> dict:
-    """Every entry with all its fields, its notes and `file` (the user folder's file, or 'built-in catalog')."""
+def hardware_json(catalog: Catalog | None = None, name: str | None = None) -> dict:
+    """Every entry (or only `name`'s) with all its fields, its notes and `file` (the user folder's
+    file, or 'built-in catalog')."""
     catalog = catalog or builtin_catalog()
+    if name is not None and name not in {**catalog.gpus(), **catalog.links()}:
+        raise unknown_name("GPU or link", name, {**catalog.gpus(), **catalog.links()})
 
     def row(spec) -> dict:
         out = {f: getattr(spec, f) for f in _shown_fields(spec)}
@@ -94,7 +98,8 @@ def hardware_json(catalog: Catalog | None = None) -> dict:
         out["file"] = catalog.origin(spec.name)
         return out
 
-    return {"gpus": [row(s) for s in catalog.gpu_specs], "links": [row(s) for s in catalog.link_specs]}
+    return {"gpus": [row(s) for s in catalog.gpu_specs if name in (None, s.name)],
+            "links": [row(s) for s in catalog.link_specs if name in (None, s.name)]}
 
 
 def topologies_json() -> list[dict]:
@@ -119,7 +124,7 @@ def topologies_table() -> Table:
 
 
 def topology_description(design: NodeDesign, graph: nx.Graph) -> Table:
-    t = Table(title=f"{design.name}: {' '.join(design.description.split())}", title_justify="left")
+    t = Table(title=escape(f"{design.name}: {' '.join(design.description.split())}"), title_justify="left")
     for col in ("from", "to", "link", "GB/s per direction", "duplex"):
         t.add_column(col)
     for u, v, d in graph.edges(data=True):

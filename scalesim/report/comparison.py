@@ -19,6 +19,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
@@ -61,10 +62,12 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
-        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+        t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
 
     def add(name: str, values: list[str], best: list[float | None] | None = None, lowest: bool = True) -> None:
-        t.add_row(name, *[f"[bold]{v}[/bold]" if b else v for v, b in zip(values, bold_flags(best, lowest, len(values)))])
+        cells = [escape(str(v)) for v in values]      # the user's names, printed as written
+        flags = bold_flags(best, lowest, len(values))
+        t.add_row(name, *[f"[bold]{c}[/bold]" if b else c for c, b in zip(cells, flags)])
 
     for name, values, best, lowest in summary_rows(rows, uncertainty):
         add(name, values, best, lowest)
@@ -84,7 +87,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
                             + (" (fits)" if r["fits"] else f" ({NO_FIT})") for r in rows], None, True),
         ("step time", _mark(rows, [duration(r["step_time_s"]) for r in rows]), _if_fits(rows, "step_time_s"), True),
         ("throughput", _mark(rows, [f"{r['tokens_per_s']:,.0f} tokens/s" if r.get("tokens_per_s")
-                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]), None, True),
+                                    else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]),
+         [(r.get("tokens_per_s") or r["samples_per_s"]) if r["fits"] else None for r in rows], False),
         ("MFU", [percent(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
         ("scaling efficiency", [percent(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
          False),
@@ -110,16 +114,14 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
         n = uncertainty["samples"]
         fit = [r["fits"] for r in rows]
         out += [
-            (f"time P10–P90 ({n} samples)", [_range(x["time_to_train_s"], duration) for x in d], None, True),
-            ("cloud cost P10–P90", [_range(x["cost_usd"], money) for x in d], None, True),
-            ("owned cost P10–P90", [_range(x["on_prem_cost_usd"], money) for x in d], None, True),
-            ("fastest in", [percent(x) for x in w["time_to_train_s"]],
-             [x if f else None for x, f in zip(w["time_to_train_s"], fit)], False),
-            ("cheapest (cloud) in", [percent(x) for x in w["cost_usd"]],
-             [x if f else None for x, f in zip(w["cost_usd"], fit)], False),
-            ("cheapest (owned) in", [percent(x) for x in w["on_prem_cost_usd"]],
-             [x if f else None for x, f in zip(w["on_prem_cost_usd"], fit)], False),
-        ]
+            (f"time P10–P90 ({n} samples)", _mark(rows, [_range(x["time_to_train_s"], duration) for x in d]), None,
+             True),
+            ("cloud cost P10–P90", _mark(rows, [_range(x["cost_usd"], money) for x in d]), None, True),
+            ("owned cost P10–P90", _mark(rows, [_range(x["on_prem_cost_usd"], money) for x in d]), None, True),
+        ] + [(name, [percent(x) if f else NO_FIT for x, f in zip(w[key], fit)],
+              [x if f else None for x, f in zip(w[key], fit)], False)
+             for name, key in (("fastest in", "time_to_train_s"), ("cheapest (cloud) in", "cost_usd"),
+                               ("cheapest (owned) in", "on_prem_cost_usd"))]
     return out
 
 
@@ -262,21 +264,23 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 5.2))
     fitting = [i for i, o in enumerate(options) if rows[o[2]].get("fits", True)]
     front = {fitting[j] for j in pareto_front([(options[i][0], options[i][1]) for i in fitting])}
+    labels = []
     for i, (hours, cost, k, kind, marker) in enumerate(options):
         fits = rows[k].get("fits", True)
         ax.scatter(hours, cost, marker=marker, s=90, color=PALETTE[k % len(PALETTE)] if fits else "none",
                    edgecolors="black" if i in front else PALETTE[k % len(PALETTE)], linewidths=1.8, zorder=3)
-        ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
+        labels += [ax.annotate(f"{short_name(rows[k]['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}"
                     + ("" if fits else f" ({NO_FIT})"), (hours, cost), textcoords="offset points", xytext=(8, 5),
-                    fontsize=8)
+                    fontsize=8)]
     if front:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
         ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
     handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
-               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)"),
-               plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
-                          markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper")]
+               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)")]
+    if front:
+        handles.append(plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
+                                  markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper"))
     handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
                            label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -287,7 +291,22 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     ax.margins(x=0.25, y=0.2)
     ax.set_xlim(left=0)                      # from zero: distances read as ratios
     ax.set_ylim(bottom=0)
+    _labels_inside(ax, labels)
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
+
+
+def _labels_inside(ax, labels: list) -> None:
+    """Widen the time axis until every point's label (right of its point) ends inside the axes, not
+    under the legend: a label w pixels wide at x fits when (x - low) / (high - low) <= 1 - w / W."""
+    renderer = ax.figure.canvas.get_renderer()
+    width = ax.get_window_extent(renderer).width
+    low, high = ax.get_xlim()
+    need = high
+    for label in labels:
+        text = label.get_window_extent(renderer).width + label.xyann[0] * ax.figure.dpi / 72
+        if text < 0.8 * width:
+            need = max(need, low + (label.xy[0] - low) * width / (width - text))
+    ax.set_xlim(low, need)
 
 
 def breakdown_plot(rows: list[dict], path: Path) -> Path:

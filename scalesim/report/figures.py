@@ -44,6 +44,36 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 
+def plain_log_tick(value: float, _pos=None, every: bool = False) -> str:
+    """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd
+    (`every`: at each one, for an axis spanning less than a decade that would show one number or none).
+
+    >>> plain_log_tick(0.3), plain_log_tick(1.0), plain_log_tick(20.0), plain_log_tick(0.7)
+    ('0.3', '1', '20', '')
+    >>> plain_log_tick(150.0, every=True), plain_log_tick(0.04, every=True)
+    ('150', '0.04')
+    """
+    import math
+
+    if value <= 0:
+        return ""
+    mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
+    return f"{value:g}" if every or mantissa in (1, 2, 3, 5) else ""
+
+
+def plain_log_axis(axis, values) -> None:
+    """Label a log `axis` (ax.yaxis) in plain numbers (0.3, 1, 20: not 3x10^-1), at every tick
+    when `values` (what is plotted) span less than a factor of 5."""
+    import functools
+
+    from matplotlib.ticker import FuncFormatter
+
+    shown = [v for v in values if v and v > 0]
+    tick = functools.partial(plain_log_tick, every=bool(shown) and max(shown) < 5 * min(shown))
+    axis.set_major_formatter(FuncFormatter(tick))
+    axis.set_minor_formatter(FuncFormatter(tick))
+
+
 def new_figure(figsize: tuple[float, float]):
     """A figure with one axes on an Agg canvas (what `plt.subplots(figsize=...)` gives, without pyplot)."""
     fig = Figure(figsize=figsize)

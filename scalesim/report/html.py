@@ -22,7 +22,7 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-botto
 table { border-collapse: collapse; font-size: 0.86em; margin: 0.6em 0; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
 th { background: #f3f3f3; } td.l, th.l { text-align: left; }
-img { max-width: 100%; height: auto; border: 1px solid #eee; margin: 0.5em 0; }
+img { box-sizing: border-box; max-width: 100%; height: auto; border: 1px solid #eee; margin: 0.5em 0; }
 .no { color: #b00; font-weight: bold; } .note { color: #555; font-size: 0.9em; }
 .scroll { overflow-x: auto; max-width: 100%; } figure { margin: 0; }
 td.src, th.src { text-align: left; min-width: 16em; }

@@ -16,9 +16,10 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import plain_log_axis, save_figure  # noqa: E402
 from scalesim.units import format_bytes, format_time  # noqa: E402
 
 
@@ -33,7 +34,7 @@ def _usd(value: float | None) -> str:
 
 
 def serving_table(r: dict) -> Table:
-    t = Table(title=r["scenario"], show_header=False, title_justify="left")
+    t = Table(title=escape(r["scenario"]), show_header=False, title_justify="left")
     t.add_column("metric", style="bold")
     t.add_column("value")
     plan = r["plan"]
@@ -89,6 +90,7 @@ def sweep_table(r: dict) -> Table:
 def latency_throughput_plot(results: list[dict], path: Path) -> Path:
     """End-to-end latency (P50 solid, P99 dashed) against output tokens/s, one line per design."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    plotted = []
     for r in results:
         points = [p for p in r.get("sweep", []) if p["e2e_latency_s"]]
         if not points:
@@ -96,9 +98,11 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
         x = [p["output_tokens_per_s"] for p in points]
         line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
         ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "--", color=line.get_color(), label="P99")
+        plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (s)")
     ax.set_yscale("log")
+    plain_log_axis(ax.yaxis, plotted)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("latency against throughput (each point a request rate)")
@@ -113,10 +117,12 @@ def percentiles_plot(r: dict, path: Path) -> Path:
         rates = [p["rate_per_s"] for p in points if p[key]]
         for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
             ax.plot(rates, [p[key][q] for p in points if p[key]], style, label=q.upper())
-        ax.axhline(r["slo"][key], color="#C44E52", lw=1, label="SLO")
+        slo = r["slo"][key]
+        ax.axhline(slo, color="#C44E52", lw=1, label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
         ax.set_xlabel("request rate (requests/s)")
         ax.set_ylabel(f"{label} (s)")
         ax.set_yscale("log")
+        plain_log_axis(ax.yaxis, [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{r['scenario']}: latency percentiles against rate")
@@ -129,7 +135,7 @@ def serving_compare_table(rows: list[dict]) -> Table:
               title_justify="left")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
-        t.add_column(r["scenario"], justify="right", overflow="fold", ratio=1)
+        t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
 
     def line(label: str, key: str, fmt) -> None:
         t.add_row(label, *("n/a" if r.get(key) is None else fmt(r[key]) for r in rows))

@@ -15,16 +15,17 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import plain_log_axis, save_figure  # noqa: E402
 from scalesim.report.formatting import duration, money, percent  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 
 def sweep_table(sweep: dict) -> Table:
     """Best plan per GPU count, with how many plans were simulated, pruned, too big or unavailable."""
-    t = Table(title=f"{sweep['scenario']}: best plan per GPU count (ranked by {sweep['rank_by']})",
+    t = Table(title=f"{escape(sweep['scenario'])}: best plan per GPU count (ranked by {sweep['rank_by']})",
               title_justify="left")
     for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",
                 "time to train", "cloud cost", "on-prem cost", "plans: simulated / dominated / too big / n.a."):
@@ -46,16 +47,15 @@ def sweep_table(sweep: dict) -> Table:
     return t
 
 
-def _days_tick(value: float, _pos=None) -> str:
-    """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd.
-
-    >>> _days_tick(0.3), _days_tick(1.0), _days_tick(20.0), _days_tick(0.7)
-    ('0.3', '1', '20', '')
-    """
-    if value <= 0:
-        return ""
-    mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
-    return f"{value:g}" if mantissa in (1, 2, 3, 5) else ""
+def _nothing_fits(fig, axes, subtitle: str) -> None:
+    """No GPU count has a plan that runs and fits: say so in each panel, no axes with made-up ticks."""
+    for ax, title in zip(axes, ("Throughput per GPU", "Time to train", "Cost to train")):
+        ax.set_title(title)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no plan runs and fits\n(the table gives the reason)", ha="center", va="center",
+                transform=ax.transAxes, color="#C44E52")
+    fig.suptitle(subtitle, fontsize=11)
 
 
 def best_plan_plot(sweep: dict, path: Path) -> Path:
@@ -67,6 +67,13 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
     per_gpu = [b["tokens_per_s_per_gpu"] if b["tokens_per_s_per_gpu"] is not None else b["samples_per_s"] / b["gpus"]
                for b in best]
     unit = "tokens/s" if best and best[0]["tokens_per_s_per_gpu"] is not None else "samples/s"
+    subtitle = (f"{sweep['scenario']}: best fitting plan per GPU count, ranked by {sweep['rank_by']}"
+                if sweep.get("search") else f"{sweep['scenario']}: the scenario's own plan at each GPU count")
+    if missing:
+        subtitle += f" (no plan runs and fits at {', '.join(missing)} GPUs)"
+    if not best:
+        _nothing_fits(fig, axes, subtitle)
+        return save_figure(fig, path, whole_legend=True)
     panels = [
         (axes[0], per_gpu, f"{unit} per GPU", "Throughput per GPU"),
         (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / 86400 for b in best],
@@ -79,9 +86,11 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color="#4C72B0",
                     label="cloud" if ax is axes[2] else None)
             if ax is axes[0]:      # the same plans in every panel: name them once
-                for x, y, b in pts:
-                    ax.annotate(b["plan"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=7,
-                                rotation=20)
+                for i, (x, y, b) in enumerate(pts):
+                    last = len(pts) > 1 and i == len(pts) - 1    # under the line, ending at its point: in the panel
+                    ax.annotate(b["plan"], (x, y), textcoords="offset points", xytext=(-4, -8) if last else (4, 6),
+                                fontsize=7, rotation=20, ha="right" if last else "left",
+                                va="top" if last else "baseline", rotation_mode="anchor")
         if ax is axes[2]:
             own = [(x, b["on_prem_cost_usd"]) for x, b in zip(xs, best) if b["on_prem_cost_usd"] is not None]
             if own:
@@ -89,8 +98,7 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             ax.legend(fontsize=8)
         if ax is axes[1] and any(b["time_to_train_s"] for b in best):
             ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
-            for axis_set in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-                axis_set(matplotlib.ticker.FuncFormatter(_days_tick))     # 0.3, 1, 20: not 3x10^-1
+            plain_log_axis(ax.yaxis, ys)        # 0.3, 1, 20: not 3x10^-1
         if ax is axes[2]:
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v) if v else "$0"))
         if xs:
@@ -105,9 +113,5 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             ax.set_ylim(bottom=0)        # linear panels from zero: heights read as ratios
         if ax is axes[0] and pts:
             ax.set_ylim(top=1.3 * max(p[1] for p in pts))     # room for the plan labels under the title
-    subtitle = (f"{sweep['scenario']}: best fitting plan per GPU count, ranked by {sweep['rank_by']}"
-                if sweep.get("search") else f"{sweep['scenario']}: the scenario's own plan at each GPU count")
-    if missing:
-        subtitle += f" (no plan runs and fits at {', '.join(missing)} GPUs)"
     fig.suptitle(subtitle, fontsize=11)
     return save_figure(fig, path, whole_legend=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scalesim.result import StepResult
@@ -13,7 +14,7 @@ from scalesim.units import format_bytes, format_time, format_usd
 def result_table(r: StepResult) -> Table:
     """`scalesim run`'s table: the step (memory, time and where it goes, throughput), then the run
     (time, failures, cost and energy to train) when the plan fits."""
-    t = Table(title=f"{r.scenario}", show_header=False, title_justify="left")
+    t = Table(title=escape(r.scenario), show_header=False, title_justify="left")
     t.add_column("metric", style="bold")
     t.add_column("value")
     _step_rows(t, r)

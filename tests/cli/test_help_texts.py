@@ -1,0 +1,17 @@
+"""What a new user reads first: every command's --help, as click prints it."""
+
+import pytest
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+COMMANDS = [[], ["run"], ["compare"], ["sweep"], ["collective"], ["validate"], ["serve"], ["calibrate"],
+            ["hardware"], ["topologies"], ["topology", "show"], ["models"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "scalesim")
+def test_help_prints_percent_signs_once(command):
+    """Click prints help text as written (no %-formatting), so '%%' reaches the user doubled."""
+    result = CliRunner().invoke(main, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "%%" not in result.output

@@ -1,0 +1,19 @@
+"""compare's table: the best value of each ranked row is bold, throughput too (the highest
+tokens/s; it was never bold while step time, MFU and time to train were)."""
+
+from scalesim.report.comparison import summary_rows
+from scalesim.report.formatting import bold_flags
+
+
+def _row(name, tokens_per_s, fits=True):
+    return {"scenario": name, "gpus": 8, "gpu": "x", "fits": fits, "memory_per_gpu_bytes": 1, "memory_capacity_bytes": 2,
+            "step_time_s": 1e6 / tokens_per_s, "tokens_per_s": tokens_per_s, "samples_per_s": tokens_per_s / 1024,
+            "mfu": 0.5, "scaling_efficiency": 0.9, "time_to_train_s": 1e10 / tokens_per_s, "cost_usd": 10.0,
+            "on_prem_cost_usd": 5.0, "energy_kwh": 1.0, "goodput": 0.99}
+
+
+def test_the_highest_throughput_among_designs_that_fit_is_bold():
+    rows = [_row("a", 293_401.0), _row("b", 1_323_000.0), _row("c", 2_000_000.0, fits=False)]
+    throughput = next(r for r in summary_rows(rows) if r[0] == "throughput")
+    _name, values, best, lowest = throughput
+    assert bold_flags(best, lowest, len(values)) == [False, True, False]

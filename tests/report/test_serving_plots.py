@@ -1,0 +1,42 @@
+"""serve's latency plots: a log axis of seconds reads as plain numbers (0.02, 0.03, not 3x10^-2),
+and the SLO line says its value."""
+
+import scalesim.report.serving as serving
+
+
+def _points():
+    return [{"rate_per_s": rate, "output_tokens_per_s": 200.0 * rate,
+             "ttft_s": {"p50": 0.06 * rate, "p90": 0.1 * rate, "p99": 0.15 * rate},
+             "tpot_s": {"p50": 0.019 + 0.002 * rate, "p90": 0.020 + 0.0025 * rate, "p99": 0.021 + 0.003 * rate},
+             "e2e_latency_s": {"p50": 4.0 + rate, "p90": 8.0 + rate, "p99": 12.0 + 2 * rate}} for rate in (1, 2, 4, 8)]
+
+
+def _figures(monkeypatch):
+    figures = []
+    monkeypatch.setattr(serving, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    return figures
+
+
+def _labels(ax):
+    ax.figure.canvas.draw()
+    return [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+
+
+def test_latency_axes_read_as_plain_numbers(monkeypatch, tmp_path):
+    figures = _figures(monkeypatch)
+    r = {"scenario": "1x RTX 4090", "sweep": _points(), "slo": {"ttft_s": 1.0, "tpot_s": 0.05}}
+    serving.percentiles_plot(r, tmp_path / "p.png")
+    serving.latency_throughput_plot([r], tmp_path / "l.png")
+    axes = figures[0].axes + figures[1].axes
+    for ax in axes:
+        labels = _labels(ax)
+        assert len(labels) >= 2, labels
+        assert not any("10^" in t or "times" in t for t in labels), labels
+
+
+def test_the_slo_line_says_its_value(monkeypatch, tmp_path):
+    figures = _figures(monkeypatch)
+    r = {"scenario": "1x RTX 4090", "sweep": _points(), "slo": {"ttft_s": 1.0, "tpot_s": 0.05}}
+    serving.percentiles_plot(r, tmp_path / "p.png")
+    names = [t.get_text() for ax in figures[0].axes for t in ax.get_legend().get_texts()]
+    assert any("SLO" in n and "1 s" in n for n in names) and any("SLO" in n and "50 ms" in n for n in names), names

@@ -1,0 +1,56 @@
+"""The sweep's best-plan figure (best.png): labels stay in their panel, the log axis of days
+carries numbers to read the points by, and a sweep where nothing fits says so instead of
+drawing empty axes with made-up ticks."""
+
+import warnings
+
+import pytest
+
+import scalesim.report.sweep_table as sweep_table
+
+
+def _drawn(monkeypatch, tmp_path, best):
+    figures = []
+    monkeypatch.setattr(sweep_table, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sweep_table.best_plan_plot({"scenario": "64x H100, Llama 3 70B", "rank_by": "time", "search": True,
+                                    "best": best}, tmp_path / "best.png")
+    fig = figures[0]
+    fig.canvas.draw()
+    return fig, fig.canvas.get_renderer(), [str(w.message) for w in caught]
+
+
+def _ok(gpus, days, plan):
+    return {"gpus": gpus, "status": "ok", "plan": plan, "tokens_per_s_per_gpu": 1000.0, "samples_per_s": 1.0,
+            "time_to_train_s": 86400 * days, "cost_usd": 1.2e6, "on_prem_cost_usd": 8e5}
+
+
+LONG = "dp8 tp4 pp4 zero2 mb1 offload-opt"    # what a search proposes at 128 H100s
+
+
+def test_plan_labels_do_not_run_into_the_next_panel(monkeypatch, tmp_path):
+    fig, renderer, _ = _drawn(monkeypatch, tmp_path, [_ok(64, 290.0, LONG), _ok(128, 150.0, LONG)])
+    throughput = fig.axes[0]
+    right = throughput.get_window_extent(renderer).x1
+    for label in throughput.texts:
+        assert label.get_window_extent(renderer).x1 <= right, f"{label.get_text()} leaves its panel"
+
+
+def test_days_within_one_decade_still_get_two_numbers_on_the_axis(monkeypatch, tmp_path):
+    fig, _, _ = _drawn(monkeypatch, tmp_path, [_ok(64, 256.6, "a"), _ok(128, 132.2, "b")])
+    days = fig.axes[1]
+    low, high = days.get_ylim()
+    shown = [t for t in days.get_yticklabels(minor=True) + days.get_yticklabels()
+             if t.get_text() and low <= t.get_position()[1] <= high]
+    assert len(shown) >= 2, [t.get_text() for t in shown]
+
+
+@pytest.mark.parametrize("search", [True, False])
+def test_a_sweep_where_nothing_fits_says_so_without_empty_axes(monkeypatch, tmp_path, search):
+    best = [{"gpus": 12, "status": "none", "reason": "global_batch (128) is not a multiple of dp (12)"}]
+    fig, _, caught = _drawn(monkeypatch, tmp_path, best)
+    assert not caught, caught
+    for ax in fig.axes:
+        assert any("no plan" in t.get_text() for t in ax.texts)
+        assert not ax.get_yticklabels() or not any(t.get_text() for t in ax.get_yticklabels())

@@ -1,0 +1,34 @@
+"""Messages for a section of the wrong shape speak YAML (a mapping of keys, a list, a number), not
+Python or pydantic (`dict`, `NoneType`, `instance of TrainingSpec`)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+JARGON = ("instance of", "Spec", "NoneType", "dictionary")
+
+
+@pytest.mark.parametrize("value", [5, None, [1, 2], "fast"])
+def test_a_section_that_is_not_a_mapping_names_its_keys(tmp_path, value):
+    data = yaml.safe_load((ROOT / "scenarios" / "8x4090-ddp.yaml").read_text())
+    data["training"] = value
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2
+    assert "'training'" in result.output and "mapping" in result.output and "global_batch" in result.output
+    assert not any(word in result.output for word in JARGON), result.output
+
+
+def test_an_empty_node_design_file_says_it_is_empty(tmp_path):
+    path = tmp_path / "node.yaml"
+    path.write_text("# nothing yet\n")
+    result = CliRunner().invoke(main, ["collective", "--topology", str(path), "--sizes", "1M"])
+    assert result.exit_code == 2
+    assert str(path) in result.output and "empty" in result.output
+    assert not any(word in result.output for word in JARGON), result.output
