@@ -36,3 +36,17 @@ def test_more_bytes_never_take_less_time_under_rccl():
     times = [plan_time_s(plan_collective("all_reduce", topology, tuple(range(8)), 2**k), topology.capacity_bytes_per_s)
              for k in range(10, 31, 2)]
     assert times == sorted(times)
+
+
+def test_a_large_all_reduce_on_mi300x_moves_at_the_pace_of_the_slowest_xgmi_link():
+    """AMD's TransferBench all-to-all on an 8x MI300X board measures 45.10-47.18 GB/s per xGMI link, and a collective,
+    which splits its data evenly over the 7 links of every GPU, is capped at 7 x the slowest (GPU 0's: 45.21 GB/s,
+    316.5 GB/s; ROCm/rocm-blogs mi300x-rccl-xgmi, 2 Mar 2025)."""
+    from scalesim.collectives.busbw import busbw_bytes_per_s
+
+    topology = cluster("mi300x-8")
+    size = 8 * 2**30
+    plan = plan_collective("all_reduce", topology, tuple(range(8)), size)
+    busbw_gbps = busbw_bytes_per_s("all_reduce", 8, size, plan_time_s(plan, topology.capacity_bytes_per_s)) / 1e9
+    slowest_links = (45.095, 45.21)   # slowest of the 56 links; GPU 0's slowest (the post's example)
+    assert 7 * slowest_links[0] * 0.97 <= busbw_gbps <= 7 * slowest_links[1]
