@@ -1,4 +1,4 @@
-"""Sliding-window attention (gpt-oss): which blocks are windowed and what the flash kernel then runs."""
+"""gpt-oss's kernels: sliding-window attention (which blocks, what the flash kernel runs) and the experts' eager bias."""
 
 from scalesim.costs.compute import attention_time_s
 from scalesim.costs.flash import WINDOW_TILE, window_share
@@ -52,3 +52,23 @@ def test_the_window_leaves_flop_parameters_and_non_flash_kernels_alone():
     assert a.window == 128 and a.flop == b.flop
     # unfused attention materialises every score (Transformer Engine turns the window into a mask)
     assert attention_time_s(a, gpu, "bf16", 1, "fused") == attention_time_s(b, gpu, "bf16", 1, "fused")
+
+
+def test_biased_experts_add_their_bias_in_eager_passes_before_the_combine():
+    # Megatron-Core TEGroupedMLP._apply_bias: fc2's bias times the routing probability, eager torch ops
+    from scalesim.costs.compute import layer_time
+    from scalesim.parallel.experts import shard_experts
+    gpt_oss = get_model("gpt-oss-120b", seq_len=4096).layers[1]
+    qwen = get_model("qwen3-30b-a3b", seq_len=4096).layers[1]
+    assert not any(op.name == "expert_bias" for op in qwen.ops)
+    names = [op.name for op in shard_experts(gpt_oss, 64, 1.0).ops]
+    assert names.index("expert_down") < names.index("expert_bias") == names.index("expert_unsort") - 1
+    assert [op.name for op in shard_experts(qwen, 8, 1.0).ops].index("expert_unsort") > 0
+    bias = next(op for op in gpt_oss.ops if op.name == "expert_bias")
+    rows = 4096 * 4                                  # each token's top-4 copies, hidden 2880
+    assert bias.elements_moved == bias.backward_elements > rows * 2880
+    without = type(gpt_oss)(**{**{f: getattr(gpt_oss, f) for f in gpt_oss.__slots__},
+                               "ops": tuple(op for op in gpt_oss.ops if op.name != "expert_bias")})
+    gpu = get_gpu("gb200")
+    a, b = layer_time(gpt_oss, gpu, "bf16", 1), layer_time(without, gpu, "bf16", 1)
+    assert a.forward_s > b.forward_s and a.backward_s > b.backward_s
