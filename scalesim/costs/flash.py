@@ -221,6 +221,28 @@ def causal_rate(arch: str, seq: int, attention: str = "flash") -> float:
     return 1.0 if attention == "triton" else _by_length(CAUSAL_RATE.get(arch), seq)
 
 
+# Sliding-window attention (gpt-oss: 128 earlier keys a query, every other layer; models/packing.py
+# sliding_window): a flash kernel runs only the key tiles a query tile's window reaches. FlashAttention-2's
+# forward loops over key blocks n_block_min..n_block_max, n_block_min = (m_block * kBlockM - window_left)
+# / kBlockN (Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h @0251105a), with 128 x 128
+# tiles at head dim 64 (flash_fwd_launch_template.h, run_mha_fwd_hdim64): a query tile runs its diagonal
+# tile and ceil(window / 128) before it. Transformer Engine runs gpt-oss's window and attention sinks on
+# cuDNN (FusedAttention: windows (left, 0) without dropout; FlashAttention is disabled for a softmax_type
+# other than vanilla: transformer_engine/pytorch/attention/dot_product_attention/utils.py @v2.9), whose
+# tiles are not published: FlashAttention-2's stand in. The band's tiles are taken at the full-mask rate.
+WINDOW_TILE = 128
+
+
+def window_share(seq: int, window: int) -> float:
+    """Share of the full seq x seq score work a flash kernel runs with a sliding window of `window`
+    earlier keys (WINDOW_TILE tiles; at most the causal half).
+
+    >>> window_share(4096, 128), window_share(8192, 128), window_share(256, 4096)
+    (0.0625, 0.03125, 0.5)
+    """
+    return min(0.5, (1 + -(-window // WINDOW_TILE)) * WINDOW_TILE / seq)
+
+
 def fp8_forward_speedup(arch: str, seq: int) -> float:
     """How many times faster an FP8 flash-attention forward runs than the 16-bit one at `seq`
     tokens on `arch` (FP8_FORWARD_SPEEDUP, interpolated in log2 of the length, held at the ends).

@@ -220,7 +220,7 @@ def expert_host_s(layer: LayerSpec, dispatch_s: float, graphed: bool,
 # "moe_preprocess" scopes); the experts and everything after the dispatch have shapes known
 # only at run time (Megatron Bridge docs/training/moe-optimization.md, "CUDA Graphs for MoE";
 # docs/training/cuda-graphs.md, the transformer_engine scopes).
-DYNAMIC_MOE_OPS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "moe_unpermute")
+DYNAMIC_MOE_OPS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "expert_bias", "moe_unpermute")
 
 
 def outside_cuda_graphs(layer: LayerSpec, capacity_factor: float | None) -> bool:

@@ -150,8 +150,8 @@ RECOMPUTE_MODULES = {
     "mla_up_proj": ("mla_q_up", "mla_kv_up", "rope", "rope_key"),
     "mlp": ("mlp_gate", "mlp_up", "swiglu", "gelu", "mlp_down"),
     "moe": ("router", "router_topk", "moe_permute", "expert_sort", "expert_gate", "expert_up", "expert_swiglu",
-            "expert_down", "expert_unsort", "moe_unpermute", "shared_gate", "shared_up", "shared_swiglu",
-            "shared_down"),
+            "expert_down", "expert_bias", "expert_unsort", "moe_unpermute", "shared_gate", "shared_up",
+            "shared_swiglu", "shared_down"),
     "shared_experts": ("shared_gate", "shared_up", "shared_swiglu", "shared_down"),
 }
 # Modules whose checkpoint keeps only the module's input (the rest discard one op's output).

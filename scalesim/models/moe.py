@@ -32,7 +32,15 @@ from scalesim.models.transformer import (SWIGLU_FLOP_PER_ELEMENT, block_activati
                                          gemm_op, norm_op, norm_params, transformer_block)
 
 MOE_DISPATCH = ("norm_mlp", "router", "router_topk", "moe_permute")
-MOE_EXPERTS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down")
+MOE_EXPERTS = ("expert_gate", "expert_up", "expert_swiglu", "expert_down", "expert_bias")
+# Experts with biases (gpt-oss): Transformer Engine's grouped fc2 returns its bias apart and Megatron-Core's
+# TEGroupedMLP._apply_bias adds it, times each token's routing probability, in eager torch ops over the
+# expert's rows: torch.cat([t + b * p for each local expert]) (NVIDIA/Megatron-LM
+# megatron/core/transformer/moe/experts.py @0d8e0714, the Megatron-LM of Megatron Bridge v0.2.0, NeMo 25.11).
+# Forward: b * p writes the rows, the add reads two and writes one, the cat reads and writes one: 6 passes
+# over the rows; backward (b and p both learn): g * p and g * b each read g, write a product and sum it: 6.
+# (fc1's bias is in TE's grouped GEMM, skip_bias_add=False.)
+EXPERT_BIAS_PASSES = 6
 # The all-to-all dispatcher's second permutation: received tokens sorted by local expert after the
 # dispatch and back before the combine (`scalesim.parallel.experts.dispatcher_ops`).
 MOE_SORTS = ("expert_sort", "expert_unsort")
@@ -63,6 +71,9 @@ def moe_mlp_ops(*, s: int, h: int, moe: MoESpec, bias: bool) -> list[OpSpec]:
     ops += [grouped_gemm_op("expert_gate", e, routed, f, h), grouped_gemm_op("expert_up", e, routed, f, h),
             elementwise_op("expert_swiglu", routed * f, inputs=2, flop_per_element=SWIGLU_FLOP_PER_ELEMENT),
             grouped_gemm_op("expert_down", e, routed, h, f)]
+    if bias:
+        ops.append(OpSpec("expert_bias", "elementwise", 2.0 * routed * h, float(EXPERT_BIAS_PASSES * routed * h),
+                          backward_elements=float(EXPERT_BIAS_PASSES * routed * h)))
     ops.append(elementwise_op("moe_unpermute", s * h, inputs=k + 1, flop_per_element=2 * k))
     if moe.shared_experts:
         fs = (moe.shared_ffn_hidden or f) * moe.shared_experts

@@ -58,6 +58,7 @@ class OpSpec:
     seq: int = 0        # attention: tokens of the sequence (query and key length); 0 when not known
     fp8: bool = False   # attention: the forward runs FP8 (Transformer Engine's FP8 dot-product attention)
     ring_steps: int = 1  # attention: context parallelism's ring steps, one kernel each (costs/context_chunks.py)
+    window: int = 0      # attention: a sliding window of this many earlier keys a query sees; 0 = none (costs/flash.py)
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0

@@ -18,7 +18,7 @@ from typing import Any
 from scalesim.errors import InputError, unknown_name
 from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
-from scalesim.models.packing import attention_score_ops
+from scalesim.models.packing import attention_score_ops, sliding_window
 from scalesim.models.spec import SCORE_OPS, ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
 
@@ -56,6 +56,8 @@ _MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
 _QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
 _GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
                 norm="rmsnorm", tied_embeddings=False)           # attention sinks (64 per block) left out
+# Sliding windows (keys, every n-th block full; models/packing.py): gpt-oss config.json sliding_window 128, layer_types
+_WINDOWS = {"gpt-oss-20b": (128, 2), "gpt-oss-120b": (128, 2)}      # alternating sliding / full from block 1
 _BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
 
 
@@ -163,8 +165,8 @@ _ZOO: dict[str, _Entry] = {
     "phi-3-mini": _tok("phi3", "3,821,079,552 (HF Phi-3-mini-4k-instruct)", "Phi-3 mini 4k, 32 x 3072, fused qkv and gate-up",
                        PHI3_SOURCE, 4096, dict(layers=32, hidden=3072, heads=32, vocab=32064, ffn_hidden=8192,
                                                **_LLAMA), learned=False),
-    # Mixtures of experts (issue 22). Sliding-window and chunked attention (gpt-oss, Llama 4)
-    # are not modelled; every layer attends over the whole sequence.
+    # Mixtures of experts (issue 22). gpt-oss: 128-key sliding windows in every other block (_WINDOWS);
+    # Llama 4's chunked attention is not modelled: every layer attends over the whole sequence.
     "mixtral-8x7b": _tok("mixtral", "46.7B total, 12.9B active", "Mixtral 8x7B, 32 x 4096, 8 experts top-2, GQA 8",
                          MIXTRAL_SOURCE.format("8x7B"), 32768,
                          dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000, ffn_hidden=14336,
@@ -255,6 +257,7 @@ def _build_zoo(name: str, seq_len: int | None) -> ModelSpec:
     if entry.family == "vit":
         return build_vit(name, source=entry.source, **entry.config)
     model = build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
+    model = sliding_window(model, *_WINDOWS[name]) if name in _WINDOWS else model
     return model if entry.score_ops is None else attention_score_ops(model, entry.score_ops)
 
 

@@ -153,9 +153,10 @@ def dispatcher_ops(layer: LayerSpec, ep: int, load: float, dispatcher: str) -> L
         return layer
     sort, unsort = (replace(permute, name=n, flop=permute.flop * load, elements_moved=permute.elements_moved * load)
                     for n in MOE_SORTS)
+    last = [op.name for op in layer.ops if op.name in MOE_EXPERTS][-1]     # the expert bias, when there is one
     ops: list = []
     for op in layer.ops:
-        ops += [sort, op] if op.name == MOE_EXPERTS[0] else [op, unsort] if op.name == MOE_EXPERTS[-1] else [op]
+        ops += [sort, op] if op.name == MOE_EXPERTS[0] else [op, unsort] if op.name == last else [op]
     return replace(layer, ops=tuple(ops))
 
 

@@ -1,0 +1,74 @@
+"""gpt-oss's kernels: sliding-window attention (which blocks, what the flash kernel runs) and the experts' eager bias."""
+
+from scalesim.costs.compute import attention_time_s
+from scalesim.costs.flash import WINDOW_TILE, window_share
+from scalesim.hardware import get_gpu
+from scalesim.models.packing import sliding_window
+from scalesim.models.zoo import get_model
+
+
+def _attention(layer):
+    return next(op for op in layer.ops if op.kind == "attention")
+
+
+def _blocks(model):
+    return [layer for layer in model.layers if any(op.kind == "attention" for op in layer.ops)]
+
+
+def test_gpt_oss_alternates_sliding_and_full_blocks_from_the_first():
+    # Megatron-Core is_layer_window_attention: layer_number (1-based) % 2 != 0 is windowed
+    blocks = _blocks(get_model("gpt-oss-120b", seq_len=4096))
+    assert len(blocks) == 36
+    assert [_attention(b).window for b in blocks[:4]] == [128, 0, 128, 0]
+    assert sum(1 for b in blocks if _attention(b).window) == 18
+
+
+def test_window_share_is_the_bands_tiles_and_never_above_causal():
+    assert window_share(4096, 128) == 2 * WINDOW_TILE / 4096      # diagonal tile and one before it
+    assert window_share(8192, 128) == window_share(4096, 128) / 2   # the band does not grow with the sequence
+    assert window_share(1024, 1 << 20) == 0.5
+
+
+def test_a_windowed_block_runs_less_attention_and_saves_more_at_longer_sequences():
+    gpu = get_gpu("b200")
+    saved = []
+    for s in (4096, 8192):
+        blocks = _blocks(get_model("gpt-oss-120b", seq_len=s))
+        windowed, full = _attention(blocks[0]), _attention(blocks[1])
+        for backward in (False, True):
+            w = attention_time_s(windowed, gpu, "bf16", 1, "flash", backward=backward)
+            f = attention_time_s(full, gpu, "bf16", 1, "flash", backward=backward)
+            assert w < f / 4
+        saved.append(f / w)
+    assert saved[1] > saved[0]
+
+
+def test_the_window_leaves_flop_parameters_and_non_flash_kernels_alone():
+    base = get_model("llama3.2-1b", seq_len=4096)
+    windowed = sliding_window(base, 128, 2)
+    assert windowed.params == base.params and windowed.model_flop_per_sample == base.model_flop_per_sample
+    gpu = get_gpu("h100-sxm")
+    a, b = _attention(_blocks(windowed)[0]), _attention(_blocks(base)[0])
+    assert a.window == 128 and a.flop == b.flop
+    # unfused attention materialises every score (Transformer Engine turns the window into a mask)
+    assert attention_time_s(a, gpu, "bf16", 1, "fused") == attention_time_s(b, gpu, "bf16", 1, "fused")
+
+
+def test_biased_experts_add_their_bias_in_eager_passes_before_the_combine():
+    # Megatron-Core TEGroupedMLP._apply_bias: fc2's bias times the routing probability, eager torch ops
+    from scalesim.costs.compute import layer_time
+    from scalesim.parallel.experts import shard_experts
+    gpt_oss = get_model("gpt-oss-120b", seq_len=4096).layers[1]
+    qwen = get_model("qwen3-30b-a3b", seq_len=4096).layers[1]
+    assert not any(op.name == "expert_bias" for op in qwen.ops)
+    names = [op.name for op in shard_experts(gpt_oss, 64, 1.0).ops]
+    assert names.index("expert_down") < names.index("expert_bias") == names.index("expert_unsort") - 1
+    assert [op.name for op in shard_experts(qwen, 8, 1.0).ops].index("expert_unsort") > 0
+    bias = next(op for op in gpt_oss.ops if op.name == "expert_bias")
+    rows = 4096 * 4                                  # each token's top-4 copies, hidden 2880
+    assert bias.elements_moved == bias.backward_elements > rows * 2880
+    without = type(gpt_oss)(**{**{f: getattr(gpt_oss, f) for f in gpt_oss.__slots__},
+                               "ops": tuple(op for op in gpt_oss.ops if op.name != "expert_bias")})
+    gpu = get_gpu("gb200")
+    a, b = layer_time(gpt_oss, gpu, "bf16", 1), layer_time(without, gpu, "bf16", 1)
+    assert a.forward_s > b.forward_s and a.backward_s > b.backward_s
