@@ -159,12 +159,15 @@ class ParallelSpec(Strict):
     nccl_max_ctas: dict[Literal["dp", "cp", "tp", "ep"], pydantic.PositiveInt] = {}
     # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
-    # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
+    # after each all-gather, copy-in before each reduce-scatter); None = DeepSpeed ZeRO-3 (flat buffers,
+    # no such kernels).
     fsdp_version: Literal[1, 2] | None = None
     # When ZeRO-3 gathers the next unit in backward: pre / post = FSDP1's BackwardPrefetch.BACKWARD_PRE /
     # BACKWARD_POST (the next all-gather queued ahead of this unit's reduce-scatter); none = when that
-    # unit's backward starts, behind the reduce-scatter. None: pre with fsdp_version (torch's FSDP1
-    # default; FSDP2 prefetches one unit), else none.
+    # unit's backward starts, behind the reduce-scatter. None: pre, what each default does: FSDP1's
+    # backward_prefetch default BACKWARD_PRE, FSDP2's one-unit backward prefetch in its pre-backward hook,
+    # DeepSpeed ZeRO-3's prefetch from each submodule's pre-backward fetch (partitioned_param_coordinator.py
+    # fetch_sub_module, stage3_prefetch_bucket_size 5e7 parameters ahead by default, @v0.14.0).
     fsdp_backward_prefetch: Literal["pre", "post", "none"] | None = None
 
     @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")

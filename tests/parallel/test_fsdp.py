@@ -119,3 +119,45 @@ def test_searched_plans_keep_fsdp_only_where_they_shard_fully():
     assert by_zero[3].fsdp_version == 2 and by_zero[3].fsdp_backward_prefetch == "pre"
     assert by_zero[0].fsdp_version is None and by_zero[1].fsdp_version is None
     assert by_zero[0].fsdp_backward_prefetch is None and by_zero[1].fsdp_backward_prefetch is None
+
+
+def test_plain_zero3_prefetches_as_deepspeed_does_the_next_gather_ahead_of_the_reduce_scatter():
+    # No fsdp_version: DeepSpeed ZeRO-3, whose pre-backward fetch prefetches the next parameters
+    # (stage3_prefetch_bucket_size) before the unit's gradients are reduced; no implementation waits
+    # for this unit's reduce-scatter before gathering the next unit.
+    from scalesim.app.setup import prepare
+    from scalesim.scenario import Scenario
+    data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
+    data["parallel"] = {"zero": 3}
+    setup = prepare(Scenario.model_validate(data))
+    assert setup.plan.fsdp_version is None and setup.plan.fsdp_backward_prefetch == "pre"
+    order = backward_order(build_program(MODEL, DGX.gpu_spec, DGX, plan(prefetch=setup.plan.fsdp_backward_prefetch))
+                           .tasks[0])
+    assert order[:4] == ["all_gather", "all_gather", "reduce_scatter", "all_gather"]
+
+
+def validation_scenarios(prefix):
+    from scalesim.scenario import load_scenario
+    return {p.name: load_scenario(p)[0] for p in sorted((ROOT / "validation" / "scenarios").glob(prefix + "*.yaml"))}
+
+
+def test_torchtitan_runs_fsdp2_and_fsdp_qlora_fsdp1_on_every_fully_sharded_case():
+    # torchtitan's apply_fsdp calls fully_shard (FSDP2) at every cited commit; AnswerDotAI's fsdp_qlora
+    # train.py wraps the model in FullyShardedDataParallel (FSDP1).
+    titan = validation_scenarios("torchtitan-")
+    answer = {n: s for n, s in validation_scenarios("answerai-").items() if s.parallel.zero == 3}
+    assert titan and answer
+    assert all(s.parallel.zero == 3 and s.parallel.fsdp_version == 2 for s in titan.values())
+    assert all(s.parallel.fsdp_version == 1 for s in answer.values())
+
+
+def test_a_torchtitan_step_copies_every_gathered_unit_out_as_fsdp2_does():
+    from scalesim.app.setup import prepare
+    from scalesim.scenario import load_scenario
+    scenario, file = load_scenario(ROOT / "validation" / "scenarios" / "torchtitan-2412-llama3.1-8b-fsdp8-eager.yaml")
+    setup = prepare(scenario.model_copy(update={"model": {"kind": "transformer", "layers": 2, "hidden": 1024,
+                                                          "heads": 8, "vocab": 32000}}), file)
+    tasks = build_program(setup.model, setup.gpu, setup.topology, setup.plan).tasks[0]
+    gathers = [t for t in tasks if isinstance(t, CollectiveTask) and t.name.startswith("zero3 all_gather")]
+    assert len(named(tasks, "fsdp all-gather copy-out")) == len(gathers) > 0
+    assert len(named(tasks, "fsdp reduce-scatter copy-in")) == len(named(tasks, "grad reduce_scatter")) > 0
