@@ -18,6 +18,7 @@ PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6
   stream too, before the reduce-scatter stream takes over (_fsdp_collectives.py foreach_reduce). bf16
   and fp32 reductions are averaged by NCCL (ReduceOp.AVG), with no divide pass.
 
+Neither FSDP reshards the root unit after its forward, so its backward needs no all-gather (`regathered`).
 The all-gather's copy-in (each rank's own shard, 1/dp of the unit) is left out, as is the memory of
 FSDP2's all-gather output beside the unsharded parameters. Each function takes the RankProgram it adds
 tasks to and returns what the next task waits for.
@@ -55,3 +56,21 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
                                deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
     return len(rp.list) - 1
+
+
+def regathered(rp, work) -> tuple[int, ...]:
+    """The unit's parameters gathered again for its backward, or nothing when FSDP kept them gathered from its
+    forward: the root's, the layers outside the transformer blocks (embedding, final norm, head), which
+    neither FSDP reshards after forward (torch v2.5 FSDP1 fsdp/_runtime_utils.py _post_forward_reshard:
+    `not state._is_root`; FSDP2 _composable/fsdp/_fsdp_state.py _lazy_init: the root's
+    post_forward_mesh_info = None), and with `fsdp_keep_last_block` the last transformer block (torchtitan's
+    apply_fsdp without PP: reshard_after_forward = layer_id < len(model.layers) - 1)."""
+    plan = rp.plan
+    if plan.fsdp_version is None:
+        return rp.gather(work)
+    block = work.layer.kind == "transformer_block"
+    if not block or plan.fsdp_keep_last_block and rp.pl.pp == 1:
+        blocks = [w for chunk in rp.b.chunk_work for w in chunk if w.layer.kind == "transformer_block"]
+        if blocks and (not block or work is blocks[-1]):
+            return ()
+    return rp.gather(work)

@@ -16,7 +16,7 @@ from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
-from scalesim.parallel.fsdp import copied_out, reduce_input
+from scalesim.parallel.fsdp import copied_out, reduce_input, regathered
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
@@ -263,12 +263,12 @@ class RankProgram:
         prefetch = plan.fsdp_backward_prefetch if plan.zero >= 3 else "none"
         gathered = None
         for position, w in enumerate(order):
-            gathered = self.gather(w) if gathered is None else gathered
+            gathered = regathered(self, w) if gathered is None else gathered     # parallel/fsdp.py
             ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
-            following = self.gather(ahead) if ahead is not None and prefetch == "pre" else None
+            following = regathered(self, ahead) if ahead is not None and prefetch == "pre" else None
             dep = self._layer_backward(w, dep, gathered)
             if ahead is not None and prefetch == "post":
-                following = self.gather(ahead)
+                following = regathered(self, ahead)
             gathered = following
             self._reduce_layer(w, dep, final)
             while plan.overlap_grad_reduce and pending and pending[0][1] == position:

@@ -169,6 +169,9 @@ class ParallelSpec(Strict):
     # DeepSpeed ZeRO-3's prefetch from each submodule's pre-backward fetch (partitioned_param_coordinator.py
     # fetch_sub_module, stage3_prefetch_bucket_size 5e7 parameters ahead by default, @v0.14.0).
     fsdp_backward_prefetch: Literal["pre", "post", "none"] | None = None
+    # FSDP keeps the last transformer block gathered from its forward to its backward (torchtitan's
+    # reshard_after_forward policy without PP; the root always stays gathered): scalesim/parallel/fsdp.py
+    fsdp_keep_last_block: bool = False
 
     @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")
     @classmethod
@@ -176,6 +179,14 @@ class ParallelSpec(Strict):
         if value is not None and info.data.get("zero") != 3:
             raise ValueError(f"FSDP's full sharding is ZeRO-3: {info.field_name} needs zero: 3 (got zero: "
                              f"{info.data.get('zero')}); allowed without it: null")
+        return value
+
+    @pydantic.field_validator("fsdp_keep_last_block")
+    @classmethod
+    def _keep_needs_fsdp(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        if value and info.data.get("fsdp_version") is None:
+            raise ValueError("fsdp_keep_last_block is PyTorch FSDP's reshard_after_forward: true needs fsdp_version "
+                             "1 or 2 (and zero: 3); allowed without it: false")
         return value
 
     @pydantic.field_validator("zero1_over_ddp")

@@ -20,9 +20,10 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 2048, "heads": 
                   seq_len=1024)
 
 
-def plan(fsdp=None, reduce="bf16", dp=8, prefetch="none", checkpointing="none"):
+def plan(fsdp=None, reduce="bf16", dp=8, prefetch="none", checkpointing="none", keep_last=False):
     return ParallelPlan(Placement(tp=1, cp=1, dp=dp, pp=1), 1, 2, "bf16", "adamw", checkpointing, "flash", zero=3,
-                        grad_reduce_dtype=reduce, fsdp_version=fsdp, fsdp_backward_prefetch=prefetch)
+                        grad_reduce_dtype=reduce, fsdp_version=fsdp, fsdp_backward_prefetch=prefetch,
+                        fsdp_keep_last_block=keep_last)
 
 
 def rank0(p):
@@ -81,7 +82,8 @@ def backward_order(tasks):
 def test_backward_prefetch_queues_the_next_gather_ahead_of_this_units_reduce_scatter(prefetch):
     # FSDP1 BACKWARD_PRE/POST: the next unit's all-gather is issued in this unit's hooks, before its
     # reduce-scatter; without prefetch it waits behind it.
-    ahead, behind = backward_order(rank0(plan(fsdp=1, prefetch=prefetch))), backward_order(rank0(plan(fsdp=1)))
+    # (without fsdp_version, so that every unit, the root's too, is gathered again in backward)
+    ahead, behind = backward_order(rank0(plan(prefetch=prefetch))), backward_order(rank0(plan()))
     assert sorted(ahead) == sorted(behind)
     assert behind[:4] == ["all_gather", "reduce_scatter", "all_gather", "reduce_scatter"]
     assert ahead[:4] == ["all_gather", "all_gather", "reduce_scatter", "all_gather"]
@@ -161,3 +163,30 @@ def test_a_torchtitan_step_copies_every_gathered_unit_out_as_fsdp2_does():
     gathers = [t for t in tasks if isinstance(t, CollectiveTask) and t.name.startswith("zero3 all_gather")]
     assert len(named(tasks, "fsdp all-gather copy-out")) == len(gathers) > 0
     assert len(named(tasks, "fsdp reduce-scatter copy-in")) == len(named(tasks, "grad reduce_scatter")) > 0
+
+
+def gathers(p):
+    return sum(isinstance(t, CollectiveTask) and t.name.startswith("zero3 all_gather") for t in rank0(p))
+
+
+@pytest.mark.parametrize("fsdp", [1, 2])
+@pytest.mark.parametrize("checkpointing", ["none", "full"])
+def test_fsdp_keeps_the_root_gathered_for_backward_and_the_last_block_when_told(fsdp, checkpointing):
+    # Neither FSDP reshards the root (embedding, final norm, head) after forward; torchtitan keeps the last
+    # block too. DeepSpeed-style ZeRO-3 (no fsdp_version) gathers every unit again in each backward.
+    root = sum(layer.kind != "transformer_block" for layer in MODEL.layers)
+    every = plan(prefetch="pre", checkpointing=checkpointing)
+    steps = every.micro_batches
+    assert gathers(every) == 2 * steps * len(MODEL.layers)          # forward and backward, every unit
+    kept = gathers(plan(fsdp=fsdp, prefetch="pre", checkpointing=checkpointing))
+    assert kept == gathers(every) - steps * root
+    assert gathers(plan(fsdp=fsdp, prefetch="pre", checkpointing=checkpointing, keep_last=True)) == kept - steps
+
+
+def test_keeping_the_last_block_gathered_needs_fsdp(tmp_path):
+    data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
+    data["parallel"] = {"zero": 3, "fsdp_keep_last_block": True}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "Traceback" not in result.output and "fsdp_keep_last_block" in result.output
