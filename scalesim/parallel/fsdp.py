@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.copies import copy_task
+from scalesim.parallel.megatron_dp import dense_gathered_bytes
 from scalesim.program import ComputeTask
 
 # FSDP1's post-backward stream: its casts wait for the unit's backward, not for earlier reduce-scatters
@@ -35,11 +36,14 @@ from scalesim.program import ComputeTask
 POST_BACKWARD_STREAM = "fsdp_post_backward"
 
 
-def copied_out(rp, gathered_bytes: float, gather: int | None) -> int | None:
-    """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters), after the all-gather."""
-    if rp.plan.fsdp_version != 2 or gather is None:
-        return gather
-    return copy_task(rp, "fsdp all-gather copy-out", "other", gathered_bytes, (gather,))
+def copied_out(rp, work, gathered: tuple[int, ...]) -> tuple[int, ...]:
+    """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters) once `gathered`, placed on the
+    compute stream as the unit is about to run (wait_for_unshard, called from its pre-forward or pre-backward
+    hook), not where a prefetched all-gather is issued: the unit before it runs first."""
+    size = dense_gathered_bytes(rp.b, work.layer)
+    if rp.plan.fsdp_version != 2 or not gathered or len(rp.grad_group) <= 1 or size <= 0:
+        return gathered
+    return (copy_task(rp, "fsdp all-gather copy-out", "other", size, gathered),)
 
 
 def reduce_input(rp, params: float, dep: int | None) -> int | None:

@@ -164,8 +164,7 @@ class RankProgram:
         family = "zero3" if plan.zero >= 3 else "zero"
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
         experts = stored - dense_gathered_bytes(b, work.layer)
-        g = gathered(self, work, family, stored - experts, ahead)
-        g = copied_out(self, b._stored(work.layer) - experts, g)
+        g = gathered(self, work, family, stored - experts, ahead)     # FSDP2's copy-out: as the unit runs (fsdp.py)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
 
@@ -242,7 +241,7 @@ class RankProgram:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
         held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
-            dep = self.run_layer(w, "forward", dep, False, self.gather(w) + held)
+            dep = self.run_layer(w, "forward", dep, False, copied_out(self, w, self.gather(w)) + held)
             held = ()
         if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
@@ -266,7 +265,7 @@ class RankProgram:
             gathered = regathered(self, w) if gathered is None else gathered     # parallel/fsdp.py
             ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
             following = regathered(self, ahead) if ahead is not None and prefetch == "pre" else None
-            dep = self._layer_backward(w, dep, gathered)
+            dep = self._layer_backward(w, dep, copied_out(self, w, gathered))
             if ahead is not None and prefetch == "post":
                 following = regathered(self, ahead)
             gathered = following

@@ -190,3 +190,14 @@ def test_keeping_the_last_block_gathered_needs_fsdp(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output and "fsdp_keep_last_block" in result.output
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "full"])
+def test_fsdp2_costs_no_more_than_its_own_copies_a_prefetched_gather_is_copied_out_when_its_unit_runs(checkpointing):
+    # wait_for_unshard copies a unit out in its own pre-backward hook: the unit before it does not wait for
+    # the prefetched all-gather, so FSDP2 adds at most its copy kernels' time to a step.
+    deep = build_program(MODEL, DGX.gpu_spec, DGX, plan(prefetch="pre", checkpointing=checkpointing))
+    fsdp2 = build_program(MODEL, DGX.gpu_spec, DGX, plan(fsdp=2, prefetch="pre", checkpointing=checkpointing))
+    copies_s = sum(t.duration_s for t in named(fsdp2.tasks[0], "fsdp"))
+    assert copies_s > 0
+    assert simulate(fsdp2).end_s - simulate(deep).end_s <= copies_s
