@@ -151,6 +151,10 @@ def test_torchtitan_runs_fsdp2_and_fsdp_qlora_fsdp1_on_every_fully_sharded_case(
     assert titan and answer
     assert all(s.parallel.zero == 3 and s.parallel.fsdp_version == 2 for s in titan.values())
     assert all(s.parallel.fsdp_version == 1 for s in answer.values())
+    # runs whose source enables torchao's float8 FSDP all-gather gather their block weights in FP8
+    folder = ROOT / "validation" / "scenarios"
+    fp8_gathered = [n for n in titan if "float8 FSDP all-gather" in (folder / n).read_text().splitlines()[0]]
+    assert fp8_gathered and all(titan[n].parallel.fp8_param_gather for n in fp8_gathered)
 
 
 def test_a_torchtitan_step_copies_every_gathered_unit_out_as_fsdp2_does():
