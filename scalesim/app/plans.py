@@ -142,7 +142,8 @@ def plan_keys_cleared(zero: int, tp: int, virtual: bool) -> dict:
     nanotron's DDP with ZeRO-1, Megatron-Core's parameter gathers with the optimizer step with ZeRO-1/2
     and virtual stages, its aligned gathers with ZeRO-1/2, its DP buckets and their NaN check with
     ZeRO 0-2, saving the gathered input with tp > 1."""
-    return {**({} if zero == 3 else {"fsdp_version": None, "fsdp_backward_prefetch": None}),
+    return {**({} if zero == 3 else {"fsdp_version": None, "fsdp_backward_prefetch": None,
+                                     "fsdp_keep_last_block": False}),
             **({} if zero == 1 else {"zero1_over_ddp": False}),
             **({} if zero in (1, 2) else {"param_gather_with_optimizer_step": False, "align_param_gather": False}),
             **({} if virtual else {"param_gather_with_optimizer_step": False}),

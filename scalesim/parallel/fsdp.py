@@ -18,6 +18,7 @@ PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6
   stream too, before the reduce-scatter stream takes over (_fsdp_collectives.py foreach_reduce). bf16
   and fp32 reductions are averaged by NCCL (ReduceOp.AVG), with no divide pass.
 
+Neither FSDP reshards the root unit after its forward, so its backward needs no all-gather (`regathered`).
 The all-gather's copy-in (each rank's own shard, 1/dp of the unit) is left out, as is the memory of
 FSDP2's all-gather output beside the unsharded parameters. Each function takes the RankProgram it adds
 tasks to and returns what the next task waits for.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.copies import copy_task
+from scalesim.parallel.megatron_dp import dense_gathered_bytes
 from scalesim.program import ComputeTask
 
 # FSDP1's post-backward stream: its casts wait for the unit's backward, not for earlier reduce-scatters
@@ -34,11 +36,14 @@ from scalesim.program import ComputeTask
 POST_BACKWARD_STREAM = "fsdp_post_backward"
 
 
-def copied_out(rp, gathered_bytes: float, gather: int | None) -> int | None:
-    """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters), after the all-gather."""
-    if rp.plan.fsdp_version != 2 or gather is None:
-        return gather
-    return copy_task(rp, "fsdp all-gather copy-out", "other", gathered_bytes, (gather,))
+def copied_out(rp, work, gathered: tuple[int, ...]) -> tuple[int, ...]:
+    """FSDP2's copy-out of a gathered unit (read and write its 16-bit parameters) once `gathered`, placed on the
+    compute stream as the unit is about to run (wait_for_unshard, called from its pre-forward or pre-backward
+    hook), not where a prefetched all-gather is issued: the unit before it runs first."""
+    size = dense_gathered_bytes(rp.b, work.layer)
+    if rp.plan.fsdp_version != 2 or not gathered or len(rp.grad_group) <= 1 or size <= 0:
+        return gathered
+    return (copy_task(rp, "fsdp all-gather copy-out", "other", size, gathered),)
 
 
 def reduce_input(rp, params: float, dep: int | None) -> int | None:
@@ -55,3 +60,21 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
                                deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
     return len(rp.list) - 1
+
+
+def regathered(rp, work) -> tuple[int, ...]:
+    """The unit's parameters gathered again for its backward, or nothing when FSDP kept them gathered from its
+    forward: the root's, the layers outside the transformer blocks (embedding, final norm, head), which
+    neither FSDP reshards after forward (torch v2.5 FSDP1 fsdp/_runtime_utils.py _post_forward_reshard:
+    `not state._is_root`; FSDP2 _composable/fsdp/_fsdp_state.py _lazy_init: the root's
+    post_forward_mesh_info = None), and with `fsdp_keep_last_block` the last transformer block (torchtitan's
+    apply_fsdp without PP: reshard_after_forward = layer_id < len(model.layers) - 1)."""
+    plan = rp.plan
+    if plan.fsdp_version is None:
+        return rp.gather(work)
+    block = work.layer.kind == "transformer_block"
+    if not block or plan.fsdp_keep_last_block and rp.pl.pp == 1:
+        blocks = [w for chunk in rp.b.chunk_work for w in chunk if w.layer.kind == "transformer_block"]
+        if blocks and (not block or work is blocks[-1]):
+            return ()
+    return rp.gather(work)

@@ -79,9 +79,10 @@ class ParallelPlan:
     # parallel/stages.py pipeline_blocks); None: the even split of stages.split_blocks.
     pipeline_blocks: tuple[int, ...] | None = None
     # ZeRO-3 as PyTorch FSDP runs it: 1 (FlatParameter) or 2 (fully_shard), with their own copy and
-    # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed-style).
+    # cast kernels around the collectives (parallel/fsdp.py); None: no such kernels (DeepSpeed ZeRO-3).
     fsdp_version: int | None = None
-    fsdp_backward_prefetch: str = "none"   # pre | post | none: ZeRO-3's backward all-gather order (rank_program.py)
+    fsdp_backward_prefetch: str = "pre"   # pre | post | none: ZeRO-3's backward all-gather order (rank_program.py)
+    fsdp_keep_last_block: bool = False    # FSDP keeps the last block gathered from forward to backward (fsdp.py)
     # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
     # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()

@@ -16,7 +16,7 @@ from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
-from scalesim.parallel.fsdp import copied_out, reduce_input
+from scalesim.parallel.fsdp import copied_out, reduce_input, regathered
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
@@ -164,8 +164,7 @@ class RankProgram:
         family = "zero3" if plan.zero >= 3 else "zero"
         stored = b._stored(work.layer)      # the experts' share at the bytes the block is gathered in
         experts = stored - dense_gathered_bytes(b, work.layer)
-        g = gathered(self, work, family, stored - experts, ahead)
-        g = copied_out(self, b._stored(work.layer) - experts, g)
+        g = gathered(self, work, family, stored - experts, ahead)     # FSDP2's copy-out: as the unit runs (fsdp.py)
         e = self.call(family + "_experts", "all_gather", self.edp_group, experts, "comm", (ahead,), ("dp", "cp"))
         return fetched + tuple(x for x in (g, e) if x is not None)
 
@@ -242,7 +241,7 @@ class RankProgram:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
         held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
-            dep = self.run_layer(w, "forward", dep, False, self.gather(w) + held)
+            dep = self.run_layer(w, "forward", dep, False, copied_out(self, w, self.gather(w)) + held)
             held = ()
         if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
@@ -263,12 +262,12 @@ class RankProgram:
         prefetch = plan.fsdp_backward_prefetch if plan.zero >= 3 else "none"
         gathered = None
         for position, w in enumerate(order):
-            gathered = self.gather(w) if gathered is None else gathered
+            gathered = regathered(self, w) if gathered is None else gathered     # parallel/fsdp.py
             ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
-            following = self.gather(ahead) if ahead is not None and prefetch == "pre" else None
-            dep = self._layer_backward(w, dep, gathered)
+            following = regathered(self, ahead) if ahead is not None and prefetch == "pre" else None
+            dep = self._layer_backward(w, dep, copied_out(self, w, gathered))
             if ahead is not None and prefetch == "post":
-                following = self.gather(ahead)
+                following = regathered(self, ahead)
             gathered = following
             self._reduce_layer(w, dep, final)
             while plan.overlap_grad_reduce and pending and pending[0][1] == position:

@@ -159,13 +159,19 @@ class ParallelSpec(Strict):
     nccl_max_ctas: dict[Literal["dp", "cp", "tp", "ep"], pydantic.PositiveInt] = {}
     # ZeRO-3 as PyTorch FSDP runs it (scalesim/parallel/fsdp.py): 1 = FullyShardedDataParallel (flat
     # parameters; gradient cast and pre-divide before each reduce-scatter), 2 = fully_shard (copy-out
-    # after each all-gather, copy-in before each reduce-scatter); None = no such kernels (DeepSpeed).
+    # after each all-gather, copy-in before each reduce-scatter); None = DeepSpeed ZeRO-3 (flat buffers,
+    # no such kernels).
     fsdp_version: Literal[1, 2] | None = None
     # When ZeRO-3 gathers the next unit in backward: pre / post = FSDP1's BackwardPrefetch.BACKWARD_PRE /
     # BACKWARD_POST (the next all-gather queued ahead of this unit's reduce-scatter); none = when that
-    # unit's backward starts, behind the reduce-scatter. None: pre with fsdp_version (torch's FSDP1
-    # default; FSDP2 prefetches one unit), else none.
+    # unit's backward starts, behind the reduce-scatter. None: pre, what each default does: FSDP1's
+    # backward_prefetch default BACKWARD_PRE, FSDP2's one-unit backward prefetch in its pre-backward hook,
+    # DeepSpeed ZeRO-3's prefetch from each submodule's pre-backward fetch (partitioned_param_coordinator.py
+    # fetch_sub_module, stage3_prefetch_bucket_size 5e7 parameters ahead by default, @v0.14.0).
     fsdp_backward_prefetch: Literal["pre", "post", "none"] | None = None
+    # FSDP keeps the last transformer block gathered from its forward to its backward (torchtitan's
+    # reshard_after_forward policy without PP; the root always stays gathered): scalesim/parallel/fsdp.py
+    fsdp_keep_last_block: bool = False
 
     @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")
     @classmethod
@@ -173,6 +179,14 @@ class ParallelSpec(Strict):
         if value is not None and info.data.get("zero") != 3:
             raise ValueError(f"FSDP's full sharding is ZeRO-3: {info.field_name} needs zero: 3 (got zero: "
                              f"{info.data.get('zero')}); allowed without it: null")
+        return value
+
+    @pydantic.field_validator("fsdp_keep_last_block")
+    @classmethod
+    def _keep_needs_fsdp(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        if value and info.data.get("fsdp_version") is None:
+            raise ValueError("fsdp_keep_last_block is PyTorch FSDP's reshard_after_forward: true needs fsdp_version "
+                             "1 or 2 (and zero: 3); allowed without it: false")
         return value
 
     @pydantic.field_validator("zero1_over_ddp")
