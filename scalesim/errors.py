@@ -24,7 +24,7 @@ class InputError(Exception):
         if self.file:
             where.append(str(self.file))
         if self.key:
-            where.append(f"key '{self.key}'")
+            where.append(f"{'option' if self.key.startswith('--') else 'key'} '{self.key}'")   # as typed
         prefix = ": ".join(where)
         return f"{prefix}: {self.detail}" if prefix else self.detail
 

@@ -37,6 +37,22 @@ class Strict(pydantic.BaseModel):
                                  "on and off as booleans)")
         return value
 
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _empty_sections_take_defaults(cls, data: Any) -> Any:
+        """An optional section with all its keys commented out (`parallel:` and nothing under it, which
+        YAML reads as null) takes its defaults, as if left out; a required one stays an error."""
+        if isinstance(data, dict) and None in data.values():
+            data = {k: v for k, v in data.items() if v is not None or not _defaults_when_empty(cls.model_fields.get(k))}
+        return data
+
+
+def _defaults_when_empty(field: Any) -> bool:
+    """Whether a field is an optional section (a mapping of keys, with a default) that cannot be null."""
+    if field is None or field.is_required() or _first_model(field.annotation) is None:
+        return False
+    return type(None) not in typing.get_args(field.annotation)
+
 
 def _numbers_only(annotation: Any) -> str | None:
     """What a field takes when it takes only numbers (or null), e.g. "a number" or "one of 0, 1, 2, 3";
@@ -59,8 +75,8 @@ def _numbers_only(annotation: Any) -> str | None:
     return None
 
 
-def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
-    """Field names of the (nested) model that a location points into."""
+def _fields_at(model: type[pydantic.BaseModel], loc: tuple, required: bool = False) -> list[str]:
+    """Field names of the (nested) model that a location points into (only its required ones)."""
     current: Any = model
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -72,7 +88,7 @@ def _fields_at(model: type[pydantic.BaseModel], loc: tuple) -> list[str]:
         current = _first_model(annotation)
         if current is None:
             return []
-    return list(getattr(current, "model_fields", {}) or {})
+    return [name for name, f in (getattr(current, "model_fields", {}) or {}).items() if f.is_required() or not required]
 
 
 def _first_model(annotation: Any) -> type[pydantic.BaseModel] | None:
@@ -109,6 +125,10 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
         if err["type"] in ("model_type", "model_attributes_type", "dict_type"):     # a section not a mapping
             keys = _fields_at(model, (*loc, None))
             listed = f" ({', '.join(keys)})" if keys else ""
+            needed = _fields_at(model, (*loc, None), required=True)
+            if err.get("input") is None and needed:      # `cluster:` with all its keys commented out
+                raise InputError(f"is empty; this section is required: a mapping of keys with at least {', '.join(needed)} "
+                                 f"(allowed: {', '.join(keys)})", file=file, key=key) from None
             raise InputError(f"expected a mapping of keys{listed}, got {_yaml_kind(err.get('input'))}",
                              file=file, key=key) from None
         message = err["msg"]

@@ -96,14 +96,21 @@ def build_topology(spec: str, *, p2p: bool | None = None, nodes: int = 1,
         raise InputError("several nodes need a fabric: add --fabric LINK (e.g. ib-ndr)", key="--fabric")
     try:
         return build_cluster(design, nodes=nodes, fabric=fabric, catalog=catalog)
-    except InputError as exc:       # name the option the user gave, not the scenario key
-        if exc.file is not None or exc.key not in _OPTION_OF:
-            raise
-        raise InputError(exc.detail, key=_OPTION_OF[exc.key]) from None
+    except InputError as exc:
+        raise as_option(exc) from None
 
 
 _OPTION_OF = {"cluster.nodes": "--nodes", "cluster.fabric.link": "--fabric",
-              "cluster.fabric.topology": "--fabric-topology", "cluster.fabric.nics_per_node": "--nics-per-node"}
+              "cluster.fabric.topology": "--fabric-topology", "cluster.fabric.nics_per_node": "--nics-per-node",
+              "op": "--op", "algo": "--algo", "protocol": "--protocol"}
+
+
+def as_option(exc: InputError) -> InputError:
+    """The error naming the `collective` option the user gave rather than the scenario or plan key it
+    sets (--algo, not algo); an error in a file keeps its key."""
+    if exc.file is not None or exc.key not in _OPTION_OF:
+        return exc
+    return InputError(exc.detail, key=_OPTION_OF[exc.key])
 
 
 def time_collective(topology: Topology, op: str, gpus: int, size_bytes: float, algo: str = "auto",

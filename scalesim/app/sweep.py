@@ -237,7 +237,8 @@ def run_sweep(base: Scenario, file: str | None, gpu_counts: list[int], *, search
     best = best_rows(rows, rank_by)
     return {"scenario": base.name, "file": file, "rank_by": rank_by, "search": search,
             "gpu_counts": gpu_counts, "notes": notes,
-            "best": [{"gpus": g, **(b or {"status": "none", "reason": _none_reason(rows, g)})} for g, b in best.items()],
+            "best": [{"gpus": g, **(b or {"status": "none", "nodes": grown[g].cluster.nodes,
+                                          "reason": _none_reason(rows, g)})} for g, b in best.items()],
             "summary": {g: {s: sum(1 for r in rows if r["gpus"] == g and r["status"] == s) for s in STATUSES}
                         for g in gpu_counts},
             "rows": rows}

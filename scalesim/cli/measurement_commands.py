@@ -34,7 +34,7 @@ from scalesim.report.tables import make_console
                    "copies through host memory between GPUs on different Intel/ARM root ports "
                    "(host.cpu; P2P only below a PCIe switch there).")
 @click.option("--algo", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
-              help="Algorithm: auto | ring | tree | nvls | hierarchical | direct (auto: the fastest, as NCCL's "
+              help="Algorithm: auto | ring | tree | nvls | nvls_tree | hierarchical | direct (auto: the fastest, as NCCL's "
                    "tuner; any case, as NCCL_ALGO's Ring).")
 @click.option("--protocol", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
               help="NCCL protocol: auto | ll | ll128 | simple (any case, as NCCL_PROTO's LL128 or Simple).")
@@ -53,7 +53,9 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
     reduce_scatter, all_gather and all_to_all, 1 otherwise), nccl-tests'
     definitions, so busbw is comparable to link bandwidth.
     """
-    from scalesim.app.collective_bench import build_topology, parse_sizes, resolve_design, thin_sizes, time_collective
+    from scalesim.app.collective_bench import (as_option, build_topology, parse_sizes, resolve_design, thin_sizes,
+                                               time_collective)
+    from scalesim.errors import InputError
     from scalesim.limits import answer_budget, check_collective_size, collective_sizes_that_fit
     from scalesim.report.collective import collective_plot, collective_table
     from scalesim.topology import Fabric
@@ -78,7 +80,10 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
                 click.echo(f"note: {len(size_list)} of the default sizes on {n:,} GPUs (all of them would take over "
                            "the answer budget, ~10 s); give --sizes to choose", err=True)
             check_collective_size(min(n, len(topo.gpus)), len(size_list))
-        rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
+        try:
+            rows += [time_collective(topo, op, n, size, algo, protocol) for size in size_list]
+        except InputError as exc:
+            raise as_option(exc) from None
     if plot is not None:
         plot.parent.mkdir(parents=True, exist_ok=True)
         collective_plot(rows, plot)

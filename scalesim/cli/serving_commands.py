@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 
-from scalesim.cli.wiring import EXIT_DOES_NOT_FIT, friendly_errors, slug, spinner
+from scalesim.cli.wiring import EXIT_DOES_NOT_FIT, ScenarioFile, friendly_errors, slug, spinner
 from scalesim.errors import InputError
 from scalesim.outputs import check_output_dir
 from scalesim.report.tables import make_console
 
 
 @click.command("serve")
-@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario_file", type=ScenarioFile("serve-1x4090-llama3-8b.yaml"))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the serving contract) on stdout.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory for plots [plots/<scenario file name>/].")

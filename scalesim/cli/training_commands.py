@@ -12,15 +12,15 @@ import click
 
 from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, catalog_from, catalog_option, collector_paused,
-                                 exact_option, exact_simulation_context, friendly_errors, slug, status)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
+                                 collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status)
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
 
 
 @click.command("run")
-@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario_file", type=ScenarioFile())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the contract) on stdout.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory for plots [plots/<scenario file name>/].")
@@ -138,7 +138,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 
 
 @click.command("compare")
-@click.argument("scenario_files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario_files", nargs=-1, required=True, type=ScenarioFile("8x4090-ddp.yaml", "8xa100-ddp.yaml"))
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"table", "pareto_front", "uncertainty", "plots", "designs": [run --json of each]}.')
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -235,7 +235,7 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
 
 
 @click.command("sweep")
-@click.argument("scenario_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario_file", type=ScenarioFile())
 @click.option("--gpus", "gpu_counts", required=True, help="GPU counts, e.g. 8,16,32,64.")
 @click.option("--search", is_flag=True,
               help="Search dp/tp/pp, ZeRO stage, micro-batch and recompute for each count [the scenario's plan].")

@@ -24,12 +24,33 @@ from rich.console import Console
 
 from scalesim.app.heartbeat import heartbeat
 from scalesim.errors import InputError
+from scalesim.paths import PACKAGE
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, as shells report Ctrl-C
 
 err_console = Console(stderr=True)
+
+
+class ScenarioFile(click.Path):
+    """A scenario .yaml argument; given none, the error suggests `examples` (files in the repository's
+    scenarios/) and where the examples are."""
+
+    def __init__(self, *examples: str):
+        super().__init__(dir_okay=False, path_type=Path)
+        self.examples = examples or ("8x4090-ddp.yaml",)
+
+    def get_missing_message(self, param, ctx) -> str:
+        folder = PACKAGE.parent / "scenarios"
+        if not folder.is_dir():         # installed from a wheel: the examples stay in the repository
+            return (f"Give a scenario .yaml, e.g. `scalesim {ctx.info_name} {' '.join(self.examples)}` with "
+                    "the examples from the scenarios/ folder of the scalesim repository (README.md describes the keys)")
+        shown = Path(os.path.relpath(folder)) if folder.is_relative_to(Path.cwd()) else folder
+        where = "this folder" if shown == Path(".") else f"{shown}{os.sep}"
+        files = " ".join(str(shown / e) for e in self.examples)
+        return (f"Give a scenario .yaml, e.g. `scalesim {ctx.info_name} {files}`; "
+                f"the examples are in {where} (README.md describes the keys)")
 
 
 def friendly_errors(fn):

@@ -37,7 +37,7 @@ def sweep_table(sweep: dict) -> Table:
         if s.get("failed"):
             counts += f" ([red]{s['failed']} failed[/red])"
         if best.get("status") != "ok":
-            t.add_row(str(g), "", f"[red]none[/red]: {best.get('reason') or ''}", "", "", "", "", "", "", "", counts)
+            t.add_row(str(g), str(best.get("nodes", "")), f"[red]none[/red]: {best.get('reason') or ''}", "", "", "", "", "", "", "", counts)
             continue
         per_gpu = best.get("tokens_per_s_per_gpu")
         t.add_row(str(g), str(best["nodes"]), best["plan"], format_bytes(best["memory_per_gpu_bytes"]),

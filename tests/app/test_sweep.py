@@ -154,3 +154,12 @@ def test_sweep_exits_3_when_no_gpu_count_has_a_plan_that_fits(tmp_path):
     result = CliRunner().invoke(main, ["sweep", str(path), "--gpus", "1", "--search", "--no-plots", "--workers", "1",
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 3, result.output
+
+
+
+def test_a_gpu_count_with_no_plan_still_says_how_many_nodes_it_takes(tmp_path):
+    # The table's nodes column was blank for a GPU count whose plans all ran out of memory.
+    big = {**BASE, "model": "llama3-405b", "cluster": {"node": "rtx4090-pcie-8", "gpus": 8}}
+    scenario, file = write(tmp_path, big)
+    sweep = run_sweep(scenario, file, [8, 24])             # 8 GPUs per node
+    assert [(b["status"], b["nodes"]) for b in sweep["best"]] == [("none", 1), ("none", 3)]

@@ -1,5 +1,7 @@
 """Plot helpers: what is drawn matches what the eye can resolve."""
 
+import pytest
+
 from scalesim.report.plots import _merge_spans
 
 
@@ -160,3 +162,56 @@ def test_thousands_of_thin_bars_draw_their_pixels_once_the_picture_of_one_path_p
     assert np.array_equal(np.asarray(Image.open(ours)), np.asarray(Image.open(theirs)))
     width_px = Image.open(ours).size[0]
     assert drawn and all(len(c.get_paths()[0].vertices) // 5 < width_px / 2 for c in drawn)
+
+
+def _topology_figure(monkeypatch, tmp_path, name):
+    import scalesim.report.plots as plots
+    from scalesim.topology import build_node_graph, load_node_design
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    graph = build_node_graph(load_node_design(name))
+    plots.topology_plot(graph, tmp_path / "t.png", name)
+    return graph, figures[0].axes[0]
+
+
+@pytest.mark.parametrize("name", ["rtx4090-pcie-8", "dgx-h100", "mi300x-8", "gb200-nvl72"])
+def test_no_line_or_link_label_of_a_topology_drawing_runs_under_a_part_it_does_not_join(name, tmp_path, monkeypatch):
+    # rtx4090-pcie-8's NIC hangs from cpu0 (`attach: host`), but its line ran straight through sw1
+    # (a row between) with its label hidden under sw1's circle: the NIC looked as if under sw1.
+    # A mesh's gpu0-gpu2 line ran through gpu1 the same way.
+    import numpy as np
+    from matplotlib.collections import LineCollection, PathCollection
+
+    graph, ax = _topology_figure(monkeypatch, tmp_path, name)
+    ax.get_xlim(), ax.get_ylim()
+    to_px = ax.transData.transform
+    centres = np.vstack([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)])
+    assert len(centres) == graph.number_of_nodes()
+    px = to_px(centres)
+    radius = 15 * ax.figure.dpi / 72           # node_size 900 pt^2: a 30 pt circle
+
+    segments = [s for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()]
+    segments += [np.column_stack(line.get_data()) for line in ax.lines]
+    assert segments
+    for seg in segments:
+        a, b = to_px(np.asarray(seg, dtype=float)[[0, -1]])
+        t = np.clip(((px - a) @ (b - a)) / max((b - a) @ (b - a), 1e-12), 0, 1)
+        gap = np.linalg.norm(px - (a + t[:, None] * (b - a)), axis=1)
+        ends = (np.linalg.norm(px - a, axis=1) < 1) | (np.linalg.norm(px - b, axis=1) < 1)
+        assert (gap[~ends] > radius).all(), (name, seg)
+    labels = [t for t in ax.texts if "GB/s" in t.get_text()]
+    assert labels
+    for text in labels:
+        at = to_px(np.asarray(text.get_position(), dtype=float)[None, :])[0]
+        assert (np.linalg.norm(px - at, axis=1) > radius).all(), (name, text.get_text())
+
+
+def test_a_nic_attached_to_the_host_is_drawn_from_its_cpu_beside_the_switches(tmp_path, monkeypatch):
+    from scalesim.report.plots import _ordered_layout
+    from scalesim.topology import build_node_graph, load_node_design
+
+    graph = build_node_graph(load_node_design("rtx4090-pcie-8"))
+    assert set(graph["nic0"]) == {"cpu0"}
+    pos, rows = _ordered_layout(graph)
+    assert pos["nic0"][1] == pos["sw1"][1] == pos["cpu0"][1] - 1
