@@ -101,6 +101,10 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
         return Topology(build_node_graph(design, catalog=catalog), design.name)
     if fabric is None:
         raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
+    if fabric.nics_per_node > design.gpus:
+        raise InputError(f"is {fabric.nics_per_node}, more NICs than the {design.gpus} GPUs of a {design.name} node; "
+                         f"allowed: 1 to {design.gpus} (at most one compute NIC per GPU)",
+                         key="cluster.fabric.nics_per_node")
     g = nx.Graph(name=f"{nodes}x {design.name}")
     # Every node is the same design: built once, then copied under each node's prefix.
     template = build_node_graph(design, nic_count=fabric.nics_per_node, nic_link=fabric.link, catalog=catalog)

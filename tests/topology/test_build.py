@@ -119,3 +119,14 @@ def test_a_copied_node_is_the_node_built_afresh_under_its_prefix(name):
     assert list(copied.edges(data=True)) == list(fresh.edges(data=True))
     assert copied.graph == fresh.graph
     assert {d["server"] for _, d in template.nodes(data=True)} == {0}     # the template is left as built
+
+
+def test_a_node_gets_at_most_one_compute_nic_per_gpu():
+    """More fabric NICs than GPUs is refused naming the key; one per GPU builds."""
+    from scalesim.errors import InputError
+    from scalesim.topology import Fabric
+    design = load_node_design("dgx-h100")
+    build_cluster(design, nodes=2, fabric=Fabric("ib-ndr", design.gpus))
+    with pytest.raises(InputError) as refused:
+        build_cluster(design, nodes=2, fabric=Fabric("ib-ndr", design.gpus + 1))
+    assert refused.value.key == "cluster.fabric.nics_per_node"
