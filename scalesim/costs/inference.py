@@ -261,10 +261,13 @@ def _gemm_s(m: int, n: int, k: int, gpu: GpuSpec, weights: str, weight_bytes: fl
 
 
 def _attention_s(work: IterationWork, shard: ServingShard, gpu: GpuSpec) -> float:
-    """Attention of one layer: prefill chunks (compute-bound, flash) and decode steps (KV reads)."""
+    """Attention of one layer: prefill chunks (compute-bound, flash) and decode steps (KV reads).
+    Its cached keys and values are only read (a decode step writes one output row per query head),
+    so they stream at the GPU's read-only rate (`GpuSpec.read_bw_bytes_per_s`: BabelStream's Dot
+    where measured), not at a copy's."""
     d, heads = shard.head_dim, shard.heads_per_gpu
     peak = gpu.bf16_flop_per_s * gpu.training_clock_fraction * flash_efficiency(gpu, "flash")
-    bw = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+    bw = gpu.read_bw_bytes_per_s
     kv_token = 2.0 * shard.kv_heads_per_gpu * d * KV_BYTES[shard.kv_cache]
     total = 0.0
     if work.prefill_pairs:
