@@ -141,12 +141,26 @@ def kv_bytes_per_token(shard: ServingShard) -> float:
 
 
 def activation_workspace_bytes(shard: ServingShard, max_batch_tokens: int, max_seqs: int) -> float:
-    """Peak transient memory of the largest iteration, as vLLM's profiling run measures it:
-    the widest layer's inputs and outputs for max_batch_tokens tokens (QKV, merged gate/up
-    and its activation, residual and norm) in 16-bit, plus fp32 logits for max_seqs rows.
-    An estimate from the tensor shapes, not a measurement."""
-    widths = sum(n for n, _ in block_gemms(shard)[0::2])          # QKV and merged gate/up outputs
-    per_token = (widths + block_gemms(shard)[2][0] // 2 + 3 * shard.model.hidden) * ACTIVATION_BYTES
+    """Peak transient memory of the largest iteration, as vLLM's profiling run measures it: what one
+    block keeps alive at once for max_batch_tokens tokens in 16-bit, plus fp32 logits for max_seqs rows.
+
+    A block's intermediates do not all live at once: each is freed after its last use (PyTorch's
+    caching allocator reuses a tensor's block once its last reference is gone; TensorRT's builder
+    shares activation memory between tensors whose lifetimes do not overlap), so the peak is the
+    largest step's, not the sum of every output. Alive throughout: the residual stream and the
+    sublayer output it is added to (vLLM's fused add+RMSNorm keeps both, llama.py). Per step, beside
+    them: QKV GEMM (its output), attention (QKV and its output), output GEMM (attention output and
+    the projection), gate/up GEMM (its output), SiLU-and-mul (gate/up and the product), down GEMM (the
+    product and the projection). An estimate from the tensor shapes, not a measurement.
+
+    >>> from scalesim.models import get_model
+    >>> shard = ServingShard(get_model("llama2-7b", seq_len=1))
+    >>> activation_workspace_bytes(shard, 1, 0)      # 2 x 4096 + 1.5 x 22016 (SiLU-and-mul step), 2 bytes
+    82432.0
+    """
+    (qkv, _), (out_n, out_k), (up, _), _ = block_gemms(shard)
+    steps = (qkv, qkv + out_k, out_k + out_n, up, up + up // 2, up // 2 + out_n)
+    per_token = (2 * shard.model.hidden + max(steps)) * ACTIVATION_BYTES
     logits = max_seqs * (shard.model.vocab or 0) / shard.tp * 4.0
     return max_batch_tokens * per_token + logits
 
@@ -247,10 +261,13 @@ def _gemm_s(m: int, n: int, k: int, gpu: GpuSpec, weights: str, weight_bytes: fl
 
 
 def _attention_s(work: IterationWork, shard: ServingShard, gpu: GpuSpec) -> float:
-    """Attention of one layer: prefill chunks (compute-bound, flash) and decode steps (KV reads)."""
+    """Attention of one layer: prefill chunks (compute-bound, flash) and decode steps (KV reads).
+    Its cached keys and values are only read (a decode step writes one output row per query head),
+    so they stream at the GPU's read-only rate (`GpuSpec.read_bw_bytes_per_s`: BabelStream's Dot
+    where measured), not at a copy's."""
     d, heads = shard.head_dim, shard.heads_per_gpu
     peak = gpu.bf16_flop_per_s * gpu.training_clock_fraction * flash_efficiency(gpu, "flash")
-    bw = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+    bw = gpu.read_bw_bytes_per_s
     kv_token = 2.0 * shard.kv_heads_per_gpu * d * KV_BYTES[shard.kv_cache]
     total = 0.0
     if work.prefill_pairs:

@@ -160,9 +160,9 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool,
         raise where.error(None, f"a GPU id must be a non-empty string, got {name!r}")
     read = _Reader(mapping, where, _GPU_FIELDS,
                    optional=("source", "sms", "fp8_gemm_efficiency", "fp32_gemm_efficiency", "boost_clock_mhz",
-                             "training_clock_fraction", "gemm_k_overhead")
+                             "training_clock_fraction", "gemm_k_overhead", "read_bw_efficiency")
                    if inline else ("fp8_gemm_efficiency", "fp32_gemm_efficiency", "boost_clock_mhz",
-                                   "training_clock_fraction", "gemm_k_overhead"))
+                                   "training_clock_fraction", "gemm_k_overhead", "read_bw_efficiency"))
     table = _link_table() if link_table is None else link_table
     nvlink = read("nvlink", _nullable(_link_name("nvlink", SCALE_UP_KINDS, table)))
     nvlink_max_gpus = read("nvlink_max_gpus", _count)
@@ -204,6 +204,7 @@ def _gpu_from_mapping(mapping: Any, *, name: Any, where: _Where, inline: bool,
         sm_clock_hz=read("boost_clock_mhz", _positive(_number), default=0.0) * 1e6,
         training_clock_fraction=read("training_clock_fraction", _fraction, default=1.0),
         gemm_k_overhead=read("gemm_k_overhead", _non_negative, default=0.0),
+        read_bw_efficiency=read("read_bw_efficiency", _fraction),
     )
 
 
@@ -243,7 +244,7 @@ _GPU_FIELDS = ("full_name", "sms", "boost_clock_mhz", "fp8_gemm_efficiency", "fp
                "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "memory",
                "memory_bw", "nvlink", "nvlink_max_gpus", "pcie", "pcie_p2p", "tdp", "idle", "ecc",
                "mig", "list_price_usd", "cloud_usd_per_gpu_hour", "gemm_efficiency",
-               "memory_bw_efficiency", "training_clock_fraction", "gemm_k_overhead", "source")
+               "memory_bw_efficiency", "training_clock_fraction", "gemm_k_overhead", "read_bw_efficiency", "source")
 _LINK_FIELDS = ("kind", "bandwidth", "latency", "efficiency", "description", "source",
                 "in_network_reduction", "net_plugin_latency", "nvls_pipeline_fill")
 

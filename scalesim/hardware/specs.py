@@ -56,6 +56,15 @@ class GpuSpec:
     # main loop covers in the same time: depth-K GEMMs run at K/(K+K0) of the deep-K rate
     # (scalesim/costs/gemm_depth.py). 0 where not measured (no depth effect modelled).
     gemm_k_overhead: float = 0.0
+    # Achieved fraction of memory bandwidth on a kernel that only reads (BabelStream's Dot: two
+    # arrays in, one number out), where measured; None: memory_bw_efficiency (a copy's).
+    read_bw_efficiency: float | None = None
+
+    @property
+    def read_bw_bytes_per_s(self) -> float:
+        """Rate of a read-only stream (decode attention's keys and values): the measured read
+        figure where the catalog has one, never below the copy figure."""
+        return self.memory_bw_bytes_per_s * max(self.memory_bw_efficiency, self.read_bw_efficiency or 0.0)
 
     def gemm_efficiency_for(self, precision: str) -> float:
         if precision == "fp8" and self.fp8_gemm_efficiency is not None:

@@ -231,6 +231,8 @@ def _spec_fields(spec: Any, table: Mapping[str, str]) -> dict:
             out["fp8_gemm_efficiency"] = spec.fp8_gemm_efficiency
         if spec.fp32_gemm_efficiency is not None:
             out["fp32_gemm_efficiency"] = spec.fp32_gemm_efficiency
+        if spec.read_bw_efficiency is not None:
+            out["read_bw_efficiency"] = spec.read_bw_efficiency
     return {k: v for k, v in out.items() if not (k == "sms" and v == 0)}
 
 

@@ -67,3 +67,59 @@ def test_kv_cache_blocks_are_free_memory_over_a_block():
         blocks = kv_cache_blocks(free, shard)
         assert blocks * block <= free < (blocks + 1) * block
     assert kv_cache_blocks(-1e9, shard) == 0
+
+
+def test_the_workspace_holds_one_step_of_a_block_not_all_its_outputs():
+    # The QKV output is freed before the MLP runs, so the peak per token never holds it beside the
+    # SiLU-and-mul step (gate/up output and its product) and the residual stream; it holds at least
+    # that step.
+    from scalesim.costs.inference import activation_workspace_bytes, block_gemms
+
+    for name in ("llama2-7b", "llama3-8b", "llama3-70b"):
+        shard = ServingShard(get_model(name, seq_len=1))
+        (qkv, _), _, (up, _), _ = block_gemms(shard)
+        per_token = activation_workspace_bytes(shard, 1, 0) / 2.0          # 16-bit elements
+        h = shard.model.hidden
+        assert 1.5 * up <= per_token < qkv + 1.5 * up + 2 * h
+
+
+def test_a_static_batch_the_source_ran_fits_in_the_kv_cache():
+    # TensorRT-LLM v0.6.1 ran Llama 2 7B FP16 on one A100 80GB at batch 52, 2048 + 128 tokens
+    # (docs/source/performance.md @138f96d4): every request of that batch must fit at once.
+    from pathlib import Path
+
+    from scalesim.app.serve import prepare_serving
+    from scalesim.serving.spec import load_serving_scenario
+
+    path = Path(__file__).parents[2] / "validation/scenarios/trtllm-v061-a100x1-llama2-7b-fp16-b52-2048-128.yaml"
+    setup = prepare_serving(*load_serving_scenario(path))
+    assert setup.kv_blocks * BLOCK_TOKENS >= 52 * (2048 + 128)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "a100-80gb-sxm", "l40s"])
+@pytest.mark.parametrize("weights", ["bf16", "fp8", "int4"])
+def test_more_prompt_tokens_never_shorten_the_prefill(gpu, weights):
+    # Time to first token alone on a replica is one prefill: a longer prompt does all of a shorter
+    # one's work and more (no shape may make it faster).
+    shard, device = ServingShard(LLAMA3_8B, weights=weights), get_gpu(gpu)
+    times = [iteration_compute_s(iteration_work([(p, p, True)]), shard, device) for p in range(2, 4097, 7)]
+    assert all(b >= a for a, b in zip(times, times[1:]))
+
+
+def test_decode_attention_reads_the_cache_faster_than_a_copy_but_not_the_datasheet():
+    # A decode step only reads its keys and values: on H100 at the read-only stream rate Azure
+    # measures (BabelStream Dot 3.18 TB/s), above a copy kernel's (2.90) and below the 3.35 peak.
+    from scalesim.costs.inference import attention_iteration_s
+
+    h100, shard = get_gpu("h100-sxm"), ServingShard(LLAMA3_8B, kv_cache="fp8")
+    kv = 64 * 4096 * kv_bytes_per_token(shard)
+    took = attention_iteration_s(iteration_work([(1, 4096, True)] * 64), shard, h100)
+    assert kv / h100.memory_bw_bytes_per_s < took < kv / (h100.memory_bw_bytes_per_s * h100.memory_bw_efficiency)
+
+
+def test_a_read_only_stream_is_never_slower_than_a_copy_nor_faster_than_the_datasheet():
+    from scalesim.hardware.catalog import gpus
+
+    for gpu in gpus().values():
+        copy = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
+        assert copy <= gpu.read_bw_bytes_per_s <= gpu.memory_bw_bytes_per_s
