@@ -23,19 +23,20 @@ does more, per linear, per micro-batch:
   roofline's "write twice in float8 (row-major and col-major)"): 4 bytes an element. Where it
   was cast on a sequence-parallel shard and all-gathered in float8 (torchao's
   PrepareFloat8ModuleInput for the block inputs; Float8RowwiseParallel's output, whose gradient
-  is cast by NoopFwToFloat8BwDynamic before the backward all-gather), the gathered tensor is
-  transposed in backward: read 1 byte, write 1, over the whole gathered tensor, once per tensor
-  (its sibling GEMMs read the same copy).
+  is cast by NoopFwToFloat8BwDynamic before the backward all-gather), the second layout is of the
+  whole gathered tensor, written (1 byte an element, once per tensor: its sibling GEMMs read the
+  same copy) by the pass that already copies the gathered tensor out of NCCL's buffer
+  (torchtitan's batch-first layout: parallel/sp_layout.py).
 
 So, per block (sizes per sample; the ops below shard with the tensors they touch: parallel/sharding.py
 FLOAT8_SP_SPLIT, FLOAT8_HEAD_SPLIT, FLOAT8_WHOLE):
 
 - the block input to q/k/v and to w1/w3: cast, 3 bytes an element of s x h, on the local sequence
-  shard under sequence parallelism; transposed in backward, 2 bytes of the whole s x h;
-- the input of wo and w2 (split by heads / ffn columns): 3 bytes forward, 2 bytes transposed in backward;
+  shard under sequence parallelism; its second layout, 1 byte of the whole s x h;
+- the input of wo and w2 (split by heads / ffn columns): 3 bytes, and 1 for its second layout;
 - the gradients of q, k, v, w1, w3 (split by columns): 4 bytes an element, backward;
 - the gradients of wo and w2 (s x h, reduce-scattered in forward, all-gathered in backward): 3 bytes
-  on the shard, 2 bytes transposed over the whole.
+  on the shard, 1 byte for the second layout of the whole.
 
 Weights are cast too (the roofline's 8 bytes an element, forward and backward): a block's weights
 are 1/M of its activations' elements for M tokens, under 0.5% of these casts at the tokens of a
@@ -57,7 +58,7 @@ RECIPES = ("transformer-engine", "torchao-tensorwise")
 # Bytes per element (the ops count elements at the training precision's 2 bytes: compute.py ELEMENT_BYTES).
 CAST_BYTES = 2.0 + 1.0                  # cast read + write (amax: in the producing kernel)
 FUSED_TWO_LAYOUT_BYTES = 2.0 + 2.0        # cast read + both layouts written
-TRANSPOSE_BYTES = 1.0 + 1.0             # the gathered fp8 tensor read, its transpose written
+TRANSPOSE_BYTES = 1.0                   # the second layout, written in a pass that runs anyway
 OP_BYTES = 2.0
 
 # Op names by how tensor parallelism splits them (parallel/sharding.py imports these):
@@ -88,7 +89,7 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
     >>> from scalesim.models.transformer import transformer_block
     >>> b = transformer_block("b", s=8, h=64, heads=4, kv_heads=1, f=128, ffn="swiglu", bias=False, norm="rmsnorm")
     >>> casts = {op.name: op.elements_moved for op in torchao_block_casts(b).ops if op.name.startswith("fp8_")}
-    >>> casts["fp8_grad_mlp_cols"] == 2.0 * 8 * 2 * 128, casts["fp8_transpose_attn"] == 2 * 8 * 64
+    >>> casts["fp8_grad_mlp_cols"] == 2.0 * 8 * 2 * 128, casts["fp8_transpose_attn"] == 8 * 64
     (True, True)
     """
     qkv, attn_out = _gemm(layer.ops, "qkv"), _gemm(layer.ops, "attn_out")
