@@ -15,8 +15,9 @@ buffers and cuBLAS GEMM inputs and outputs, with nothing to fuse it into. In bac
 take the mirrored collectives (the all-gather's gradient is a reduce-scatter on dim 1 and the other
 way round), one copy each. Under torchao's float8 with tensor parallelism (PrepareFloat8ModuleInput,
 which torchtitan applies with float8) the block input is cast before its all-gather, so that
-all-gather and its copy move one byte an element; the reduce-scatters and all backward collectives
-carry 16-bit outputs and gradients.
+all-gather and its copy move one byte an element, and so is the gradient of a row-parallel output
+before backward's all-gather (Float8RowwiseParallel); the reduce-scatters carry 16-bit outputs and
+gradients.
 
 Each function takes the RankProgram (rank_program.py) it adds tasks to, as nanotron_dp.py does.
 """
@@ -35,11 +36,17 @@ def copies_around(rp) -> bool:
 
 
 def gathered_bytes(rp, op: str, kind: str) -> float:
-    """Bytes of the tensor a forward (or recomputed) sequence-parallel call moves: one byte an element
-    for an FP8 block input gathered after its cast, the activations' own bytes otherwise."""
+    """Bytes of the tensor a sequence-parallel call moves: one byte an element for an FP8 block input
+    gathered after its cast; in backward's pair (an all-gather of the output gradient, a reduce-scatter
+    of the input gradient, timed as one all-reduce), the gradient of a float8 row-parallel output is
+    cast before its all-gather (torchao Float8RowwiseParallel: NoopFwToFloat8BwDynamic casts it, its
+    all-gather runs on the float8 data, float8_ops.py allgather_fp8), the reduce-scatter at 16 bits:
+    3/4 of the 16-bit pair, and of its two copies; the activations' own bytes otherwise."""
     whole = rp.b.activation_bytes
-    if rp.plan.precision == "fp8" and op == "all_gather" and kind != "backward":
+    if rp.plan.precision == "fp8" and op == "all_gather":
         return whole / 2
+    if rp.plan.precision == "fp8" and op == "all_reduce" and kind == "backward":
+        return 0.75 * whole
     return whole
 
 

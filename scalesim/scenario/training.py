@@ -131,6 +131,11 @@ class TrainingSpec(Strict):
     # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a
     # published rate (Hopper).
     fp8_attention: bool = False
+    # Whose FP8 casts (precision fp8): transformer-engine = one cast pass per GEMM input, its scale from
+    # earlier steps' amax; torchao-tensorwise = torchao's Float8Linear with dynamic tensorwise scaling
+    # (torchtitan's float8 converter): an amax pass before each cast, the output gradients cast too, and
+    # the float8 all-gathered tensors transposed for the weight gradient (scalesim/costs/float8_casts.py).
+    fp8_recipe: Literal["transformer-engine", "torchao-tensorwise"] = "transformer-engine"
 
     @pydantic.field_validator("fp8_attention")
     @classmethod
@@ -143,6 +148,14 @@ class TrainingSpec(Strict):
                              "training.precision: fp8 and attention auto, flash or flash3 (FlashAttention-2, the Triton "
                              f"kernel, naive, fused and te-unfused have no FP8 kernel; got precision {data.get('precision')}, attention "
                              f"{data.get('attention')})")
+        return value
+
+    @pydantic.field_validator("fp8_recipe")
+    @classmethod
+    def _fp8_recipe_in_fp8(cls, value: str, info: pydantic.ValidationInfo) -> str:
+        if value != "transformer-engine" and info.data.get("precision") != "fp8":
+            raise ValueError(f"fp8_recipe {value} is how FP8 linears cast their tensors: it needs training.precision: "
+                             f"fp8 (got {info.data.get('precision')}); allowed here: transformer-engine (the default)")
         return value
 
     @pydantic.field_validator("rope_fusion")

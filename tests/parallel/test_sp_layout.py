@@ -52,7 +52,9 @@ def test_fp8_block_input_is_gathered_and_copied_after_its_cast():
         by_kind.setdefault(t.kind, set()).add(round(t.duration_s - KERNEL_OVERHEAD_S, 15))
     forward = sorted(by_kind["forward"])
     assert len(forward) == 2 and forward[1] == pytest.approx(2 * forward[0])    # 1-byte input, 2-byte output
-    assert by_kind["backward"] == {forward[1]}                                   # 16-bit gradients
+    # backward's pair: the output gradient gathered in float8 after its cast (torchao Float8RowwiseParallel),
+    # the input gradient scattered at 16 bits: 3/4 of the 16-bit bytes
+    assert len(by_kind["backward"]) == 1 and min(by_kind["backward"]) == pytest.approx(0.75 * forward[1])
 
 
 def test_fp8_block_input_all_gather_moves_half_the_bytes_of_the_reduce_scatter():
