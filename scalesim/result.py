@@ -7,6 +7,7 @@ JSON contract of `scalesim run --json` is `StepResult.to_json()`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -16,7 +17,7 @@ from scalesim.timeline import Interval, Timeline
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
-_KIND, _READY, _START, _END = (attrgetter(name) for name in ("kind", "ready_s", "start_s", "end_s"))
+_RANK, _KIND, _READY, _START, _END = (attrgetter(name) for name in ("rank", "kind", "ready_s", "start_s", "end_s"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +120,18 @@ def _breakdown(cls: np.ndarray, start: np.ndarray, end: np.ndarray, ready: np.nd
 
 def rank_breakdowns(timeline: Timeline) -> tuple[dict[int, Breakdown], int]:
     """Every simulated rank's `breakdown` of the step, by rank, and the `critical_rank`: the timeline
-    read into arrays once and cut by rank (a stable sort keeps each rank's intervals in timeline order,
-    so each rank's arrays, and its breakdown, are the very floats of `breakdown` of its intervals)."""
-    ranks, _, _, kinds, ready, start, end = zip(*timeline.intervals)
-    classes = {kind: _CLASS.get(kind, 2) for kind in dict.fromkeys(kinds)}
-    cls = np.fromiter(map(classes.__getitem__, kinds), np.int8, len(kinds))
-    rank = np.array(ranks)
-    order = np.argsort(rank, kind="stable")
-    rank, cls = rank[order], cls[order]
-    start, end, ready = (np.array(x, dtype=np.float64)[order] for x in (start, end, ready))
-    cuts = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), len(rank)]
+    read into arrays once, a column at a time, and cut by rank (a stable sort, skipped when the ranks
+    come in order as the engine gives them, keeps each rank's intervals in timeline order, so each
+    rank's arrays, and its breakdown, are the very floats of `breakdown` of its intervals)."""
+    intervals = timeline.intervals
+    n = len(intervals)
+    rank = np.fromiter(map(_RANK, intervals), np.int64, n)
+    cls = np.fromiter(map(_CLASS.get, map(_KIND, intervals), repeat(2)), np.int8, n)
+    start, end, ready = (np.fromiter(map(get, intervals), np.float64, n) for get in (_START, _END, _READY))
+    if n and (np.diff(rank) < 0).any():
+        order = np.argsort(rank, kind="stable")
+        rank, cls, start, end, ready = rank[order], cls[order], start[order], end[order], ready[order]
+    cuts = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), n]
     parts: dict[int, Breakdown] = {}
     ends: dict[int, float] = {}
     for lo, hi in zip(cuts, cuts[1:]):
