@@ -7,17 +7,16 @@ JSON contract of `scalesim run --json` is `StepResult.to_json()`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from scalesim.timeline import Interval, Timeline
+from scalesim.timeline import Columns, Interval, Timeline, columns
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
-_RANK, _KIND, _READY, _START, _END = (attrgetter(name) for name in ("rank", "kind", "ready_s", "start_s", "end_s"))
+_KIND, _READY, _START, _END = (attrgetter(name) for name in ("kind", "ready_s", "start_s", "end_s"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,16 +117,16 @@ def _breakdown(cls: np.ndarray, start: np.ndarray, end: np.ndarray, ready: np.nd
     return Breakdown(c, exposed, bubble, o, _spans_length(comm), host_bound=host)
 
 
-def rank_breakdowns(timeline: Timeline) -> tuple[dict[int, Breakdown], int]:
+def rank_breakdowns(timeline: Timeline, cols: Columns | None = None) -> tuple[dict[int, Breakdown], int]:
     """Every simulated rank's `breakdown` of the step, by rank, and the `critical_rank`: the timeline
-    read into arrays once, a column at a time, and cut by rank (a stable sort, skipped when the ranks
-    come in order as the engine gives them, keeps each rank's intervals in timeline order, so each
-    rank's arrays, and its breakdown, are the very floats of `breakdown` of its intervals)."""
-    intervals = timeline.intervals
-    n = len(intervals)
-    rank = np.fromiter(map(_RANK, intervals), np.int64, n)
-    cls = np.fromiter(map(_CLASS.get, map(_KIND, intervals), repeat(2)), np.int8, n)
-    start, end, ready = (np.fromiter(map(get, intervals), np.float64, n) for get in (_START, _END, _READY))
+    read into arrays once (`cols`, its `columns` when the caller has them) and cut by rank (a stable
+    sort, skipped when the ranks come in order as the engine gives them, keeps each rank's intervals
+    in timeline order, so each rank's arrays, and its breakdown, are the very floats of `breakdown`
+    of its intervals)."""
+    cols = columns(timeline) if cols is None else cols
+    rank, start, end, ready = cols.rank, cols.start_s, cols.end_s, cols.ready_s
+    cls = np.array([_CLASS.get(kind, 2) for kind in cols.kinds], np.int8)[cols.kind]
+    n = len(rank)
     if n and (np.diff(rank) < 0).any():
         order = np.argsort(rank, kind="stable")
         rank, cls, start, end, ready = rank[order], cls[order], start[order], end[order], ready[order]
