@@ -157,22 +157,22 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
                beside=None) -> StepResult:
     timeline = simulate_setup(setup, beside=beside)     # beside: the fast-forward's second play forked
     step = timeline.end_s
-    cols = columns(timeline)                        # read once: the breakdowns and the timeline plot's
-    per_rank, rank = rank_breakdowns(timeline, cols)    # the critical rank's breakdown, and every rank's busy fraction
-    parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     training = setup.scenario.training
     model, gpu = setup.model, setup.gpu
+    if training.tokens is not None and not model.tokens_per_sample:
+        raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
+                         file=setup.file, key="training.tokens")
+    cols = columns(timeline)        # read once, for the timeline plot (handed over first) and the breakdowns
+    if on_step is not None:
+        on_step(timeline, cols)
+    per_rank, rank = rank_breakdowns(timeline, cols)    # the critical rank's breakdown, and every rank's busy fraction
+    parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     samples_per_s = training.global_batch / step
     tokens_per_s = samples_per_s * model.tokens_per_sample if model.tokens_per_sample else None
     flop_per_s_per_gpu = model.model_flop_per_sample * samples_per_s / setup.gpus
     memory = setup.step.memory
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    if training.tokens is not None and tokens_per_s is None:
-        raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
-                         file=setup.file, key="training.tokens")
-    if on_step is not None:
-        on_step(timeline, cols)
     reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
     efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
                                             rates() if rates is not None else None)
