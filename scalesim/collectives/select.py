@@ -108,8 +108,8 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
 def links_crossed(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float, algo: str,
                   protocol: str, memo: dict | None = None) -> set:
     """The link resources the flows of `plan_collective(op, topology, ranks, size_bytes, algo, protocol,
-    memo)` cross; for a ring of a given protocol, from its routes alone (`ring_links`: a third of
-    the plan's cost on a ring of 128 servers), as the builder asks of every group's copies."""
+    memo)` cross; for a ring of a given protocol, from its routes alone (`ring_links`: no flows, no
+    latency), as the builder asks of the copies of every group (parallel/builder.py _sharing_copies)."""
     check_time()
     ranks = tuple(ranks)
     if algo == "ring" and _candidates(op, topology, ranks, algo, protocol, memo) == [("ring", protocol)]:
