@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from scalesim.timeline import Interval, Timeline
+from scalesim.timeline import Columns, Interval, Timeline, columns
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
@@ -117,18 +117,20 @@ def _breakdown(cls: np.ndarray, start: np.ndarray, end: np.ndarray, ready: np.nd
     return Breakdown(c, exposed, bubble, o, _spans_length(comm), host_bound=host)
 
 
-def rank_breakdowns(timeline: Timeline) -> tuple[dict[int, Breakdown], int]:
+def rank_breakdowns(timeline: Timeline, cols: Columns | None = None) -> tuple[dict[int, Breakdown], int]:
     """Every simulated rank's `breakdown` of the step, by rank, and the `critical_rank`: the timeline
-    read into arrays once and cut by rank (a stable sort keeps each rank's intervals in timeline order,
-    so each rank's arrays, and its breakdown, are the very floats of `breakdown` of its intervals)."""
-    ranks, _, _, kinds, ready, start, end = zip(*timeline.intervals)
-    classes = {kind: _CLASS.get(kind, 2) for kind in dict.fromkeys(kinds)}
-    cls = np.fromiter(map(classes.__getitem__, kinds), np.int8, len(kinds))
-    rank = np.array(ranks)
-    order = np.argsort(rank, kind="stable")
-    rank, cls = rank[order], cls[order]
-    start, end, ready = (np.array(x, dtype=np.float64)[order] for x in (start, end, ready))
-    cuts = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), len(rank)]
+    read into arrays once (`cols`, its `columns` when the caller has them) and cut by rank (a stable
+    sort, skipped when the ranks come in order as the engine gives them, keeps each rank's intervals
+    in timeline order, so each rank's arrays, and its breakdown, are the very floats of `breakdown`
+    of its intervals)."""
+    cols = columns(timeline) if cols is None else cols
+    rank, start, end, ready = cols.rank, cols.start_s, cols.end_s, cols.ready_s
+    cls = np.array([_CLASS.get(kind, 2) for kind in cols.kinds], np.int8)[cols.kind]
+    n = len(rank)
+    if n and (np.diff(rank) < 0).any():
+        order = np.argsort(rank, kind="stable")
+        rank, cls, start, end, ready = rank[order], cls[order], start[order], end[order], ready[order]
+    cuts = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), n]
     parts: dict[int, Breakdown] = {}
     ends: dict[int, float] = {}
     for lo, hi in zip(cuts, cuts[1:]):

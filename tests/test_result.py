@@ -29,7 +29,7 @@ def test_every_ranks_breakdown_read_at_once_is_each_ranks_own():
     """`rank_breakdowns` reads the timeline into arrays once: each rank's breakdown is the very one of its
     own intervals, whatever order the ranks' intervals are interleaved in, and the critical rank is found."""
     from scalesim.result import breakdown, critical_rank, rank_breakdowns
-    from scalesim.timeline import Interval, Timeline
+    from scalesim.timeline import Interval, Timeline, columns
 
     rnd = random.Random(3)
     kinds = ("forward", "backward", "recompute", "optimizer", "other", "comm")
@@ -45,3 +45,6 @@ def test_every_ranks_breakdown_read_at_once_is_each_ranks_own():
         assert list(parts) == sorted({iv.rank for iv in intervals})
         assert parts == {r: breakdown(timeline.for_rank(r), timeline.end_s) for r in parts}
         assert critical == critical_rank(timeline)
+        assert rank_breakdowns(timeline, columns(timeline)) == (parts, critical)     # the columns read once
+        in_order = Timeline(tuple(sorted(intervals, key=lambda iv: iv.rank)), timeline.end_s, 0.0, 0.0)
+        assert rank_breakdowns(in_order) == (parts, critical)                        # as the engine gives them

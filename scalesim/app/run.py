@@ -27,7 +27,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
-from scalesim.timeline import Timeline
+from scalesim.timeline import Columns, Timeline, columns
 from scalesim.units import format_bytes
 
 
@@ -128,12 +128,12 @@ def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int
 
 
 def run_setup(setup: Setup, *, scaling_counts: list[int] | None = None, baseline: bool = True,
-              forked: bool = False, on_step: Callable[[Timeline], object] | None = None) -> StepResult:
+              forked: bool = False, on_step: Callable[[Timeline, Columns], object] | None = None) -> StepResult:
     """`run` of a scenario already prepared (the CLI prepares first, to fail before any work).
     `forked`: play the scaling curve's points in a forked process beside the step (app/forked.py;
     the same numbers), when the plan fits (else the what-if fixes come first, each simulated).
-    `on_step`: called with the step's timeline once it is played, before the scaling curve is
-    (the CLI draws the timeline plot there while the forked process plays the curve)."""
+    `on_step`: called with the step's timeline and its `columns` once it is played, before the scaling
+    curve is (the CLI draws the timeline plot there while the forked process plays the curve)."""
     if forked and setup.gpus > 1 and (baseline or scaling_counts) and _fits_before_simulating(setup):
         with Forked(partial(_rates_after_step, setup, baseline, scaling_counts),
                     here=partial(_scaling_rates, setup, baseline, scaling_counts)) as rates:
@@ -157,21 +157,22 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
                beside=None) -> StepResult:
     timeline = simulate_setup(setup, beside=beside)     # beside: the fast-forward's second play forked
     step = timeline.end_s
-    per_rank, rank = rank_breakdowns(timeline)      # the critical rank's breakdown, and every rank's busy fraction
-    parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     training = setup.scenario.training
     model, gpu = setup.model, setup.gpu
+    if training.tokens is not None and not model.tokens_per_sample:
+        raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
+                         file=setup.file, key="training.tokens")
+    cols = columns(timeline)        # read once, for the timeline plot (handed over first) and the breakdowns
+    if on_step is not None:
+        on_step(timeline, cols)
+    per_rank, rank = rank_breakdowns(timeline, cols)    # the critical rank's breakdown, and every rank's busy fraction
+    parts = replace(per_rank[rank], compute_slowed_by_comm=timeline.compute_slowdown_s.get(rank, 0.0))
     samples_per_s = training.global_batch / step
     tokens_per_s = samples_per_s * model.tokens_per_sample if model.tokens_per_sample else None
     flop_per_s_per_gpu = model.model_flop_per_sample * samples_per_s / setup.gpus
     memory = setup.step.memory
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
-    if training.tokens is not None and tokens_per_s is None:
-        raise InputError("the model does not take tokens; give epochs and dataset_samples instead",
-                         file=setup.file, key="training.tokens")
-    if on_step is not None:
-        on_step(timeline)
     reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
     efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
                                             rates() if rates is not None else None)

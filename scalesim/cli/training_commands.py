@@ -65,7 +65,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         # and plots.
         fork = spare_cpu()
         plotter = children.enter_context(_plotter(scenario.name, directory, fork)) if plots else None
-        on_step = (lambda timeline: plotter.send(_timeline_message(timeline))) if plots else None
+        on_step = (lambda timeline, cols: plotter.send(_timeline_message(timeline, cols))) if plots else None
         with status(as_json, f"simulating {scenario_file} (and, if it does not fit, the changes that would fit)"), \
                 time_limit(max_seconds):
             result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
@@ -97,11 +97,12 @@ def _import_plots() -> None:
     import scalesim.report.plots  # noqa: F401
 
 
-def _timeline_message(timeline) -> tuple:
-    """What the timeline plot needs of the step: its intervals as columns (cheap to pickle), its end."""
+def _timeline_message(timeline, cols=None) -> tuple:
+    """What the timeline plot needs of the step: its intervals as columns (cheap to pickle; `cols`
+    when read already), its end."""
     from scalesim.report.timeline_rows import columns
 
-    return columns(timeline), timeline.end_s
+    return columns(timeline) if cols is None else cols, timeline.end_s
 
 
 def _draw_plots(name: str, directory: Path, receive) -> list[Path]:

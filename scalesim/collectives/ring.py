@@ -125,6 +125,18 @@ def ring_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     return CollectivePlan(op, "ring", ranks, size_bytes, (Phase(memo[key], flows),), protocol)
 
 
+def ring_links(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float,
+               memo: dict | None = None) -> set:
+    """The link resources the flows of `ring_plan(op, topology, ranks, size_bytes, protocol, memo)` cross,
+    whatever the protocol: its rings' routes, found (and kept in `memo`) without making the plan's
+    flows or its latency."""
+    n = len(ranks)
+    if n <= 1 or size_bytes <= 0:
+        return set()
+    edges, _, _ = _rings(topology, tuple(ranks), steps_and_edge_fraction(op, n)[2], {} if memo is None else memo)
+    return {link for order in edges for _, _, links in order for link in links}
+
+
 def _rings(topology: Topology, ranks: tuple[int, ...], closed: bool, memo: dict) -> tuple:
     """Per ring order, its edges as (source GPU, destination GPU, link resources); whether the
     ranks span servers; their collective library."""

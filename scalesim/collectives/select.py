@@ -29,7 +29,7 @@ from scalesim.collectives.p2p import p2p_plan
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.collectives.library import library_of
 from scalesim.collectives.protocol import PROTOCOLS, RCCL_PROTOCOLS
-from scalesim.collectives.ring import ring_plan
+from scalesim.collectives.ring import ring_links, ring_plan
 from scalesim.collectives.tree import tree_plan
 from scalesim.errors import InputError
 from scalesim.limits import check_time
@@ -103,6 +103,19 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
     if memo is not None:
         memo[key] = best
     return best
+
+
+def links_crossed(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float, algo: str,
+                  protocol: str, memo: dict | None = None) -> set:
+    """The link resources the flows of `plan_collective(op, topology, ranks, size_bytes, algo, protocol,
+    memo)` cross; for a ring of a given protocol, from its routes alone (`ring_links`: no flows, no
+    latency), as the builder asks of the copies of every group (parallel/builder.py _sharing_copies)."""
+    check_time()
+    ranks = tuple(ranks)
+    if algo == "ring" and _candidates(op, topology, ranks, algo, protocol, memo) == [("ring", protocol)]:
+        return ring_links(op, topology, ranks, size_bytes, memo)
+    plan = plan_collective(op, topology, ranks, size_bytes, algo, protocol, memo)
+    return {link for phase in plan.phases for f in phase.flows for link in f.links}
 
 
 def _candidates(op: str, topology: Topology, ranks: tuple[int, ...], algo: str, protocol: str,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalesim.collectives import CollectivePlan, Phase, plan_collective
+from scalesim.collectives import CollectivePlan, Phase, links_crossed, plan_collective
 from scalesim.collectives.kernels import cta_limited, sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
@@ -275,8 +275,7 @@ class StepBuilder:
         for copy, servers in self._copies(group, span):
             if near.isdisjoint(servers):
                 continue
-            other = plan_collective(plan.op, topo, copy, plan.size_bytes, plan.algo, plan.protocol, memo)
-            if any(link in used for phase in other.phases for f in phase.flows for link in f.links):
+            if not used.isdisjoint(links_crossed(plan.op, topo, copy, plan.size_bytes, plan.algo, plan.protocol, memo)):
                 sharing.append(copy)
         memo[key] = sharing
         return sharing

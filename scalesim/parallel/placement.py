@@ -71,10 +71,15 @@ class Placement:
         """
         base = self.coords(group[0])
         vary = [d for d in ("tp", "cp", "dp") if d not in span]
-        sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp}
-        combos = [{}]
+        sizes = self._sizes()
+        strides, stride = {}, 1
+        for dim in self.order:          # rank = sum of coordinate x stride (`rank`)
+            strides[dim], stride = stride, stride * sizes[dim]
+        # A copy sets the varied coordinates to a combination (the last dimension varying fastest):
+        # each rank moves by the combination's offset less its own.
+        offsets = [0]
         for d in vary:
-            combos = [{**c, d: i} for c in combos for i in range(sizes[d])]
-        coords = [self.coords(r) for r in group]
-        return [tuple(self.rank(**{**c, **combo}) for c in coords) for combo in combos
-                if not all(combo[d] == base[d] for d in vary)]
+            offsets = [o + i * strides[d] for o in offsets for i in range(sizes[d])]
+        own = sum(base[d] * strides[d] for d in vary)
+        held = [r - sum(c[d] * strides[d] for d in vary) for r in group for c in (self.coords(r),)]
+        return [tuple([r + o for r in held]) for o in offsets if o != own]

@@ -9,45 +9,10 @@ intervals in their order gives: the same ranks, rows, bars in the same order, th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 
-from scalesim.timeline import Timeline
-
-_RANK, _STREAM, _KIND = attrgetter("rank"), attrgetter("stream"), attrgetter("kind")
-_READY, _START, _END = attrgetter("ready_s"), attrgetter("start_s"), attrgetter("end_s")
-
-
-@dataclass(frozen=True)
-class Columns:
-    """The step's intervals as arrays, in the timeline's order; streams and kinds as codes into
-    `streams` and `kinds` (the names in order of first appearance)."""
-
-    rank: np.ndarray
-    stream: np.ndarray
-    kind: np.ndarray
-    ready_s: np.ndarray
-    start_s: np.ndarray
-    end_s: np.ndarray
-    streams: list[str]
-    kinds: list[str]
-
-
-def columns(timeline: Timeline) -> Columns:
-    intervals = timeline.intervals
-    n = len(intervals)
-
-    def coded(names: list[str]) -> tuple[np.ndarray, list[str]]:
-        known = list(dict.fromkeys(names))                # the names in order of first appearance
-        code = {name: i for i, name in enumerate(known)}
-        return np.fromiter(map(code.__getitem__, names), np.int64, n), known
-
-    stream, streams = coded(list(map(_STREAM, intervals)))
-    kind, kinds = coded(list(map(_KIND, intervals)))
-    floats = (np.fromiter(map(get, intervals), np.float64, n) for get in (_READY, _START, _END))
-    return Columns(np.fromiter(map(_RANK, intervals), np.int64, n), stream, kind, *floats, streams, kinds)
+from scalesim.timeline import Columns, columns  # noqa: F401 -- made beside the timeline (result.py reads them too)
 
 
 def rows_of(cols: Columns, shown: set[int], row_name: Callable[[str], str]) -> list[tuple[int, str]]:

@@ -147,7 +147,7 @@ def test_the_step_is_handed_over_before_the_scaling_curve_is_played(monkeypatch)
     setup = prepare(scenario, file)
     order, curve = [], run_module._scaling_rates
     monkeypatch.setattr(run_module, "_scaling_rates", lambda *a: order.append("curve") or curve(*a))
-    result = run_setup(setup, scaling_counts=[1, 2, 8], on_step=lambda timeline: order.append(timeline))
+    result = run_setup(setup, scaling_counts=[1, 2, 8], on_step=lambda timeline, cols: order.append(timeline))
     assert order[1:] == ["curve"] and order[0].end_s == result.step_time_s
 
 
