@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from scalesim.engine.events import succeed, timeout
 from scalesim.engine.flow_bundles import (INF, Bundle, Call, Prepared, bundle_specs, member_flows, split_rates,
                                           sub_bundle)
 from scalesim.fairshare import max_min_rates
@@ -79,7 +80,7 @@ class FluidNetwork:
         same sequence object: what is derived from it (masks, bundles, rate-memo keys) is kept per object.
         """
         call = Call(self.env.event(), 0)
-        now = self.env.now
+        now = self.env._now
         known = self._prepared.get(id(flows))
         if known is None or known.flows is not flows:
             known = self._prepared[id(flows)] = self._prepare(flows)
@@ -87,7 +88,7 @@ class FluidNetwork:
         self.bytes_delivered += known.instant_bytes
         call.pending = known.timed
         if not known.timed:
-            call.done.succeed()
+            succeed(call.done)
             return call.done
         base = self._seq + 1            # members take start orders base, base + 1, ... as flows did
         self._seq += known.timed
@@ -167,7 +168,7 @@ class FluidNetwork:
         if not bundles:
             return
         plan = self._rates_for(bundles)
-        now = self.env.now
+        now = self.env._now
         kept = []
         for b in bundles:
             rate = plan[b.key]
@@ -208,14 +209,14 @@ class FluidNetwork:
             if self._groups:
                 raise RuntimeError("flows are stalled on zero-capacity links")
             return
-        now = self.env.now
+        now = self.env._now
         delay_s = max(self._heap[0][0] - now, 0.0)
         if now + delay_s == self._timer_at:
             return      # the live timer fires then (simpy times it now + delay): no second one
         self._generation += 1
         self._timer_at = now + delay_s
         generation = self._generation
-        timer = self.env.timeout(delay_s)
+        timer = timeout(self.env, delay_s)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _drop_stale(self) -> bool:
@@ -256,7 +257,7 @@ class FluidNetwork:
         if generation != self._generation:
             return
         self._timer_at = None
-        finished = self._finished(self.env.now)
+        finished = self._finished(self.env._now)
         affected: dict[int, _Group] = {}
         completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)
         for b in finished:
@@ -272,7 +273,7 @@ class FluidNetwork:
         # A call ends with its last flow: in order of the flows' projected finish and start.
         for _finish, _seq, call in sorted(completed.values(), key=_finish_then_start):
             if call.pending == 0:
-                call.done.succeed()
+                succeed(call.done)
         for group in affected.values():
             self._groups.discard(group)
         rest = _in_start_order([[b for b in group.flows if b.group is not None] for group in affected.values()])

@@ -24,6 +24,7 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
+from scalesim.engine.events import run as run_events, succeed, timeout
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
@@ -105,12 +106,12 @@ class _Run(StretchWalks):
                         yield from self.task(rank, entry.index, events, entry.ready_s, entry.issued_s)
                         position = entry.position + 1
                     continue
-            ready_s = env.now
+            ready_s = env._now
             if host is not None:
                 yield from self.issued(host, index, events)
                 if task.__class__ is not ComputeTask:
-                    ready_s = env.now        # a rank reaches a call when its host has issued it
-            yield from self.task(rank, index, events, ready_s, env.now)
+                    ready_s = env._now        # a rank reaches a call when its host has issued it
+            yield from self.task(rank, index, events, ready_s, env._now)
             position += 1
 
     def task(self, rank: int, index: int, events: list, ready_s: float, issued_s: float):
@@ -122,12 +123,12 @@ class _Run(StretchWalks):
             if duration_s > 0:
                 sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
                 if sms is None:
-                    yield env.timeout(duration_s)
+                    yield timeout(env, duration_s)
                 else:
                     held_factors = self.program.held_factors
                     yield self.compute(sms, duration_s, held_factors[task.held] if task.held >= 0 else ())
                     if sms.contended:
-                        extra_s = max(env.now - issued_s - duration_s, 0.0)
+                        extra_s = max(env._now - issued_s - duration_s, 0.0)
                         self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
             start_s = issued_s
         elif task.participants == 1:
@@ -136,7 +137,7 @@ class _Run(StretchWalks):
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
             self.hold(holders, +1)
             if id(task.plan) in self.isolated:
-                yield env.timeout(self.alone_s(task.plan))
+                yield timeout(env, self.alone_s(task.plan))
             else:
                 yield from self._phases(task.plan)
             self.hold(holders, -1)
@@ -152,13 +153,13 @@ class _Run(StretchWalks):
 
     def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
         task = self.program.tasks[rank][index]
-        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env.now))
+        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env._now))
         self.indices.append(index)
         if task.host_sync:
-            self.hosts[rank].released_s[index] = self.env.now
+            self.hosts[rank].released_s[index] = self.env._now
         done = events[index]
         if done is not None:
-            done.succeed()
+            succeed(done)
 
     def dependency(self, deps: tuple[int, ...], events: list):
         """The event a task waits for before it starts (None when its dependencies are done)."""
@@ -179,9 +180,9 @@ class _Run(StretchWalks):
             if not release.processed:
                 yield release
             base_s = host.released_s[segment]
-        wait_s = base_s + host.offset_s[index] - self.env.now
+        wait_s = base_s + host.offset_s[index] - self.env._now
         if wait_s > 0:
-            yield self.env.timeout(wait_s)
+            yield timeout(self.env, wait_s)
 
     def alone_s(self, plan: CollectivePlan) -> float:
         """A call timed by formula: count its bytes (all of them arrive) and return its time."""
@@ -195,7 +196,7 @@ class _Run(StretchWalks):
     def compute(self, sms: _Sms, duration_s: float, factors: tuple = ()) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
-        sms.since_s = self.env.now
+        sms.since_s = self.env._now
         sms.done = self.env.event()
         sms.contended = False
         sms.factors = factors
@@ -207,18 +208,18 @@ class _Run(StretchWalks):
         sms.contended = sms.contended or sms.comm_share > 0
         sms.generation += 1
         generation = sms.generation
-        timer = self.env.timeout(sms.remaining_s / sms.rate)
+        timer = timeout(self.env, sms.remaining_s / sms.rate)
         timer.callbacks.append(lambda _event: self._finish(sms, generation))
 
     def _finish(self, sms: _Sms, generation: int) -> None:
         if generation != sms.generation or sms.done is None:
             return   # overtaken by a change of share: a newer timer will finish it
         done, sms.done, sms.remaining_s = sms.done, None, 0.0
-        done.succeed()
+        succeed(done)
 
     def hold(self, holders: list, sign: int) -> None:
         """A call starts (+1) or ends (-1): its kernels take or give back SMs on its ranks."""
-        now = self.env.now
+        now = self.env._now
         for rank, share in holders:
             if share <= 0:
                 continue
@@ -243,11 +244,11 @@ class _Run(StretchWalks):
         return call
 
     def play(self, plan: CollectivePlan, call: _Call):
-        call.start_s = self.env.now
+        call.start_s = self.env._now
         self.hold(call.holders, +1)
         yield from self._phases(plan)
         self.hold(call.holders, -1)
-        call.done.succeed()
+        succeed(call.done)
 
     def triples(self, flows: tuple) -> list:
         """The network's view of a phase's flows, built once per flow tuple for the run (the
@@ -261,12 +262,12 @@ class _Run(StretchWalks):
     def _phases(self, plan: CollectivePlan):
         if id(plan) in self.isolated:
             # No other call can touch these links while this one runs: its time is the closed form.
-            yield self.env.timeout(self.alone_s(plan))
+            yield timeout(self.env, self.alone_s(plan))
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
             if phase.latency_s > 0:
-                yield self.env.timeout(phase.latency_s)
+                yield timeout(self.env, phase.latency_s)
             if not phase.flows:
                 continue
             if split is None:
@@ -274,7 +275,7 @@ class _Run(StretchWalks):
                 continue
             exposed, private_s, private_bytes = split[index]
             shared = self.net.start(self.triples(exposed)) if exposed else None
-            private = self.env.timeout(private_s) if private_s > 0 else None
+            private = timeout(self.env, private_s) if private_s > 0 else None
             self.net.bytes_sent += private_bytes
             self.net.bytes_delivered += private_bytes
             # Both parts end the phase: wait for each in turn (no condition event to schedule).
@@ -361,7 +362,7 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
         for name in sorted(walks):
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))
-    env.run()
+    run_events(env)
     unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
     if unfinished:
         raise RuntimeError(f"collectives never completed (ranks missing): {unfinished[:3]}")

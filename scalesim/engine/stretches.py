@@ -28,6 +28,7 @@ from heapq import heappush
 import simpy
 from simpy.events import NORMAL
 
+from scalesim.engine.events import succeed
 from scalesim.program import COMPUTE_STREAM, ComputeTask
 from scalesim.timeline import Interval
 
@@ -95,7 +96,7 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     isolated = run.isolated
     factors = run.program.held_factors
     crossing = run.crossing[rank]
-    t = run.env.now
+    t = run.env._now
     entries = []
     for pos in range(position, min(len(indices), position + MAX_ENTRIES)):
         index = indices[pos]
@@ -195,7 +196,7 @@ class StretchWalks:
             return          # broken since: a newer timer (or the SMs' own) wakes the walk
         if ending:
             self.settle(stretch, len(stretch.entries) - 1)
-        stretch.done.succeed()
+        succeed(stretch.done)
 
     def settle(self, stretch: Stretch, current: int) -> None:
         """Record the entries before `current` and put the rank in the state the walk would be
@@ -206,7 +207,7 @@ class StretchWalks:
         entry = entries[current]
         task = self.program.tasks[rank][entry.index]
         stretch.current = current
-        stretch.issuing = self.env.now < entry.issued_s
+        stretch.issuing = self.env._now < entry.issued_s
         sms = self.sms.get(rank)
         if sms is not None:
             sms.stretch = None
@@ -234,7 +235,7 @@ class StretchWalks:
         """A call takes or gives back SMs of a rank in mid-stretch: from now on its walk goes task by
         task, starting in the state it would be in now (the caller then re-times the compute)."""
         stretch = sms.stretch
-        now = self.env.now
+        now = self.env._now
         current = current_entry(stretch, now)
         stretch.generation += 1                  # the stretch's own timer is stale
         self.settle(stretch, current)
@@ -259,7 +260,7 @@ class StretchWalks:
         if entry.kind == SMS:
             sms = self.sms[rank]
             if sms.contended:
-                extra_s = max(self.env.now - entry.issued_s - task.duration_s, 0.0)
+                extra_s = max(self.env._now - entry.issued_s - task.duration_s, 0.0)
                 self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
         elif entry.kind == CALL and task.sm_share > 0:
             self.hold(((rank, task.sm_share),), -1)
