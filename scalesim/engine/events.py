@@ -56,3 +56,34 @@ def succeed(event: simpy.Event) -> None:
     event._value = None
     env = event.env
     heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
+
+
+def awaited_events(env: simpy.Environment, tasks: tuple, walks: dict[str, list[int]], order_deps: dict[int, int],
+                   host_syncs: bool) -> tuple[list, list[tuple[int, ...]]]:
+    """A rank's events, one per task another walk waits for (None for the rest: their own walk's
+    order covers them), and per task what it waits for on other walks (its deps there and
+    `order_deps`, the stream order that crosses walks). `host_syncs`: the rank's host thread
+    waits for its sync tasks, so they get events too."""
+    count = len(tasks)
+    walk_of = [0] * count
+    for k, order in enumerate(walks.values()):
+        for index in order:
+            walk_of[index] = k
+    awaited = set(order_deps.values())
+    for index, task in enumerate(tasks):
+        own = walk_of[index]
+        for dep in task.deps:
+            if walk_of[dep] != own:
+                awaited.add(dep)
+    if host_syncs:
+        awaited.update(index for index, task in enumerate(tasks) if task.host_sync)
+    events: list = [None] * count
+    for index in awaited:
+        events[index] = simpy.Event(env)
+    crossing = []
+    for index, task in enumerate(tasks):
+        deps = task.deps
+        if index in order_deps:
+            deps = deps + (order_deps[index],)
+        crossing.append(tuple([d for d in deps if events[d] is not None]) if deps else ())
+    return events, crossing

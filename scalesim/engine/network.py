@@ -94,11 +94,9 @@ class FluidNetwork:
         self._seq += known.timed
         added = [Bundle(base + s.ords[0], base + s.ords[-1], base, s.ords, s.paths, s.mask, s.size_bytes,
                         s.size_bytes, call, s.key, s.cap, since_s=now) for s in known.bundles]
-        added_mask = 0
-        for b in added:
-            added_mask |= b.mask
+        added_mask = known.mask
         # The new flows join every component they touch.
-        touched = [g for g in self._groups if g.mask & added_mask]
+        touched = [g for g in self._groups if g.mask & added_mask] if self._groups else []
         members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
         group = _Group(members, added_mask)
         for g in touched:
@@ -130,8 +128,12 @@ class FluidNetwork:
                 # Holding the tuple keeps its id unique for the run.
                 known = masks[id(links)] = (links, mask)
             timed.append((links, known[1], size, cap))
+        bundles = bundle_specs(timed, self._next_key)
+        mask = 0
+        for spec in bundles:
+            mask |= spec.mask
         return Prepared(flows, sum(size for size, _ in order), sum(size for size, at_once in order if at_once),
-                        len(timed), bundle_specs(timed, self._next_key))
+                        len(timed), bundles, mask)
 
     def _next_key(self) -> int:
         self._keys += 1
@@ -227,7 +229,7 @@ class FluidNetwork:
         return bool(heap)
 
     def _done(self, b: Bundle, now: float) -> bool:
-        left = b.left_at(now)
+        left = b.left_bytes - b.rate * (now - b.since_s)       # b.left_at(now)
         # Done when (almost) nothing is left, or when what is left would take less
         # than the clock can represent at this time (else time would never advance).
         return (left <= max(_DONE_FRACTION * b.size_bytes, _DONE_BYTES)
@@ -258,6 +260,21 @@ class FluidNetwork:
             return
         self._timer_at = None
         finished = self._finished(self.env._now)
+        if len(finished) == 1:          # the common case: what the loops below do for one bundle
+            b = finished[0]
+            self.bytes_delivered += b.size_bytes * b.count
+            call = b.call
+            call.pending -= b.count
+            if call.pending == 0:
+                succeed(call.done)
+            group, b.group = b.group, None
+            self._groups.discard(group)
+            rest = [m for m in group.flows if m.group is not None]
+            if rest:
+                for group in self._split(rest):
+                    self._rerate(group)
+            self._schedule()
+            return
         affected: dict[int, _Group] = {}
         completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)
         for b in finished:

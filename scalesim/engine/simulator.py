@@ -24,7 +24,7 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
-from scalesim.engine.events import run as run_events, succeed, timeout
+from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
@@ -165,8 +165,8 @@ class _Run(StretchWalks):
         """The event a task waits for before it starts (None when its dependencies are done)."""
         if len(deps) == 1:               # the common case, without building a list
             e = events[deps[0]]
-            return e if e is not None and not e.processed else None
-        pending = [e for e in (events[d] for d in deps) if e is not None and not e.processed]
+            return e if e is not None and e.callbacks is not None else None
+        pending = [e for e in (events[d] for d in deps) if e is not None and e.callbacks is not None]
         if len(pending) == 1:
             return pending[0]
         return self.env.all_of(pending) if pending else None
@@ -177,7 +177,7 @@ class _Run(StretchWalks):
         base_s = 0.0
         if segment >= 0:
             release = events[segment]
-            if not release.processed:
+            if release.callbacks is not None:
                 yield release
             base_s = host.released_s[segment]
         wait_s = base_s + host.offset_s[index] - self.env._now
@@ -281,7 +281,7 @@ class _Run(StretchWalks):
             # Both parts end the phase: wait for each in turn (no condition event to schedule).
             if shared is not None:
                 yield shared
-            if private is not None and not private.processed:
+            if private is not None and private.callbacks is not None:
                 yield private
 
 
@@ -349,16 +349,10 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
             walks, order_deps = inline_call_chains(tasks, streams, run.isolated)
         else:
             walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
-        walk_of = {index: name for name, order in walks.items() for index in order}
-        awaited = {d for i, task in enumerate(tasks) for d in task.deps if walk_of[d] != walk_of[i]}
-        awaited |= set(order_deps.values())
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
-            awaited |= {i for i, task in enumerate(tasks) if task.host_sync}
-        events = [env.event() if index in awaited else None for index in range(len(tasks))]
-        run.crossing[rank] = [tuple(d for d in task.deps + ((order_deps[i],) if i in order_deps else ())
-                                    if events[d] is not None) for i, task in enumerate(tasks)]
+        events, run.crossing[rank] = awaited_events(env, tasks, walks, order_deps, host is not None)
         for name in sorted(walks):
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))

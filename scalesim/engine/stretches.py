@@ -101,7 +101,7 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     for pos in range(position, min(len(indices), position + MAX_ENTRIES)):
         index = indices[pos]
         task = tasks[index]
-        if pos > position and crossing[index] and any(not events[d].processed for d in crossing[index]):
+        if pos > position and crossing[index] and any(events[d].callbacks is not None for d in crossing[index]):
             break
         computes = task.__class__ is ComputeTask
         if not computes and not (task.participants == 1 and id(task.plan) in isolated):
@@ -111,7 +111,7 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
             segment = host.segment[index]
             base_s = 0.0
             if segment >= 0:
-                if not events[segment].processed:
+                if events[segment].callbacks is not None:
                     break
                 base_s = host.released_s[segment]
             wait_s = base_s + host.offset_s[index] - t
