@@ -97,6 +97,8 @@ class FluidNetwork:
         added_mask = known.mask
         # The new flows join every component they touch.
         touched = [g for g in self._groups if g.mask & added_mask] if self._groups else []
+        if not touched and len(added) == 1 and self._alone(added[0], added_mask, now):
+            return call.done
         members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
         group = _Group(members, added_mask)
         for g in touched:
@@ -108,6 +110,24 @@ class FluidNetwork:
         self._rerate(group)
         self._schedule()
         return call.done
+
+    def _alone(self, b: Bundle, mask: int, now: float) -> bool:
+        """A fresh bundle that touches no active flow, rated from the memo: what `_rerate` and
+        `_set_rate` do for it (its left bytes at `now` are its size), then `_schedule`. False when
+        its rates are not memoised as one rate yet: the caller goes the general way."""
+        rate = self._rates_memo.get(b.key)
+        if rate.__class__ is not float:
+            return False
+        group = b.group = _Group([b], mask)
+        self._groups.add(group)
+        b.left_bytes = b.left_at(now)
+        b.rate = rate
+        b.version = 1
+        if rate > 0:
+            b.finish_s = now + max(b.left_bytes, 0.0) / rate
+            heapq.heappush(self._heap, (b.finish_s, b.seq, b.version, b))
+        self._schedule()
+        return True
 
     def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> Prepared:
         """Bytes to count per flow, and the bundles of the flows that go through the network."""

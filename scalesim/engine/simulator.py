@@ -28,7 +28,8 @@ from scalesim.engine.events import awaited_events, run as run_events, succeed, t
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
-from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
+from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
+                                      stretch_starts)
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
@@ -88,6 +89,7 @@ class _Run(StretchWalks):
         host = self.hosts.get(rank)
         crossing = self.crossing[rank]
         position, count = 0, len(indices)
+        starts = stretch_starts(tasks, indices, events, self.isolated) if stretches else None
         while position < count:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             index = indices[position]
@@ -97,7 +99,7 @@ class _Run(StretchWalks):
                 wait = self.dependency(deps, events)
                 if wait is not None:
                     yield wait
-            if stretches:
+            if stretches and starts[position]:
                 stretch = self.start_stretch(rank, indices, position, events, host)
                 if stretch is not None:
                     yield stretch.done

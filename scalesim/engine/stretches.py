@@ -146,6 +146,16 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     return Stretch(rank, entries, run.env.event())
 
 
+def stretch_starts(tasks: tuple, indices: list[int], events: list, isolated: dict) -> list[bool]:
+    """Per position of a walk, whether a stretch can start there at all: `plan_stretch` plans two
+    or more tasks only from a task it can plan (compute, or a solo call timed by formula) that no
+    other walk waits for, followed by another it can plan. Elsewhere the walk need not try."""
+    plannable = [task.__class__ is ComputeTask or (task.participants == 1 and id(task.plan) in isolated)
+                 for task in map(tasks.__getitem__, indices)]
+    return [plannable[k] and plannable[k + 1] and events[indices[k]] is None for k in range(len(indices) - 1)
+            ] + [False] * min(len(indices), 1)
+
+
 def current_entry(stretch: Stretch, now_s: float) -> int:
     """The entry in progress at `now_s`: the first not over yet (the last one at the very end)."""
     entries = stretch.entries
