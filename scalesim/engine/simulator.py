@@ -138,10 +138,15 @@ class _Run(StretchWalks):
             # played right here (a call that runs alone on its links takes its closed-form time).
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
             self.hold(holders, +1)
-            if id(task.plan) in self.isolated:
-                yield timeout(env, self.alone_s(task.plan))
+            plan = task.plan
+            if id(plan) in self.isolated:
+                yield timeout(env, self.alone_s(plan))
+            elif len(plan.phases) == 1 and id(plan) not in self.private and not plan.phases[0].latency_s > 0:
+                phase = plan.phases[0]          # what _phases does for it, without a generator of its own
+                if phase.flows:
+                    yield self.net.start(self.triples(phase.flows))
             else:
-                yield from self._phases(task.plan)
+                yield from self._phases(plan)
             self.hold(holders, -1)
             start_s = issued_s
         else:
