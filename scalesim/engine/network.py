@@ -115,7 +115,8 @@ class FluidNetwork:
         """A fresh bundle that touches no active flow, rated from the memo: what `_rerate` and
         `_set_rate` do for it (its left bytes at `now` are its size), then `_schedule`. False when
         its rates are not memoised as one rate yet: the caller goes the general way."""
-        rate = self._rates_memo.get(b.key)
+        plan = self._rates_memo.get(b.key)
+        rate = plan[b.key] if plan is not None else None
         if rate.__class__ is not float:
             return False
         group = b.group = _Group([b], mask)
