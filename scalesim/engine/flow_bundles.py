@@ -51,6 +51,7 @@ class Prepared:
     instant_bytes: float                              # of flows that arrive at once (empty, or no link)
     timed: int                                        # flows that go through the network
     bundles: tuple[BundleSpec, ...]
+    mask: int                                         # union of the bundles' link masks
 
 
 @dataclass(slots=True, eq=False)

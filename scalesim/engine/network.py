@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from scalesim.engine.events import succeed, timeout
 from scalesim.engine.flow_bundles import (INF, Bundle, Call, Prepared, bundle_specs, member_flows, split_rates,
                                           sub_bundle)
 from scalesim.fairshare import max_min_rates
@@ -79,7 +80,7 @@ class FluidNetwork:
         same sequence object: what is derived from it (masks, bundles, rate-memo keys) is kept per object.
         """
         call = Call(self.env.event(), 0)
-        now = self.env.now
+        now = self.env._now
         known = self._prepared.get(id(flows))
         if known is None or known.flows is not flows:
             known = self._prepared[id(flows)] = self._prepare(flows)
@@ -87,17 +88,17 @@ class FluidNetwork:
         self.bytes_delivered += known.instant_bytes
         call.pending = known.timed
         if not known.timed:
-            call.done.succeed()
+            succeed(call.done)
             return call.done
         base = self._seq + 1            # members take start orders base, base + 1, ... as flows did
         self._seq += known.timed
         added = [Bundle(base + s.ords[0], base + s.ords[-1], base, s.ords, s.paths, s.mask, s.size_bytes,
                         s.size_bytes, call, s.key, s.cap, since_s=now) for s in known.bundles]
-        added_mask = 0
-        for b in added:
-            added_mask |= b.mask
+        added_mask = known.mask
         # The new flows join every component they touch.
-        touched = [g for g in self._groups if g.mask & added_mask]
+        touched = [g for g in self._groups if g.mask & added_mask] if self._groups else []
+        if not touched and len(added) == 1 and self._alone(added[0], added_mask, now):
+            return call.done
         members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
         group = _Group(members, added_mask)
         for g in touched:
@@ -109,6 +110,25 @@ class FluidNetwork:
         self._rerate(group)
         self._schedule()
         return call.done
+
+    def _alone(self, b: Bundle, mask: int, now: float) -> bool:
+        """A fresh bundle that touches no active flow, rated from the memo: what `_rerate` and
+        `_set_rate` do for it (its left bytes at `now` are its size), then `_schedule`. False when
+        its rates are not memoised as one rate yet: the caller goes the general way."""
+        plan = self._rates_memo.get(b.key)
+        rate = plan[b.key] if plan is not None else None
+        if rate.__class__ is not float:
+            return False
+        group = b.group = _Group([b], mask)
+        self._groups.add(group)
+        b.left_bytes = b.left_at(now)
+        b.rate = rate
+        b.version = 1
+        if rate > 0:
+            b.finish_s = now + max(b.left_bytes, 0.0) / rate
+            heapq.heappush(self._heap, (b.finish_s, b.seq, b.version, b))
+        self._schedule()
+        return True
 
     def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> Prepared:
         """Bytes to count per flow, and the bundles of the flows that go through the network."""
@@ -129,8 +149,12 @@ class FluidNetwork:
                 # Holding the tuple keeps its id unique for the run.
                 known = masks[id(links)] = (links, mask)
             timed.append((links, known[1], size, cap))
+        bundles = bundle_specs(timed, self._next_key)
+        mask = 0
+        for spec in bundles:
+            mask |= spec.mask
         return Prepared(flows, sum(size for size, _ in order), sum(size for size, at_once in order if at_once),
-                        len(timed), bundle_specs(timed, self._next_key))
+                        len(timed), bundles, mask)
 
     def _next_key(self) -> int:
         self._keys += 1
@@ -167,7 +191,7 @@ class FluidNetwork:
         if not bundles:
             return
         plan = self._rates_for(bundles)
-        now = self.env.now
+        now = self.env._now
         kept = []
         for b in bundles:
             rate = plan[b.key]
@@ -208,14 +232,14 @@ class FluidNetwork:
             if self._groups:
                 raise RuntimeError("flows are stalled on zero-capacity links")
             return
-        now = self.env.now
+        now = self.env._now
         delay_s = max(self._heap[0][0] - now, 0.0)
         if now + delay_s == self._timer_at:
             return      # the live timer fires then (simpy times it now + delay): no second one
         self._generation += 1
         self._timer_at = now + delay_s
         generation = self._generation
-        timer = self.env.timeout(delay_s)
+        timer = timeout(self.env, delay_s)
         timer.callbacks.append(lambda _event: self._on_timer(generation))
 
     def _drop_stale(self) -> bool:
@@ -226,7 +250,7 @@ class FluidNetwork:
         return bool(heap)
 
     def _done(self, b: Bundle, now: float) -> bool:
-        left = b.left_at(now)
+        left = b.left_bytes - b.rate * (now - b.since_s)       # b.left_at(now)
         # Done when (almost) nothing is left, or when what is left would take less
         # than the clock can represent at this time (else time would never advance).
         return (left <= max(_DONE_FRACTION * b.size_bytes, _DONE_BYTES)
@@ -256,7 +280,22 @@ class FluidNetwork:
         if generation != self._generation:
             return
         self._timer_at = None
-        finished = self._finished(self.env.now)
+        finished = self._finished(self.env._now)
+        if len(finished) == 1:          # the common case: what the loops below do for one bundle
+            b = finished[0]
+            self.bytes_delivered += b.size_bytes * b.count
+            call = b.call
+            call.pending -= b.count
+            if call.pending == 0:
+                succeed(call.done)
+            group, b.group = b.group, None
+            self._groups.discard(group)
+            rest = [m for m in group.flows if m.group is not None]
+            if rest:
+                for group in self._split(rest):
+                    self._rerate(group)
+            self._schedule()
+            return
         affected: dict[int, _Group] = {}
         completed: dict[int, tuple] = {}      # id(call) -> (finish, last start order, call)
         for b in finished:
@@ -272,7 +311,7 @@ class FluidNetwork:
         # A call ends with its last flow: in order of the flows' projected finish and start.
         for _finish, _seq, call in sorted(completed.values(), key=_finish_then_start):
             if call.pending == 0:
-                call.done.succeed()
+                succeed(call.done)
         for group in affected.values():
             self._groups.discard(group)
         rest = _in_start_order([[b for b in group.flows if b.group is not None] for group in affected.values()])

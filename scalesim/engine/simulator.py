@@ -24,10 +24,12 @@ import simpy
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
+from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
-from scalesim.engine.stretches import MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held
+from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
+                                      stretch_starts)
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
@@ -87,6 +89,7 @@ class _Run(StretchWalks):
         host = self.hosts.get(rank)
         crossing = self.crossing[rank]
         position, count = 0, len(indices)
+        starts = stretch_starts(tasks, indices, events, self.isolated) if stretches else None
         while position < count:
             check_time()                     # a caller's wall-clock limit (scalesim/limits.py)
             index = indices[position]
@@ -96,7 +99,7 @@ class _Run(StretchWalks):
                 wait = self.dependency(deps, events)
                 if wait is not None:
                     yield wait
-            if stretches:
+            if stretches and starts[position]:
                 stretch = self.start_stretch(rank, indices, position, events, host)
                 if stretch is not None:
                     yield stretch.done
@@ -105,12 +108,12 @@ class _Run(StretchWalks):
                         yield from self.task(rank, entry.index, events, entry.ready_s, entry.issued_s)
                         position = entry.position + 1
                     continue
-            ready_s = env.now
+            ready_s = env._now
             if host is not None:
                 yield from self.issued(host, index, events)
                 if task.__class__ is not ComputeTask:
-                    ready_s = env.now        # a rank reaches a call when its host has issued it
-            yield from self.task(rank, index, events, ready_s, env.now)
+                    ready_s = env._now        # a rank reaches a call when its host has issued it
+            yield from self.task(rank, index, events, ready_s, env._now)
             position += 1
 
     def task(self, rank: int, index: int, events: list, ready_s: float, issued_s: float):
@@ -122,12 +125,12 @@ class _Run(StretchWalks):
             if duration_s > 0:
                 sms = self.sms.get(rank) if task.stream == COMPUTE_STREAM else None
                 if sms is None:
-                    yield env.timeout(duration_s)
+                    yield timeout(env, duration_s)
                 else:
                     held_factors = self.program.held_factors
                     yield self.compute(sms, duration_s, held_factors[task.held] if task.held >= 0 else ())
                     if sms.contended:
-                        extra_s = max(env.now - issued_s - duration_s, 0.0)
+                        extra_s = max(env._now - issued_s - duration_s, 0.0)
                         self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
             start_s = issued_s
         elif task.participants == 1:
@@ -135,10 +138,15 @@ class _Run(StretchWalks):
             # played right here (a call that runs alone on its links takes its closed-form time).
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
             self.hold(holders, +1)
-            if id(task.plan) in self.isolated:
-                yield env.timeout(self.alone_s(task.plan))
+            plan = task.plan
+            if id(plan) in self.isolated:
+                yield timeout(env, self.alone_s(plan))
+            elif len(plan.phases) == 1 and id(plan) not in self.private and not plan.phases[0].latency_s > 0:
+                phase = plan.phases[0]          # what _phases does for it, without a generator of its own
+                if phase.flows:
+                    yield self.net.start(self.triples(phase.flows))
             else:
-                yield from self._phases(task.plan)
+                yield from self._phases(plan)
             self.hold(holders, -1)
             start_s = issued_s
         else:
@@ -152,20 +160,20 @@ class _Run(StretchWalks):
 
     def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
         task = self.program.tasks[rank][index]
-        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env.now))
+        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env._now))
         self.indices.append(index)
         if task.host_sync:
-            self.hosts[rank].released_s[index] = self.env.now
+            self.hosts[rank].released_s[index] = self.env._now
         done = events[index]
         if done is not None:
-            done.succeed()
+            succeed(done)
 
     def dependency(self, deps: tuple[int, ...], events: list):
         """The event a task waits for before it starts (None when its dependencies are done)."""
         if len(deps) == 1:               # the common case, without building a list
             e = events[deps[0]]
-            return e if e is not None and not e.processed else None
-        pending = [e for e in (events[d] for d in deps) if e is not None and not e.processed]
+            return e if e is not None and e.callbacks is not None else None
+        pending = [e for e in (events[d] for d in deps) if e is not None and e.callbacks is not None]
         if len(pending) == 1:
             return pending[0]
         return self.env.all_of(pending) if pending else None
@@ -176,12 +184,12 @@ class _Run(StretchWalks):
         base_s = 0.0
         if segment >= 0:
             release = events[segment]
-            if not release.processed:
+            if release.callbacks is not None:
                 yield release
             base_s = host.released_s[segment]
-        wait_s = base_s + host.offset_s[index] - self.env.now
+        wait_s = base_s + host.offset_s[index] - self.env._now
         if wait_s > 0:
-            yield self.env.timeout(wait_s)
+            yield timeout(self.env, wait_s)
 
     def alone_s(self, plan: CollectivePlan) -> float:
         """A call timed by formula: count its bytes (all of them arrive) and return its time."""
@@ -195,7 +203,7 @@ class _Run(StretchWalks):
     def compute(self, sms: _Sms, duration_s: float, factors: tuple = ()) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
-        sms.since_s = self.env.now
+        sms.since_s = self.env._now
         sms.done = self.env.event()
         sms.contended = False
         sms.factors = factors
@@ -207,18 +215,18 @@ class _Run(StretchWalks):
         sms.contended = sms.contended or sms.comm_share > 0
         sms.generation += 1
         generation = sms.generation
-        timer = self.env.timeout(sms.remaining_s / sms.rate)
+        timer = timeout(self.env, sms.remaining_s / sms.rate)
         timer.callbacks.append(lambda _event: self._finish(sms, generation))
 
     def _finish(self, sms: _Sms, generation: int) -> None:
         if generation != sms.generation or sms.done is None:
             return   # overtaken by a change of share: a newer timer will finish it
         done, sms.done, sms.remaining_s = sms.done, None, 0.0
-        done.succeed()
+        succeed(done)
 
     def hold(self, holders: list, sign: int) -> None:
         """A call starts (+1) or ends (-1): its kernels take or give back SMs on its ranks."""
-        now = self.env.now
+        now = self.env._now
         for rank, share in holders:
             if share <= 0:
                 continue
@@ -243,11 +251,11 @@ class _Run(StretchWalks):
         return call
 
     def play(self, plan: CollectivePlan, call: _Call):
-        call.start_s = self.env.now
+        call.start_s = self.env._now
         self.hold(call.holders, +1)
         yield from self._phases(plan)
         self.hold(call.holders, -1)
-        call.done.succeed()
+        succeed(call.done)
 
     def triples(self, flows: tuple) -> list:
         """The network's view of a phase's flows, built once per flow tuple for the run (the
@@ -261,12 +269,12 @@ class _Run(StretchWalks):
     def _phases(self, plan: CollectivePlan):
         if id(plan) in self.isolated:
             # No other call can touch these links while this one runs: its time is the closed form.
-            yield self.env.timeout(self.alone_s(plan))
+            yield timeout(self.env, self.alone_s(plan))
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
             if phase.latency_s > 0:
-                yield self.env.timeout(phase.latency_s)
+                yield timeout(self.env, phase.latency_s)
             if not phase.flows:
                 continue
             if split is None:
@@ -274,13 +282,13 @@ class _Run(StretchWalks):
                 continue
             exposed, private_s, private_bytes = split[index]
             shared = self.net.start(self.triples(exposed)) if exposed else None
-            private = self.env.timeout(private_s) if private_s > 0 else None
+            private = timeout(self.env, private_s) if private_s > 0 else None
             self.net.bytes_sent += private_bytes
             self.net.bytes_delivered += private_bytes
             # Both parts end the phase: wait for each in turn (no condition event to schedule).
             if shared is not None:
                 yield shared
-            if private is not None and not private.processed:
+            if private is not None and private.callbacks is not None:
                 yield private
 
 
@@ -348,20 +356,14 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
             walks, order_deps = inline_call_chains(tasks, streams, run.isolated)
         else:
             walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
-        walk_of = {index: name for name, order in walks.items() for index in order}
-        awaited = {d for i, task in enumerate(tasks) for d in task.deps if walk_of[d] != walk_of[i]}
-        awaited |= set(order_deps.values())
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
-            awaited |= {i for i, task in enumerate(tasks) if task.host_sync}
-        events = [env.event() if index in awaited else None for index in range(len(tasks))]
-        run.crossing[rank] = [tuple(d for d in task.deps + ((order_deps[i],) if i in order_deps else ())
-                                    if events[d] is not None) for i, task in enumerate(tasks)]
+        events, run.crossing[rank] = awaited_events(env, tasks, walks, order_deps, host is not None)
         for name in sorted(walks):
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))
-    env.run()
+    run_events(env)
     unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
     if unfinished:
         raise RuntimeError(f"collectives never completed (ranks missing): {unfinished[:3]}")

@@ -28,6 +28,7 @@ from heapq import heappush
 import simpy
 from simpy.events import NORMAL
 
+from scalesim.engine.events import succeed
 from scalesim.program import COMPUTE_STREAM, ComputeTask
 from scalesim.timeline import Interval
 
@@ -95,12 +96,12 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     isolated = run.isolated
     factors = run.program.held_factors
     crossing = run.crossing[rank]
-    t = run.env.now
+    t = run.env._now
     entries = []
     for pos in range(position, min(len(indices), position + MAX_ENTRIES)):
         index = indices[pos]
         task = tasks[index]
-        if pos > position and crossing[index] and any(not events[d].processed for d in crossing[index]):
+        if pos > position and crossing[index] and any(events[d].callbacks is not None for d in crossing[index]):
             break
         computes = task.__class__ is ComputeTask
         if not computes and not (task.participants == 1 and id(task.plan) in isolated):
@@ -110,7 +111,7 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
             segment = host.segment[index]
             base_s = 0.0
             if segment >= 0:
-                if not events[segment].processed:
+                if events[segment].callbacks is not None:
                     break
                 base_s = host.released_s[segment]
             wait_s = base_s + host.offset_s[index] - t
@@ -143,6 +144,16 @@ def plan_stretch(run, rank: int, indices: list[int], position: int, events: list
     if len(entries) < 2:
         return None
     return Stretch(rank, entries, run.env.event())
+
+
+def stretch_starts(tasks: tuple, indices: list[int], events: list, isolated: dict) -> list[bool]:
+    """Per position of a walk, whether a stretch can start there at all: `plan_stretch` plans two
+    or more tasks only from a task it can plan (compute, or a solo call timed by formula) that no
+    other walk waits for, followed by another it can plan. Elsewhere the walk need not try."""
+    plannable = [task.__class__ is ComputeTask or (task.participants == 1 and id(task.plan) in isolated)
+                 for task in map(tasks.__getitem__, indices)]
+    return [plannable[k] and plannable[k + 1] and events[indices[k]] is None for k in range(len(indices) - 1)
+            ] + [False] * min(len(indices), 1)
 
 
 def current_entry(stretch: Stretch, now_s: float) -> int:
@@ -195,7 +206,7 @@ class StretchWalks:
             return          # broken since: a newer timer (or the SMs' own) wakes the walk
         if ending:
             self.settle(stretch, len(stretch.entries) - 1)
-        stretch.done.succeed()
+        succeed(stretch.done)
 
     def settle(self, stretch: Stretch, current: int) -> None:
         """Record the entries before `current` and put the rank in the state the walk would be
@@ -206,7 +217,7 @@ class StretchWalks:
         entry = entries[current]
         task = self.program.tasks[rank][entry.index]
         stretch.current = current
-        stretch.issuing = self.env.now < entry.issued_s
+        stretch.issuing = self.env._now < entry.issued_s
         sms = self.sms.get(rank)
         if sms is not None:
             sms.stretch = None
@@ -234,7 +245,7 @@ class StretchWalks:
         """A call takes or gives back SMs of a rank in mid-stretch: from now on its walk goes task by
         task, starting in the state it would be in now (the caller then re-times the compute)."""
         stretch = sms.stretch
-        now = self.env.now
+        now = self.env._now
         current = current_entry(stretch, now)
         stretch.generation += 1                  # the stretch's own timer is stale
         self.settle(stretch, current)
@@ -259,7 +270,7 @@ class StretchWalks:
         if entry.kind == SMS:
             sms = self.sms[rank]
             if sms.contended:
-                extra_s = max(self.env.now - entry.issued_s - task.duration_s, 0.0)
+                extra_s = max(self.env._now - entry.issued_s - task.duration_s, 0.0)
                 self.slowed[rank] = self.slowed.get(rank, 0.0) + extra_s
         elif entry.kind == CALL and task.sm_share > 0:
             self.hold(((rank, task.sm_share),), -1)
