@@ -148,7 +148,11 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
         model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     model = with_fp8_recipe(model, training.fp8_recipe, training.precision)       # costs/float8_casts.py
-    model = with_separate_projections(model, training.fused_projections, training.elementwise_kernels)
+    if (separate := with_separate_projections(model, training.fused_projections, training.elementwise_kernels)) is model \
+            and not training.fused_projections:
+        raise InputError(f"fused_projections: false splits a dense transformer block's q/k/v projection; {model.name} "
+                         "has none: allowed here: true", file=file, key="training.fused_projections")
+    model = separate
     if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
         if (unfused := unfused_mla_rope_model(model)) is None:
             raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "

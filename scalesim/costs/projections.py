@@ -92,8 +92,9 @@ def _separate(layer: LayerSpec, fused_sum: bool) -> LayerSpec:
 def with_separate_projections(model: ModelSpec, fused: bool, elementwise_kernels: str) -> ModelSpec:
     """`model` with its dense blocks' q, k, v (and gate, up) as separate GEMMs on one input when
     `fused` is False (training.fused_projections); their gradient sums fused into one kernel each
-    unless the elementwise kernels run eager."""
+    unless the elementwise kernels run eager. `model` itself when it has no such block."""
     if fused:
         return model
     fused_sum = elementwise_kernels != "eager"
-    return replace(model, layers=tuple(_separate(layer, fused_sum) for layer in model.layers))
+    layers = tuple(_separate(layer, fused_sum) for layer in model.layers)
+    return model if all(a is b for a, b in zip(layers, model.layers)) else replace(model, layers=layers)

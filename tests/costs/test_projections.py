@@ -2,7 +2,10 @@
 GEMMs at their own shapes and the data gradients' sums in backward."""
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from scalesim.cli import main
 from scalesim.costs.compute import ELEMENT_BYTES, layer_time, op_time_s, streaming_bw_bytes_per_s
 from scalesim.costs.projections import GRAD_SUM_OPS, gemm_parts, with_separate_projections
 from scalesim.hardware import get_gpu
@@ -69,3 +72,12 @@ def test_thin_k_and_v_gemms_run_below_the_fused_gemms_rate():
     q, k, _ = gemm_parts(sharded)
     rate = [p.flop / op_time_s(p, H100, "bf16", 12) for p in (q, k)]
     assert rate[1] < rate[0]
+
+
+def test_separate_projections_on_a_model_without_them_is_refused(tmp_path):
+    data = {"name": "bad", "cluster": {"node": "dgx-a100", "gpus": 8}, "model": "resnet50",
+            "training": {"precision": "bf16", "global_batch": 256, "fused_projections": False}, "parallel": {"dp": 8}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "training.fused_projections" in result.output and "Traceback" not in result.output
