@@ -18,6 +18,7 @@ from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.float8_casts import with_fp8_recipe
+from scalesim.costs.projections import with_separate_projections
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
 from scalesim.costs.mla_rope import unfused_mla_rope_model
@@ -147,6 +148,11 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
         model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
     model = with_fp8_recipe(model, training.fp8_recipe, training.precision)       # costs/float8_casts.py
+    if (separate := with_separate_projections(model, training.fused_projections, training.elementwise_kernels)) is model \
+            and not training.fused_projections:
+        raise InputError(f"fused_projections: false splits a dense transformer block's q/k/v projection; {model.name} "
+                         "has none: allowed here: true", file=file, key="training.fused_projections")
+    model = separate
     if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
         if (unfused := unfused_mla_rope_model(model)) is None:
             raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "

@@ -70,6 +70,9 @@ class OpSpec:
     # Whether a per-op checkpoint policy that saves this op's output keeps it: False where backward never
     # reads it and torch.compile's partitioner drops it (costs/recompute.py, compiled_saves)
     saved_output: bool = True
+    # GEMMs: the column widths of separate GEMMs this op runs as, each reading its whole input
+    # (torchtitan's wq, wk, wv: costs/projections.py); () = one GEMM
+    parts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

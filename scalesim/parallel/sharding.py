@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scalesim.costs.float8_casts import FLOAT8_ATTENTION_HALF, FLOAT8_HEAD_SPLIT, FLOAT8_WHOLE
+from scalesim.costs.projections import GRAD_SUM_OPS
 from scalesim.models.moe import MOE_DISPATCH, MOE_EXPERTS, MOE_SORTS
 from scalesim.models.spec import LayerSpec, OpSpec
 
@@ -32,11 +33,11 @@ HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_sw
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass")
 # Run whole by every TP rank, over the whole sequence even under sequence parallelism: MLA's one rotary
 # key for all heads, unfused (costs/mla_rope.py); torchao's transposes of float8 all-gathered tensors
-# (costs/float8_casts.py)
-TP_WHOLE = ("rope_key", *FLOAT8_WHOLE)
+# (costs/float8_casts.py); the sums of separate projections' data gradients (costs/projections.py)
+TP_WHOLE = ("rope_key", *FLOAT8_WHOLE, *GRAD_SUM_OPS)
 ATTENTION_HALF = ("norm_attn", "qkv", "rope", "rope_key", "attention_layout", "attention", "attn_out", "norm_attn_post",
                   "dropout_attn", "residual_attn", "mla_q_down", "mla_kv_down", "mla_norms", "mla_q_up", "mla_kv_up",
-                  *FLOAT8_ATTENTION_HALF)
+                  "grad_sum_qkv", *FLOAT8_ATTENTION_HALF)
 # An MoE block's MLP half, cut where expert parallelism's all-to-alls go (scalesim/models/moe.py):
 # router and permute, then (dispatch) the experts (with the all-to-all dispatcher's sorts by local
 # expert), then (combine) unpermute and shared experts.

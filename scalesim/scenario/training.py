@@ -104,6 +104,10 @@ class TrainingSpec(Strict):
     # concatenations as eager kernels, as Megatron-Core ran MLA's YaRN RoPE before it could fuse it
     # (scalesim/costs/mla_rope.py); modelled for MLA models (DeepSeek) only.
     rope_fusion: bool = True
+    # Whether a dense block's q, k, v (and gate, up) projections run as one GEMM each group (Megatron-Core,
+    # Transformer Engine: linear_qkv, linear_fc1). false: as separate linears on one input, their data
+    # gradients summed in backward (torchtitan's Llama: wq, wk, wv and w1, w3; scalesim/costs/projections.py).
+    fused_projections: bool = True
     # What each transformer block keeps for backward, by the framework's model code
     # (scalesim/costs/memory.py, SAVED_ACTIVATIONS): megatron = Korthikanti et al. 2022's count;
     # nanotron = its Llama block, which also keeps the SiLU output and, without GQA, k and v twice.
