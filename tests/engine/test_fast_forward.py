@@ -204,3 +204,20 @@ def test_anchored_periods_are_the_shortest_distances_over_which_the_anchored_tas
     for sig in (np.tile(round_, 90), np.tile(np.arange(5), 700), rng.integers(0, 2, 4000)):
         assert anchored_periods(sig) == by_definition(sig)
     assert anchored_periods(np.tile(round_, 90))[0] == 97
+
+
+def test_the_why_script_names_the_condition_that_refuses_a_step(small_steps):
+    # validation/fast_forward_why.py: a long steady pipeline gets a cut that checks periodic; a
+    # pipeline of 7 micro-batches has too few periods for any cut, and the fast-forward plays it whole.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fast_forward_why", ROOT / "validation" / "fast_forward_why.py")
+    why = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(why)
+    long, short = pipeline(200), pipeline(7)
+    lines = dict(line.split(maxsplit=1) for line in why.reasons(long, play=True))
+    assert lines["plan_cut"].endswith(": cut") and lines["check"].endswith(": periodic")
+    assert ff.fast_forward(long, played) is not None
+    lines = dict(line.split(maxsplit=1) for line in why.reasons(short, play=True))
+    assert lines["plan_cut"].endswith(": no cut") and "fewer than 2 periods" in lines["check"]
+    assert ff.fast_forward(short, played) is None
