@@ -138,7 +138,7 @@ def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[st
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
     cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp),
-                                interleaved(scenario.parallel))
+                                interleaved(scenario.parallel), parallel.get("pp", scenario.parallel.pp))
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
             "parallel": {**cleared, **parallel}}
 

@@ -91,6 +91,12 @@ def check_framework_keys(par, bad) -> None:
                   "optimizer_step only with interleaved pipeline parallelism: true needs pp_schedule: interleaved "
                   f"and virtual_stages > 1 (got pp_schedule: {par.pp_schedule}, virtual_stages: "
                   f"{par.virtual_stages}); allowed otherwise: false")
+    if par.fsdp_keep_last_block and par.pp > 1:
+        # torchtitan's apply_fsdp keeps the last block gathered only without PP; with PP its default policy
+        # reshards no block after forward (reshard_after_forward = False), which this key does not model
+        raise bad("parallel.fsdp_keep_last_block", "torchtitan keeps the last transformer block gathered only "
+                  "without pipeline parallelism (parallel/fsdp.py regathered): true needs pp: 1 (got pp: "
+                  f"{par.pp}); allowed otherwise: false")
     for key, value in (("bucket_params", par.bucket_params is not None), ("grad_nan_check", par.grad_nan_check)):
         if value and par.zero == 3:
             raise bad(f"parallel.{key}", f"{key} is Megatron-Core's data-parallel gradient buckets' (parallel/"

@@ -131,19 +131,21 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
                   **schedule, **offload, **layout,
-                  **plan_keys_cleared(point.zero, point.tp, interleaved(base.parallel) and not schedule)},
+                  **plan_keys_cleared(point.zero, point.tp, interleaved(base.parallel) and not schedule, point.pp)},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   **recompute_keys_cleared(point.recompute, point.finetune)})
 
 
-def plan_keys_cleared(zero: int, tp: int, virtual: bool) -> dict:
-    """The scenario's framework keys a plan with this ZeRO stage, TP degree and schedule (`virtual`:
-    interleaved with virtual stages) no longer takes, reset: FSDP's kernels and prefetch go with ZeRO-3,
+def plan_keys_cleared(zero: int, tp: int, virtual: bool, pp: int) -> dict:
+    """The scenario's framework keys a plan with this ZeRO stage, TP degree, schedule (`virtual`:
+    interleaved with virtual stages) and pipeline no longer takes, reset: FSDP's kernels and prefetch go
+    with ZeRO-3 (keeping its last block gathered with ZeRO-3 and pp 1),
     nanotron's DDP with ZeRO-1, Megatron-Core's parameter gathers with the optimizer step with ZeRO-1/2
     and virtual stages, its aligned gathers with ZeRO-1/2, its DP buckets and their NaN check with
     ZeRO 0-2, saving the gathered input with tp > 1."""
     return {**({} if zero == 3 else {"fsdp_version": None, "fsdp_backward_prefetch": None,
                                      "fsdp_keep_last_block": False}),
+            **({} if pp == 1 else {"fsdp_keep_last_block": False}),
             **({} if zero == 1 else {"zero1_over_ddp": False}),
             **({} if zero in (1, 2) else {"param_gather_with_optimizer_step": False, "align_param_gather": False}),
             **({} if virtual else {"param_gather_with_optimizer_step": False}),

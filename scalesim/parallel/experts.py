@@ -187,8 +187,9 @@ def shard_experts(layer: LayerSpec, ep: int, load: float, whole_over_tp: int = 1
             if mnk is not None:
                 mnk = (max(1, round(mnk[0] * ep * load)), mnk[1], mnk[2])
             weights = 0.0 if mnk is None else op.groups * mnk[1] * mnk[2]
+            back = None if op.backward_elements is None else op.backward_elements * load   # over its rows too
             op = replace(op, flop=op.flop * load, elements_moved=(op.elements_moved - weights) * load + weights / ep,
-                         gemm_mnk=mnk, groups=groups)
+                         backward_elements=back, gemm_mnk=mnk, groups=groups)
         ops.append(op)
     local_experts = layer.expert_params * t // ep
     sharded = replace(layer, ops=tuple(ops), params=layer.params - layer.expert_params + local_experts,

@@ -137,7 +137,8 @@ class TrainingSpec(Strict):
     fp8_attention: bool = False
     # Whose FP8 casts (precision fp8): transformer-engine = one cast pass per GEMM input, its scale from
     # earlier steps' amax; torchao-tensorwise = torchao's Float8Linear with dynamic tensorwise scaling
-    # (torchtitan's float8 converter): an amax pass before each cast, the output gradients cast too, and
+    # (torchtitan's float8 converter): each tensor cast in a pass of its own (its amax in the kernel that
+    # produces it, as compiled), the output gradients cast too, and
     # the float8 all-gathered tensors transposed for the weight gradient (scalesim/costs/float8_casts.py).
     fp8_recipe: Literal["transformer-engine", "torchao-tensorwise"] = "transformer-engine"
 

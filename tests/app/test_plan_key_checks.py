@@ -41,6 +41,9 @@ def run_with(tmp_path, **parallel):
     # Megatron-Core aligns only the distributed optimizer's overlapped gathers
     ({"zero": 1, "align_param_gather": True}, "align_param_gather"),
     ({"zero": 3, "overlap_param_gather": True, "align_param_gather": True}, "align_param_gather"),
+    # torchtitan keeps the last block gathered only without PP (with PP it reshards no block after forward,
+    # parallelize_llama.py apply_fsdp): scalesim's fsdp.py regathered applies the key at pp 1 only
+    ({"zero": 3, "fsdp_version": 2, "fsdp_keep_last_block": True}, "fsdp_keep_last_block"),
     # GPipe's P2P is never batched: the tensor would be sent in 1/tp shares that nobody gathers
     ({"pp_schedule": "gpipe", "overlap_p2p_comm": False, "pp_scatter_gather": True}, "pp_scatter_gather"),
     # ZeRO-3 reduces unit by unit: Megatron-Core's DP buckets and their NaN check would be ignored
@@ -80,6 +83,18 @@ def test_searched_plans_reset_keys_their_zero_stage_tp_or_schedule_does_not_take
         assert par.tp_recompute_allgather == (point.tp == 1 or base.parallel.tp_recompute_allgather)
     kept = scenario_for(base, PlanPoint(8, 2, tp=2, pp=2, zero=1)).parallel
     assert kept.param_gather_with_optimizer_step and not kept.tp_recompute_allgather
+
+
+def test_searched_plans_reset_keeping_the_last_fsdp_block_where_they_add_a_pipeline():
+    data = {**BASE, "parallel": {"tp": 1, "pp": 1, "dp": 8, "zero": 3, "fsdp_version": 2,
+                                 "fsdp_keep_last_block": True}}
+    base = Scenario.model_validate(data)
+    prepare(base)
+    for point in (PlanPoint(8, 8, tp=1, pp=1, zero=3), PlanPoint(8, 4, tp=1, pp=2, zero=3),
+                  PlanPoint(8, 4, tp=2, pp=1, zero=3)):
+        scenario = scenario_for(base, point)
+        prepare(scenario)           # a valid plan, not a refused one
+        assert scenario.parallel.fsdp_keep_last_block == (point.pp == 1)
 
 
 def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():

@@ -1,5 +1,6 @@
-"""torchao's dynamic tensorwise float8 casts (costs/float8_casts.py): an amax pass before each cast,
-the output gradients cast in backward, float8 all-gathered tensors transposed for the weight gradient."""
+"""torchao's dynamic tensorwise float8 casts (costs/float8_casts.py): a cast pass per tensor (its amax fused
+into the kernel that produces it), the output gradients cast in backward, float8 all-gathered tensors
+transposed for the weight gradient."""
 
 import pytest
 import yaml
@@ -73,3 +74,17 @@ def test_a_torchao_recipe_needs_fp8(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fp8_recipe" in result.output and "Traceback" not in result.output
+
+
+def test_the_recipes_docs_describe_the_cast_the_model_counts():
+    # The cast reads 2 bytes and writes 1 an element: its amax is the producing kernel's (torchao's roofline
+    # for compiled code), no pass of its own; the key's docs said "an amax pass before each cast" after it
+    # was fused (636ffdd)
+    from pathlib import Path
+
+    from scalesim.costs.float8_casts import CAST_BYTES
+    assert CAST_BYTES == 2.0 + 1.0
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("README.md", "docs/contract-additions.md", "scalesim/scenario/training.py"):
+        text = " ".join((root / doc).read_text().split())
+        assert "fp8_recipe" in text and "amax pass before" not in text, doc

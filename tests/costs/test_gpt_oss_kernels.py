@@ -72,3 +72,15 @@ def test_biased_experts_add_their_bias_in_eager_passes_before_the_combine():
     gpu = get_gpu("gb200")
     a, b = layer_time(gpt_oss, gpu, "bf16", 1), layer_time(without, gpu, "bf16", 1)
     assert a.forward_s > b.forward_s and a.backward_s > b.backward_s
+
+
+def test_the_busiest_expert_rank_adds_its_bias_over_its_own_rows_both_ways():
+    # shard_experts scales the expert ops by the busiest rank's load (its routed rows over the mean rank's):
+    # the bias's passes run over those rows in backward as in forward
+    from scalesim.parallel.experts import shard_experts
+    block = next(layer for layer in get_model("gpt-oss-120b", seq_len=4096).layers if layer.expert_params)
+    bias = next(op for op in block.ops if op.name == "expert_bias")
+    for load in (1.0, 1.5):
+        busiest = next(op for op in shard_experts(block, 8, load).ops if op.name == "expert_bias")
+        assert busiest.elements_moved == bias.elements_moved * load
+        assert busiest.backward_elements == bias.backward_elements * load

@@ -130,6 +130,23 @@ def test_tensor_parallelism_splits_the_unfused_rope_by_heads_but_not_the_one_rot
     assert sum(op.elements_moved for op in halved.ops if op.name.startswith("rope")) == pytest.approx(moved / 2)
 
 
+@pytest.mark.parametrize("tp, sp", [(2, True), (4, False)])
+def test_the_rotary_keys_backward_is_its_chain_once_a_token_whole_on_every_tp_rank(tp, sp):
+    # The key's rotary part is [s, b, 1, r] (one for all heads): its chain's backward (products 2 x 2r, negation
+    # r, chunk's cat 2r, two gradient sums 2 x 3r, the strided slices' zero-filled gradients 4r and 2r: 19r) runs
+    # once a token, whole on every TP rank; the YaRN frequencies take no gradient. The per-head part (the query's
+    # chain, the cats' and splits' gradients, the key's gradient summed over the heads) splits by heads.
+    n, r, v, heads, s = 128, 64, 128, 128, 4096         # DeepSeek-V3 config.json: qk_nope/qk_rope/v head dims, heads
+    eager = unfused_mla_rope_model(get_model("deepseek-v3", seq_len=s)).layers[1]
+    key = sum(op.backward_elements for op in eager.ops if op.name == "rope_key")
+    per_head = sum(op.backward_elements for op in eager.ops if op.name == "rope")
+    assert key == pytest.approx(19 * r * s)
+    assert per_head == pytest.approx((2 * (n + v) + r + 2 * (n + r) + 19 * r) * heads * s)
+    split = shard_layer(eager, tp, 1, sp)
+    assert sum(op.backward_elements for op in split.ops if op.name == "rope_key") == pytest.approx(key)
+    assert sum(op.backward_elements for op in split.ops if op.name == "rope") == pytest.approx(per_head / tp)
+
+
 def _scenario(model="deepseek-v3", rope_fusion=True):
     return {"name": "t", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": model,
             "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 8, "micro_batch": 1,

@@ -19,7 +19,7 @@ def gathered_bytes(fp8_gather: bool, overlap: bool = True, bucket_params: int | 
                         overlap_param_gather=overlap, fp8_param_gather=fp8_gather, bucket_params=bucket_params)
     tasks = build_program(MODEL, DGX.gpu_spec, DGX, plan).tasks[0]
     sizes = [t.plan.size_bytes for t in tasks if isinstance(t, CollectiveTask) and t.name == "zero all_gather"]
-    return {"largest": max(sizes), "smallest": min(sizes), "total": sum(sizes)}
+    return {"largest": max(sizes), "smallest": min(sizes), "total": sum(sizes), "sizes": sizes}
 
 
 # Transformer Engine's FP8 parameters: its linears' weights (n x k of each GEMM's (m, n, k)), not the
@@ -36,6 +36,19 @@ def test_block_gemm_weights_gather_at_one_byte_and_the_rest_at_two(bucket_params
     assert 0.9 * blocks < FP8_WEIGHTS < blocks              # the norms' weights are the rest
     assert fp8["total"] == pytest.approx(FP8_WEIGHTS + 2 * (MODEL.params - FP8_WEIGHTS), rel=1e-9)
     assert bf16["total"] == pytest.approx(2 * sum(layer.params for layer in MODEL.layers), rel=1e-9)
+
+
+def test_with_a_bucket_per_tensor_each_gather_carries_its_own_tensor_in_its_own_dtype():
+    # Megatron-Core keeps FP8 parameters in a uint8 buffer and the others in their dtype, each bucket gathered in
+    # its buffer's (param_and_grad_buffer.py group_params_for_buffers, start_param_sync): at a bucket per tensor
+    # each block gathers its norms' weights (hidden elements) at 2 bytes and its GEMM weights (n x k; Megatron's
+    # fused gate/up linear_fc1 one tensor) at 1 byte, not every tensor at the block's mean bytes per parameter
+    h, f = 1024, 2816
+    block = (2 * h, 3 * h * h, h * h, 2 * h, 2 * f * h, f * h)     # norm, qkv, out, norm, gate+up, down (bytes)
+    sizes = gathered_bytes(True, bucket_params=1)["sizes"]
+    blocks = sum(layer.kind == "transformer_block" for layer in MODEL.layers)
+    for size in set(block):
+        assert sum(s == pytest.approx(size, rel=1e-9) for s in sizes) >= blocks * block.count(size)
 
 
 def test_the_gather_after_the_optimizer_step_carries_fp8_block_weights_too():
