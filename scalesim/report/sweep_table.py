@@ -5,7 +5,6 @@ Reads the JSON-able sweep object of `scalesim.app.sweep.run_sweep`; never simula
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from scalesim.report import figures  # noqa: F401 (first: it makes matplotlib's import cheaper)
