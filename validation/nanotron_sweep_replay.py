@@ -55,6 +55,8 @@ GIB = 2**30
 
 
 def row_fields(row: dict) -> dict:
+    # healthy: as nanotron_sweep_check.healthy, except that a one-node run (no network to degrade, no
+    # REFERENCE_GBPS row) counts as healthy here; the check leaves those out.
     return {"dp": int(row["dp"]), "tp": int(row["tp"]), "pp": int(row["pp"]), "mbs": int(row["mbs"]),
             "gas": int(float(row["batch_accum"])), "zero": int(row["zero_stage"]), "job": int(row["job_id"]),
             "model": row["name"].split("_")[0], "fix": row["after_pp_fix"] == "True",
