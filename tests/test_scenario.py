@@ -80,3 +80,25 @@ def test_keys_that_describe_one_framework_setting_are_refused_where_they_would_b
     with pytest.raises(scalesim.InputError, match="SwiGLU") as err:      # GPT-2: GELU MLP, no Llama block
         prepare(base.with_changes(training={"saved_activations": "nanotron"}))
     assert err.value.key == "training.saved_activations"
+
+
+def test_a_fabric_nic_count_left_to_its_default_is_not_held_against_a_smaller_node(tmp_path):
+    """A 4-GPU node joined by a fabric without nics_per_node runs, also in the copies `run` makes for its
+    scaling curve (with_changes keeps defaults as defaults); a count the user wrote above the node's GPUs
+    is refused naming the key."""
+    from scalesim.app.setup import prepare
+    from scalesim.errors import InputError
+    from scalesim.scenario import load_scenario
+    path = tmp_path / "four.yaml"
+    text = ("name: two-4090-boxes\ncluster: {node: rtx4090-pcie-4, nodes: 2, fabric: {link: eth-100g%s}}\n"
+            "model: gpt2-124m\ntraining: {precision: bf16, global_batch: 64, micro_batch: 8, seq_len: 1024}\n")
+    path.write_text(text % "")
+    scenario, file = load_scenario(path)
+    copy = scenario.with_changes(training={"global_batch": 128})
+    assert "nics_per_node" not in copy.cluster.fabric.model_fields_set
+    prepare(copy, file)
+    path.write_text(text % ", nics_per_node: 8")
+    scenario, file = load_scenario(path)
+    with pytest.raises(InputError) as refused:
+        prepare(scenario.with_changes(training={"global_batch": 128}), file)
+    assert refused.value.key == "cluster.fabric.nics_per_node"

@@ -69,7 +69,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
         net = None
         if fabric is not None:
             design_nics = None if nics_per_node else (resolve_design(spec, catalog)[0].nics.count or None)
-            net = Fabric(fabric, nics_per_node or design_nics or 8, fabric_topology)
+            net = Fabric(fabric, nics_per_node or design_nics or 8, fabric_topology, nics_given=nics_per_node is not None)
         topo = build_topology(spec, p2p=None if p2p is None else p2p == "on", nodes=nodes, fabric=net,
                               catalog=catalog)
         n = gpus or len(topo.gpus)

@@ -29,7 +29,8 @@ class FabricSpec(Strict):
 
     def as_fabric(self) -> Fabric:
         """The topology layer's fabric: the one place a scenario's `fabric:` becomes a Fabric."""
-        return Fabric(self.link, self.nics_per_node, self.topology, self.oversubscription)
+        return Fabric(self.link, self.nics_per_node, self.topology, self.oversubscription,
+                      nics_given="nics_per_node" in self.model_fields_set)
 
 
 class ClusterSpec(Strict):
@@ -232,7 +233,7 @@ class Scenario(Strict):
         `model` is replaced whole: a zoo name or another inline definition never
         inherits keys of the model it replaces.
         """
-        data = self.model_dump()
+        data = self.model_dump(exclude_unset=True)     # defaults stay defaults (e.g. a fabric NIC count the user never chose)
         for section, changes in sections.items():
             if section != "model" and isinstance(data.get(section), dict) and isinstance(changes, dict):
                 data[section] = {**data[section], **changes}

@@ -41,6 +41,7 @@ class Fabric:
     nics_per_node: int = 8
     kind: str = "fat-tree"
     oversubscription: float = 1.0
+    nics_given: bool = True       # the user chose nics_per_node (False: a default, not checked against the node)
 
 
 def _aggregate(link: LinkSpec, ports: float) -> LinkSpec:
@@ -101,7 +102,7 @@ def build_cluster(design: NodeDesign, *, nodes: int = 1, fabric: Fabric | None =
         return Topology(build_node_graph(design, catalog=catalog), design.name)
     if fabric is None:
         raise InputError("a fabric is required when nodes > 1", key="cluster.fabric")
-    if fabric.nics_per_node > design.gpus:
+    if fabric.nics_given and fabric.nics_per_node > design.gpus:
         raise InputError(f"is {fabric.nics_per_node}, more NICs than the {design.gpus} GPUs of a {design.name} node; "
                          f"allowed: 1 to {design.gpus} (at most one compute NIC per GPU)",
                          key="cluster.fabric.nics_per_node")
