@@ -37,14 +37,20 @@ GPTJ = {"kind": "transformer", "layers": 28, "hidden": 4096, "heads": 16, "vocab
 GPTJ_TTFT_MS = {("h100x1-llama2-7b-fp8", 128): 7, ("h100x1-llama2-7b-fp8", 2048): 29,
                 ("l40sx1-llama2-7b-fp8", 128): 12, ("l40sx1-llama2-7b-fp8", 2048): 71,
                 ("a100x1-llama2-7b-fp16", 128): 12, ("a100x1-llama2-7b-fp16", 2048): 129}
+FALCON = {"kind": "transformer", "layers": 80, "hidden": 14848, "heads": 232, "kv_heads": 8, "vocab": 65024,
+          "ffn": "gelu", "ffn_hidden": 59392}
+# Falcon 180B at tp 8, first-token latency, batch 1 (same tables), ms; its engines are built with the GEMM plugin
+# and in-flight batching (performance.md's Falcon-180B commands), unlike the Llama and GPT-J ones.
+FALCON_TTFT_MS = {("h100x4-llama2-70b-fp8", 128): 27, ("h100x4-llama2-70b-fp8", 2048): 205,
+                  ("a100x4-llama2-70b-fp16", 128): 61, ("a100x4-llama2-70b-fp16", 2048): 509}
 # TensorRT-LLM v0.5.0 blog (H100vsA100.md @15ed780): GPT-J 6B, ISL 128, first-token latency of batch 64 (ms)
 # and output tokens/s of batch 1.
 BLOG = {"h100x1-llama2-7b-fp8": (102.0, 185.0), "a100x1-llama2-7b-fp16": (481.0, 111.0)}
 
 
-def timer_for(scenario_file: Path, model=None, max_seqs: int | None = None) -> IterationTimer:
-    """The serving iteration timer of a scenario, optionally with another model or max_seqs."""
-    if model is None and max_seqs is None:
+def timer_for(scenario_file: Path, model=None, max_seqs: int | None = None, tp: int | None = None) -> IterationTimer:
+    """The serving iteration timer of a scenario, optionally with another model, max_seqs or tp (GPUs as many)."""
+    if model is None and max_seqs is None and tp is None:
         scenario, file = load_serving_scenario(scenario_file)
         return IterationTimer(prepare_serving(scenario, file))
     data = yaml.safe_load(scenario_file.read_text())
@@ -52,6 +58,8 @@ def timer_for(scenario_file: Path, model=None, max_seqs: int | None = None) -> I
         data["model"] = model
     if max_seqs is not None:
         data["serving"]["max_seqs"] = max_seqs
+    if tp is not None:
+        data["serving"]["tp"] = data["cluster"]["gpus"] = tp
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(data, f)
     scenario, file = load_serving_scenario(f.name)
@@ -96,7 +104,7 @@ def case_rows() -> list[str]:
 
 
 def gptj_rows() -> list[str]:
-    rows = ["| GPT-J 6B (not a case) | measured | predicted | error |", "|---|---:|---:|---:|"]
+    rows = ["| GPT-J 6B, Falcon 180B (not cases) | measured | predicted | error |", "|---|---:|---:|---:|"]
     for (setup, prompt), measured in GPTJ_TTFT_MS.items():
         timer = timer_for(ROOT / "validation" / "scenarios" / f"trtllm-v05-{setup}-ttft-{prompt}.yaml", GPTJ)
         ms = timer.of_entries([(prompt, prompt, True)]) * 1e3
@@ -110,6 +118,11 @@ def gptj_rows() -> list[str]:
                     f"| {100 * (ms - ttft64) / ttft64:+.0f}% |")
         rows.append(f"| {setup.split('-')[0]} batch-1 output rate (blog; one decode step at 192 tokens) "
                     f"| {tok_s:.0f} tok/s | {1 / step:.0f} tok/s | {100 * (1 / step - tok_s) / tok_s:+.0f}% |")
+    for (setup, prompt), measured in FALCON_TTFT_MS.items():
+        timer = timer_for(ROOT / "validation" / "scenarios" / f"trtllm-v05-{setup}-ttft-{prompt}.yaml", FALCON, tp=8)
+        ms = timer.of_entries([(prompt, prompt, True)]) * 1e3
+        rows.append(f"| Falcon 180B tp 8, {setup.split('x')[0]} first token, {prompt} tokens, batch 1 | {measured} ms "
+                    f"| {ms:.1f} ms | {100 * (ms - measured) / measured:+.0f}% |")
     return rows
 
 
