@@ -19,6 +19,7 @@ from scalesim.errors import InputError, unknown_name
 from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
 from scalesim.models.packing import attention_score_ops, sliding_window
+from scalesim.models.windows import SLIDING_WINDOWS
 from scalesim.models.spec import SCORE_OPS, ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
 
@@ -56,8 +57,6 @@ _MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
 _QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
 _GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
                 norm="rmsnorm", tied_embeddings=False)           # attention sinks (64 per block) left out
-# Sliding windows (keys, every n-th block full; models/packing.py): gpt-oss config.json sliding_window 128, layer_types
-_WINDOWS = {"gpt-oss-20b": (128, 2), "gpt-oss-120b": (128, 2)}      # alternating sliding / full from block 1
 _BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
 
 
@@ -125,8 +124,8 @@ _ZOO: dict[str, _Entry] = {
     "llama3-405b": _tok("llama3", "405B", "Llama 3 405B, 126 x 16384, GQA 8 kv heads", LLAMA3_SOURCE, 8192,
                         dict(layers=126, hidden=16384, heads=128, kv_heads=8, vocab=128256, ffn_hidden=53248,
                              **_LLAMA), learned=False),
-    # Fine-tuning favourites (issue 21). Sliding-window attention (Mistral, Gemma 2's local layers)
-    # and logit soft-capping are not modelled: every layer attends over the whole sequence.
+    # Fine-tuning favourites (issue 21). Sliding windows: Mistral 7B v0.1, Gemma 2's local layers and
+    # Phi-3 mini (models/windows.py). Gemma 2's logit soft-capping is not modelled (flash kernels fuse it).
     "mistral-7b": _tok("mistral", "7,241,732,096 (HF Mistral-7B-v0.1)", "Mistral 7B v0.1, 32 x 4096, GQA 8 kv heads",
                        MISTRAL_SOURCE, 8192, dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000,
                                                   ffn_hidden=14336, **_LLAMA), learned=False),
@@ -165,7 +164,7 @@ _ZOO: dict[str, _Entry] = {
     "phi-3-mini": _tok("phi3", "3,821,079,552 (HF Phi-3-mini-4k-instruct)", "Phi-3 mini 4k, 32 x 3072, fused qkv and gate-up",
                        PHI3_SOURCE, 4096, dict(layers=32, hidden=3072, heads=32, vocab=32064, ffn_hidden=8192,
                                                **_LLAMA), learned=False),
-    # Mixtures of experts (issue 22). gpt-oss: 128-key sliding windows in every other block (_WINDOWS);
+    # Mixtures of experts (issue 22). gpt-oss: 128-key sliding windows in every other block (models/windows.py);
     # Llama 4's chunked attention is not modelled: every layer attends over the whole sequence.
     "mixtral-8x7b": _tok("mixtral", "46.7B total, 12.9B active", "Mixtral 8x7B, 32 x 4096, 8 experts top-2, GQA 8",
                          MIXTRAL_SOURCE.format("8x7B"), 32768,
@@ -257,7 +256,7 @@ def _build_zoo(name: str, seq_len: int | None) -> ModelSpec:
     if entry.family == "vit":
         return build_vit(name, source=entry.source, **entry.config)
     model = build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
-    model = sliding_window(model, *_WINDOWS[name]) if name in _WINDOWS else model
+    model = sliding_window(model, *SLIDING_WINDOWS[name]) if name in SLIDING_WINDOWS else model
     return model if entry.score_ops is None else attention_score_ops(model, entry.score_ops)
 
 
