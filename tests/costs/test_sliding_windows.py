@@ -105,3 +105,22 @@ def test_a_windowed_context_parallel_rank_runs_two_kernels_over_its_own_band():
     assert split - 2 * KERNEL_OVERHEAD_S == pytest.approx((whole - KERNEL_OVERHEAD_S) / 4, rel=0.02)
     full = _attention(shard_layer(get_model("gpt-oss-120b", seq_len=8192).layers[2], 1, 4, False))
     assert full.window == 0 and attention_time_s(full, h100, "bf16", 1, "flash") > 10 * split
+
+
+def test_gemma2_eager_attention_soft_caps_its_scores_in_three_more_kernels():
+    # transformers eager_attention_forward: scores / 50, tanh, * 50 before the mask (attention_dropout 0.0)
+    from scalesim.costs.score_ops import score_passes
+    from scalesim.models.packing import attention_score_ops
+    gemma = get_model("gemma2-9b", seq_len=4096)
+    uncapped_ops = ("scale", "mask_add", "softmax")
+    capped = _attention(gemma.layers[1])
+    for backward in (False, True):
+        passes, kernels = score_passes(capped.score_ops, backward)
+        base, base_kernels = score_passes(uncapped_ops, backward)
+        assert kernels == base_kernels + 3
+        assert passes == base + (2 + 3 + 2 if backward else 2 + 2 + 2)      # tanh_backward reads two, writes one
+    h100 = get_gpu("h100-sxm")
+    uncapped = _attention(attention_score_ops(gemma, uncapped_ops).layers[1])
+    assert attention_time_s(capped, h100, "bf16", 1, "naive") > attention_time_s(uncapped, h100, "bf16", 1, "naive")
+    # flash kernels (FlashAttention 2.6's softcap) cap in registers: no published cost, none charged
+    assert attention_time_s(capped, h100, "bf16", 1, "flash") == attention_time_s(uncapped, h100, "bf16", 1, "flash")
