@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_forward_speedup, window_share)
-from scalesim.costs.context_chunks import ring_time_factor
+                                  causal_rate, flash_efficiency, fp8_forward_speedup)
+from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
@@ -226,7 +226,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
     Flash attention skips fully masked blocks (at its measured causal rate; outside a sliding window,
-    costs/flash.py window_share), takes 2.5x its forward FLOP in backward at its
+    costs/context_chunks.py windowed_work), takes 2.5x its forward FLOP in backward at its
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
     fused, te-unfused: fused plus Transformer Engine's per-call mask, output copy and gradient scaling,
@@ -245,16 +245,15 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
         work = backward_over_forward(gpu.arch, attention) if backward else 1.0
-        band = window_share(op.seq, op.window) if op.window and op.seq else 0.5   # sliding window: its tiles
-        executed = ((flop * band if band < 0.5
-                     else flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop)
-                    / head_dim_factor(op.head_dims, gpu.arch, backward))
-        if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
-            executed /= fp8_forward_speedup(gpu.arch, op.seq)
+        executed = flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
+        executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
+        executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
+        if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
+            executed /= fp8_forward_speedup(gpu.arch, op.seq)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
                        else fused_score_passes(op.score_ops, backward))

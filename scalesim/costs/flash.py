@@ -221,26 +221,54 @@ def causal_rate(arch: str, seq: int, attention: str = "flash") -> float:
     return 1.0 if attention == "triton" else _by_length(CAUSAL_RATE.get(arch), seq)
 
 
-# Sliding-window attention (gpt-oss: 128 earlier keys a query, every other layer; models/packing.py
-# sliding_window): a flash kernel runs only the key tiles a query tile's window reaches. FlashAttention-2's
-# forward loops over key blocks n_block_min..n_block_max, n_block_min = (m_block * kBlockM - window_left)
-# / kBlockN (Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h @0251105a), with 128 x 128
-# tiles at head dim 64 (flash_fwd_launch_template.h, run_mha_fwd_hdim64): a query tile runs its diagonal
-# tile and ceil(window / 128) before it. Transformer Engine runs gpt-oss's window and attention sinks on
+# Sliding-window attention (models/windows.py; models/packing.py sliding_window): a flash kernel runs only
+# the key tiles a query tile's window reaches. FlashAttention-2's forward loops over key blocks
+# n_block_min..n_block_max, n_block_min = (m_block * kBlockM - window_left) / kBlockN
+# (Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h @0251105a), with 128 x 128 tiles at head
+# dim 64 (flash_fwd_launch_template.h, run_mha_fwd_hdim64): query tile j runs its diagonal tile and the
+# min(j, ceil(window / 128)) before it. Transformer Engine runs gpt-oss's window and attention sinks on
 # cuDNN (FusedAttention: windows (left, 0) without dropout; FlashAttention is disabled for a softmax_type
 # other than vanilla: transformer_engine/pytorch/attention/dot_product_attention/utils.py @v2.9), whose
-# tiles are not published: FlashAttention-2's stand in. The band's tiles are taken at the full-mask rate.
+# tiles are not published: FlashAttention-2's stand in. Each tile of the band costs what a tile of the causal
+# kernel costs (costs/context_chunks.py windowed_work).
+#
+# Under context parallelism Transformer Engine runs a window only with cp_comm_type "all_gather" or "a2a"
+# (attn_forward_func_with_cp asserts it: "Context parallelism does not support sliding window attention
+# with cp_comm_type=...", context_parallel.py @v2.9; the p2p ring's steps, most of whose keys lie outside
+# every query's window, never run). AttnFuncWithCPAndKVAllGather gathers K and V and runs one kernel per
+# local chunk (two: chunks r and 2 cp - 1 - r of 2 cp), each over the keys its window reaches
+# (get_kv_seq_info_after_all_gather: from the chunk's end less its length and the window), on two
+# streams. The rank's work is its two chunks' query tiles' bands; the busiest rank (one without the
+# sequence's first chunk, whose queries have fewer earlier keys) sets the time.
 WINDOW_TILE = 128
+WINDOW_CP_KERNELS = 2
 
 
-def window_share(seq: int, window: int) -> float:
-    """Share of the full seq x seq score work a flash kernel runs with a sliding window of `window`
-    earlier keys (WINDOW_TILE tiles; at most the causal half).
+def _band_tiles(first: int, count: int, reach: int) -> int:
+    """Tiles query tiles first .. first + count - 1 run, each its diagonal tile and min(j, reach) before it."""
+    below = max(0, min(count, reach - first))        # query tiles whose window reaches back past tile 0
+    return count + below * first + below * (below - 1) // 2 + (count - below) * reach
 
-    >>> window_share(4096, 128), window_share(8192, 128), window_share(256, 4096)
-    (0.0625, 0.03125, 0.5)
+
+def window_share(seq: int, window: int, cp: int = 1) -> float:
+    """Share of the full seq x seq score work the flash kernels run with a sliding window of `window`
+    earlier keys (WINDOW_TILE tiles), per rank times `cp` under context parallelism (the busiest rank's
+    two chunks). A window reaching back over the whole sequence gives the causal kernel's tiles, above 0.5
+    (its diagonal tiles).
+
+    >>> window_share(4096, 128), window_share(256, 4096)
+    (0.0615234375, 0.75)
+    >>> round(window_share(8192, 4096), 4), round(window_share(8192, 4096, cp=4), 4)
+    (0.3867, 0.4805)
     """
-    return min(0.5, (1 + -(-window // WINDOW_TILE)) * WINDOW_TILE / seq)
+    reach = -(-window // WINDOW_TILE)
+    if cp <= 1:
+        n = -(-seq // WINDOW_TILE)
+        return _band_tiles(0, n, reach) / n ** 2
+    per_chunk = -(-seq // (2 * cp * WINDOW_TILE))      # query tiles of each of the 2 cp chunks
+    busiest = max(_band_tiles(r * per_chunk, per_chunk, reach)
+                  + _band_tiles((2 * cp - 1 - r) * per_chunk, per_chunk, reach) for r in range(cp))
+    return busiest * cp / (2 * cp * per_chunk) ** 2
 
 
 def fp8_forward_speedup(arch: str, seq: int) -> float:

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 # Eager kernels attention code can run on its materialised scores (OpSpec.score_ops):
 # "/ sqrt(d)" or "* scale" (scale), "+ mask" (mask_add), torch.max(scores, finfo.min)
 # (clamp, Hugging Face OPT), softmax, and dropout (p > 0; PyTorch runs none at p = 0).
-SCORE_OPS = ("scale", "mask_add", "clamp", "softmax", "dropout")
+SCORE_OPS = ("scale", "mask_add", "clamp", "softmax", "dropout", "tanh")
 # Bytes a score element keeps for backward, per kernel, in 16-bit (PyTorch autograd's saved tensors,
 # tools/autograd/derivatives.yaml): scale (a multiply or divide by a number) and mask_add save nothing,
 # and QK^T saves q and k, not its output; clamp, torch.maximum(scores, min), saves both inputs (the
 # scores, 2); softmax its output (2); dropout its 1-byte mask and its output (2), which the AV matmul
 # keeps. At p = 0 PyTorch runs no dropout (aten _dropout_impl returns its input) and the AV matmul keeps
-# the softmax output, already counted. The default list keeps 5: Korthikanti et al. 2022's 5*a*s^2.
-SCORE_OP_SAVED_BYTES = {"scale": 0.0, "mask_add": 0.0, "clamp": 2.0, "softmax": 2.0, "dropout": 3.0}
+# the softmax output, already counted; tanh (Gemma 2's logit soft-capping) keeps its output (2,
+# derivatives.yaml "tanh: tanh_backward(grad, result)"). The default list keeps 5: Korthikanti et al. 2022's 5*a*s^2.
+SCORE_OP_SAVED_BYTES = {"scale": 0.0, "mask_add": 0.0, "clamp": 2.0, "softmax": 2.0, "dropout": 3.0, "tanh": 2.0}
 DEFAULT_SCORE_SAVED_BYTES = 5.0
 
 @dataclass(frozen=True, slots=True)
