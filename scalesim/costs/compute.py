@@ -20,7 +20,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.projections import gemm_parts
+from scalesim.costs.projections import gemm_parts, parts_at
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
 from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
@@ -307,8 +307,8 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
-    if op.parts:            # separate GEMMs on one input, each at its own shape (costs/projections.py)
-        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms) for p in gemm_parts(op))
+    if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
+        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d) for p, d in parts_at(op, depth))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":
