@@ -129,7 +129,7 @@ class StepBuilder:
         # Megatron's TP collectives and PP transfers carry b x s x h activations.
         self.activation_bytes = plan.micro_batch * tokens * hidden * ebytes
         self.pp_bytes = self.activation_bytes / (pl.tp if sp or plan.pp_scatter_gather else 1)
-        kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
+        kv_dim = hidden * max(1, (model.kv_heads or model.heads or 1) // pl.tp) // (model.heads or 1)   # this TP rank's heads
         self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
         # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
         # does with sequence parallelism); the busiest rank receives `load` times the mean and all wait
