@@ -354,7 +354,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     return ModelSpec(name=name, family=family, layers=all_layers, tokens_per_sample=s,
                      model_flop_per_sample=palm_model_flop_per_sample(params, layers, h, s),
                      hidden=h, num_layers=layers, heads=heads, kv_heads=kv_heads, vocab=vocab,
-                     source=tuple(source), moe=moe)
+                     source=tuple(source), moe=moe, head_dim=head_dim)
 
 
 def build_vit(name: str, *, layers: int, hidden: int, heads: int, ffn_hidden: int | None = None,
