@@ -20,7 +20,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.projections import gemm_parts, parts_at
+from scalesim.costs.projections import gemm_parts
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
 from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
@@ -299,16 +299,17 @@ def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, me
 
 
 def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
-              memory_format: str = "nhwc", held_sms: int = 0, depth: int | None = None) -> float:
+              memory_format: str = "nhwc", held_sms: int = 0, depth: int | str | None = None) -> float:
     """Forward time of one op for a micro-batch of `batch` samples.
 
     A conv in NCHW 16-bit training also pays its layout conversions
-    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k].
+    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k;
+    gemm_depth.DATA_GRADIENT: its n, each part's own].
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
     if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
-        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d) for p, d in parts_at(op, depth))
+        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, depth) for p in gemm_parts(op))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":
@@ -381,8 +382,7 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
         if op.kind == "attention":
             bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
         elif depths := backward_depths(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
-            bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d)
-                       for p in gemm_parts(op) for d in backward_depths(p, gpu, precision, batch))
+            bwd += sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, d) for d in depths)
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
         else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)
