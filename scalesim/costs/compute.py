@@ -251,7 +251,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
         executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
         if op.fp8:          # FP8 attention at cuDNN's measured rates (costs/flash.py)
-            executed /= fp8_speedup(gpu.arch, op.seq, backward)
+            executed /= fp8_speedup(gpu.arch, op.seq, backward, op.causal)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))

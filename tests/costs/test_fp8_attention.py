@@ -47,6 +47,18 @@ def test_fp8_attention_on_blackwell_runs_both_passes_at_cudnns_fp8_rates():
     assert gb200_s(attention(8192, False), True) / gb200_s(attention(8192, True), True) == pytest.approx(1772 / 1404, rel=0.01)
 
 
+def test_causal_fp8_attention_on_blackwell_runs_at_cudnns_causal_rates():
+    # the same GB200 benchmark's top_left (causal) rows at 8k tokens: forward FP8 2047 / BF16 1574 TFLOPS,
+    # backward FP8 1454 / BF16 1332; a causal op gains less than the full-mask rows' 2241 / 1771, 1772 / 1404
+    gb200 = get_gpu("gb200")
+
+    def gb200_s(op, backward=False):
+        return attention_time_s(op, gb200, "fp8", 1, "flash", backward=backward) - (2 if backward else 1) * KERNEL_OVERHEAD_S
+    bf16, fp8 = (replace(attention(8192, fp8), causal=True) for fp8 in (False, True))
+    assert gb200_s(bf16) / gb200_s(fp8) == pytest.approx(2047 / 1574, rel=0.01)
+    assert gb200_s(bf16, True) / gb200_s(fp8, True) == pytest.approx(1454 / 1332, rel=0.01)
+
+
 def test_fp8_attention_marks_only_attention_ops():
     model = get_model("llama2-7b", seq_len=1024)
     marked = fp8_attention(model)
