@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_speedup)
-from scalesim.costs.context_chunks import ring_time_factor, windowed_work
+                                  causal_rate, flash_efficiency)
+from scalesim.costs.context_chunks import fp8_ring_speedup, ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
@@ -250,8 +250,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
         executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
         executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
-        if op.fp8:          # FP8 attention at cuDNN's measured rates (costs/flash.py)
-            executed /= fp8_speedup(gpu.arch, op.seq, backward, op.causal)
+        if op.fp8:          # FP8 attention at cuDNN's measured rates, per ring step (costs/context_chunks.py)
+            executed /= fp8_ring_speedup(gpu.arch, op.seq, op.causal, 1 if op.cp_gather else op.ring_steps, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
