@@ -5,7 +5,10 @@ transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py @
 
 - "p2p" (AttnFuncWithCPAndKVP2P; Megatron-LM's default, `--cp-comm-type` default ["p2p"]) passes K and V
   round the ring, each step's transfer beside the previous step's kernel: the exchange runs on the "cp"
-  stream beside the block's attention half (costs/context_chunks.py prices the ring's kernels);
+  stream beside the block's attention half (costs/context_chunks.py prices the ring's kernels). Its
+  backward passes the accumulated dK and dV round the ring with K and V, one send/recv a step issued
+  before the step's kernel and waited after it (`ring_bytes`: twice the forward's bytes, still beside
+  the kernels);
 - "all_gather" (AttnFuncWithCPAndKVAllGather, "KV all-gather between CP ranks is exposed", after Llama 3,
   Grattafiori et al. 2024, sec. 3.3.2) gathers the whole K and V with `gather_along_first_dim` before
   its two kernels (one per local chunk, over the keys up to the chunk's end: costs/context_chunks.py
@@ -60,13 +63,29 @@ def _gathered(work) -> bool:
     return any(op.kind == "attention" and op.cp_gather for op in work.layer.ops)
 
 
-def before(rp, work, i: int, deps) -> tuple[int | None, tuple]:
-    """The K/V exchange ahead of part `i` of a layer: (what the part's end waits for, the part's deps).
-    The ring runs beside the attention half; the all-gather comes first, the half waiting for it."""
+def ring_bytes(cp_bytes: float, kind: str) -> float:
+    """What the p2p ring moves in a `kind` pass, as the all-gather of that many bytes over the CP group.
+
+    Backward passes dK and dV round the ring beside K and V (AttnFuncWithCPAndKVP2P.backward @d0067d0d:
+    `p2p_comm_buffers` of shape (2, *kv.shape), kv.dtype; step 0 sends K/V, steps 1..cp-2 both, the last step
+    dK/dV only), cp - 1 chunks of each: twice the forward's volume, in the K/V's own dtype (not fp32).
+
+    >>> ring_bytes(8.0, "forward"), ring_bytes(8.0, "recompute"), ring_bytes(8.0, "backward")
+    (8.0, 8.0, 16.0)
+    """
+    return cp_bytes * (2 if kind == "backward" else 1)
+
+
+def before(rp, work, i: int, deps, kind: str) -> tuple[int | None, tuple]:
+    """The K/V exchange ahead of part `i` of a layer in a `kind` pass: (what the part's end waits for, the
+    part's deps). The ring runs beside the attention half, in backward with dK and dV too; the all-gather
+    comes first, the half waiting for it."""
     if not (work.is_block and rp.pl.cp > 1 and i == 0):
         return None, deps
-    exchange = rp.call("cp", "all_gather", rp.cp_group, rp.b.cp_bytes, "cp", deps, ("cp",))
-    if exchange is None or not _gathered(work):
+    gathered = _gathered(work)
+    size = rp.b.cp_bytes if gathered else ring_bytes(rp.b.cp_bytes, kind)
+    exchange = rp.call("cp", "all_gather", rp.cp_group, size, "cp", deps, ("cp",))
+    if exchange is None or not gathered:
         return exchange, deps
     return None, (exchange,)
 

@@ -37,7 +37,35 @@ def test_with_windows_every_block_all_gathers_kv_and_reduce_scatters_their_gradi
     assert calls.count(("reduce_scatter", kv)) == blocks
     assert len(calls) == 3 * blocks
     # without windows, the ring: K and V once a pass, no gradient reduce-scatter
-    assert _cp_calls(_setup("llama3-8b")) == [("all_gather", _kv_bytes(8, 128, 8192))] * (2 * 32)
+    ring = _cp_calls(_setup("llama3-8b"))
+    assert len(ring) == 2 * 32 and {op for op, _ in ring} == {"all_gather"}
+
+
+def test_the_rings_backward_passes_dk_dv_with_k_and_v():
+    """Transformer Engine's ring backward (AttnFuncWithCPAndKVP2P.backward) sends K/V and the accumulated
+    dK/dV, both in K/V's dtype, cp - 1 chunks of each: twice what the forward ring moves, block by block."""
+    kv = _kv_bytes(8, 128, 8192)
+    ring = _cp_calls(_setup("llama3-8b"))
+    assert ring[:32] == [("all_gather", kv)] * 32                 # forward: K and V
+    assert ring[32:] == [("all_gather", 2 * kv)] * 32             # backward: K, V, dK, dV
+
+
+def test_more_ring_bytes_never_make_a_step_faster(monkeypatch):
+    """Across nodes (CP 2 over the network, one GPU a node), where the ring can outlast the kernels: the
+    backward's dK/dV make the step no faster than a ring carrying K and V alone."""
+    from scalesim.parallel import cp_exchange
+
+    def across(**parallel):
+        return prepare(Scenario.model_validate({
+            "name": "cp", "cluster": {"node": "dgx-h100", "nodes": 2, "fabric": {"link": "ib-hdr", "nics_per_node": 1}},
+            "model": "llama3-8b",
+            "training": {"precision": "bf16", "seq_len": 4096, "global_batch": 8, "micro_batch": 1},
+            "parallel": {"cp": 2, "tp": 8, **parallel}}))
+
+    real = simulate_setup(across()).end_s
+    monkeypatch.setattr(cp_exchange, "ring_bytes", lambda cp_bytes, kind: cp_bytes)
+    kv_only = simulate_setup(across()).end_s
+    assert real >= kv_only
 
 
 def test_the_all_gather_is_exposed_and_the_ring_is_not():
