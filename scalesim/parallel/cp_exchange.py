@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.compute import ELEMENT_BYTES
 from scalesim.models.spec import ModelSpec
 from scalesim.program import ComputeTask
 
@@ -57,6 +58,25 @@ def all_gathered(model: ModelSpec) -> ModelSpec:
     layers = tuple(replace(layer, ops=tuple(replace(op, cp_gather=True) if op.kind == "attention" else op
                                             for op in layer.ops)) for layer in model.layers)
     return replace(model, layers=layers)
+
+
+def kv_bytes(model: ModelSpec, plan) -> float:
+    """K and V of a micro-batch's whole sequence with one TP rank's KV heads, the config's head_dim wide: what
+    the CP group exchanges a layer (the all-gather's output)."""
+    pl, heads = plan.placement, model.heads or 1
+    width = max(1, (model.kv_heads or heads) // pl.tp) * (model.head_dim or (model.hidden or 0) // heads)
+    tokens = (model.tokens_per_sample or 1) // pl.cp
+    return 2 * plan.micro_batch * tokens * width * ELEMENT_BYTES[plan.precision] * pl.cp
+
+
+def gather_buffer_bytes(model: ModelSpec, plan) -> float:
+    """The all-gather's full-sequence buffers at the memory peak, in backward: AttnFuncWithCPAndKVAllGather.backward
+    @d0067d0d allocates dk, dv at the gathered length ("dk: fwd_nominal_dtype, [cp*s, b, h, d]", torch.zeros) and
+    gathers k_ag, v_ag again; the forward's k_ag, v_ag are locals freed when it returns (ctx saves the local k,
+    v), so one layer's set is live at a time: gathered K and V plus dK and dV, twice `kv_bytes`. The momentary
+    index_select copies (sequence-order reordering) and the per-step dK/dV pieces are left out."""
+    gathered = any(op.kind == "attention" and op.cp_gather for layer in model.layers for op in layer.ops)
+    return 2 * kv_bytes(model, plan) if gathered and plan.placement.cp > 1 else 0.0
 
 
 def _gathered(work) -> bool:

@@ -89,3 +89,14 @@ def test_p2p_with_sliding_windows_is_refused_as_transformer_engine_refuses_it():
     with pytest.raises(InputError) as err:
         _setup("gemma2-9b", cp_comm_type="p2p")
     assert err.value.key == "parallel.cp_comm_type" and "all_gather" in str(err.value)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_the_all_gathers_full_sequence_buffers_raise_the_peak_over_the_rings(cp):
+    """TE's all-gather backward holds the gathered K and V and full-length dK, dV (one layer's at a time):
+    four full-sequence tensors of kv_heads x head_dim, 16-bit, more than the ring's peak."""
+    seq = 16384
+    ring = _setup("llama3-8b", cp=cp, seq=seq, cp_comm_type="p2p").step.memory
+    gathered = _setup("llama3-8b", cp=cp, seq=seq, cp_comm_type="all_gather").step.memory
+    assert gathered.total >= ring.total
+    assert gathered.activations - ring.activations >= 4 * seq * 8 * 128 * 2
