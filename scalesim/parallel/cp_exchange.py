@@ -23,6 +23,8 @@ takes one cp_comm_type for every layer (`--cp-comm-type all_gather`) or a list w
 (TransformerConfig.cp_comm_type List[str], TransformerLayer picks `cp_comm_type[layer_number - 1]`);
 scalesim runs one for the whole model (`parallel.cp_comm_type`): all_gather where the model has a window
 (its full-attention layers too, Gemma 2's global layers), else p2p. Ulysses-style "a2a" is not modelled.
+"torch_ring" is PyTorch's own ring as torchtitan runs it (parallel/torch_ring.py): all-gathers and fp32 dK/dV
+hops on the compute path.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from dataclasses import replace
 
 from scalesim.costs.compute import ELEMENT_BYTES
 from scalesim.models.spec import ModelSpec
+from scalesim.parallel import torch_ring
 from scalesim.program import ComputeTask
 
-CP_COMM_TYPES = ("p2p", "all_gather")
+CP_COMM_TYPES = ("p2p", "all_gather", "torch_ring")
 
 
 def windowed(model: ModelSpec) -> bool:
@@ -60,11 +63,11 @@ def all_gathered(model: ModelSpec) -> ModelSpec:
     return replace(model, layers=layers)
 
 
-def kv_bytes(model: ModelSpec, plan) -> float:
-    """K and V of a micro-batch's whole sequence with one TP rank's KV heads, the config's head_dim wide: what
-    the CP group exchanges a layer (the all-gather's output)."""
-    pl, heads = plan.placement, model.heads or 1
-    width = max(1, (model.kv_heads or heads) // pl.tp) * (model.head_dim or (model.hidden or 0) // heads)
+def kv_bytes(model: ModelSpec, plan, heads: int | None = None) -> float:
+    """K and V of a micro-batch's whole sequence with one TP rank's KV heads (or `heads`), the config's head_dim
+    wide: what the CP group exchanges a layer (the all-gather's output)."""
+    pl, q_heads = plan.placement, model.heads or 1
+    width = max(1, (heads or model.kv_heads or q_heads) // pl.tp) * (model.head_dim or (model.hidden or 0) // q_heads)
     tokens = (model.tokens_per_sample or 1) // pl.cp
     return 2 * plan.micro_batch * tokens * width * ELEMENT_BYTES[plan.precision] * pl.cp
 
@@ -99,9 +102,13 @@ def ring_bytes(cp_bytes: float, kind: str) -> float:
 def before(rp, work, i: int, deps, kind: str) -> tuple[int | None, tuple]:
     """The K/V exchange ahead of part `i` of a layer in a `kind` pass: (what the part's end waits for, the
     part's deps). The ring runs beside the attention half, in backward with dK and dV too; the all-gather
-    comes first, the half waiting for it."""
+    (TE's, or torch's ring's) comes first, the half waiting for it."""
     if not (work.is_block and rp.pl.cp > 1 and i == 0):
         return None, deps
+    if rp.plan.cp_torch_ring:       # K and V as SDPA gets them, every query head (torch_ring.py)
+        exchange = rp.call("cp", "all_gather", rp.cp_group, kv_bytes(rp.b.model, rp.plan, rp.b.model.heads),
+                           "cp", deps, ("cp",))
+        return None, deps if exchange is None else (exchange,)
     gathered = _gathered(work)
     size = rp.b.cp_bytes if gathered else ring_bytes(rp.b.cp_bytes, kind)
     exchange = rp.call("cp", "all_gather", rp.cp_group, size, "cp", deps, ("cp",))
@@ -116,6 +123,9 @@ def after(rp, work, i: int, kind: str, wait: int, ring: int | None) -> int:
     if ring is not None:
         rp.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, ring)))
         return len(rp.list) - 1
+    if kind == "backward" and i == 0 and work.is_block and rp.pl.cp > 1 and rp.plan.cp_torch_ring:
+        local = kv_bytes(rp.b.model, rp.plan, rp.b.model.heads) / rp.pl.cp      # this rank's dK and dV, in fp32
+        return torch_ring.gradient_hops(rp, wait, local * torch_ring.FP32_BYTES / ELEMENT_BYTES[rp.plan.precision])
     if kind == "backward" and i == 0 and work.is_block and rp.pl.cp > 1 and _gathered(work):
         scattered = rp.call("cp", "reduce_scatter", rp.cp_group, rp.b.cp_bytes, "cp", (wait,), ("cp",))
         return wait if scattered is None else scattered

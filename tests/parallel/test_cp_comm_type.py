@@ -100,3 +100,27 @@ def test_the_all_gathers_full_sequence_buffers_raise_the_peak_over_the_rings(cp)
     gathered = _setup("llama3-8b", cp=cp, seq=seq, cp_comm_type="all_gather").step.memory
     assert gathered.total >= ring.total
     assert gathered.activations - ring.activations >= 4 * seq * 8 * 128 * 2
+
+
+def test_torchs_ring_gathers_every_query_heads_kv_and_hops_fp32_gradients_on_the_compute_path():
+    """PyTorch's ring as torchtitan runs it (parallel/torch_ring.py): an all-gather of K and V with every query
+    head (SDPA after repeat_kv) in forward and again in backward, the half waiting for it, and in backward CP
+    hops of the rank's fp32 dK and dV, each waited before the next."""
+    cp, seq = 4, 16384
+    tasks = _setup("llama3-8b", cp=cp, seq=seq, cp_comm_type="torch_ring").step.program.tasks[0]
+    calls = [(i, t) for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.key.startswith("cp/")]
+    gathers = [t for _, t in calls if t.plan.op == "all_gather"]
+    hops = [t for _, t in calls if t.plan.op == "send_recv"]
+    assert len(gathers) == 2 * 32 and {t.plan.size_bytes for t in gathers} == {_kv_bytes(32, 128, seq)}
+    assert len(hops) == cp * 32 and {t.plan.size_bytes for t in hops} == {_kv_bytes(32, 128, seq) / cp * 4 / 2}
+    first = calls[0][0]
+    half = next(t for t in tasks[first + 1:] if isinstance(t, ComputeTask) and t.name.startswith("fwd"))
+    assert first in half.deps
+    hop_ids = [i for i, t in calls if t.plan.op == "send_recv"]
+    assert all(tasks[b].deps == (a,) for a, b in zip(hop_ids[:cp - 1], hop_ids[1:cp]))
+
+
+def test_torchs_exposed_ring_never_makes_a_step_faster_than_transformer_engines():
+    ring = simulate_setup(_setup("llama3-8b", cp=4, seq=16384)).end_s
+    torch = simulate_setup(_setup("llama3-8b", cp=4, seq=16384, cp_comm_type="torch_ring")).end_s
+    assert torch > ring
