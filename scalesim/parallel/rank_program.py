@@ -181,7 +181,7 @@ class RankProgram:
                     and (not work.moe or i <= (0 if self.whole else 1))):
                 wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
-            cp_wait, deps = cp_exchange.before(self, work, i, deps)      # K and V: ring or all-gather
+            cp_wait, deps = cp_exchange.before(self, work, i, deps, kind)      # K and V: ring or all-gather
             name = f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else "")
             sync = self.moe_sync and work.moe and i == 1 and kind != "backward"
             if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
