@@ -299,12 +299,11 @@ def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, me
 
 
 def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
-              memory_format: str = "nhwc", held_sms: int = 0, depth: int | str | None = None) -> float:
+              memory_format: str = "nhwc", held_sms: int = 0, depth: int | None = None) -> float:
     """Forward time of one op for a micro-batch of `batch` samples.
 
     A conv in NCHW 16-bit training also pays its layout conversions
-    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k;
-    gemm_depth.DATA_GRADIENT: its n, each part's own].
+    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k].
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
@@ -382,7 +381,8 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
         if op.kind == "attention":
             bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
         elif depths := backward_depths(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
-            bwd += sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, d) for d in depths)
+            bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d)
+                       for p in gemm_parts(op) for d in backward_depths(p, gpu, precision, batch))
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
         else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)

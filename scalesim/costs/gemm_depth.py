@@ -52,9 +52,8 @@ def depth_factor(op, gpu, precision: str, depth: int | str | None = None) -> flo
 def backward_depths(op, gpu, precision: str, batch: int) -> tuple[int, ...]:
     """Depths of `op`'s two backward GEMMs where they run at other rates than its forward (a 16-bit
     GEMM on a GPU with a measured `gemm_k_overhead`): the data gradient reduces over the forward's
-    n (`DATA_GRADIENT`), the weight gradient over its m rows (tokens). () otherwise: backward is twice the
-    forward."""
+    n, the weight gradient over its m rows (tokens). () otherwise: backward is twice the forward."""
     if op.kind != "gemm" or op.gemm_mnk is None or gpu.gemm_k_overhead <= 0 or precision not in DEPTH_PRECISIONS:
         return ()
     m, n, _ = op.gemm_mnk
-    return (DATA_GRADIENT, m * batch)
+    return (n, m * batch)
