@@ -154,8 +154,9 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
             elif op.kind in MATMUL_KINDS:
                 matmul += t
                 # the input-gradient GEMM only, at its own depth n (costs/gemm_depth.py) where that is priced
+                depths = backward_depths(op, gpu, precision, batch)
                 bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT)
-                        if backward_depths(op, gpu, precision, batch) else t)
+                        if depths else t)
             else:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
     else:
