@@ -11,8 +11,11 @@ at K / (K + K0) of its deep-K rate. The catalog's `gemm_efficiency` is measured 
     (K / (K + K0)) / (8192 / (8192 + K0))
 
 of it: slower below 8192, slightly faster beyond. K0 is the GPU's catalog `gemm_k_overhead`
-(0: no measurement, no change). It grows with the tensor-core rate per SM: the same fixed
-cycles cover more K. Measured for 16-bit GEMMs only (fp16/bf16); other precisions keep 1.
+(0: no measurement, no change), fitted per GPU on measured GEMM sweeps (validation/fit_gemm_depth.py):
+B200 390 (XLA's sm_100 table), A100 170 (Azure's ND A100 v4 cuBLASLt sweep). It grows with the
+tensor-core rate per SM (the same fixed cycles cover more K) and with how little of a tile's
+epilogue overlaps the next tile's main loop (Ampere's cuBLAS kernels are not persistent).
+Measured for 16-bit GEMMs only (fp16/bf16); other precisions keep 1.
 """
 
 from __future__ import annotations
