@@ -85,7 +85,7 @@ def test_a_frozen_gemm_runs_full_trainings_data_gradient_and_no_weight_gradient(
     layer = LayerSpec("head", "head", n * k, (gemm,), 0.0)
     frozen = finetune_layer_time(layer, B200, "bf16", batch, FinetuneSpec("lora", 8, ("q",)))
     full = layer_time(layer, B200, "bf16", batch)
-    weight_gradient = op_time_s(gemm, B200, "bf16", batch, depth=m * batch)
+    weight_gradient = op_time_s(gemm, B200, "bf16", batch, depth=m * batch, tiles=(k, n))   # output k x n
     assert frozen.backward_s == pytest.approx(full.backward_s - weight_gradient, rel=1e-9)
     assert frozen.backward_s > frozen.forward_s           # depth n = 512 runs slower than the forward's 8192
 
@@ -129,3 +129,15 @@ def test_a_bigger_gemm_never_takes_less_time(name):
             assert all(not_shorter(a, b) for a, b in zip(times, times[1:]))
             assert not_shorter(seconds(m, n, 768), seconds(2 * m, n, 768))
             assert not_shorter(seconds(m, n, 768), seconds(m, n + 64, 768))
+
+
+@pytest.mark.parametrize("name", ["b200", "a100-80gb-sxm"])
+def test_the_weight_gradient_of_few_tokens_runs_on_the_weights_own_tiles(name):
+    # 64 tokens through a 1024 x 4096 weight: the forward has 64-row tiles, but the weight gradient writes the
+    # whole 1024 x 4096 weight (many tiles) over a reduction of 64: its time is its depth cost on those tiles,
+    # not on the forward's few, so backward (two GEMMs of the forward's FLOP) stays within ~2.5x the forward.
+    gpu = get_gpu(name)
+    op = gemm(64, 1024, 4096)
+    block = LayerSpec("b", "transformer_block", 0, (op,), op.flop)
+    step = layer_time(block, gpu, "bf16", 1)
+    assert step.backward_s < 2.5 * step.forward_s
