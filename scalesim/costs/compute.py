@@ -90,7 +90,7 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # and BERT-large SQuAD throughput on A100 80GB SXM and H100 SXM (validation
 # cases lambda-{a100-80gb-sxm4,h100-80gb-sxm5}-{resnet50,bert-large-squad},
 # +1% to +13% then; A100 wants ~8, H100 ~7). Since Dec 2026 the SQuAD runs are the
-# QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0.
+# QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0 (A100 -3.6% with its K0, small12).
 # GPUs with few SM-clocks per byte of DRAM bandwidth (A100, H100) hit this roof;
 # GeForce cards (many fast SMs on GDDR) stay DRAM-bound, needing no such correction.
 # Out of sample (Dec 2026, stream9): re-fitted without Lambda, jointly with the H100/H200
