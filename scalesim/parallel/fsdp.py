@@ -5,7 +5,13 @@ backward and reduce-scatters its gradients after. DeepSpeed-style flat buffers n
 PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6):
 
 - FSDP1 (FullyShardedDataParallel, a FlatParameter per unit): the parameters are views into the
-  gathered flat buffer, so an all-gather needs no copy out. After the unit's backward the post-backward
+  gathered flat buffer, so an all-gather needs no copy out. The views are made in the forward under
+  autograd ("We use `Tensor` views in the forward so that they are tracked by autograd", fsdp/_flat_param.py
+  _use_unsharded_flat_param: torch.split of the flat parameter, then .view per parameter), so the unit's
+  gradient reaches the FlatParameter through split_with_sizes' backward, which concatenates the parameters'
+  gradients into a new flat tensor (torch/csrc/autograd/FunctionsManual.cpp split_with_sizes_backward:
+  at::cat): one copy of the unit's gradient on the compute stream, as autograd's engine runs it, the
+  counterpart of FSDP2's copy-in below. After the unit's backward the post-backward
   hook (fsdp/_runtime_utils.py _post_backward_hook, on its post-backward stream) casts the unsharded
   gradient to MixedPrecision.reduce_dtype when that differs from param_dtype, and the default
   reduce-scatter hook divides it by the pre-divide factor (algorithms/_comm_hooks/default_hooks.py
@@ -55,6 +61,7 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     deps = () if dep is None else (dep,)
     if plan.fsdp_version == 2:
         return copy_task(rp, "fsdp reduce-scatter copy-in", "other", params * grad, deps, params * reduced)
+    deps = (copy_task(rp, "fsdp1 flat gradient cat", "other", params * grad, deps),)   # split's backward
     passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])   # the divide; the cast when wider
     seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
