@@ -24,6 +24,13 @@ PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6
   stream too, before the reduce-scatter stream takes over (_fsdp_collectives.py foreach_reduce). bf16
   and fp32 reductions are averaged by NCCL (ReduceOp.AVG), with no divide pass.
 
+HSDP (`parallel.hsdp_shard`: FSDP1's ShardingStrategy.HYBRID_SHARD, FSDP2's 2-D mesh) shards each unit over
+`hsdp_shard` consecutive data-parallel ranks (one node's GPUs, torch's default intra-node process group,
+fsdp/_init_utils.py _init_intra_and_inter_node_groups) and replicates it across the others: the all-gathers and
+reduce-scatters run in the shard group, then each rank's reduced shard is all-reduced across its replicas, the
+ranks holding the same shard, on a stream of its own (FSDP1's _all_reduce_stream, over the inter-node process
+group: fsdp/_runtime_utils.py _reduce_grad, torch v2.2). The optimizer updates a 1/`hsdp_shard` shard.
+
 Neither FSDP reshards the root unit after its forward, so its backward needs no all-gather (`regathered`).
 The all-gather's copy-in (each rank's own shard, 1/dp of the unit) is left out, as is the memory of
 FSDP2's all-gather output beside the unsharded parameters. Each function takes the RankProgram it adds
@@ -85,3 +92,25 @@ def regathered(rp, work) -> tuple[int, ...]:
         if blocks and (not block or work is blocks[-1]):
             return ()
     return rp.gather(work)
+
+
+def hsdp_groups(pl, coords: dict[str, int], shard: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the group a unit is sharded over, the ranks holding the same shard): without HSDP the whole
+    data-parallel group and none; with it, `shard` consecutive data-parallel ranks and every shard-th."""
+    group = pl.grad_group(coords)
+    if shard is None or shard >= len(group):
+        return group, ()
+    dp = coords["dp"]
+    first = dp - dp % shard
+    ranks = [pl.rank(**{**coords, "dp": d}) for d in range(pl.dp)]
+    return tuple(sorted(ranks[first:first + shard])), tuple(sorted(ranks[dp % shard::shard]))
+
+
+def replicated(rp, params: float) -> None:
+    """HSDP: the rank's reduced shard of a unit's gradient all-reduced across its replicas, after the unit's
+    reduce-scatter (the last of `rp.reductions`), on its own stream; the optimizer step waits for it."""
+    if len(rp.replica_group) <= 1 or params <= 0 or not rp.reductions:
+        return
+    size = params / len(rp.grad_group) * rp.b.grad_bytes_per_param
+    rp.reductions.append(rp.call("grad_replica", "all_reduce", rp.replica_group, size, "hsdp_all_reduce",
+                                 (rp.reductions[-1],), ("replica",)))
