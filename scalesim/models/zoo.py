@@ -52,7 +52,7 @@ _GPT3 = dict(vocab=50257, max_positions=2048, tied_embeddings=True)     # as GPT
 _LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  # rotary positions
 _QWEN25 = dict(vocab=152064, qkv_bias=True, **_LLAMA)      # Qwen2: biases on q, k, v only
 _GEMMA2 = dict(vocab=256000, ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=True,
-               sandwich_norm=True)                           # GeGLU has SwiGLU's shape; 4 norms a block
+               sandwich_norm=True, final_softcap=30.0)       # GeGLU has SwiGLU's shape; 4 norms a block
 _MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
 _QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
 _GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
