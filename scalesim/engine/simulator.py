@@ -79,6 +79,7 @@ class _Run(StretchWalks):
     flow_triples: dict[int, tuple] = field(default_factory=dict)     # id(flow tuple) -> (it, network triples)
     # rank -> per task, what it waits for on other walks (its deps there, and its stream's order)
     crossing: dict[int, list] = field(default_factory=dict)
+    reserve: bool = False     # phases whose links are free run by formula (engine/reservations.py)
 
     def stream(self, rank: int, indices: list[int], events: list, stretches: bool = False):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -141,10 +142,18 @@ class _Run(StretchWalks):
             plan = task.plan
             if id(plan) in self.isolated:
                 yield timeout(env, self.alone_s(plan))
-            elif len(plan.phases) == 1 and id(plan) not in self.private and not plan.phases[0].latency_s > 0:
+            elif len(plan.phases) == 1 and id(plan) not in self.private:
                 phase = plan.phases[0]          # what _phases does for it, without a generator of its own
                 if phase.flows:
-                    yield self.net.start(self.triples(phase.flows))
+                    flows = self.triples(phase.flows)
+                    done = self.net.reserve(flows, phase.latency_s) if self.reserve else None
+                    if done is None:
+                        if phase.latency_s > 0:
+                            yield timeout(env, phase.latency_s)
+                        done = self.net.start(flows)
+                    yield done
+                elif phase.latency_s > 0:
+                    yield timeout(env, phase.latency_s)
             else:
                 yield from self._phases(plan)
             self.hold(holders, -1)
@@ -273,6 +282,11 @@ class _Run(StretchWalks):
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
+            if split is None and phase.flows and self.reserve:
+                done = self.net.reserve(self.triples(phase.flows), phase.latency_s)
+                if done is not None:
+                    yield done
+                    continue
             if phase.latency_s > 0:
                 yield timeout(self.env, phase.latency_s)
             if not phase.flows:
@@ -281,7 +295,11 @@ class _Run(StretchWalks):
                 yield self.net.start(self.triples(phase.flows))
                 continue
             exposed, private_s, private_bytes = split[index]
-            shared = self.net.start(self.triples(exposed)) if exposed else None
+            shared = None
+            if exposed:
+                shared = self.net.reserve(self.triples(exposed)) if self.reserve else None
+                if shared is None:
+                    shared = self.net.start(self.triples(exposed))
             private = timeout(self.env, private_s) if private_s > 0 else None
             self.net.bytes_sent += private_bytes
             self.net.bytes_delivered += private_bytes
@@ -341,6 +359,7 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
     if closed_form:
+        run.reserve = True
         families = call_families(program)
         run.isolated = isolated_plans(program, families)
         run.private = private_splits(program, run.isolated, families)
