@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 import simpy
+from simpy.events import Timeout
 
 from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
@@ -55,8 +56,7 @@ class _Sms:
     remaining_s: float = 0.0        # of the running task, at full speed
     rate: float = 1.0
     since_s: float = 0.0
-    done: simpy.Event | None = None
-    generation: int = 0
+    done: simpy.Event | None = None     # the running task's timer (the walk waits for it)
     contended: bool = False         # the running task has shared its SMs at some point
     factors: tuple = ()             # the running task's row of Program.held_factors
     stretch: Stretch | None = None  # the compute walk's stretch in flight (engine/stretches.py)
@@ -213,25 +213,32 @@ class _Run(StretchWalks):
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
         sms.since_s = self.env._now
-        sms.done = self.env.event()
+        sms.done = None
         sms.contended = False
         sms.factors = factors
         self._retime(sms)
         return sms.done
 
     def _retime(self, sms: _Sms) -> None:
+        """Time the running task's end from its rate now: a new timer, which whoever waited for the
+        old one (or for a broken stretch, engine/stretches.py) now waits for; the old one fires idle."""
         sms.rate = max(compute_rate(sms.comm_share, sms.factors), MIN_COMPUTE_RATE)
         sms.contended = sms.contended or sms.comm_share > 0
-        sms.generation += 1
-        generation = sms.generation
         timer = timeout(self.env, sms.remaining_s / sms.rate)
-        timer.callbacks.append(lambda _event: self._finish(sms, generation))
+        old = sms.done
+        if old.__class__ is Timeout:
+            timer.callbacks, old.callbacks = old.callbacks, []
+        else:
+            timer.callbacks.append(lambda event: self._finish(sms, event))   # first: before the walk goes on
+            if old is not None:
+                timer.callbacks.extend(old.callbacks)
+                old.callbacks = []
+        sms.done = timer
 
-    def _finish(self, sms: _Sms, generation: int) -> None:
-        if generation != sms.generation or sms.done is None:
-            return   # overtaken by a change of share: a newer timer will finish it
-        done, sms.done, sms.remaining_s = sms.done, None, 0.0
-        succeed(done)
+    @staticmethod
+    def _finish(sms: _Sms, timer: Timeout) -> None:
+        if sms.done is timer:
+            sms.done, sms.remaining_s = None, 0.0
 
     def hold(self, holders: list, sign: int) -> None:
         """A call starts (+1) or ends (-1): its kernels take or give back SMs on its ranks."""
