@@ -46,10 +46,10 @@ class Reservations:
     """The network's side (mixed into `network.FluidNetwork`, which holds `_reserved` and
     `_reserved_mask`): reserve a phase's links, end it, or hand it to the network."""
 
-    def reserve(self, flows, latency_s: float = 0.0) -> simpy.Event | None:
-        """An event that fires when these flows (after `latency_s`) have arrived, if they can run
-        alone by formula (one bundle, its rate memoised as one rate, its links free); else None and
-        the caller plays the phase the general way."""
+    def reserve(self, flows, latency_s: float = 0.0) -> Reserved | None:
+        """These flows (after `latency_s`) run alone by formula, if they can (one bundle, its rate
+        memoised as one rate, its links free): the caller waits for the reservation's `timer`, which
+        fires when they have arrived. None: the caller plays the phase the general way."""
         known = self._prepared_for(flows)
         if len(known.bundles) != 1 or self._reserved_mask & known.mask:
             return None
@@ -72,7 +72,7 @@ class Reservations:
         self._reserved_mask |= mask
         # First of the timer's callbacks: the books are kept before the waiting walk goes on.
         timer.callbacks.append(lambda _event: self._reserved_end(reserved))
-        return timer
+        return reserved
 
     def _reserved_end(self, reserved: Reserved) -> None:
         if not reserved.live:

@@ -30,7 +30,7 @@ from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_f
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
-                                      stretch_starts)
+                                      stretch_starts, timer_at)
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
@@ -146,12 +146,13 @@ class _Run(StretchWalks):
                 phase = plan.phases[0]          # what _phases does for it, without a generator of its own
                 if phase.flows:
                     flows = self.triples(phase.flows)
-                    done = self.net.reserve(flows, phase.latency_s) if self.reserve else None
-                    if done is None:
+                    reserved = self.net.reserve(flows, phase.latency_s) if self.reserve else None
+                    if reserved is None:
                         if phase.latency_s > 0:
                             yield timeout(env, phase.latency_s)
-                        done = self.net.start(flows)
-                    yield done
+                        yield self.net.start(flows)
+                    else:
+                        yield reserved.timer
                 elif phase.latency_s > 0:
                     yield timeout(env, phase.latency_s)
             else:
@@ -282,6 +283,25 @@ class _Run(StretchWalks):
                                                             for f in flows])
         return known[1]
 
+    def _reserved_phase(self, phase, split: tuple | None) -> tuple | None:
+        """The events that end a phase whose flows the network runs by formula (engine/reservations.py):
+        its (exposed) flows', then, if its private flows (`private_splits`) may end later, theirs;
+        None when the network must play it."""
+        env = self.env
+        exposed, private_s, private_bytes = (phase.flows, 0.0, 0.0) if split is None else split
+        flows_s = env._now + phase.latency_s if phase.latency_s > 0 else env._now
+        end_s = flows_s + private_s if private_s > 0 else flows_s     # of the private flows
+        reserved = self.net.reserve(self.triples(exposed), phase.latency_s) if exposed else None
+        if exposed and reserved is None:
+            return None
+        self.net.bytes_sent += private_bytes
+        self.net.bytes_delivered += private_bytes
+        if reserved is None:
+            return (timer_at(env, end_s),)
+        # More contention can only delay the exposed flows: if they end after the private ones
+        # alone, they end the phase.
+        return (reserved.timer,) if reserved.end_s >= end_s else (reserved.timer, timer_at(env, end_s))
+
     def _phases(self, plan: CollectivePlan):
         if id(plan) in self.isolated:
             # No other call can touch these links while this one runs: its time is the closed form.
@@ -289,10 +309,11 @@ class _Run(StretchWalks):
             return
         split = self.private.get(id(plan))
         for index, phase in enumerate(plan.phases):
-            if split is None and phase.flows and self.reserve:
-                done = self.net.reserve(self.triples(phase.flows), phase.latency_s)
-                if done is not None:
-                    yield done
+            if phase.flows and self.reserve:
+                ends = self._reserved_phase(phase, None if split is None else split[index])
+                if ends is not None:
+                    for end in ends:
+                        yield end
                     continue
             if phase.latency_s > 0:
                 yield timeout(self.env, phase.latency_s)
@@ -302,11 +323,7 @@ class _Run(StretchWalks):
                 yield self.net.start(self.triples(phase.flows))
                 continue
             exposed, private_s, private_bytes = split[index]
-            shared = None
-            if exposed:
-                shared = self.net.reserve(self.triples(exposed)) if self.reserve else None
-                if shared is None:
-                    shared = self.net.start(self.triples(exposed))
+            shared = self.net.start(self.triples(exposed)) if exposed else None
             private = timeout(self.env, private_s) if private_s > 0 else None
             self.net.bytes_sent += private_bytes
             self.net.bytes_delivered += private_bytes
@@ -378,10 +395,13 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(tasks):
             streams.setdefault(task.stream, []).append(index)
+        # Blocking solo calls walk inside the compute walk: timed by formula (isolated), or, where
+        # phases may run by formula until touched (reservations), any solo call.
+        inlined = run.isolated if not run.reserve else {**run.isolated, **_solo_plans(tasks)}
         if stretches:
-            walks, order_deps = inline_call_chains(tasks, streams, run.isolated)
+            walks, order_deps = inline_call_chains(tasks, streams, inlined)
         else:
-            walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
+            walks, order_deps = inline_blocking_calls(tasks, streams, inlined), {}
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
@@ -397,3 +417,8 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
     if len(run.intervals) != expected:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     return run.intervals, run.indices, run.net.bytes_sent, run.net.bytes_delivered, run.slowed
+
+
+def _solo_plans(tasks: tuple) -> dict[int, None]:
+    """The plans of a rank's calls with no other simulated member, by id."""
+    return {id(t.plan): None for t in tasks if t.__class__ is CollectiveTask and t.participants == 1}

@@ -22,14 +22,14 @@ def _play(calls, capacity, reserve: bool):
     def call(i, start_s, latency_s, repeats, flows):
         yield env.timeout(start_s)
         for _ in range(repeats):
-            done = net.reserve(flows, latency_s) if reserve else None
-            if done is None:
+            reservation = net.reserve(flows, latency_s) if reserve else None
+            if reservation is None:
                 if latency_s > 0:
                     yield env.timeout(latency_s)
-                done = net.start(flows)
+                yield net.start(flows)
             else:
                 reserved[0] += 1
-            yield done
+                yield reservation.timer
             ends[i].append(env.now)
 
     for i, (start_s, latency_s, repeats, flows) in enumerate(calls):
