@@ -23,6 +23,7 @@ import simpy
 from simpy.events import Timeout
 
 from scalesim.collectives.plan import CollectivePlan
+from scalesim.engine.call_phases import CallPhases
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
 from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
@@ -30,7 +31,7 @@ from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_f
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
-                                      stretch_starts, timer_at)
+                                      stretch_starts)
 from scalesim.timeline import Interval, Timeline
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
@@ -63,7 +64,7 @@ class _Sms:
 
 
 @dataclass
-class _Run(StretchWalks):
+class _Run(StretchWalks, CallPhases):
     env: simpy.Environment
     net: FluidNetwork
     program: Program
@@ -201,15 +202,6 @@ class _Run(StretchWalks):
         if wait_s > 0:
             yield timeout(self.env, wait_s)
 
-    def alone_s(self, plan: CollectivePlan) -> float:
-        """A call timed by formula: count its bytes (all of them arrive) and return its time."""
-        sent = self.sent.get(id(plan))
-        if sent is None:
-            sent = self.sent[id(plan)] = plan.bytes_sent
-        self.net.bytes_sent += sent
-        self.net.bytes_delivered += sent
-        return self.isolated[id(plan)]
-
     def compute(self, sms: _Sms, duration_s: float, factors: tuple = ()) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
@@ -273,66 +265,6 @@ class _Run(StretchWalks):
         yield from self._phases(plan)
         self.hold(call.holders, -1)
         succeed(call.done)
-
-    def triples(self, flows: tuple) -> list:
-        """The network's view of a phase's flows, built once per flow tuple for the run (the
-        same list each time, so the network keeps what it derives from it)."""
-        known = self.flow_triples.get(id(flows))
-        if known is None or known[0] is not flows:
-            known = self.flow_triples[id(flows)] = (flows, [(f.links, f.size_bytes, f.rate_cap_bytes_per_s)
-                                                            for f in flows])
-        return known[1]
-
-    def _reserved_phase(self, phase, split: tuple | None) -> tuple | None:
-        """The events that end a phase whose flows the network runs by formula (engine/reservations.py):
-        its (exposed) flows', then, if its private flows (`private_splits`) may end later, theirs;
-        None when the network must play it."""
-        env = self.env
-        exposed, private_s, private_bytes = (phase.flows, 0.0, 0.0) if split is None else split
-        flows_s = env._now + phase.latency_s if phase.latency_s > 0 else env._now
-        end_s = flows_s + private_s if private_s > 0 else flows_s     # of the private flows
-        reserved = self.net.reserve(self.triples(exposed), phase.latency_s) if exposed else None
-        if exposed and reserved is None:
-            return None
-        self.net.bytes_sent += private_bytes
-        self.net.bytes_delivered += private_bytes
-        if reserved is None:
-            return (timer_at(env, end_s),)
-        # More contention can only delay the exposed flows: if they end after the private ones
-        # alone, they end the phase.
-        return (reserved.timer,) if reserved.end_s >= end_s else (reserved.timer, timer_at(env, end_s))
-
-    def _phases(self, plan: CollectivePlan):
-        if id(plan) in self.isolated:
-            # No other call can touch these links while this one runs: its time is the closed form.
-            yield timeout(self.env, self.alone_s(plan))
-            return
-        split = self.private.get(id(plan))
-        for index, phase in enumerate(plan.phases):
-            if phase.flows and self.reserve:
-                ends = self._reserved_phase(phase, None if split is None else split[index])
-                if ends is not None:
-                    for end in ends:
-                        yield end
-                    continue
-            if phase.latency_s > 0:
-                yield timeout(self.env, phase.latency_s)
-            if not phase.flows:
-                continue
-            if split is None:
-                yield self.net.start(self.triples(phase.flows))
-                continue
-            exposed, private_s, private_bytes = split[index]
-            shared = self.net.start(self.triples(exposed)) if exposed else None
-            private = timeout(self.env, private_s) if private_s > 0 else None
-            self.net.bytes_sent += private_bytes
-            self.net.bytes_delivered += private_bytes
-            # Both parts end the phase: wait for each in turn (no condition event to schedule).
-            if shared is not None:
-                yield shared
-            if private is not None and private.callbacks is not None:
-                yield private
-
 
 def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None,
              beside: Beside | None = None) -> Timeline:
