@@ -87,6 +87,9 @@ class Reservations:
     def _drop_reserved(self, reserved: Reserved) -> None:
         reserved.live = False
         self._reserved.remove(reserved)
+        if not self._reserved:
+            self._reserved_mask = 0
+            return
         mask = 0
         for other in self._reserved:
             mask |= other.prepared.mask

@@ -112,7 +112,13 @@ class _Run(StretchWalks, CallPhases):
                     continue
             ready_s = env._now
             if host is not None:
-                yield from self.issued(host, index, events)
+                segment = host.segment[index]
+                if segment >= 0 and events[segment].callbacks is not None:
+                    yield from self.issued(host, index, events)     # its sync task is not over yet
+                else:                         # what `issued` does then, without a generator
+                    wait_s = (host.released_s[segment] if segment >= 0 else 0.0) + host.offset_s[index] - env._now
+                    if wait_s > 0:
+                        yield timeout(env, wait_s)
                 if task.__class__ is not ComputeTask:
                     ready_s = env._now        # a rank reaches a call when its host has issued it
             yield from self.task(rank, index, events, ready_s, env._now)
