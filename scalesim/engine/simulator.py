@@ -320,11 +320,15 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
     bytes sent and delivered, and per rank the compute time added by held SMs."""
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
+    every_plan: dict = {}
     if closed_form:
         run.reserve = True
         families = call_families(program)
         run.isolated = isolated_plans(program, families)
         run.private = private_splits(program, run.isolated, families)
+        # Where phases may be reserved, any solo call can be walked inside the compute walk (the
+        # inlining checks that a task is a solo call: the plans need not be told apart).
+        every_plan = dict.fromkeys(families[0])
     for rank, tasks in program.tasks.items():
         if any(isinstance(t, CollectiveTask) and t.sm_share > 0 for t in tasks):
             run.sms[rank] = _Sms()
@@ -335,7 +339,7 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
             streams.setdefault(task.stream, []).append(index)
         # Blocking solo calls walk inside the compute walk: timed by formula (isolated), or, where
         # phases may run by formula until touched (reservations), any solo call.
-        inlined = run.isolated if not run.reserve else {**run.isolated, **_solo_plans(tasks)}
+        inlined = run.isolated if not run.reserve else every_plan
         if stretches:
             walks, order_deps = inline_call_chains(tasks, streams, inlined)
         else:
@@ -356,7 +360,3 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     return run.intervals, run.indices, run.net.bytes_sent, run.net.bytes_delivered, run.slowed
 
-
-def _solo_plans(tasks: tuple) -> dict[int, None]:
-    """The plans of a rank's calls with no other simulated member, by id."""
-    return {id(t.plan): None for t in tasks if t.__class__ is CollectiveTask and t.participants == 1}
