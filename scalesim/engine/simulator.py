@@ -12,6 +12,11 @@ While a collective runs, its kernels hold part of each member's SMs
 at the rate the remaining SMs give (the task's own row of
 `Program.held_factors` where the builder gave one: its GEMMs' waves on fewer
 SMs), re-timed whenever a call starts or ends.
+
+With `closed_form` (the default) a phase that finds its links free is timed by
+formula until another flow touches them (engine/reservations.py, call_phases.py),
+and blocking solo calls are walked inside the compute walk: the fluid network's
+times to float rounding (1e-15 relative), with fewer events per task.
 """
 
 from __future__ import annotations
