@@ -150,26 +150,26 @@ class _Run(StretchWalks, CallPhases):
             # The only simulated member of its call: no rendezvous to wait for, so the call is
             # played right here (a call that runs alone on its links takes its closed-form time).
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
-            self.hold(holders, +1)
+            if holders:
+                self.hold(holders, +1)
             plan = task.plan
+            phases = plan.phases
             if id(plan) in self.isolated:
                 yield timeout(env, self.alone_s(plan))
-            elif len(plan.phases) == 1 and id(plan) not in self.private:
-                phase = plan.phases[0]          # what _phases does for it, without a generator of its own
-                if phase.flows:
-                    flows = self.triples(phase.flows)
-                    reserved = self.net.reserve(flows, phase.latency_s) if self.reserve else None
-                    if reserved is None:
-                        if phase.latency_s > 0:
-                            yield timeout(env, phase.latency_s)
-                        yield self.net.start(flows)
-                    else:
-                        yield reserved.timer
-                elif phase.latency_s > 0:
+            elif self.reserve and len(phases) == 1 and phases[0].flows and (
+                    ends := self._reserved_phase(phases[0], self.private.get(id(plan), (None,))[0])) is not None:
+                for end in ends:
+                    yield end
+            elif len(phases) == 1 and id(plan) not in self.private:
+                phase = phases[0]               # what _phases does for it, without a generator of its own
+                if phase.latency_s > 0:
                     yield timeout(env, phase.latency_s)
+                if phase.flows:
+                    yield self.net.start(self.triples(phase.flows))
             else:
                 yield from self._phases(plan)
-            self.hold(holders, -1)
+            if holders:
+                self.hold(holders, -1)
             start_s = issued_s
         else:
             call = self.arrive(task, rank)
