@@ -83,3 +83,54 @@ def test_reserving_gives_the_network_s_times_and_bytes(calls, capacity):
     assert net.bytes_sent == pytest.approx(plain.bytes_sent, rel=1e-12)
     assert net.bytes_delivered == pytest.approx(plain.bytes_delivered, rel=1e-12)
     assert not net._reserved and not net._groups
+
+
+def _program(seed: int):
+    """Two ranks of compute with blocking solo calls (one plan per rank, repeated: reserved once its
+    rate is known) on links that the ranks' shared calls on another stream also use."""
+    import random
+
+    from scalesim.collectives.plan import CollectivePlan, Flow, Phase
+    from scalesim.program import CollectiveTask, ComputeTask, Program
+
+    draw = random.Random(seed)
+    count = draw.randint(8, 20)
+    at = sorted(draw.sample(range(count), draw.randint(1, 4)))          # both ranks call these together
+    shared = [CollectivePlan("all_reduce", "ring", (0, 1), 1.0,
+                             (Phase(draw.choice([0.0, 0.1]), (Flow("a", "b", links, size), Flow("b", "a", links, size))),))
+              for size, links in ((draw.choice([0.5, 2.0]), draw.choice([(0,), (1,), (0, 1)])) for _ in at)]
+    tasks = {}
+    for rank in (0, 1):
+        solo = CollectivePlan("all_reduce", "ring", (rank,), 1.0,
+                              (Phase(draw.choice([0.0, 0.05]), (Flow("x", "y", (rank,), draw.choice([0.4, 1.0])),)),))
+        listed, last = [], None
+        for j in range(count):
+            listed.append(ComputeTask(f"c{j}", "forward", draw.choice([0.1, 0.3, 0.7]),
+                                      deps=() if last is None else (last,)))
+            last = len(listed) - 1
+            if draw.random() < 0.6:
+                listed.append(CollectiveTask(f"s{j}", f"s{rank}-{j}", solo, deps=(last,), stream="tp",
+                                             participants=1, sm_share=draw.choice([0.0, 0.25])))
+                last = len(listed) - 1
+            if j in at:
+                k = at.index(j)
+                listed.append(CollectiveTask(f"g{k}", f"g{k}", shared[k], deps=(last,), stream="comm",
+                                             sm_share=draw.choice([0.0, 0.2])))
+        tasks[rank] = tuple(listed)
+    return Program(tasks, (2.0, 2.0))
+
+
+@pytest.mark.parametrize("first_seed", range(0, 300, 100))
+def test_random_programs_with_reserved_calls_give_the_played_timeline(first_seed):
+    from scalesim.engine import simulate
+
+    for seed in range(first_seed, first_seed + 100):
+        program = _program(seed)
+        fast, played = simulate(program), simulate(program, closed_form=False)
+        assert fast.end_s == pytest.approx(played.end_s, rel=1e-9), seed
+        ordered = sorted(fast.intervals, key=lambda i: (i.rank, i.name)), sorted(played.intervals,
+                                                                                 key=lambda i: (i.rank, i.name))
+        for a, b in zip(*ordered):
+            assert (a.rank, a.name) == (b.rank, b.name), seed
+            assert (a.start_s, a.end_s) == pytest.approx((b.start_s, b.end_s), rel=1e-9, abs=1e-12), seed
+        assert fast.bytes_sent == pytest.approx(played.bytes_sent, rel=1e-12)
