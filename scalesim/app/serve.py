@@ -21,6 +21,7 @@ from scalesim.engine.serving import simulate_serving
 from scalesim.errors import InputError
 from scalesim.limits import check_serving_size
 from scalesim.hardware import GpuSpec
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.models import get_model
 from scalesim.serving.metrics import meets_slo, summarise
 from scalesim.serving.scheduler import Batch, Scheduler
@@ -56,6 +57,7 @@ class ServeSetup:
     kv_blocks: int                  # per replica (the KV cache of each GPU holds its share of every token)
     memory: dict = field(default_factory=dict)
     reason: str | None = None       # why it does not fit (None: it fits)
+    catalog: Catalog | None = None  # --catalog / $SCALESIM_CATALOG folders over the built-in one
 
 
 def _check_plan(scenario: ServingScenario, model, available: int, file: str | None) -> int:
@@ -86,11 +88,13 @@ def _check_plan(scenario: ServingScenario, model, available: int, file: str | No
     return count
 
 
-def prepare_serving(scenario: ServingScenario, file: str | None = None) -> ServeSetup:
-    """Resolve names, check the plan and size the KV cache (does not simulate)."""
-    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+def prepare_serving(scenario: ServingScenario, file: str | None = None,
+                    catalog: Catalog | None = None) -> ServeSetup:
+    """Resolve names (in `catalog`: the built-in one), check the plan and size the KV cache (does not simulate)."""
+    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
     fabric = scenario.cluster.fabric
-    topology = build_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric())
+    topology = build_cluster(design, nodes=scenario.cluster.nodes, catalog=catalog,
+                             fabric=None if fabric is None else fabric.as_fabric())
     model = get_model(scenario.model, seq_len=1, key="model", file=file)
     count = _check_plan(scenario, model, len(topology.gpus), file)
     s = scenario.serving
@@ -103,7 +107,7 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None) -> Serve
               "activations": activation_workspace_bytes(shard, s.max_batch_tokens, s.max_seqs),
               "framework": FRAMEWORK_OVERHEAD_BYTES, "kv_cache": blocks * BLOCK_TOKENS * kv_bytes_per_token(shard)}
     return ServeSetup(scenario, file, shard, gpu, topology, count, count // (s.tp * s.pp), blocks, memory,
-                      _fit_reason(scenario, shard, gpu, memory, blocks))
+                      _fit_reason(scenario, shard, gpu, memory, blocks), catalog)
 
 
 def _fit_reason(scenario: ServingScenario, shard: ServingShard, gpu: GpuSpec, memory: dict,
@@ -217,8 +221,8 @@ def cost_per_million(setup: ServeSetup, tokens_per_s: float, busy_fraction: floa
     tokens = tokens_per_s * hour
     price = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
     cloud = None if price is None else econ.cloud_cost_usd(setup.gpus, hour, price)
-    nodes = nodes_used(scenario, setup.gpus, setup.file)
-    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file)
+    nodes = nodes_used(scenario, setup.gpus, setup.file, setup.catalog)
+    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file, setup.catalog)
     capex = econ.capex_usd(own, setup.gpus, nodes)
     owned = None
     if capex is not None:
@@ -304,7 +308,7 @@ def _slo_out_of_reach(setup: ServeSetup, timer: IterationTimer) -> bool:
 
 
 def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[float] | None = None,
-          search: bool = True) -> dict:
+          search: bool = True, catalog: Catalog | None = None) -> dict:
     """Simulate the scenario's load (and the rate sweep or search); the `serve --json` object."""
     s = scenario.serving
     prompt, output = (min(d.mean, d.max or d.mean) for d in (s.requests.prompt_tokens, s.requests.output_tokens))
@@ -312,7 +316,7 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
                        max_batch_tokens=s.max_batch_tokens, rates=len(rates or []), search=search,
                        search_requests=SEARCH_REQUESTS, search_probes=SEARCH_PROBES_MAX,
                        search_full_runs=SEARCH_FULL_RUNS, file=file)
-    setup = prepare_serving(scenario, file)
+    setup = prepare_serving(scenario, file, catalog)
     out = {"scenario": scenario.name, "gpus": setup.gpus, "replicas": setup.replicas, "gpu": setup.gpu.name,
            "plan": {"tp": s.tp, "pp": s.pp, "ep": s.ep, "weights": s.weights, "kv_cache": s.kv_cache,
                     "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,

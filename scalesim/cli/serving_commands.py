@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from scalesim.cli.wiring import EXIT_DOES_NOT_FIT, ScenarioFile, friendly_errors, slug, spinner
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, ScenarioFile, catalog_from, catalog_option, friendly_errors, slug,
+                                 spinner)
 from scalesim.errors import InputError
 from scalesim.outputs import check_output_dir
 from scalesim.report.tables import make_console
@@ -23,9 +24,10 @@ from scalesim.report.tables import make_console
 @click.option("--search/--no-search", default=True,
               help="Without --rates, bisect for the highest rate meeting the SLO [on].")
 @click.option("--plots/--no-plots", default=True, help="Write the latency plots (when rates were simulated).")
+@catalog_option
 @friendly_errors
 def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | None, search: bool,
-          plots: bool) -> None:
+          plots: bool, catalog_dirs) -> None:
     """Simulate LLM serving of SCENARIO_FILE under load: latency, throughput, KV cache, cost.
 
     Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
@@ -39,7 +41,8 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     from scalesim.limits import answer_budget
 
     with spinner(as_json), answer_budget():
-        result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search)
+        result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search,
+                           catalog=catalog_from(catalog_dirs))
     written = []
     if plots and result.get("sweep"):
         directory = out or Path("plots") / slug(scenario_file.stem)
@@ -57,7 +60,23 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
         sys.exit(EXIT_DOES_NOT_FIT)
 
 
-def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool) -> None:
+# `compare` options that only a training comparison has: given with serving scenarios they are refused,
+# not ignored (a --report or --csv asked for and silently not written)
+TRAINING_ONLY_OPTIONS = ("report", "csv_path", "samples", "seed", "search", "rank_by", "allow_different_work",
+                         "max_seconds", "exact")
+
+
+def refuse_training_options(ctx: click.Context) -> None:
+    """InputError naming the first training-only `compare` option given on the command line."""
+    from click.core import ParameterSource
+
+    for param in ctx.command.params:
+        if param.name in TRAINING_ONLY_OPTIONS and ctx.get_parameter_source(param.name) != ParameterSource.DEFAULT:
+            raise InputError("applies to training scenarios only; a serving comparison takes --json, --out, "
+                             "--plots/--no-plots and --catalog", key=param.opts[0])
+
+
+def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool, catalog=None) -> None:
     """`compare` over serving scenarios: each design at its highest rate under the SLO."""
     from scalesim.app.serve_compare import compare_serving as run_compare_serving, is_serving_file
     from scalesim.report.serving import serving_compare_table, serving_pareto_plot
@@ -67,7 +86,7 @@ def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool
         raise InputError("cannot compare training and serving scenarios together; give only serving scenarios "
                          "(with a serving: block) or only training ones", file=training[0], key="serving")
     with spinner(as_json):
-        data = run_compare_serving(list(scenario_files))
+        data = run_compare_serving(list(scenario_files), catalog)
     if plots:
         directory = out or Path("plots") / "compare"
         path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")

@@ -181,13 +181,14 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     from scalesim.app.compare import compare as run_compare
     from scalesim.app.scaling_curve import scaling_counts
     from scalesim.app.serve_compare import is_serving_file
-    from scalesim.cli.serving_commands import compare_serving
+    from scalesim.cli.serving_commands import compare_serving, refuse_training_options
     from scalesim.limits import answer_budget, time_limit
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
     check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
     if any(is_serving_file(f) for f in scenario_files):
-        compare_serving(scenario_files, as_json, out, plots)
+        refuse_training_options(click.get_current_context())
+        compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs))
         return
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
     with answer_budget(max_seconds), time_limit(max_seconds), exact_simulation_context(exact):
