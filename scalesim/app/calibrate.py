@@ -298,6 +298,7 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
               topology: str | None = None, op: str | None = None, catalog: Catalog | None = None) -> list[Fit]:
     """Fit what the measurements constrain and write the overlay folder `out`; the fits, for the report."""
     catalog = catalog or builtin_catalog()
+    check_overlay_folder(out)
     logs, gemms, bandwidths = read_measurements(paths, op)
     fits: list[Fit] = []
     if logs:
@@ -323,6 +324,22 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
     return fits
 
 
+OVERLAY_HEADER = "# Written by scalesim calibrate; pass this folder with --catalog.\n"
+
+
+def check_overlay_folder(out: Path) -> None:
+    """Refuse an --out folder whose gpus.yaml or links.yaml calibrate did not write: merging into it
+    would rewrite the user's file (its comments and layout lost, a file that is no mapping dropped)."""
+    for filename in ("links.yaml", "gpus.yaml"):
+        path = out / filename
+        if not path.exists():
+            continue
+        mine = path.is_file() and path.read_bytes()[:len(OVERLAY_HEADER)] == OVERLAY_HEADER.encode()
+        if not mine:
+            raise InputError(f"{path} was not written by scalesim calibrate and would be rewritten; give a new "
+                             f"folder and use both: --catalog {out} --catalog NEW (later folders win)", key="--out")
+
+
 def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[str]) -> None:
     """`{name: {base: name, field: value}}` entries into out/links.yaml and out/gpus.yaml (merged)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -343,5 +360,4 @@ def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[st
             entry["notes"] = [*entry.get("notes", []), f"{fit.note} (was {fit.before:g})"]
             entry["source"] = sorted({*entry.get("source", []), *(f"measured: {s}" for s in sources)})
             entries[fit.entry] = entry
-        path.write_text("# Written by scalesim calibrate; pass this folder with --catalog.\n"
-                        + dump_entries(entries), encoding="utf-8")
+        path.write_text(OVERLAY_HEADER + dump_entries(entries), encoding="utf-8")
