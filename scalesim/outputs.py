@@ -58,6 +58,39 @@ def _guarded(check, path: Path, option: str, *args) -> None:
         raise InputError(f"cannot use {path}: {exc.strerror or exc.__class__.__name__}", key=option) from None
 
 
+# What scalesim puts in every file it writes at a path the user names (--trace, --report, --csv,
+# --plot, topology show --out), so that a later run recognises the file as its own and may write it
+# again; a file without it (the user's) is never overwritten.
+PRODUCER = "scalesim"
+HTML_GENERATOR = f"<meta name='generator' content='{PRODUCER}'>"
+TRACE_GENERATOR = {"generator": PRODUCER}                       # the trace's first key: otherData
+_SIGNATURES = {
+    ".png": b"tEXtSoftware\x00" + PRODUCER.encode(),            # savefig(metadata={"Software": ...})
+    ".svg": f"<dc:title>{PRODUCER}".encode(),                   # metadata={"Creator": ...}
+    ".pdf": f"/Creator ({PRODUCER}".encode(),
+    ".json": b'{"otherData": {"generator": "' + PRODUCER.encode(),
+    ".html": HTML_GENERATOR.encode(), ".htm": HTML_GENERATOR.encode(),
+    ".csv": b"file,scenario,",                                  # compare --csv's header
+}
+
+
+def figure_metadata(path: Path) -> dict:
+    """savefig's `metadata` naming scalesim as the file's producer, for the format of `path`."""
+    suffix = Path(path).suffix.lower()
+    return {"Software": PRODUCER} if suffix == ".png" else {"Creator": PRODUCER} if suffix in (".svg", ".pdf") else {}
+
+
+def written_by_scalesim(path: Path) -> bool:
+    """Whether the file at `path` carries scalesim's mark (in its first or last 64 KiB)."""
+    signature = _SIGNATURES.get(path.suffix.lower())
+    if signature is None:
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(1 << 16)
+        handle.seek(max(0, path.stat().st_size - (1 << 16)))
+        return signature in head or signature in handle.read()
+
+
 def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None:
     if suffixes and path.suffix.lower() not in suffixes:
         raise InputError(f"must be a {' or '.join(suffixes)} file, got {path.name!r}", key=option)
@@ -69,4 +102,7 @@ def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None
                              key=option)
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"no permission to overwrite {path}", key=option)
+    if path.is_file() and path.stat().st_size > 0 and not written_by_scalesim(path):
+        raise InputError(f"{path} exists and scalesim did not write it; remove it or give another name "
+                         "(scalesim overwrites only files it wrote)", key=option)
     _check_creatable(path.parent, option)

@@ -75,3 +75,43 @@ def test_missing_directories_are_fine(tmp_path):
     result = CliRunner().invoke(main, ["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)])
     assert result.exit_code == 0, result.output
     assert trace.is_file()
+
+
+@pytest.mark.parametrize("args,option", [
+    (["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", "{d}/mine.json"], "--trace"),
+    (["compare", SCENARIO, SCENARIO, "--no-plots", "--report", "{d}/mine.html"], "--report"),
+    (["compare", SCENARIO, SCENARIO, "--no-plots", "--csv", "{d}/mine.csv"], "--csv"),
+    (["collective", "--topology", "dgx-h100", "--sizes", "1M", "--plot", "{d}/mine.png"], "--plot"),
+    (["collective", "--topology", "dgx-h100", "--sizes", "1M", "--plot", "{d}/mine.svg"], "--plot"),
+    (["topology", "show", "dgx-h100", "--out", "{d}/mine.png"], "--out"),
+    (["validate", "--fast", "--plot", "{d}/mine.pdf"], "--plot"),
+])
+def test_a_file_the_user_wrote_is_never_overwritten(tmp_path, args, option):
+    args = [a.format(d=tmp_path) for a in args]
+    path = Path(args[-1])
+    path.write_text("the user's own notes\n")
+    message = refused(args, option)
+    assert "scalesim did not write it" in message and str(path) in message
+    assert path.read_text() == "the user's own notes\n"
+
+
+@pytest.mark.parametrize("name", ["d.png", "d.svg"])
+def test_a_file_scalesim_wrote_is_written_again(tmp_path, name):
+    """Run the same command twice: the second run replaces its own drawing, as before."""
+    path = tmp_path / name
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["topology", "show", "dgx-h100", "--out", str(path)])
+        assert result.exit_code == 0, result.output
+    empty = tmp_path / "empty.png"          # an empty file holds nothing to lose
+    empty.touch()
+    assert CliRunner().invoke(main, ["topology", "show", "dgx-h100", "--out", str(empty)]).exit_code == 0
+
+
+def test_traces_reports_and_tables_carry_the_mark_that_lets_them_be_rewritten(tmp_path):
+    from scalesim.outputs import written_by_scalesim
+
+    trace, report, table = tmp_path / "t.json", tmp_path / "r.html", tmp_path / "t.csv"
+    for args in (["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)],
+                 ["compare", SCENARIO, SCENARIO, "--no-plots", "--report", str(report), "--csv", str(table)]):
+        assert CliRunner().invoke(main, args).exit_code == 0
+    assert all(written_by_scalesim(p) for p in (trace, report, table))

@@ -43,6 +43,8 @@ matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from scalesim.outputs import figure_metadata  # noqa: E402
+
 
 def plain_log_tick(value: float, _pos=None, every: bool = False) -> str:
     """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd
@@ -102,7 +104,7 @@ def save_figure(fig, path: Path, *, tight_layout: bool = True, whole_legend: boo
             fig.set_layout_engine(None)         # done: savefig need not draw to lay it out again
         if whole_legend:
             box = _tight_box(fig)
-    fig.savefig(path, dpi=dpi, **({"bbox_inches": box} if whole_legend else {}))
+    fig.savefig(path, dpi=dpi, metadata=figure_metadata(path), **({"bbox_inches": box} if whole_legend else {}))
     if fig.canvas.manager is not None:        # made by pyplot: pyplot keeps it until closed
         import matplotlib.pyplot as plt
 
