@@ -214,7 +214,8 @@ def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertaint
     """Time to train (hours) and cost to train (USD, cloud and on-premises) as bars."""
     labels = _labels(rows)
     x = list(range(len(rows)))
-    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(12, 4.8))
+    # each wrapped name (22 characters at 8 pt, ~1.4 in) needs ~1.7 in under its bars in both panels
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(max(12, 3.4 * len(rows) + 2), 4.8))
     hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
