@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -185,7 +186,7 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     from scalesim.limits import answer_budget, time_limit
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
-    check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
+    check_output_dir(out or Path("plots") / "compare" if plots else None, "--out")
     if any(is_serving_file(f) for f in scenario_files):
         refuse_training_options(click.get_current_context())
         compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs))
@@ -213,16 +214,20 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
 
         write_compare_csv(rows, csv_path)
     written = {}
-    if plots or report is not None:
-        budgets = {budget_text(s) for s in comparison.scenarios}
-        written = compare_plots(rows, out or Path("plots") / "compare",
-                                budget=budgets.pop() if len(budgets) == 1 else "", uncertainty=comparison.uncertainty)
-        comparison.plots = {k: str(v) for k, v in written.items()}
-    data = comparison.to_json()
-    if report is not None:
-        from scalesim.report.html import write_compare_html
+    budgets = {budget_text(s) for s in comparison.scenarios}
+    # --no-plots with --report: the page embeds the plots, drawn in a folder removed afterwards
+    with contextlib.nullcontext(out or Path("plots") / "compare") if plots else tempfile.TemporaryDirectory() as where:
+        if plots or report is not None:
+            written = compare_plots(rows, Path(where), budget=budgets.pop() if len(budgets) == 1 else "",
+                                    uncertainty=comparison.uncertainty)
+        if plots:
+            comparison.plots = {k: str(v) for k, v in written.items()}
+        data = comparison.to_json()
+        if report is not None:
+            from scalesim.report.html import write_compare_html
 
-        write_compare_html(data, written, report)
+            write_compare_html(data, written, report)
+    written = written if plots else {}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
