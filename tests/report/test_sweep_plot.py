@@ -1,6 +1,6 @@
-"""The sweep's best-plan figure (best.png): labels stay in their panel, the log axis of time (hours under a day, else days)
-carries numbers to read the points by, and a sweep where nothing fits says so instead of
-drawing empty axes with made-up ticks."""
+"""The sweep's best-plan figure (best.png): labels stay in their panel, the log axis of time
+(hours under a day, else days) carries numbers to read the points by, and a sweep where nothing
+fits says so instead of drawing empty axes with made-up ticks."""
 
 import warnings
 
