@@ -97,7 +97,7 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
             continue
         x = [p["output_tokens_per_s"] for p in points]
         line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
-        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "--", color=line.get_color(), label="P99")
+        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "s--", color=line.get_color(), label="P99")
         plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (s)")
@@ -115,14 +115,17 @@ def percentiles_plot(r: dict, path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
         rates = [p["rate_per_s"] for p in points if p[key]]
-        for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
-            ax.plot(rates, [p[key][q] for p in points if p[key]], style, label=q.upper())
         slo = r["slo"][key]
-        ax.axhline(slo, color="#C44E52", lw=1, label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
+        values = [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo]
+        scale, unit = (1e3, "ms") if max(values) < 1 else (1.0, "s")     # as the table prints them
+        for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
+            ax.plot(rates, [p[key][q] * scale for p in points if p[key]], style, label=q.upper())
+        ax.axhline(slo * scale, color="#C44E52", lw=1,
+                   label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
         ax.set_xlabel("request rate (requests/s)")
-        ax.set_ylabel(f"{label} (s)")
+        ax.set_ylabel(f"{label} ({unit})")
         ax.set_yscale("log")
-        plain_log_axis(ax.yaxis, [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo])
+        plain_log_axis(ax.yaxis, [v * scale for v in values])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{r['scenario']}: latency percentiles against rate")

@@ -40,3 +40,23 @@ def test_the_slo_line_says_its_value(monkeypatch, tmp_path):
     serving.percentiles_plot(r, tmp_path / "p.png")
     names = [t.get_text() for ax in figures[0].axes for t in ax.get_legend().get_texts()]
     assert any("SLO" in n and "1 s" in n for n in names) and any("SLO" in n and "50 ms" in n for n in names), names
+
+
+def test_every_point_has_a_labelled_tick_near_it(monkeypatch, tmp_path):
+    """TPOT of 12-23 ms under a 50 ms SLO: the axis labelled only 20, 30, 40 and 50, and the lowest
+    points, a third of the panel below 20, had no number to be read by."""
+    figures = _figures(monkeypatch)
+    tpot = [(0.0124, 0.0131, 0.01355), (0.0137, 0.0149, 0.0160), (0.0183, 0.0205, 0.0227)]
+    sweep = [{"rate_per_s": rate, "output_tokens_per_s": 230.0 * rate,
+              "ttft_s": {"p50": 0.05, "p90": 0.085, "p99": 0.14}, "tpot_s": dict(zip(("p50", "p90", "p99"), t)),
+              "e2e_latency_s": {"p50": 3.0, "p90": 6.0, "p99": 9.5}} for rate, t in zip((2, 4, 8), tpot)]
+    serving.percentiles_plot({"scenario": "2x RTX 4090", "sweep": sweep, "slo": {"ttft_s": 1.0, "tpot_s": 0.05}},
+                             tmp_path / "p.png")
+    ax = figures[0].axes[1]
+    _labels(ax)
+    low, high = ax.get_ylim()
+    ticks = [t.get_position()[1] for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+             if t.get_text() and low <= t.get_position()[1] <= high]
+    for line in ax.get_lines():
+        for y in line.get_ydata():
+            assert min(max(y / t, t / y) for t in ticks) <= 1.3, (y, sorted(ticks))
