@@ -275,6 +275,9 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
                 * relative_shape_efficiency(p.m, p.n, gpu) * depth_efficiency(p.k, gpu.gemm_k_overhead, p.precision)
                 / 1e12)
 
+    for p in points:
+        _below_peak(p.tflops, gpu.peak_flop_per_s(p.precision) / 1e12, "TFLOP/s", gpu,
+                    f"GEMM {p.precision} {p.m}x{p.n}x{p.k}", f"dense {p.precision} peak")
     after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
     checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
                          predicted(p, after), True) for p in points)
@@ -283,7 +286,17 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
                "depth factors)")
 
 
+def _below_peak(value: float, peak: float, unit: str, gpu: GpuSpec, what: str, peak_name: str) -> None:
+    """Refuse a measurement above what the GPU can do at all: a unit slip (GFLOP/s, MB/s) or another GPU."""
+    if value > peak:
+        raise InputError(f"the measured {what} of {value:,.1f} {unit} is above {gpu.name}'s {peak_name} of "
+                         f"{peak:,.1f} {unit}: values are TFLOP/s for gemm rows and GB/s for membw rows; "
+                         "and --gpu names the GPU they were measured on", key="--gpu")
+
+
 def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:
+    for p in points:
+        _below_peak(p.GBps, gpu.memory_bw_bytes_per_s / 1e9, "GB/s", gpu, "memory bandwidth", "datasheet bandwidth")
     before = gpu.memory_bw_efficiency
     after = min(1.0, statistics.median(p.GBps * 1e9 / gpu.memory_bw_bytes_per_s for p in points))
     bw = gpu.memory_bw_bytes_per_s / 1e9

@@ -156,7 +156,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 @click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
 @click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
 @click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
-@click.option("--op", default=None, help="Collective of logs that do not say (e.g. all_reduce).")
+@click.option("--op", default=None, type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                      "reduce", "all_to_all", "send_recv"]),
+              help="Collective of logs that do not say (e.g. all_reduce).")
 @catalog_option
 @friendly_errors
 def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:

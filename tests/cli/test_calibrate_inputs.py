@@ -36,3 +36,22 @@ def test_calibrate_never_rewrites_a_catalog_file_it_did_not_write(tmp_path, text
     for _ in range(2):
         again = CliRunner().invoke(main, ["calibrate", str(csv), "--gpu", "mi300x", "--out", str(fresh)])
         assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize("row, unit", [("gemm,bf16,8192,8192,8192,780500", "TFLOP/s"),   # GFLOP/s typed as TFLOP/s
+                                       ("membw,,,,,2850000", "GB/s")])                   # MB/s typed as GB/s
+def test_a_measurement_above_the_gpus_peak_is_refused_not_clamped(tmp_path, row, unit):
+    """780,500 'TFLOP/s' on an H100 (dense bf16 peak ~989) was fitted to an efficiency of 1.0 and written."""
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", "h100-sxm", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "h100-sxm" in result.output and unit in result.output and "above" in result.output
+    assert not out.exists()
+
+
+def test_an_unknown_op_names_the_option():
+    result = CliRunner().invoke(main, ["calibrate", str(ROOT / "tests" / "data" / "nccl-tests-a100-oci.txt"),
+                                       "--op", "allreduce"])
+    assert result.exit_code == 2 and "'--op'" in result.output and "all_reduce" in result.output
