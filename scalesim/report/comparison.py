@@ -292,11 +292,27 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
     ax.margins(x=0.25, y=0.2)
     ax.set_xlim(left=0)                      # from zero: distances read as ratios
     ax.set_ylim(bottom=0)
-    _labels_inside(ax, labels)
+    labels_inside(ax, labels)
+    separate_labels(ax, labels)
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
-def _labels_inside(ax, labels: list) -> None:
+def separate_labels(ax, labels: list) -> None:
+    """Move a point's label below the labels it would cover (two designs at nearly the same point
+    printed their names over each other), top to bottom; the labels stay beside their points."""
+    renderer = ax.figure.canvas.get_renderer()
+    placed = []
+    for label in sorted(labels, key=lambda t: -t.get_window_extent(renderer).y0):
+        box = label.get_window_extent(renderer)
+        while any(box.overlaps(other) for other in placed):
+            low = min(other.y0 for other in placed if box.overlaps(other))
+            step = (box.y1 - low + 1) * 72 / ax.figure.dpi          # pixels to the points xyann is in
+            label.xyann = (label.xyann[0], label.xyann[1] - step)
+            box = label.get_window_extent(renderer)
+        placed.append(box)
+
+
+def labels_inside(ax, labels: list) -> None:
     """Widen the time axis until every point's label (right of its point) ends inside the axes, not
     under the legend: a label w pixels wide at x fits when (x - low) / (high - low) <= 1 - w / W."""
     renderer = ax.figure.canvas.get_renderer()

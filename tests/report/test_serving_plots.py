@@ -60,3 +60,40 @@ def test_every_point_has_a_labelled_tick_near_it(monkeypatch, tmp_path):
     for line in ax.get_lines():
         for y in line.get_ydata():
             assert min(max(y / t, t / y) for t in ticks) <= 1.3, (y, sorted(ticks))
+
+
+def _row(name, latency, cloud, owned):
+    return {"scenario": name, "e2e_p50_s": latency, "usd_per_million_tokens": cloud,
+            "owned_usd_per_million_tokens": owned}
+
+
+def test_the_serving_pareto_keeps_labels_inside_and_one_colour_per_design(monkeypatch, tmp_path):
+    """Labels of the slowest design ran past the right edge, and a design's rented and owned points
+    had two unrelated colours."""
+    figures = _figures(monkeypatch)
+    rows = [_row("1x RTX 4090, Llama 3 8B bf16, vLLM-style", 6.85, 0.087, 0.205),
+            _row("1x H100 PCIe, Llama 3 8B bf16, vLLM-style", 8.53, 0.158, 0.108),
+            _row("2x RTX 4090, Llama 3 8B, vLLM-style", 9.57, 0.074, 0.104)]
+    front = [{"scenario": rows[0]["scenario"], "kind": "cloud"}, {"scenario": rows[2]["scenario"], "kind": "cloud"}]
+    serving.serving_pareto_plot(rows, front, tmp_path / "p.png")
+    ax = figures[0].axes[0]
+    figures[0].canvas.draw()
+    renderer = figures[0].canvas.get_renderer()
+    right = ax.get_window_extent(renderer).x1
+    assert len(ax.texts) == 6
+    for label in ax.texts:
+        assert label.get_window_extent(renderer).x1 <= right, label.get_text()
+    colours = [tuple(c.get_facecolor()[0]) for c in ax.collections]
+    assert colours[0] == colours[1] and colours[2] == colours[3] and colours[0] != colours[2]
+    assert ax.get_xlim()[0] == 0 and ax.get_ylim()[0] == 0
+
+
+def test_labels_of_points_at_nearly_the_same_place_do_not_cover_each_other(monkeypatch, tmp_path):
+    figures = _figures(monkeypatch)
+    rows = [_row("1x RTX 4090, Llama 3 8B bf16", 6.85, 0.087, 0.205), _row("2x RTX 4090, Llama 3 8B", 7.52, 0.077, 0.108),
+            _row("1x H100 PCIe, Llama 3 8B bf16", 7.47, 0.161, 0.110)]
+    serving.serving_pareto_plot(rows, [], tmp_path / "p.png")
+    fig = figures[0]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.axes[0].texts]
+    assert not [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
