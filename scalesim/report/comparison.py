@@ -156,6 +156,16 @@ def _labels(rows: list[dict], width: int = 22) -> list[str]:
     return [textwrap.fill(_design_label(r), width) for r in rows]
 
 
+def _short_labels(rows: list[dict], width: int = 18) -> list[str]:
+    """The hardware part of each name where that tells the designs apart (the full names are in
+    the table and the other plots' legends), else the whole name; wrapped to `width`."""
+    short = [short_name(r["scenario"]) for r in rows]
+    if len(set(short)) < len(short):
+        short = [r["scenario"] for r in rows]
+    return [textwrap.fill(name + ("" if r.get("fits", True) else f" ({NO_FIT})"), width)
+            for name, r in zip(short, rows)]
+
+
 def _hatch(rows: list[dict]) -> list[str]:
     """Bars of designs that do not fit are hatched (and their labels say so)."""
     return ["xx" if not r.get("fits", True) else "" for r in rows]
@@ -212,10 +222,11 @@ def _label_above(ax, bars, labels: list[str], err, fontsize: int = 7) -> None:
 
 def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertainty: dict | None = None) -> Path:
     """Time to train (hours) and cost to train (USD, cloud and on-premises) as bars."""
-    labels = _labels(rows)
+    labels = _short_labels(rows)
     x = list(range(len(rows)))
-    # each wrapped name (22 characters at 8 pt, ~1.4 in) needs ~1.7 in under its bars in both panels
-    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(max(12, 3.4 * len(rows) + 2), 4.8))
+    # each wrapped name (18 characters at 8 pt, ~1.1 in) needs ~1.3 in under its bars in both panels;
+    # no wider than needed: the report scales the picture to its column, and its text with it
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(max(12, 2.6 * len(rows) + 2), 4.8))
     hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)

@@ -8,6 +8,7 @@ import scalesim.report.comparison as comparison
 NAMES = ["8x RTX 4090 (PCIe 4.0, no P2P), DDP, GPT-2 350M", "8x A100 80GB SXM (DGX A100, NVSwitch), DDP, GPT-2 350M",
          "8x H100 SXM (DGX H100, NVSwitch), DDP, GPT-2 350M", "32x RTX 4090 (4 nodes, 100 GbE), DDP, GPT-2 350M",
          "16x L40S (2 nodes, 400G RoCE), FSDP, GPT-2 350M", "8x MI300X (Infinity Fabric mesh), DDP, GPT-2 350M"]
+SAME_HARDWARE = [f"8x H100 SXM (DGX H100, NVSwitch), {plan}, GPT-2 350M" for plan in ("DDP", "FSDP", "ZeRO-1", "TP2")]
 
 
 def _row(name, k):
@@ -36,3 +37,22 @@ def test_design_names_under_the_bars_do_not_overlap(monkeypatch, tmp_path, plot,
         assert len(boxes) == count
         for left, right in zip(boxes, boxes[1:]):
             assert left.x1 < right.x0, (plot, count, left, right)
+
+
+def test_designs_on_the_same_hardware_keep_their_whole_names_apart(monkeypatch, tmp_path):
+    """Under the bars a design is named by its hardware where that tells the designs apart; four
+    plans on one DGX H100 keep their whole names, still without overlap."""
+    figures = []
+    monkeypatch.setattr(comparison, "save_figure", lambda fig, path, **kw: figures.append(fig) or fig.tight_layout())
+    comparison.time_cost_plot([_row(n, k) for k, n in enumerate(SAME_HARDWARE)], tmp_path / "p.png")
+    comparison.time_cost_plot([_row(n, k) for k, n in enumerate(NAMES[:4])], tmp_path / "q.png")
+    same, different = figures
+    for fig in figures:
+        fig.canvas.draw()
+    names = [" ".join(t.get_text().split()) for t in same.axes[0].get_xticklabels()]
+    assert names == SAME_HARDWARE
+    renderer = same.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in same.axes[0].get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))
+    assert [" ".join(t.get_text().split()) for t in different.axes[0].get_xticklabels()] == [
+        "8x RTX 4090", "8x A100 80GB SXM", "8x H100 SXM", "32x RTX 4090"]
