@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, ScenarioFile, catalog_from, catalog_option, friendly_errors, slug,
-                                 spinner)
+                                 status)
 from scalesim.errors import InputError
 from scalesim.outputs import check_output_dir
 from scalesim.report.tables import make_console
@@ -40,7 +40,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     scenario, file = load_serving_scenario(scenario_file)
     from scalesim.limits import answer_budget
 
-    with spinner(as_json), answer_budget():
+    with status(as_json, f"simulating the serving of {scenario_file}"), answer_budget():
         result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search,
                            catalog=catalog_from(catalog_dirs))
     written = []
@@ -85,7 +85,7 @@ def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool
     if training:
         raise InputError("cannot compare training and serving scenarios together; give only serving scenarios "
                          "(with a serving: block) or only training ones", file=training[0], key="serving")
-    with spinner(as_json):
+    with status(as_json, f"simulating {len(scenario_files)} serving designs"):
         data = run_compare_serving(list(scenario_files), catalog)
     if plots:
         directory = out or Path("plots") / "compare"

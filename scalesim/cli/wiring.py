@@ -152,11 +152,6 @@ def status(as_json: bool, what: str):
     return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
 
 
-def spinner(as_json: bool):
-    """A spinner on stderr while simulating (none when printing JSON)."""
-    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
-
-
 @contextlib.contextmanager
 def collector_paused():
     """Python's cyclic garbage collector off while one command answers, and what is loaded then

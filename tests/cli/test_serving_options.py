@@ -78,3 +78,19 @@ def test_a_serving_comparison_refuses_what_only_training_comparisons_do(tmp_path
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: option '{option[0]}'") and "training scenarios only" in result.output
     assert not (tmp_path / option[-1]).exists()
+
+
+def test_serve_on_a_pipe_says_what_it_is_doing_on_stderr(tmp_path, monkeypatch):
+    """Without a terminal the spinner draws nothing: serve was silent however long it took; now a
+    line every interval (10 s; here shortened) on stderr, and stdout stays the JSON alone."""
+    import functools
+
+    import scalesim.cli.wiring as wiring
+    from scalesim.app.heartbeat import heartbeat
+
+    monkeypatch.setattr(wiring, "heartbeat", functools.partial(heartbeat, interval=0.001))
+    path = _scenario(tmp_path, "rtx4090")
+    result = invoke("serve", str(path), "--json", "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert f"simulating the serving of {path}" in result.stderr and "elapsed" in result.stderr
+    json.loads(result.stdout)
