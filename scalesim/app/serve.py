@@ -388,7 +388,7 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
 
 
 def rate_list(text: str) -> list[float]:
-    """'1,2,4.5' -> [1.0, 2.0, 4.5]; InputError naming --rates otherwise."""
+    """'1,2,4.5' -> [1.0, 2.0, 4.5], in order, each once; InputError naming --rates otherwise."""
     try:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -396,4 +396,4 @@ def rate_list(text: str) -> list[float]:
                          key="--rates") from None
     if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
         raise InputError(f"rates must be positive numbers, e.g. 1,2,4,8 (got {text!r})", key="--rates")
-    return rates
+    return sorted(set(rates))

@@ -227,3 +227,9 @@ def test_the_max_rate_found_meets_the_slo_with_all_the_scenarios_requests():
     # Every rate above it run with all the requests missed (the search did not stop short).
     above = [r for r in out["sweep"] if r["rate_per_s"] > best and r["requests"] == sc.serving.requests.count]
     assert all(not r["meets_slo"] for r in above)
+
+
+def test_a_rate_given_twice_is_simulated_once():
+    from scalesim.app.serve import rate_list
+
+    assert rate_list("2,2,1") == [1.0, 2.0] and rate_list("4, 1,4.0") == [1.0, 4.0]
