@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_speedup, window_share)
+                                  causal_rate, flash_efficiency, fp8_forward_speedup, window_share)
 from scalesim.costs.context_chunks import ring_time_factor
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -233,7 +233,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
     the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
-    measured FP8 speed-up, its backward too where one is published (costs/flash.py, fp8_speedup).
+    measured FP8 speed-up (costs/flash.py, fp8_forward_speedup); its backward stays 16-bit.
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -249,8 +249,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed = ((flop * band if band < 0.5
                      else flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop)
                     / head_dim_factor(op.head_dims, gpu.arch, backward))
-        if op.fp8:          # FP8 attention at cuDNN's measured rates (costs/flash.py)
-            executed /= fp8_speedup(gpu.arch, op.seq, backward)
+        if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
+            executed /= fp8_forward_speedup(gpu.arch, op.seq)
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)

@@ -57,12 +57,6 @@ FP8 617 751 886 864 971 1005, BF16 497 574 617 609 600 595). The backward stays 
 rate: that config also sets NVTE_FP8_DPA_BWD=1 (an FP8 backward), but no FP8 backward rate is
 published for Hopper (FlashAttention-3's FP8 kernel is forward-only), so that speed-up is not
 counted: an under-estimate of FP8 attention's gain, said so where a case runs it.
-Blackwell: NVIDIA's cuDNN SDPA training benchmark publishes both passes in FP8 and BF16 on GB200
-(NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/gb200/llama3.1_20260424_100750.csv
-@60e572b7: cuDNN 9.22, batch 2, 64 query and 8 key/value heads, head dim 128, the Llama 70B shape, no
-mask, TFLOPS at 2k ... 32k: forward FP8 1881 2093 2241 2263 2223, BF16 1433 1599 1771 1697 1634;
-backward (NVTE_FP8_DPA_BWD's FP8 kernel) FP8 1214 1577 1772 1836 1825, BF16 1124 1350 1404 1374
-1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup).
 """
 
 from __future__ import annotations
@@ -161,14 +155,7 @@ AMD_REFERENCE = (8192, True)     # the row FLASH_ATTENTION_EFFICIENCY and BACKWA
 # FP8 over BF16 forward rate of cuDNN's flash attention by sequence length (module docstring).
 FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 / 574, 3)),
                                   (2048, round(886 / 617, 3)), (4096, round(864 / 609, 3)),
-                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3))),
-                       "blackwell": ((2048, round(1881 / 1433, 3)), (4096, round(2093 / 1599, 3)),
-                                     (8192, round(2241 / 1771, 3)), (16384, round(2263 / 1697, 3)),
-                                     (32768, round(2223 / 1634, 3)))}
-# The same over the backward, where published (module docstring: GB200, cuDNN); elsewhere 16-bit.
-FP8_BACKWARD_SPEEDUP = {"blackwell": ((2048, round(1214 / 1124, 3)), (4096, round(1577 / 1350, 3)),
-                                      (8192, round(1772 / 1404, 3)), (16384, round(1836 / 1374, 3)),
-                                      (32768, round(1825 / 1262, 3)))}
+                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3)))}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -267,19 +254,6 @@ def fp8_forward_speedup(arch: str, seq: int) -> float:
         raise ValueError(f"no published FP8 attention rate for {arch} GPUs; known on: "
                          f"{', '.join(FP8_FORWARD_SPEEDUP)}")
     return _by_length(FP8_FORWARD_SPEEDUP[arch], seq)
-
-
-def fp8_speedup(arch: str, seq: int, backward: bool = False) -> float:
-    """How many times faster an FP8 flash-attention pass runs than the 16-bit one at `seq` tokens on
-    `arch`: the forward by FP8_FORWARD_SPEEDUP, the backward by FP8_BACKWARD_SPEEDUP where published
-    (else 1.0: the 16-bit rate).
-
-    >>> fp8_speedup("hopper", 8192, backward=True), fp8_speedup("blackwell", 8192, backward=True)
-    (1.0, 1.262)
-    """
-    if not backward:
-        return fp8_forward_speedup(arch, seq)
-    return _by_length(FP8_BACKWARD_SPEEDUP.get(arch), seq)
 
 
 def length_rate(arch: str, seq: int, causal: bool, backward: bool) -> float:
