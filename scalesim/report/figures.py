@@ -65,7 +65,7 @@ def plain_log_tick(value: float, _pos=None, every: bool = False) -> str:
 
 def plain_log_axis(axis, values) -> None:
     """Label a log `axis` (ax.yaxis) in plain numbers (0.3, 1, 20: not 3x10^-1), at every tick
-    when `values` (what is plotted) span less than a factor of 5 (ticks then at 1, 1.5, 2, 2.5, 3, 4, ...)."""
+    when `values` (what is plotted) span less than a decade (ticks then at 1, 1.5, 2, 2.5, 3, 4, ...)."""
     import functools
 
     from matplotlib.ticker import FuncFormatter
@@ -73,7 +73,7 @@ def plain_log_axis(axis, values) -> None:
     from matplotlib.ticker import LogLocator
 
     shown = [v for v in values if v and v > 0]
-    every = bool(shown) and max(shown) < 5 * min(shown)
+    every = bool(shown) and max(shown) < 10 * min(shown)
     tick = functools.partial(plain_log_tick, every=every)
     axis.set_major_formatter(FuncFormatter(tick))
     axis.set_minor_formatter(FuncFormatter(tick))

@@ -1,6 +1,8 @@
 """serve's latency plots: a log axis of seconds reads as plain numbers (0.02, 0.03, not 3x10^-2),
 and the SLO line says its value."""
 
+import pytest
+
 import scalesim.report.serving as serving
 
 
@@ -42,11 +44,12 @@ def test_the_slo_line_says_its_value(monkeypatch, tmp_path):
     assert any("SLO" in n and "1 s" in n for n in names) and any("SLO" in n and "50 ms" in n for n in names), names
 
 
-def test_every_point_has_a_labelled_tick_near_it(monkeypatch, tmp_path):
+@pytest.mark.parametrize("tpot", [[(0.0124, 0.0131, 0.01355), (0.0137, 0.0149, 0.0160), (0.0183, 0.0205, 0.0227)],
+                                  [(0.0124, 0.0131, 0.01355), (0.0183, 0.0205, 0.0227), (0.0499, 0.062, 0.0704)]])
+def test_every_point_has_a_labelled_tick_near_it(monkeypatch, tmp_path, tpot):
     """TPOT of 12-23 ms under a 50 ms SLO: the axis labelled only 20, 30, 40 and 50, and the lowest
-    points, a third of the panel below 20, had no number to be read by."""
+    points, a third of the panel below 20, had no number to be read by (12-70 ms: 20, 30, 50)."""
     figures = _figures(monkeypatch)
-    tpot = [(0.0124, 0.0131, 0.01355), (0.0137, 0.0149, 0.0160), (0.0183, 0.0205, 0.0227)]
     sweep = [{"rate_per_s": rate, "output_tokens_per_s": 230.0 * rate,
               "ttft_s": {"p50": 0.05, "p90": 0.085, "p99": 0.14}, "tpot_s": dict(zip(("p50", "p90", "p99"), t)),
               "e2e_latency_s": {"p50": 3.0, "p90": 6.0, "p99": 9.5}} for rate, t in zip((2, 4, 8), tpot)]
