@@ -81,14 +81,13 @@ def figure_metadata(path: Path) -> dict:
 
 
 def written_by_scalesim(path: Path) -> bool:
-    """Whether the file at `path` carries scalesim's mark (in its first or last 64 KiB)."""
-    signature = _SIGNATURES.get(path.suffix.lower())
-    if signature is None:
-        return False
+    """Whether the file at `path` carries scalesim's mark (in its first or last 64 KiB), whatever
+    its name ends in (`--trace step.trace` is JSON all the same)."""
     with open(path, "rb") as handle:
         head = handle.read(1 << 16)
         handle.seek(max(0, path.stat().st_size - (1 << 16)))
-        return signature in head or signature in handle.read()
+        tail = handle.read()
+    return any(mark in head or mark in tail for mark in set(_SIGNATURES.values()))
 
 
 def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None:

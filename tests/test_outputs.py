@@ -95,6 +95,13 @@ def test_a_file_the_user_wrote_is_never_overwritten(tmp_path, args, option):
     assert path.read_text() == "the user's own notes\n"
 
 
+def test_a_trace_under_any_name_is_written_again(tmp_path):
+    trace = tmp_path / "step.trace"
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)])
+        assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize("name", ["d.png", "d.svg"])
 def test_a_file_scalesim_wrote_is_written_again(tmp_path, name):
     """Run the same command twice: the second run replaces its own drawing, as before."""
