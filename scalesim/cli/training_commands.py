@@ -15,6 +15,7 @@ from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
                                  collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status)
+from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
@@ -36,12 +37,14 @@ from scalesim.report.tables import make_console
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
                    "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
+@click.option("--report", hidden=True, default=None)    # not run's: said so, pointing to compare's
 @catalog_option
 @exact_option
 @friendly_errors
 @collector_paused()
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None, max_seconds: float | None, catalog_dirs, exact: bool) -> None:
+        samples: int, seed: int | None, max_seconds: float | None, report: str | None, catalog_dirs,
+        exact: bool) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
@@ -53,6 +56,9 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     from scalesim.limits import answer_budget, time_limit
     from scalesim.scenario import load_scenario
 
+    if report is not None:
+        raise InputError(f"run writes no HTML page; compare does, for one design or more: "
+                         f"scalesim compare {scenario_file} --report {report}", key="--report")
     directory = out or Path("plots") / slug(scenario_file.stem)
     check_output_dir(directory if plots else None, "--out")
     check_output_file(trace, "--trace", inputs=[scenario_file])
