@@ -62,7 +62,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
 
 # `compare` options that only a training comparison has: given with serving scenarios they are refused,
 # not ignored (a --report or --csv asked for and silently not written)
-TRAINING_ONLY_OPTIONS = ("report", "csv_path", "samples", "seed", "search", "rank_by", "allow_different_work",
+TRAINING_ONLY_OPTIONS = ("report", "samples", "seed", "search", "rank_by", "allow_different_work",
                          "max_seconds", "exact")
 
 
@@ -73,10 +73,11 @@ def refuse_training_options(ctx: click.Context) -> None:
     for param in ctx.command.params:
         if param.name in TRAINING_ONLY_OPTIONS and ctx.get_parameter_source(param.name) != ParameterSource.DEFAULT:
             raise InputError("applies to training scenarios only; a serving comparison takes --json, --out, "
-                             "--plots/--no-plots and --catalog", key=param.opts[0])
+                             "--plots/--no-plots, --csv and --catalog", key=param.opts[0])
 
 
-def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool, catalog=None) -> None:
+def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool, catalog=None,
+                    csv_path: Path | None = None) -> None:
     """`compare` over serving scenarios: each design at its highest rate under the SLO."""
     from scalesim.app.serve_compare import compare_serving as run_compare_serving, is_serving_file
     from scalesim.report.serving import serving_compare_table, serving_pareto_plot
@@ -87,6 +88,11 @@ def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool
                          "(with a serving: block) or only training ones", file=training[0], key="serving")
     with status(as_json, f"simulating {len(scenario_files)} serving designs"):
         data = run_compare_serving(list(scenario_files), catalog)
+    if csv_path is not None:
+        from scalesim.report.comparison import write_compare_csv
+
+        write_compare_csv([{**r, "plan": f"tp={r['plan']['tp']} pp={r['plan']['pp']} {r['plan']['weights']}"}
+                           for r in data["table"]], csv_path)
     if plots:
         directory = out or Path("plots") / "compare"
         path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")

@@ -193,11 +193,11 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
     check_output_dir(out or Path("plots") / "compare" if plots else None, "--out")
+    check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
     if any(is_serving_file(f) for f in scenario_files):
         refuse_training_options(click.get_current_context())
-        compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs))
+        compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs), csv_path)
         return
-    check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
     with answer_budget(max_seconds), time_limit(max_seconds), exact_simulation_context(exact):
         comparison = run_compare(list(scenario_files), scaling_counts=scaling_counts, samples=samples, seed=seed,
                                  progress=lambda items: progress(as_json)(items, "simulating designs", len(items)),

@@ -69,7 +69,7 @@ def test_a_serving_comparison_reads_the_catalog_folder(tmp_path):
     assert [r["gpu"] for r in json.loads(result.stdout)["table"]] == ["my-card", "rtx4090"]
 
 
-@pytest.mark.parametrize("option", [["--report", "r.html"], ["--csv", "t.csv"], ["--samples", "10"],
+@pytest.mark.parametrize("option", [["--report", "r.html"], ["--samples", "10"],
                                     ["--search"], ["--rank", "cost"], ["--allow-different-work"],
                                     ["--max-seconds", "60"], ["--exact"], ["--seed", "1"]])
 def test_a_serving_comparison_refuses_what_only_training_comparisons_do(tmp_path, option):
@@ -94,3 +94,16 @@ def test_serve_on_a_pipe_says_what_it_is_doing_on_stderr(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert f"simulating the serving of {path}" in result.stderr and "elapsed" in result.stderr
     json.loads(result.stdout)
+
+
+def test_a_serving_comparison_writes_its_table_as_csv(tmp_path):
+    import csv
+
+    table = tmp_path / "t.csv"
+    files = [str(_scenario(tmp_path, gpu, n)) for gpu, n in (("rtx4090", "a"), ("h100-sxm", "b"))]
+    result = invoke("compare", *files, "--no-plots", "--json", "--csv", str(table))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(table.open()))
+    data = json.loads(result.stdout)["table"]
+    assert [r["gpu"] for r in rows] == ["rtx4090", "h100-sxm"] and rows[0]["plan"] == "tp=1 pp=1 bf16"
+    assert [float(r["max_rate_under_slo"]) for r in rows] == [d["max_rate_under_slo"] for d in data]
