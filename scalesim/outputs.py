@@ -64,14 +64,14 @@ def _guarded(check, path: Path, option: str, *args) -> None:
 PRODUCER = "scalesim"
 HTML_GENERATOR = f"<meta name='generator' content='{PRODUCER}'>"
 TRACE_GENERATOR = {"generator": PRODUCER}                       # the trace's first key: otherData
-_SIGNATURES = {
-    ".png": b"tEXtSoftware\x00" + PRODUCER.encode(),            # savefig(metadata={"Software": ...})
-    ".svg": f"<dc:title>{PRODUCER}".encode(),                   # metadata={"Creator": ...}
-    ".pdf": f"/Creator ({PRODUCER}".encode(),
-    ".json": b'{"otherData": {"generator": "' + PRODUCER.encode(),
-    ".html": HTML_GENERATOR.encode(), ".htm": HTML_GENERATOR.encode(),
-    ".csv": b"file,scenario,",                                  # compare --csv's header
-}
+_MARKS = (
+    b"tEXtSoftware\x00" + PRODUCER.encode(),            # PNG: savefig(metadata={"Software": ...})
+    f"<dc:title>{PRODUCER}".encode(),                   # SVG: metadata={"Creator": ...}
+    f"/Creator ({PRODUCER}".encode(),                   # PDF: the same
+    b'{"otherData": {"generator": "' + PRODUCER.encode(),  # run --trace
+    HTML_GENERATOR.encode(),                            # compare --report
+    b"file,scenario,",                                  # compare --csv's header
+)
 
 
 def figure_metadata(path: Path) -> dict:
@@ -87,7 +87,7 @@ def written_by_scalesim(path: Path) -> bool:
         head = handle.read(1 << 16)
         handle.seek(max(0, path.stat().st_size - (1 << 16)))
         tail = handle.read()
-    return any(mark in head or mark in tail for mark in set(_SIGNATURES.values()))
+    return any(mark in head or mark in tail for mark in _MARKS)
 
 
 def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None:

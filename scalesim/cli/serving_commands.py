@@ -61,7 +61,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
 
 
 # `compare` options that only a training comparison has: given with serving scenarios they are refused,
-# not ignored (a --report or --csv asked for and silently not written)
+# not ignored (a --report asked for was silently not written)
 TRAINING_ONLY_OPTIONS = ("report", "samples", "seed", "search", "rank_by", "allow_different_work",
                          "max_seconds", "exact")
 
