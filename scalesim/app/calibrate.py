@@ -275,8 +275,12 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
                 * relative_shape_efficiency(p.m, p.n, gpu) * depth_efficiency(p.k, gpu.gemm_k_overhead, p.precision)
                 / 1e12)
 
+    try:
+        peaks = {p.precision: gpu.peak_flop_per_s(p.precision) for p in points}
+    except InputError as exc:       # fp8 rows for a GPU without fp8 tensor cores
+        raise InputError(f"{exc.detail}; the GEMM rows name it: is --gpu the GPU they ran on?", key="--gpu") from None
     for p in points:
-        _below_peak(p.tflops, gpu.peak_flop_per_s(p.precision) / 1e12, "TFLOP/s", gpu,
+        _below_peak(p.tflops, peaks[p.precision] / 1e12, "TFLOP/s", gpu,
                     f"GEMM {p.precision} {p.m}x{p.n}x{p.k}", f"dense {p.precision} peak")
     after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
     checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),

@@ -55,3 +55,13 @@ def test_an_unknown_op_names_the_option():
     result = CliRunner().invoke(main, ["calibrate", str(ROOT / "tests" / "data" / "nccl-tests-a100-oci.txt"),
                                        "--op", "allreduce"])
     assert result.exit_code == 2 and "'--op'" in result.output and "all_reduce" in result.output
+
+
+@pytest.mark.parametrize("row, gpu, names", [("gemm,bf17,8192,8192,8192,700", "h100-sxm", ["bench.csv", "'precision'", "row 2"]),
+                                             ("gemm,fp8,8192,8192,8192,500", "a100-80gb-sxm", ["'--gpu'", "fp8"])])
+def test_a_precision_the_gpu_or_the_csv_cannot_take_names_where_it_came_from(tmp_path, row, gpu, names):
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", gpu, "--out", str(tmp_path / "cal")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert all(n in result.output for n in names), result.output
