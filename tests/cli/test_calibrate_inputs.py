@@ -20,7 +20,7 @@ def test_an_empty_measurement_file_is_named_as_empty(tmp_path, name, extra):
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("text", ["# our rig, measured 2026-11\nmy-card: {base: l40s, memory_gb: 96}  # the 96 GB board\n",
+@pytest.mark.parametrize("text", ["# our rig, measured 2026-11\nmy-card: {base: l40s, memory_gb: 96}  # 96 GB\n",
                                   "- not a mapping\n"])
 def test_calibrate_never_rewrites_a_catalog_file_it_did_not_write(tmp_path, text):
     folder = tmp_path / "my-catalog"
@@ -57,8 +57,9 @@ def test_an_unknown_op_names_the_option():
     assert result.exit_code == 2 and "'--op'" in result.output and "all_reduce" in result.output
 
 
-@pytest.mark.parametrize("row, gpu, names", [("gemm,bf17,8192,8192,8192,700", "h100-sxm", ["bench.csv", "'precision'", "row 2"]),
-                                             ("gemm,fp8,8192,8192,8192,500", "a100-80gb-sxm", ["'--gpu'", "fp8"])])
+@pytest.mark.parametrize("row, gpu, names", [
+    ("gemm,bf17,8192,8192,8192,700", "h100-sxm", ["bench.csv", "'precision'", "row 2"]),
+    ("gemm,fp8,8192,8192,8192,500", "a100-80gb-sxm", ["'--gpu'", "fp8"])])
 def test_a_precision_the_gpu_or_the_csv_cannot_take_names_where_it_came_from(tmp_path, row, gpu, names):
     path = tmp_path / "bench.csv"
     path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
