@@ -93,7 +93,8 @@ def test_the_serving_pareto_keeps_labels_inside_and_one_colour_per_design(monkey
 
 def test_labels_of_points_at_nearly_the_same_place_do_not_cover_each_other(monkeypatch, tmp_path):
     figures = _figures(monkeypatch)
-    rows = [_row("1x RTX 4090, Llama 3 8B bf16", 6.85, 0.087, 0.205), _row("2x RTX 4090, Llama 3 8B", 7.52, 0.077, 0.108),
+    rows = [_row("1x RTX 4090, Llama 3 8B bf16", 6.85, 0.087, 0.205),
+            _row("2x RTX 4090, Llama 3 8B", 7.52, 0.077, 0.108),
             _row("1x H100 PCIe, Llama 3 8B bf16", 7.47, 0.161, 0.110)]
     serving.serving_pareto_plot(rows, [], tmp_path / "p.png")
     fig = figures[0]

@@ -56,7 +56,8 @@ def test_a_sweep_where_nothing_fits_says_so_without_empty_axes(monkeypatch, tmp_
         assert not ax.get_yticklabels() or not any(t.get_text() for t in ax.get_yticklabels())
 
 
-@pytest.mark.parametrize("days, unit, values", [((0.64, 0.31), "hours", (15.4, 7.4)), ((256.6, 132.2), "days", (256.6, 132.2))])
+@pytest.mark.parametrize("days, unit, values", [((0.64, 0.31), "hours", (15.4, 7.4)),
+                                                ((256.6, 132.2), "days", (256.6, 132.2))])
 def test_time_to_train_is_in_the_unit_the_table_uses(monkeypatch, tmp_path, days, unit, values):
     """The table prints 15.43 h for a time under a day (format_time); the plot said 0.64 days."""
     fig, _, _ = _drawn(monkeypatch, tmp_path, [_ok(64, days[0], "a"), _ok(128, days[1], "b")])
