@@ -288,24 +288,37 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
         ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
-               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)")]
-    if front:
-        handles.append(plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
-                                  markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper"))
-    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    cost_legend(ax, [_design_label(r) for r in rows], owned="owned (on-premises TCO)",
+                front="Pareto front: nothing is both faster and cheaper" if front else None, front_line=True)
     ax.set_xlabel("time to train (hours, failures included)")
     ax.set_ylabel("cost to train (USD)")
     ax.set_title("Cost against time to train (lower left is better)")
     ax.grid(alpha=0.3)
+    from_zero_with_labels(ax, labels)
+    return save_figure(fig, path, tight_layout=False, whole_legend=True)
+
+
+def cost_legend(ax, names: list[str], *, owned: str, front: str | None, front_line: bool = False) -> None:
+    """The legend of a cost scatter (pareto.png, serving-pareto.png): a circle rented, a square
+    owned, the Pareto front's outline where there is one, and one colour per design."""
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
+               plt.Line2D([], [], marker="s", linestyle="", color="grey", label=owned)]
+    if front:
+        handles.append(plt.Line2D([], [], marker="o", linestyle="--" if front_line else "", color="black",
+                                  markerfacecolor="white", markeredgewidth=1.8, label=front))
+    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
+                           label=textwrap.shorten(name, 70, placeholder="…")) for k, name in enumerate(names)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def from_zero_with_labels(ax, labels: list) -> None:
+    """Both axes from zero (distances read as ratios), room around the points, and each point's label
+    inside the axes and clear of the others."""
     ax.margins(x=0.25, y=0.2)
-    ax.set_xlim(left=0)                      # from zero: distances read as ratios
+    ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     labels_inside(ax, labels)
     separate_labels(ax, labels)
-    return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
 def separate_labels(ax, labels: list) -> None:

@@ -8,7 +8,6 @@ each with the SLO drawn in.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from scalesim.report import figures  # noqa: F401 (first: it makes matplotlib's import cheaper)
@@ -160,7 +159,7 @@ def serving_compare_table(rows: list[dict]) -> Table:
 def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path:
     """Cost per million output tokens against median latency at each design's best rate: one colour
     per design, a circle rented and a square owned, the Pareto front outlined (as compare's pareto.png)."""
-    from scalesim.report.comparison import PALETTE, labels_inside, separate_labels, short_name
+    from scalesim.report.comparison import PALETTE, cost_legend, from_zero_with_labels, short_name
 
     fig, ax = plt.subplots(figsize=(10, 5.2))
     on_front = {(p["scenario"], p["kind"]) for p in front}
@@ -176,21 +175,11 @@ def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path
                        edgecolors="black" if best else colour, linewidths=1.8, zorder=3)
             labels.append(ax.annotate(f"{short_name(r['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}",
                                       (r["e2e_p50_s"], r[key]), fontsize=8, xytext=(8, 5), textcoords="offset points"))
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
-               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises)")]
-    if front:
-        handles.append(plt.Line2D([], [], marker="o", linestyle="", color="white", markeredgecolor="black",
-                                  markeredgewidth=1.8, label="Pareto front: nothing is both cheaper and faster"))
-    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(r["scenario"], 70, placeholder="…")) for k, r in enumerate(rows)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    cost_legend(ax, [r["scenario"] for r in rows], owned="owned (on-premises)",
+                front="Pareto front: nothing is both cheaper and faster" if front else None)
     ax.set_xlabel("end-to-end latency P50 at the highest rate under the SLO (s)")
     ax.set_ylabel("USD per million output tokens")
     ax.grid(True, alpha=0.3)
     ax.set_title("Cost against latency (lower left is better)")
-    ax.margins(x=0.25, y=0.2)
-    ax.set_xlim(left=0)                      # from zero: distances read as ratios
-    ax.set_ylim(bottom=0)
-    labels_inside(ax, labels)
-    separate_labels(ax, labels)
+    from_zero_with_labels(ax, labels)
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
