@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
-                                plan_keys_cleared, recompute_keys_cleared, scenario_for, search_points)
-from scalesim.app.plan_checks import interleaved
+                                plan_keys_cleared, recompute_keys_cleared, scenario_for, schedule_for, search_points)
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
@@ -108,7 +107,7 @@ def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
     for change, sections in candidates:
         changed = _what_if(setup, sections)
         if changed is not None and _fits(changed, changed.step.memory.total, host_fit):
-            found.append((change + _also_reset(setup.scenario, sections), changed))
+            found.append((change + _also_reset(setup, sections), changed))
     tried = found[: 2 * limit]
     # The `limit` fastest, skipping the simulation of options that cannot be among them; one rank
     # per pipeline stage (within 1% of every rank, tests/parallel): up to eight plans are timed here,
@@ -130,24 +129,40 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
     return step_time_of(setup, True)
 
 
-def _keys_that_go_with(scenario, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _keys_that_go_with(setup: Setup, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """`sections` with the keys the changed plan no longer takes cleared: recompute_modules go with
     selective full training only, recompute_num_layers with full; the framework keys tied to one ZeRO
-    stage or to tp > 1 (plans.py plan_keys_cleared)."""
+    stage, to tp > 1 or to virtual stages (plans.py plan_keys_cleared). The schedule is the plan's, run
+    as 1F1B where the changed split cannot fill its interleaved one (plans.py schedule_for, as searches do)."""
+    scenario = setup.scenario
     training, parallel = sections.get("training", {}), sections.get("parallel", {})
+    schedule = _schedule_of(setup, sections)
     checkpointing = training.get("activation_checkpointing", scenario.training.activation_checkpointing)
     finetune = training.get("finetune", scenario.training.finetune)
-    cleared = plan_keys_cleared(parallel.get("zero", scenario.parallel.zero), parallel.get("tp", scenario.parallel.tp),
-                                interleaved(scenario.parallel), parallel.get("pp", scenario.parallel.pp))
+    cleared = plan_keys_cleared(parallel.get("zero", setup.plan.zero), parallel.get("tp", setup.plan.placement.tp),
+                                setup.plan.chunks_per_stage > 1 and not schedule,
+                                parallel.get("pp", setup.plan.placement.pp))
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
-            "parallel": {**cleared, **parallel}}
+            "parallel": {**schedule, **cleared, **parallel}}
 
 
-def _also_reset(scenario, sections: dict[str, dict[str, Any]]) -> str:
+def _schedule_of(setup: Setup, sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The pipeline-schedule keys the plan changed by `sections` runs with: {} for the plan's own, 1F1B
+    where its interleaved schedule cannot run the changed split (plans.py schedule_for)."""
+    try:
+        changed = setup.scenario.with_changes(**sections)
+    except (InputError, ValueError):
+        return {}
+    point = own_plan_point(changed, sections.get("cluster", {}).get("gpus", setup.gpus))
+    return {} if isinstance(point, str) else schedule_for(changed, point)
+
+
+def _also_reset(setup: Setup, sections: dict[str, dict[str, Any]]) -> str:
     """', section.key: value' for each key `_keys_that_go_with` resets beyond `sections` that the scenario
     sets otherwise: what the user must write too for the suggested plan to be the one checked."""
+    scenario = setup.scenario
     out = ""
-    for section, keys in _keys_that_go_with(scenario, sections).items():
+    for section, keys in _keys_that_go_with(setup, sections).items():
         for key, value in keys.items():
             if key not in sections.get(section, {}) and getattr(getattr(scenario, section), key) != value:
                 shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
@@ -159,7 +174,7 @@ def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
     """The plan with `sections` changed, prepared as this run's (its catalog, its caches);
     None when that plan cannot be formed."""
     try:
-        return prepare(setup.scenario.with_changes(**_keys_that_go_with(setup.scenario, sections)), setup.file,
+        return prepare(setup.scenario.with_changes(**_keys_that_go_with(setup, sections)), setup.file,
                        catalog=setup.catalog,
                        caches=setup.caches)
     except (InputError, ValueError):
@@ -194,7 +209,7 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
                               + (f", training.global_batch: {batch}" if batch != t.global_batch else "")
-                              + _also_reset(setup.scenario, sections))
+                              + _also_reset(setup, sections))
                     note = _over_budget(changed, False)
                     return FitOption(change, memory, None if note else step_time_of(changed, True), note)
         gpus *= 2

@@ -124,7 +124,7 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         and base.training.optimizer != "none",
         "offload_params": point.offload == "params" or base.parallel.offload_params}
     finetune = {} if point.finetune == "none" else {"finetune": point.finetune}
-    schedule = _schedule_for(base, point)
+    schedule = schedule_for(base, point)
     # The scenario's pipeline layout belongs to its own split: other splits get the even one.
     layout = {} if point.pp == base.parallel.pp and not schedule else {
         "pipeline_layout": None, "decoder_first_pipeline_num_layers": None, "decoder_last_pipeline_num_layers": None}
@@ -165,7 +165,7 @@ INTERLEAVED_FALLBACK_NOTE = ("plans the scenario's interleaved schedule cannot r
                              "pp x virtual_stages, micro-batches not a multiple of pp) run 1F1B instead")
 
 
-def _schedule_for(base: Scenario, point: PlanPoint) -> dict:
+def schedule_for(base: Scenario, point: PlanPoint) -> dict:
     """The scenario's pipeline schedule, or 1F1B where its interleaved schedule cannot run this plan.
 
     The schedule is part of the recipe, not of the split being searched: a split

@@ -8,14 +8,14 @@ from `scalesim.engine.serving`, the policy from `scalesim.serving`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from scalesim.collectives import plan_collective, plan_time_s
 from scalesim.costs import economics as econ
 from scalesim.costs.inference import (ACTIVATION_BYTES, BLOCK_TOKENS, ServingShard, activation_workspace_bytes,
                                       attention_iteration_s, dense_iteration_s, iteration_work, kv_bytes_per_token,
-                                      kv_cache_bytes, kv_cache_blocks, weight_bytes_per_gpu)
+                                      kv_cache_bytes, kv_cache_blocks, kv_window, weight_bytes_per_gpu,
+                                      windowed_iteration_work)
 from scalesim.costs.memory import FRAMEWORK_OVERHEAD_BYTES
 from scalesim.engine.serving import simulate_serving
 from scalesim.errors import InputError
@@ -24,7 +24,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.models import get_model
 from scalesim.serving.metrics import meets_slo, summarise
-from scalesim.serving.scheduler import Batch, Scheduler
+from scalesim.serving.scheduler import Batch, Scheduler, window_blocks
 from scalesim.serving.spec import ServingScenario
 from scalesim.serving.workload import generate
 from scalesim.topology import Topology, build_cluster, load_node_design
@@ -115,7 +115,9 @@ def _fit_reason(scenario: ServingScenario, shard: ServingShard, gpu: GpuSpec, me
     s = scenario.serving
     usable = gpu.memory_bytes * s.gpu_memory_utilization
     longest = _longest_request(scenario)
-    if blocks * BLOCK_TOKENS >= longest:
+    window, layers = kv_window(shard.model)
+    held = window_blocks(longest, longest - 1, window, layers / shard.model.num_layers) if window else None
+    if blocks * BLOCK_TOKENS >= longest or held is not None and blocks >= held:
         return None
     need = memory["weights"] + memory["activations"] + memory["framework"]
     return (f"weights {format_bytes(memory['weights'])}, activations {format_bytes(memory['activations'])} and "
@@ -145,6 +147,7 @@ class IterationTimer:
         self.overlap = s.overlap_scheduler      # host work hidden behind the GPU's next iteration
         self.dense: dict[tuple[int, int], float] = {}
         self.comm: dict[int, float] = {}
+        self.window, self.windowed_layers = kv_window(setup.shard.model)    # sliding windows (models/windows.py)
 
     def __call__(self, batch: Batch) -> float:
         return self.of_entries(batch.entries)
@@ -155,7 +158,8 @@ class IterationTimer:
         key = (work.tokens, work.sampled)
         if key not in self.dense:
             self.dense[key] = dense_iteration_s(work.tokens, work.sampled, shard, gpu) + self._comm_s(work.tokens)
-        gpu_s = self.dense[key] + attention_iteration_s(work, shard, gpu)
+        windowed = windowed_iteration_work(entries, self.window) if self.window else None
+        gpu_s = self.dense[key] + attention_iteration_s(work, shard, gpu, windowed, self.windowed_layers)
         return max(gpu_s, self.host_s) if self.overlap else gpu_s + self.host_s
 
     def _comm_s(self, tokens: int) -> float:
@@ -186,7 +190,9 @@ def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float
     s = setup.scenario.serving
     spec = s.requests if count is None else s.requests.model_copy(update={"count": min(count, s.requests.count)})
     requests = generate(spec, rate_per_s=rate_per_s)
-    schedulers = [Scheduler(setup.kv_blocks, s.max_batch_tokens, s.max_seqs, guaranteed=s.admission == "guaranteed")
+    window, layers = kv_window(setup.shard.model)          # vLLM frees the blocks a window leaves behind
+    schedulers = [Scheduler(setup.kv_blocks, s.max_batch_tokens, s.max_seqs, guaranteed=s.admission == "guaranteed",
+                            window=window, windowed=layers / setup.shard.model.num_layers)
                   for _ in range(setup.replicas)]
     closed = rate_per_s is None and spec.concurrency is not None
     run = simulate_serving(requests, schedulers, timer, router=s.router,
@@ -385,15 +391,3 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
         {"input": "pipeline stages", "value": s.pp,
          "source": "one batch at a time through the stages (no micro-batch pipelining across iterations)"},
     ]
-
-
-def rate_list(text: str) -> list[float]:
-    """'1,2,4.5' -> [1.0, 2.0, 4.5], in order, each once; InputError naming --rates otherwise."""
-    try:
-        rates = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"expected rates per second separated by commas, e.g. 1,2,4,8 (got {text!r})",
-                         key="--rates") from None
-    if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
-        raise InputError(f"rates must be positive numbers, e.g. 1,2,4,8 (got {text!r})", key="--rates")
-    return sorted(set(rates))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
 
     Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
     """
-    from scalesim.app.serve import rate_list, serve as run_serve
+    from scalesim.app.serve import serve as run_serve
     from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
     from scalesim.serving.spec import load_serving_scenario
 
@@ -58,6 +59,18 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
             click.echo("plots: " + ", ".join(str(p) for p in written))
     if not result["fits"]:
         sys.exit(EXIT_DOES_NOT_FIT)
+
+
+def rate_list(text: str) -> list[float]:
+    """'1,2,4.5' -> [1.0, 2.0, 4.5], in order, each once; InputError naming --rates otherwise."""
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"expected rates per second separated by commas, e.g. 1,2,4,8 (got {text!r})",
+                         key="--rates") from None
+    if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
+        raise InputError(f"rates must be positive numbers, e.g. 1,2,4,8 (got {text!r})", key="--rates")
+    return sorted(set(rates))
 
 
 # `compare` options that only a training comparison has: given with serving scenarios they are refused,

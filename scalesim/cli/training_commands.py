@@ -14,7 +14,8 @@ import click
 from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
-                                 collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status)
+                                 collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status,
+                                 wall_time_option)
 from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
@@ -34,9 +35,7 @@ from scalesim.report.tables import make_console
 @click.option("--samples", type=click.IntRange(min=0, max=MAX_SAMPLES), default=0, show_default=True,
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
-@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
-                   "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
+@wall_time_option
 @click.option("--report", hidden=True, default=None)    # not run's: said so, pointing to compare's
 @catalog_option
 @exact_option
@@ -166,9 +165,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
               help="Rank designs whose model, sequence length or token budget differ (refused otherwise).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table as CSV (one row per design).")
-@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
-                   "steps estimated beyond 10 s of simulation are refused unless this allows longer.")
+@wall_time_option
 @catalog_option
 @exact_option
 @friendly_errors

@@ -126,6 +126,13 @@ def exact_option(fn):
                              "micro-batches, identical layers). Same results within 1e-9; slower.")(fn)
 
 
+def wall_time_option(fn):
+    """--max-seconds: the wall-time limit of a command that simulates steps (run, compare)."""
+    return click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+                        help="Stop with exit 2 when simulating takes longer than this (wall time) [no limit]; "
+                             "steps estimated beyond 10 s of simulation are refused unless this allows longer.")(fn)
+
+
 def exact_simulation_context(exact: bool):
     """The block plays every step whole when `exact` (--exact)."""
     from scalesim.engine.fast_forward import exact_simulation

@@ -77,7 +77,8 @@ def param_tensors(layer: LayerSpec) -> int:
 def param_tensor_shares(layer: LayerSpec) -> tuple[float, ...]:
     """Each parameter tensor's share of the layer's parameters, in forward order: a GEMM's weight is
     n x k of its (m, n, k), nanotron's gate and up projections one tensor, the norms share what is
-    left; kinds without such ops split their parameters evenly over NANOTRON_TENSORS (or one).
+    left (a layer without norms holds it as one last tensor, its biases: every parameter counts);
+    kinds without such ops split their parameters evenly over NANOTRON_TENSORS (or one).
 
     >>> from scalesim.models.spec import OpSpec
     >>> ops = (OpSpec("norm_attn", "norm", 0, 0), OpSpec("qkv", "gemm", 0, 0, (1, 6, 2)),
@@ -123,6 +124,9 @@ def _param_tensors(layer: LayerSpec) -> tuple[tuple[float, bool], ...]:
     if not sizes or (not norms and left > 0.01 * layer.params):
         count = NANOTRON_TENSORS.get(layer.kind, 1)
         return ((1.0 / count, True),) * count
+    if not norms and left > 0:          # no norm to hold them: the biases, a tensor of their own, last
+        norms.append(len(sizes))
+        sizes.append(0.0)
     for index in norms:
         sizes[index] = left / len(norms)
     return tuple((size / layer.params, index not in norms) for index, size in enumerate(sizes))

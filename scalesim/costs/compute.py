@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_forward_speedup, window_share)
-from scalesim.costs.context_chunks import ring_time_factor
+                                  causal_rate, flash_efficiency, fp8_speedup)
+from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_depths, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.projections import gemm_parts
+from scalesim.costs.projections import gemm_parts, parts_at
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
 from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
@@ -226,14 +226,14 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
 
     Flash attention skips fully masked blocks (at its measured causal rate; outside a sliding window,
-    costs/flash.py window_share), takes 2.5x its forward FLOP in backward at its
+    costs/context_chunks.py windowed_work), takes 2.5x its forward FLOP in backward at its
     measured backward rate (costs/flash.py) and runs heads
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
     fused, te-unfused: fused plus Transformer Engine's per-call mask, output copy and gradient scaling,
     costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
     the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
-    measured FP8 speed-up (costs/flash.py, fp8_forward_speedup); its backward stays 16-bit.
+    measured FP8 speed-up, its backward too where one is published (costs/flash.py, fp8_speedup).
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -245,16 +245,15 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     work = BACKWARD_FLOP_RATIO if backward else 1.0
     if attention in FLASH_KINDS:
         work = backward_over_forward(gpu.arch, attention) if backward else 1.0
-        band = window_share(op.seq, op.window) if op.window and op.seq else 0.5   # sliding window: its tiles
-        executed = ((flop * band if band < 0.5
-                     else flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop)
-                    / head_dim_factor(op.head_dims, gpu.arch, backward))
-        if op.fp8 and not backward:          # FP8 forward at cuDNN's measured rate (costs/flash.py)
-            executed /= fp8_forward_speedup(gpu.arch, op.seq)
+        executed = flop / 2 / causal_rate(gpu.arch, op.seq, attention) if op.causal else flop
         # the kernel's rate at the length it runs, per context-parallel ring step (costs/context_chunks.py)
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
+        executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
+        executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
+        if op.fp8:          # FP8 attention at cuDNN's measured rates (costs/flash.py)
+            executed /= fp8_speedup(gpu.arch, op.seq, backward)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
-        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * op.ring_steps
+        return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
     passes, kernels = (score_passes(op.score_ops, backward) if attention == "naive"      # costs/score_ops.py
                        else fused_score_passes(op.score_ops, backward))
@@ -308,8 +307,8 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
-    if op.parts:            # separate GEMMs on one input, each at its own shape (costs/projections.py)
-        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms) for p in gemm_parts(op))
+    if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
+        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d) for p, d in parts_at(op, depth))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":

@@ -57,6 +57,12 @@ FP8 617 751 886 864 971 1005, BF16 497 574 617 609 600 595). The backward stays 
 rate: that config also sets NVTE_FP8_DPA_BWD=1 (an FP8 backward), but no FP8 backward rate is
 published for Hopper (FlashAttention-3's FP8 kernel is forward-only), so that speed-up is not
 counted: an under-estimate of FP8 attention's gain, said so where a case runs it.
+Blackwell: NVIDIA's cuDNN SDPA training benchmark publishes both passes in FP8 and BF16 on GB200
+(NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/gb200/llama3.1_20260424_100750.csv
+@60e572b7: cuDNN 9.22, batch 2, 64 query and 8 key/value heads, head dim 128, the Llama 70B shape, no
+mask, TFLOPS at 2k ... 32k: forward FP8 1881 2093 2241 2263 2223, BF16 1433 1599 1771 1697 1634;
+backward (NVTE_FP8_DPA_BWD's FP8 kernel) FP8 1214 1577 1772 1836 1825, BF16 1124 1350 1404 1374
+1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup).
 """
 
 from __future__ import annotations
@@ -155,7 +161,14 @@ AMD_REFERENCE = (8192, True)     # the row FLASH_ATTENTION_EFFICIENCY and BACKWA
 # FP8 over BF16 forward rate of cuDNN's flash attention by sequence length (module docstring).
 FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 / 574, 3)),
                                   (2048, round(886 / 617, 3)), (4096, round(864 / 609, 3)),
-                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3)))}
+                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3))),
+                       "blackwell": ((2048, round(1881 / 1433, 3)), (4096, round(2093 / 1599, 3)),
+                                     (8192, round(2241 / 1771, 3)), (16384, round(2263 / 1697, 3)),
+                                     (32768, round(2223 / 1634, 3)))}
+# The same over the backward, where published (module docstring: GB200, cuDNN); elsewhere 16-bit.
+FP8_BACKWARD_SPEEDUP = {"blackwell": ((2048, round(1214 / 1124, 3)), (4096, round(1577 / 1350, 3)),
+                                      (8192, round(1772 / 1404, 3)), (16384, round(1836 / 1374, 3)),
+                                      (32768, round(1825 / 1262, 3)))}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -221,26 +234,54 @@ def causal_rate(arch: str, seq: int, attention: str = "flash") -> float:
     return 1.0 if attention == "triton" else _by_length(CAUSAL_RATE.get(arch), seq)
 
 
-# Sliding-window attention (gpt-oss: 128 earlier keys a query, every other layer; models/packing.py
-# sliding_window): a flash kernel runs only the key tiles a query tile's window reaches. FlashAttention-2's
-# forward loops over key blocks n_block_min..n_block_max, n_block_min = (m_block * kBlockM - window_left)
-# / kBlockN (Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h @0251105a), with 128 x 128
-# tiles at head dim 64 (flash_fwd_launch_template.h, run_mha_fwd_hdim64): a query tile runs its diagonal
-# tile and ceil(window / 128) before it. Transformer Engine runs gpt-oss's window and attention sinks on
+# Sliding-window attention (models/windows.py; models/packing.py sliding_window): a flash kernel runs only
+# the key tiles a query tile's window reaches. FlashAttention-2's forward loops over key blocks
+# n_block_min..n_block_max, n_block_min = (m_block * kBlockM - window_left) / kBlockN
+# (Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_kernel.h @0251105a), with 128 x 128 tiles at head
+# dim 64 (flash_fwd_launch_template.h, run_mha_fwd_hdim64): query tile j runs its diagonal tile and the
+# min(j, ceil(window / 128)) before it. Transformer Engine runs gpt-oss's window and attention sinks on
 # cuDNN (FusedAttention: windows (left, 0) without dropout; FlashAttention is disabled for a softmax_type
 # other than vanilla: transformer_engine/pytorch/attention/dot_product_attention/utils.py @v2.9), whose
-# tiles are not published: FlashAttention-2's stand in. The band's tiles are taken at the full-mask rate.
+# tiles are not published: FlashAttention-2's stand in. Each tile of the band costs what a tile of the causal
+# kernel costs (costs/context_chunks.py windowed_work).
+#
+# Under context parallelism Transformer Engine runs a window only with cp_comm_type "all_gather" or "a2a"
+# (attn_forward_func_with_cp asserts it: "Context parallelism does not support sliding window attention
+# with cp_comm_type=...", context_parallel.py @v2.9; the p2p ring's steps, most of whose keys lie outside
+# every query's window, never run). AttnFuncWithCPAndKVAllGather gathers K and V and runs one kernel per
+# local chunk (two: chunks r and 2 cp - 1 - r of 2 cp), each over the keys its window reaches
+# (get_kv_seq_info_after_all_gather: from the chunk's end less its length and the window), on two
+# streams. The rank's work is its two chunks' query tiles' bands; the busiest rank (one without the
+# sequence's first chunk, whose queries have fewer earlier keys) sets the time.
 WINDOW_TILE = 128
+WINDOW_CP_KERNELS = 2
 
 
-def window_share(seq: int, window: int) -> float:
-    """Share of the full seq x seq score work a flash kernel runs with a sliding window of `window`
-    earlier keys (WINDOW_TILE tiles; at most the causal half).
+def _band_tiles(first: int, count: int, reach: int) -> int:
+    """Tiles query tiles first .. first + count - 1 run, each its diagonal tile and min(j, reach) before it."""
+    below = max(0, min(count, reach - first))        # query tiles whose window reaches back past tile 0
+    return count + below * first + below * (below - 1) // 2 + (count - below) * reach
 
-    >>> window_share(4096, 128), window_share(8192, 128), window_share(256, 4096)
-    (0.0625, 0.03125, 0.5)
+
+def window_share(seq: int, window: int, cp: int = 1) -> float:
+    """Share of the full seq x seq score work the flash kernels run with a sliding window of `window`
+    earlier keys (WINDOW_TILE tiles), per rank times `cp` under context parallelism (the busiest rank's
+    two chunks). A window reaching back over the whole sequence gives the causal kernel's tiles, above 0.5
+    (its diagonal tiles).
+
+    >>> window_share(4096, 128), window_share(256, 4096)
+    (0.0615234375, 0.75)
+    >>> round(window_share(8192, 4096), 4), round(window_share(8192, 4096, cp=4), 4)
+    (0.3867, 0.4805)
     """
-    return min(0.5, (1 + -(-window // WINDOW_TILE)) * WINDOW_TILE / seq)
+    reach = -(-window // WINDOW_TILE)
+    if cp <= 1:
+        n = -(-seq // WINDOW_TILE)
+        return _band_tiles(0, n, reach) / n ** 2
+    per_chunk = -(-seq // (2 * cp * WINDOW_TILE))      # query tiles of each of the 2 cp chunks
+    busiest = max(_band_tiles(r * per_chunk, per_chunk, reach)
+                  + _band_tiles((2 * cp - 1 - r) * per_chunk, per_chunk, reach) for r in range(cp))
+    return busiest * cp / (2 * cp * per_chunk) ** 2
 
 
 def fp8_forward_speedup(arch: str, seq: int) -> float:
@@ -254,6 +295,19 @@ def fp8_forward_speedup(arch: str, seq: int) -> float:
         raise ValueError(f"no published FP8 attention rate for {arch} GPUs; known on: "
                          f"{', '.join(FP8_FORWARD_SPEEDUP)}")
     return _by_length(FP8_FORWARD_SPEEDUP[arch], seq)
+
+
+def fp8_speedup(arch: str, seq: int, backward: bool = False) -> float:
+    """How many times faster an FP8 flash-attention pass runs than the 16-bit one at `seq` tokens on
+    `arch`: the forward by FP8_FORWARD_SPEEDUP, the backward by FP8_BACKWARD_SPEEDUP where published
+    (else 1.0: the 16-bit rate).
+
+    >>> fp8_speedup("hopper", 8192, backward=True), fp8_speedup("blackwell", 8192, backward=True)
+    (1.0, 1.262)
+    """
+    if not backward:
+        return fp8_forward_speedup(arch, seq)
+    return _by_length(FP8_BACKWARD_SPEEDUP.get(arch), seq)
 
 
 def length_rate(arch: str, seq: int, causal: bool, backward: bool) -> float:

@@ -306,9 +306,52 @@ def dense_iteration_s(tokens: int, sampled: int, shard: ServingShard, gpu: GpuSp
     return embed + KERNEL_OVERHEAD_S + blocks + head_time_s(sampled, shard, gpu)
 
 
-def attention_iteration_s(work: IterationWork, shard: ServingShard, gpu: GpuSpec) -> float:
-    """Attention cores of every layer for the iteration's sequences."""
-    return shard.model.num_layers * _attention_s(work, shard, gpu)
+def attention_iteration_s(work: IterationWork, shard: ServingShard, gpu: GpuSpec,
+                          windowed: IterationWork | None = None, windowed_layers: int = 0) -> float:
+    """Attention cores of every layer for the iteration's sequences; `windowed_layers` of them, with a
+    sliding window, do `windowed` (windowed_iteration_work) instead."""
+    full = shard.model.num_layers - (windowed_layers if windowed is not None else 0)
+    return full * _attention_s(work, shard, gpu) + (
+        windowed_layers * _attention_s(windowed, shard, gpu) if windowed is not None and windowed_layers else 0.0)
+
+
+def kv_window(model: ModelSpec) -> tuple[int, int]:
+    """(window, layers with it) of a model's sliding-window attention (models/windows.py); (0, 0) without.
+
+    >>> from scalesim.models import get_model
+    >>> kv_window(get_model("gemma2-9b", seq_len=1)), kv_window(get_model("llama3-8b", seq_len=1))
+    ((4096, 21), (0, 0))
+    """
+    windows = [op.window for layer in _blocks(model) for op in layer.ops if op.kind == "attention" and op.window]
+    return (max(windows), len(windows)) if windows else (0, 0)
+
+
+def windowed_iteration_work(entries, window: int) -> IterationWork:
+    """IterationWork (iteration_work) of a layer whose queries each meet at most `window` keys, themselves
+    included (Hugging Face's and vLLM's sliding_window): a decode step reads min(context, window) cached
+    tokens; a prefill query at position p meets min(p + 1, window) keys, and its query tile's keys span
+    at most window + FLASH_QUERY_TILE tokens.
+
+    >>> short = [(1, 100, True), (4, 4, False)]
+    >>> windowed_iteration_work(short, 4096) == iteration_work(short)
+    True
+    >>> w = windowed_iteration_work([(1, 10000, True), (256, 8192, False)], 4096)
+    >>> w.decode_kv_tokens, w.prefill_pairs, w.prefill_kv_tokens        # 256 queries x 4096 keys
+    (4096.0, 1048576.0, 8448.0)
+    """
+    tokens = sampled = 0
+    decode = pp = pk = 0.0
+    for q, c, samples in entries:
+        tokens += q
+        sampled += bool(samples)
+        if q == 1:
+            decode += min(c, window)
+            continue
+        lo, hi = c - q + 1, c            # keys each query meets without the window: lo .. hi
+        capped = max(0, min(hi, window) - lo + 1)
+        pp += (lo + lo + capped - 1) * capped / 2 + (q - capped) * window
+        pk += min(c, window + FLASH_QUERY_TILE) * math.ceil(q / FLASH_QUERY_TILE)
+    return IterationWork(tokens, sampled, pp, decode, pk, decode)
 
 
 def iteration_compute_s(work: IterationWork, shard: ServingShard, gpu: GpuSpec) -> float:

@@ -17,6 +17,8 @@ backward passes, forward kernels, backward kernels):
   self < other (1 + 0.5), masked_fill_ (0.5 + 2): 11.
 - softmax (2); backward reads output and gradient and writes (3).
 - dropout: reads, writes and stores its 1-byte mask (2.5); backward the same.
+- tanh (Gemma 2's soft-capping, `scores / cap`, `tanh`, `* cap`: two scales around it) reads and
+  writes (2); its backward, tanh_backward(grad, result), reads both and writes (3).
 
 The matmuls around them: forward, QK^T writes the scores and AV reads the
 probabilities (2); backward, dP written, P read for dV, dS read for dQ and for dK (4),
@@ -44,6 +46,7 @@ SCORE_OP_COSTS = {
     "clamp": (2.0, 11.0, 1, 5),
     "softmax": (2.0, 3.0, 1, 1),
     "dropout": (2.5, 2.5, 1, 1),
+    "tanh": (2.0, 3.0, 1, 1),
 }
 assert tuple(SCORE_OP_COSTS) == SCORE_OPS
 MATMUL_SCORE_PASSES = (2.0, 4.0)

@@ -61,8 +61,8 @@ def fp8_attention(model: ModelSpec) -> ModelSpec:
 
 def sliding_window(model: ModelSpec, window: int, every: int) -> ModelSpec:
     """`model` whose decoder blocks attend over a sliding window of `window` earlier keys, except every
-    `every`-th block (1-based), which keeps full causal attention: Megatron-Core's
-    is_layer_window_attention, `layer_number % window_attn_skip_freq != 0` (NVIDIA/Megatron-LM
+    `every`-th block (1-based), which keeps full causal attention; `every` 0: every block windowed.
+    Megatron-Core's is_layer_window_attention, `layer_number % window_attn_skip_freq != 0` (NVIDIA/Megatron-LM
     megatron/core/transformer/utils.py). gpt-oss: window 128, every other block full (Megatron Bridge
     GPTOSSProvider window_size (128, 0), window_attn_skip_freq 2; Hugging Face config.json layer_types,
     sliding_window 128). FLOP keep the full s^2 (as causal masks do); the kernels' cost reads the window
@@ -72,9 +72,14 @@ def sliding_window(model: ModelSpec, window: int, every: int) -> ModelSpec:
     >>> m = sliding_window(get_model("llama3.2-1b", seq_len=4096), 128, 2)
     >>> [op.window for layer in m.layers[1:5] for op in layer.ops if op.kind == "attention"]
     [128, 0, 128, 0]
+    >>> m = sliding_window(get_model("llama3.2-1b", seq_len=4096), 128, 0)
+    >>> {op.window for layer in m.layers for op in layer.ops if op.kind == "attention"}
+    {128}
     """
+    if window < 1 or every < 0:
+        raise ValueError(f"a sliding window needs window >= 1 and every >= 0, not {window}, {every}")
     blocks = [i for i, layer in enumerate(model.layers) if any(op.kind == "attention" for op in layer.ops)]
-    windowed = {i for n, i in enumerate(blocks, start=1) if n % every}
+    windowed = {i for n, i in enumerate(blocks, start=1) if not every or n % every}
     layers = tuple(replace(layer, ops=tuple(replace(op, window=window) if op.kind == "attention" else op
                                             for op in layer.ops)) if i in windowed else layer
                    for i, layer in enumerate(model.layers))

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 # Eager kernels attention code can run on its materialised scores (OpSpec.score_ops):
 # "/ sqrt(d)" or "* scale" (scale), "+ mask" (mask_add), torch.max(scores, finfo.min)
 # (clamp, Hugging Face OPT), softmax, and dropout (p > 0; PyTorch runs none at p = 0).
-SCORE_OPS = ("scale", "mask_add", "clamp", "softmax", "dropout")
+SCORE_OPS = ("scale", "mask_add", "clamp", "softmax", "dropout", "tanh")
 # Bytes a score element keeps for backward, per kernel, in 16-bit (PyTorch autograd's saved tensors,
 # tools/autograd/derivatives.yaml): scale (a multiply or divide by a number) and mask_add save nothing,
 # and QK^T saves q and k, not its output; clamp, torch.maximum(scores, min), saves both inputs (the
 # scores, 2); softmax its output (2); dropout its 1-byte mask and its output (2), which the AV matmul
 # keeps. At p = 0 PyTorch runs no dropout (aten _dropout_impl returns its input) and the AV matmul keeps
-# the softmax output, already counted. The default list keeps 5: Korthikanti et al. 2022's 5*a*s^2.
-SCORE_OP_SAVED_BYTES = {"scale": 0.0, "mask_add": 0.0, "clamp": 2.0, "softmax": 2.0, "dropout": 3.0}
+# the softmax output, already counted; tanh (Gemma 2's logit soft-capping) keeps its output (2,
+# derivatives.yaml "tanh: tanh_backward(grad, result)"). The default list keeps 5: Korthikanti et al. 2022's 5*a*s^2.
+SCORE_OP_SAVED_BYTES = {"scale": 0.0, "mask_add": 0.0, "clamp": 2.0, "softmax": 2.0, "dropout": 3.0, "tanh": 2.0}
 DEFAULT_SCORE_SAVED_BYTES = 5.0
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,7 @@ class OpSpec:
     fp8: bool = False   # attention: the forward runs FP8 (Transformer Engine's FP8 dot-product attention)
     ring_steps: int = 1  # attention: context parallelism's ring steps, one kernel each (costs/context_chunks.py)
     window: int = 0      # attention: a sliding window of this many earlier keys a query sees; 0 = none (costs/flash.py)
+    cp_gather: bool = False  # attention: CP all-gathers K and V before its kernels (TE cp_comm_type all_gather)
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
@@ -126,6 +128,7 @@ class ModelSpec:
     vocab: int | None = None
     source: tuple[str, ...] = ()
     moe: "MoESpec | None" = None
+    head_dim: int | None = None    # where heads x head_dim is not hidden (Gemma 2, Qwen3); None: hidden / heads
 
     @property
     def params(self) -> int:

@@ -19,6 +19,7 @@ from scalesim.errors import InputError, unknown_name
 from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
 from scalesim.models.packing import attention_score_ops, sliding_window
+from scalesim.models.windows import SLIDING_WINDOWS
 from scalesim.models.spec import SCORE_OPS, ModelSpec, MoESpec
 from scalesim.models.transformer import build_transformer, build_vit
 
@@ -51,13 +52,11 @@ _GPT3 = dict(vocab=50257, max_positions=2048, tied_embeddings=True)     # as GPT
 _LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  # rotary positions
 _QWEN25 = dict(vocab=152064, qkv_bias=True, **_LLAMA)      # Qwen2: biases on q, k, v only
 _GEMMA2 = dict(vocab=256000, ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=True,
-               sandwich_norm=True)                           # GeGLU has SwiGLU's shape; 4 norms a block
+               sandwich_norm=True, final_softcap=30.0)       # GeGLU has SwiGLU's shape; 4 norms a block
 _MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
 _QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
 _GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
                 norm="rmsnorm", tied_embeddings=False)           # attention sinks (64 per block) left out
-# Sliding windows (keys, every n-th block full; models/packing.py): gpt-oss config.json sliding_window 128, layer_types
-_WINDOWS = {"gpt-oss-20b": (128, 2), "gpt-oss-120b": (128, 2)}      # alternating sliding / full from block 1
 _BERT = dict(vocab=30522, max_positions=512, token_types=2, post_norm=True, head="bert")
 
 
@@ -83,6 +82,8 @@ _DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, vocab=129280, ffn_hidden=
                     moe=MoESpec(256, 8, 2048, shared_experts=1, router="sigmoid", first_dense=3, groups=8,
                                 group_topk=4),       # node-limited routing (report sec. 2.1.2; n_group, topk_group)
                     mla=MLASpec(1536, 512, 128, 64, 128), **_MOE)
+# Gemma 2's eager attention (transformers modular_gemma2.py @213da5a0): scale, logit soft-capping, mask, softmax
+_GEMMA2_SCORE_OPS = ("scale", "scale", "tanh", "scale", "mask_add", "softmax")   # cap: / 50, tanh, * 50; p = 0
 # Attention dropout 0.0 (HF config.json "attention_dropout": 0.0; NeMo DeepSeekConfig @7a8f1cc7): no dropout
 # kernel on materialised scores (PyTorch runs none at p = 0), only the scale, mask and softmax.
 _DEEPSEEK_SCORE_OPS = ("scale", "mask_add", "softmax")
@@ -125,8 +126,7 @@ _ZOO: dict[str, _Entry] = {
     "llama3-405b": _tok("llama3", "405B", "Llama 3 405B, 126 x 16384, GQA 8 kv heads", LLAMA3_SOURCE, 8192,
                         dict(layers=126, hidden=16384, heads=128, kv_heads=8, vocab=128256, ffn_hidden=53248,
                              **_LLAMA), learned=False),
-    # Fine-tuning favourites (issue 21). Sliding-window attention (Mistral, Gemma 2's local layers)
-    # and logit soft-capping are not modelled: every layer attends over the whole sequence.
+    # Fine-tuning favourites (issue 21); sliding windows of Mistral 7B v0.1, Gemma 2, Phi-3: models/windows.py.
     "mistral-7b": _tok("mistral", "7,241,732,096 (HF Mistral-7B-v0.1)", "Mistral 7B v0.1, 32 x 4096, GQA 8 kv heads",
                        MISTRAL_SOURCE, 8192, dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000,
                                                   ffn_hidden=14336, **_LLAMA), learned=False),
@@ -149,11 +149,11 @@ _ZOO: dict[str, _Entry] = {
     "gemma2-9b": _tok("gemma2", "9,241,705,984 (HF gemma-2-9b)", "Gemma 2 9B, 42 x 3584, 16 heads of 256, GQA 8",
                       GEMMA2_SOURCE.format("9b"), 8192,
                       dict(layers=42, hidden=3584, heads=16, kv_heads=8, head_dim=256, ffn_hidden=14336,
-                           **_GEMMA2), learned=False),
+                           **_GEMMA2), learned=False, score_ops=_GEMMA2_SCORE_OPS),
     "gemma2-27b": _tok("gemma2", "27,227,128,320 (HF gemma-2-27b)", "Gemma 2 27B, 46 x 4608, 32 heads of 128, GQA 16",
                        GEMMA2_SOURCE.format("27b"), 8192,
                        dict(layers=46, hidden=4608, heads=32, kv_heads=16, head_dim=128, ffn_hidden=36864,
-                            **_GEMMA2), learned=False),
+                            **_GEMMA2), learned=False, score_ops=_GEMMA2_SCORE_OPS),
     "llama3.2-1b": _tok("llama3", "1,235,814,400 (HF Llama-3.2-1B)", "Llama 3.2 1B, 16 x 2048, GQA 8, tied embeddings",
                         LLAMA32_SOURCE.format("1B"), 131072,
                         dict(layers=16, hidden=2048, heads=32, kv_heads=8, vocab=128256, ffn_hidden=8192,
@@ -165,8 +165,8 @@ _ZOO: dict[str, _Entry] = {
     "phi-3-mini": _tok("phi3", "3,821,079,552 (HF Phi-3-mini-4k-instruct)", "Phi-3 mini 4k, 32 x 3072, fused qkv and gate-up",
                        PHI3_SOURCE, 4096, dict(layers=32, hidden=3072, heads=32, vocab=32064, ffn_hidden=8192,
                                                **_LLAMA), learned=False),
-    # Mixtures of experts (issue 22). gpt-oss: 128-key sliding windows in every other block (_WINDOWS);
-    # Llama 4's chunked attention is not modelled: every layer attends over the whole sequence.
+    # Mixtures of experts (issue 22); gpt-oss's sliding windows: models/windows.py. Llama 4's chunked attention
+    # is not modelled: every layer attends over the whole sequence.
     "mixtral-8x7b": _tok("mixtral", "46.7B total, 12.9B active", "Mixtral 8x7B, 32 x 4096, 8 experts top-2, GQA 8",
                          MIXTRAL_SOURCE.format("8x7B"), 32768,
                          dict(layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000, ffn_hidden=14336,
@@ -257,7 +257,7 @@ def _build_zoo(name: str, seq_len: int | None) -> ModelSpec:
     if entry.family == "vit":
         return build_vit(name, source=entry.source, **entry.config)
     model = build_transformer(name, seq_len=seq_len, family=entry.family, source=entry.source, **entry.config)
-    model = sliding_window(model, *_WINDOWS[name]) if name in _WINDOWS else model
+    model = sliding_window(model, *SLIDING_WINDOWS[name]) if name in SLIDING_WINDOWS else model
     return model if entry.score_ops is None else attention_score_ops(model, entry.score_ops)
 
 

@@ -3,7 +3,7 @@
 Every rank gets its own task list (see `scalesim.program`): compute on the
 "compute" stream; tensor-parallel collectives on "tp" (blocking, as in
 Megatron-LM without communication overlap); context-parallel key/value
-exchange on "cp" (overlapped with the attention half of the block);
+exchange on "cp" (beside the attention half, or before it: parallel/cp_exchange.py);
 gradient reduction and ZeRO gathers on "comm"; pipeline sends and receives on
 one stream per neighbour and direction. A collective's key is shared by the
 ranks of its group, which all generate the same sequence of calls.
@@ -129,8 +129,8 @@ class StepBuilder:
         # Megatron's TP collectives and PP transfers carry b x s x h activations.
         self.activation_bytes = plan.micro_batch * tokens * hidden * ebytes
         self.pp_bytes = self.activation_bytes / (pl.tp if sp or plan.pp_scatter_gather else 1)
-        kv_dim = hidden * (model.kv_heads or model.heads or 1) // (model.heads or 1)
-        self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
+        kv_dim = max(1, (model.kv_heads or model.heads or 1) // pl.tp) * (model.head_dim or hidden // (model.heads or 1))
+        self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # the group's K and V, this TP rank's heads
         # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
         # does with sequence parallelism); the busiest rank receives `load` times the mean and all wait
         # for it, so every rank's all-to-all is timed at that size.

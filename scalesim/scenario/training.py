@@ -133,7 +133,7 @@ class TrainingSpec(Strict):
     # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
     # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
     # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a
-    # published rate (Hopper).
+    # published rate (Hopper, Blackwell).
     fp8_attention: bool = False
     # Whose FP8 casts (precision fp8): transformer-engine = one cast pass per GEMM input, its scale from
     # earlier steps' amax; torchao-tensorwise = torchao's Float8Linear with dynamic tensorwise scaling

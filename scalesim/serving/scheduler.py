@@ -19,6 +19,7 @@ token's. The scheduler never reads a clock: the engine passes times in.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -34,6 +35,25 @@ def blocks_for(tokens: int, block_tokens: int = BLOCK_TOKENS) -> int:
     (1, 2, 0)
     """
     return -(-tokens // block_tokens)
+
+
+def window_blocks(tokens: int, computed: int, window: int, windowed: float,
+                  block_tokens: int = BLOCK_TOKENS) -> int:
+    """Blocks a sequence holds for `tokens` cached tokens, `computed` of them before this step, when a
+    `windowed` share of its cache (of the layers) has a sliding window of `window` keys: vLLM's V1 KV cache
+    manager frees a windowed layer group's whole blocks before the next query's window
+    (vllm-project/vllm vllm/v1/core/single_type_kv_cache_manager.py @129ab7c6: SlidingWindowManager
+    get_num_skipped_tokens = computed - sliding_window + 1, remove_skipped_blocks), while full-attention
+    layers keep every block; block counts in units of the whole model's blocks, rounded up.
+
+    >>> window_blocks(10000, 9999, 4096, 1.0), window_blocks(10000, 9999, 4096, 0.5), blocks_for(10000)
+    (256, 441, 625)
+    >>> window_blocks(4000, 3999, 4096, 1.0) == blocks_for(4000)
+    True
+    """
+    full = -(-tokens // block_tokens)
+    live = full - max(0, computed - window + 1) // block_tokens
+    return math.ceil(full * (1.0 - windowed) + live * windowed - 1e-9)
 
 
 @dataclass(slots=True)
@@ -80,6 +100,8 @@ class Scheduler:
     max_seqs: int
     block_tokens: int = BLOCK_TOKENS
     guaranteed: bool = False        # reserve prompt + whole output at admission; never preempt
+    window: int = 0                 # sliding window of the model's windowed layers (window_blocks); 0: none
+    windowed: float = 0.0           # share of the KV cache in those layers
     waiting: deque = field(default_factory=deque)
     running: list = field(default_factory=list)
     used_blocks: int = 0
@@ -94,12 +116,23 @@ class Scheduler:
     def add(self, request: Request, now_s: float) -> None:
         self.waiting.append(Sequence(request, now_s))
 
+    def blocks(self, tokens: int, computed: int) -> int:
+        """Blocks a sequence holds for `tokens` cached tokens, `computed` before this step (window_blocks)."""
+        if not self.window:
+            return -(-tokens // self.block_tokens)
+        return window_blocks(tokens, computed, self.window, self.windowed, self.block_tokens)
+
     def _grow(self, seq: Sequence, tokens: int) -> bool:
         """Give `seq` blocks for `tokens` cached tokens; False when the cache has too few free."""
-        need = blocks_for(tokens, self.block_tokens) - seq.blocks
+        return self._hold(seq, self.blocks(tokens, seq.computed))
+
+    def _hold(self, seq: Sequence, blocks: int) -> bool:
+        """Make `seq` hold `blocks` blocks; False when the cache has too few free. Blocks a window left
+        behind are freed (not under `guaranteed`, which keeps what it reserved)."""
+        need = blocks - seq.blocks
         if need > self.total_blocks - self.used_blocks:
             return False
-        if need > 0:
+        if need > 0 or need < 0 and not self.guaranteed:
             seq.blocks += need
             self.used_blocks += need
             self.peak_blocks = max(self.peak_blocks, self.used_blocks)
@@ -135,7 +168,7 @@ class Scheduler:
     def schedule(self) -> Batch | None:
         """The next iteration's batch, or None when there is nothing to run."""
         budget = self.max_batch_tokens
-        block_tokens, running = self.block_tokens, self.running
+        block_tokens, running, window = self.block_tokens, self.running, self.window
         entries: list[tuple[int, int, bool]] = []
         # The running sequences in the order they were admitted. Hot loop (one pass per sequence per
         # iteration): `known` and `_grow` inlined; `used_blocks` only grows until a preemption, so its
@@ -150,13 +183,16 @@ class Scheduler:
             if q > budget:
                 q = budget
             after = computed + q
-            need = -(-after // block_tokens) - seq.blocks
+            need = (self.blocks(after, computed) if window else -(-after // block_tokens)) - seq.blocks
             if need > 0:
                 if need <= self.total_blocks - self.used_blocks:
                     seq.blocks += need
                     self.used_blocks += need
                 elif not self._make_room(seq, after):
                     break
+            elif need < 0 and not self.guaranteed:      # blocks the window has left behind
+                seq.blocks += need
+                self.used_blocks += need
             entries.append((q, after, after == known))
             budget -= q
         sequences = running[:len(entries)]
@@ -164,8 +200,12 @@ class Scheduler:
         while self.waiting and budget > 0 and len(running) < self.max_seqs:
             seq = self.waiting[0]
             q = min(seq.known - seq.computed, budget)
-            reserve = seq.request.prompt_tokens + seq.request.output_tokens if self.guaranteed else seq.computed + q
-            if not self._grow(seq, reserve):
+            if self.guaranteed:      # prompt and whole output, or the most a window keeps of them
+                prompt, total = seq.request.prompt_tokens, seq.request.prompt_tokens + seq.request.output_tokens
+                fits = self._hold(seq, max(self.blocks(total, total - 1), self.blocks(prompt, 0)))
+            else:
+                fits = self._grow(seq, seq.computed + q)
+            if not fits:
                 break
             self.waiting.popleft()
             running.append(seq)

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from scalesim.app.fitting import _keys_that_go_with
+from scalesim.app.fitting import _also_reset, _keys_that_go_with
 from scalesim.app.plans import PlanPoint, scenario_for
 from scalesim.app.setup import prepare
 from scalesim.cli import main
@@ -102,15 +102,35 @@ def test_runs_fixes_reset_the_keys_a_higher_zero_stage_does_not_take():
                                  "param_gather_with_optimizer_step": True, "pp_schedule": "interleaved",
                                  "virtual_stages": 2}}
     base = Scenario.model_validate(data)
-    changed = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 3}}))
+    setup = prepare(base)
+    changed = base.with_changes(**_keys_that_go_with(setup, {"parallel": {"zero": 3}}))
     prepare(changed)
     assert changed.parallel.zero == 3 and not changed.parallel.param_gather_with_optimizer_step
     nan_checked = base.with_changes(parallel={"bucket_params": 1000, "grad_nan_check": True})
-    changed = nan_checked.with_changes(**_keys_that_go_with(nan_checked, {"parallel": {"zero": 3}}))
+    changed = nan_checked.with_changes(**_keys_that_go_with(prepare(nan_checked), {"parallel": {"zero": 3}}))
     prepare(changed)
     assert changed.parallel.bucket_params is None and not changed.parallel.grad_nan_check
-    same = base.with_changes(**_keys_that_go_with(base, {"parallel": {"zero": 2}}))
+    same = base.with_changes(**_keys_that_go_with(setup, {"parallel": {"zero": 2}}))
     assert same.parallel.param_gather_with_optimizer_step
+
+
+def test_runs_fixes_run_the_interleaved_schedule_as_1f1b_where_the_changed_split_cannot_fill_it():
+    # run's more-GPUs fix halves the micro-batches per replica here (dp 2 -> 4, global_batch 4, micro-batch 1):
+    # one micro-batch is not a multiple of pp 2, which the interleaved schedule needs. As plan searches do
+    # (plans.py schedule_for), the fix runs 1F1B, and the optimizer-step gathers that need virtual stages go
+    data = {**BASE, "cluster": {"node": "dgx-h100", "gpus": 4},
+            "training": {**BASE["training"], "global_batch": 4, "micro_batch": 1},
+            "parallel": {"tp": 1, "pp": 2, "zero": 1, "overlap_param_gather": True,
+                         "param_gather_with_optimizer_step": True, "pp_schedule": "interleaved", "virtual_stages": 2}}
+    setup = prepare(Scenario.model_validate(data))
+    more = {"cluster": {"gpus": 8}, "parallel": {"zero": 2}, "training": {"micro_batch": 1, "global_batch": 4}}
+    changed = prepare(setup.scenario.with_changes(**_keys_that_go_with(setup, more)))
+    assert changed.gpus == 8 and changed.plan.schedule == "1f1b" and changed.plan.chunks_per_stage == 1
+    assert not changed.plan.param_gather_with_optimizer_step
+    assert "parallel.pp_schedule: 1f1b" in _also_reset(setup, more)
+    # a change the interleaved schedule still fills keeps it, and the gathers with it
+    kept = prepare(setup.scenario.with_changes(**_keys_that_go_with(setup, {"parallel": {"zero": 2}})))
+    assert kept.plan.chunks_per_stage == 2 and kept.plan.param_gather_with_optimizer_step
 
 
 def test_run_of_a_plan_that_saves_gathered_inputs_has_its_one_gpu_baseline(tmp_path):

@@ -230,6 +230,6 @@ def test_the_max_rate_found_meets_the_slo_with_all_the_scenarios_requests():
 
 
 def test_a_rate_given_twice_is_simulated_once():
-    from scalesim.app.serve import rate_list
+    from scalesim.cli.serving_commands import rate_list
 
     assert rate_list("2,2,1") == [1.0, 2.0] and rate_list("4, 1,4.0") == [1.0, 4.0]

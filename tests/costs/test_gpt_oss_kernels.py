@@ -23,10 +23,18 @@ def test_gpt_oss_alternates_sliding_and_full_blocks_from_the_first():
     assert sum(1 for b in blocks if _attention(b).window) == 18
 
 
-def test_window_share_is_the_bands_tiles_and_never_above_causal():
-    assert window_share(4096, 128) == 2 * WINDOW_TILE / 4096      # diagonal tile and one before it
-    assert window_share(8192, 128) == window_share(4096, 128) / 2   # the band does not grow with the sequence
-    assert window_share(1024, 1 << 20) == 0.5
+def _fa2_tiles(seq, window):
+    """Key tiles FlashAttention-2's causal forward loops over with a left window (flash_fwd_kernel.h:
+    n_block_min = (m_block * kBlockM - window_left) / kBlockN, n_block_max = m_block + 1), 128 x 128."""
+    n = -(-seq // WINDOW_TILE)
+    return sum(m + 1 - max(0, (m * WINDOW_TILE - window) // WINDOW_TILE) for m in range(n)), n
+
+
+def test_window_share_is_the_tiles_flash_attention_2_runs():
+    for seq, window in ((4096, 128), (8192, 128), (8192, 4096), (8192, 2047), (4096, 2047)):
+        tiles, n = _fa2_tiles(seq, window)
+        assert window_share(seq, window) == tiles / n ** 2
+    assert window_share(8192, 128) < window_share(4096, 128) / 1.9     # the band does not grow with the sequence
 
 
 def test_a_windowed_block_runs_less_attention_and_saves_more_at_longer_sequences():

@@ -81,3 +81,20 @@ def test_separate_projections_on_a_model_without_them_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fused_projections" in result.output and "Traceback" not in result.output
+
+
+def test_a_given_data_gradient_depth_reaches_each_separate_gemm_as_its_own_width():
+    # finetune.py prices a frozen GEMM's input gradient at depth n; q, k and v each reduce over their own
+    # width (512, 128, 128 at TP 8), far below the fused n of 768: slower than at the forward's depth k
+    b200 = get_gpu("b200")      # a measured gemm_k_overhead (Hopper's is 0)
+    qkv = _op(shard_layer(_block(False), 8, 1, True), "qkv")
+    assert b200.gemm_k_overhead > 0
+    n = qkv.gemm_mnk[1]
+    data_gradient = op_time_s(qkv, b200, "bf16", 12, depth=n)
+    assert data_gradient == pytest.approx(sum(op_time_s(p, b200, "bf16", 12, depth=p.gemm_mnk[1])
+                                              for p in gemm_parts(qkv)))
+    assert data_gradient > op_time_s(qkv, b200, "bf16", 12)
+    # the weight gradient's depth (tokens) is every part's
+    tokens = qkv.gemm_mnk[0] * 12
+    assert op_time_s(qkv, b200, "bf16", 12, depth=tokens) == pytest.approx(
+        sum(op_time_s(p, b200, "bf16", 12, depth=tokens) for p in gemm_parts(qkv)))

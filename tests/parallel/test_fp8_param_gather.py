@@ -2,6 +2,8 @@
 all-gathers carry the transformer blocks' GEMM weights at one byte each; their norm weights and the
 embeddings stay 16-bit: each parameter in its own dtype, whole or in Megatron-Core's buckets."""
 
+from dataclasses import replace
+
 import pytest
 
 from scalesim.models import get_model
@@ -14,10 +16,11 @@ MODEL = get_model({"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 
                    "ffn": "swiglu", "ffn_hidden": 2816}, seq_len=1024)
 
 
-def gathered_bytes(fp8_gather: bool, overlap: bool = True, bucket_params: int | None = None) -> dict[str, float]:
+def gathered_bytes(fp8_gather: bool, overlap: bool = True, bucket_params: int | None = None,
+                   model=MODEL) -> dict[str, float]:
     plan = ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "fp8", "adamw", "none", "flash", zero=1,
                         overlap_param_gather=overlap, fp8_param_gather=fp8_gather, bucket_params=bucket_params)
-    tasks = build_program(MODEL, DGX.gpu_spec, DGX, plan).tasks[0]
+    tasks = build_program(model, DGX.gpu_spec, DGX, plan).tasks[0]
     sizes = [t.plan.size_bytes for t in tasks if isinstance(t, CollectiveTask) and t.name == "zero all_gather"]
     return {"largest": max(sizes), "smallest": min(sizes), "total": sum(sizes), "sizes": sizes}
 
@@ -72,3 +75,16 @@ def test_fp8_param_gather_without_fp8_training_is_an_input_error_naming_the_key(
     with pytest.raises(InputError, match="training.precision: fp8") as error:
         prepare(scenario)
     assert error.value.key == "parallel.fp8_param_gather"
+
+
+@pytest.mark.parametrize("bucket_params", [None, 1])
+def test_a_block_without_norms_gathers_every_parameter(bucket_params):
+    # a block whose GEMM weights leave a sliver (here its former norms' weights, ~0.02%: biases, say) and no
+    # norm to hold it: that sliver is a 16-bit tensor of its own, not dropped from the gathers
+    bare = replace(MODEL, layers=tuple(replace(layer, ops=tuple(op for op in layer.ops if op.kind != "norm"))
+                                       if layer.kind == "transformer_block" else layer for layer in MODEL.layers))
+    block = next(layer for layer in bare.layers if layer.kind == "transformer_block")
+    weights = sum(op.gemm_mnk[1] * op.gemm_mnk[2] for op in block.ops if op.kind == "gemm" and op.gemm_mnk)
+    assert 0 < block.params - weights < 0.01 * block.params
+    fp8 = gathered_bytes(True, bucket_params=bucket_params, model=bare)
+    assert fp8["total"] == pytest.approx(FP8_WEIGHTS + 2 * (bare.params - FP8_WEIGHTS), rel=1e-9)

@@ -135,6 +135,15 @@ def test_context_parallel_splits_the_sequence_and_exchanges_keys_and_values():
     assert two.end_s < one.end_s
 
 
+def test_context_parallel_exchanges_only_the_tensor_parallel_ranks_own_key_value_heads():
+    # Megatron splits the attention heads over the TP ranks, and Transformer Engine's context-parallel
+    # attention runs inside each TP rank on its own heads: at tp 2 each rank passes half the K and V.
+    model = get_model("llama3-8b", seq_len=8192)
+    alone = build_program(model, DGX.gpu_spec, DGX, plan(cp=2, dp=1, m=1))
+    split = build_program(model, DGX.gpu_spec, DGX, plan(tp=2, cp=2, dp=1, m=1, sp=True))
+    assert bus_bytes(split, 0, "cp/") == pytest.approx(bus_bytes(alone, 0, "cp/") / 2, rel=1e-9)
+
+
 @pytest.mark.parametrize("layout", [dict(dp=16), dict(tp=2, dp=4, pp=2), dict(cp=2, dp=4, pp=2), dict(tp=4, dp=2, pp=2)])
 @pytest.mark.parametrize("zero", [0, 3])
 def test_simulating_one_rank_per_stage_agrees_with_simulating_every_rank(layout, zero):
