@@ -187,3 +187,11 @@ def test_run_report_points_to_compare_which_writes_the_page(tmp_path):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"scalesim compare {scenario} --report" in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_switch_count_that_does_not_divide_the_gpus_lists_the_counts_that_do(tmp_path):
+    node = tmp_path / "node.yaml"
+    node.write_text("gpu: rtx4090\ngpus: 8\nhost: {sockets: 2}\npcie: {switches: 3}\n")
+    result = run_cli("topology", "show", str(node))
+    assert result.exit_code == 2 and str(node) in result.output and "pcie.switches" in result.output
+    assert "allowed: 0 (GPUs on the CPUs' root ports), 2, 4, 8" in result.output

@@ -62,10 +62,12 @@ def readable_value(field: str, value) -> str:
     >>> readable_value("bf16_flop_per_s", 9.894e14), readable_value("memory_bytes", 85899345920.0)
     ('989.4 TFLOP/s', '80.0 GiB')
     >>> readable_value("bw_bytes_per_s", 4.5e11), readable_value("latency_s", 2e-7), readable_value("sms", 132)
-    ('450.0 GB/s', '0.2 us', '132')
+    ('450.0 GB/s per direction', '0.2 us', '132')
     """
     if not isinstance(value, float) or value == 0:
         return "-" if value is None else str(value)
+    if field == "bw_bytes_per_s":           # a link's: the catalog stores one direction (STYLE.md)
+        return f"{value / 1e9:,.1f} GB/s per direction"
     for suffix, show in (("_flop_per_s", lambda v: f"{v / 1e12:,.1f} TFLOP/s"),
                          ("_op_per_s", lambda v: f"{v / 1e12:,.1f} TOP/s"),
                          ("_bytes_per_s", lambda v: f"{v / 1e9:,.1f} GB/s"), ("_bytes", format_bytes),

@@ -32,5 +32,5 @@ def test_hardware_name_shows_each_figure_in_its_unit():
             if line.count("│") == 3 and line.split("│")[1].strip()}
     assert rows["bf16_flop_per_s"] == "989.4 TFLOP/s" and rows["memory_bytes"] == "80.0 GiB"
     assert rows["memory_bw_bytes_per_s"] == "3,350.0 GB/s" and rows["tdp_w"] == "700 W"
-    assert rows["bw_bytes_per_s"] == "450.0 GB/s" and rows["latency_s"] == "0.2 us"
+    assert rows["bw_bytes_per_s"] == "450.0 GB/s per direction" and rows["latency_s"] == "0.2 us"
     assert not [v for v in rows.values() if re.search(r"\de[+-]\d", v)], rows
