@@ -45,10 +45,21 @@ def check_output_file(path: Path | None, option: str, *, suffixes: Iterable[str]
         _guarded(_check_file, Path(path), option, tuple(suffixes), tuple(inputs))
 
 
-def check_output_dir(path: Path | None, option: str) -> None:
-    """Refuse a directory the command could not create or write into."""
+def check_output_dir(path: Path | None, option: str, files: Iterable[str] = ()) -> None:
+    """Refuse a directory the command could not create or write into, or one where a file it writes
+    (`files`) is already there and is not scalesim's (a file of the user's)."""
     if path is not None:
         _guarded(_check_creatable, Path(path), option)
+        for name in files:
+            _guarded(_check_own, Path(path) / name, option)
+
+
+def _check_own(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise InputError(f"{path} is a directory where scalesim writes a file; give another {option}", key=option)
+    if path.is_file() and path.stat().st_size > 0 and not written_by_scalesim(path, earlier=True):
+        raise InputError(f"{path} exists and scalesim did not write it; remove it or give another {option} "
+                         "(scalesim overwrites only files it wrote)", key=option)
 
 
 def _guarded(check, path: Path, option: str, *args) -> None:
@@ -80,14 +91,21 @@ def figure_metadata(path: Path) -> dict:
     return {"Software": PRODUCER} if suffix == ".png" else {"Creator": PRODUCER} if suffix in (".svg", ".pdf") else {}
 
 
-def written_by_scalesim(path: Path) -> bool:
+# What the plots and tables in an --out folder held before they carried the mark: matplotlib's own
+# PNG tag, the sweep's CSV header and JSON start (a re-run into plots/<name>/ writes them again).
+_EARLIER_MARKS = (b"tEXtSoftware\x00Matplotlib", b"gpus,nodes,plan,", b'{\n  "scenario": ')
+
+
+def written_by_scalesim(path: Path, earlier: bool = False) -> bool:
     """Whether the file at `path` carries scalesim's mark (in its first or last 64 KiB), whatever
-    its name ends in (`--trace step.trace` is JSON all the same)."""
+    its name ends in (`--trace step.trace` is JSON all the same); `earlier`: or what an --out
+    folder's files held before the mark."""
     with open(path, "rb") as handle:
         head = handle.read(1 << 16)
         handle.seek(max(0, path.stat().st_size - (1 << 16)))
         tail = handle.read()
-    return any(mark in head or mark in tail for mark in _MARKS)
+    marks = _MARKS + (_EARLIER_MARKS if earlier else ())
+    return any(mark in head or mark in tail for mark in marks)
 
 
 def _check_file(path: Path, option: str, suffixes: tuple, inputs: tuple) -> None:

@@ -37,7 +37,8 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     from scalesim.report.serving import latency_throughput_plot, percentiles_plot, serving_table, sweep_table
     from scalesim.serving.spec import load_serving_scenario
 
-    check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out")
+    check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out",
+                     files=("latency-throughput.png", "latency-percentiles.png"))
     scenario, file = load_serving_scenario(scenario_file)
     from scalesim.limits import answer_budget
 

@@ -59,7 +59,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
         raise InputError(f"run writes no HTML page; compare does, for one design or more: "
                          f"scalesim compare {scenario_file} --report {report}", key="--report")
     directory = out or Path("plots") / slug(scenario_file.stem)
-    check_output_dir(directory if plots else None, "--out")
+    check_output_dir(directory if plots else None, "--out", files=("timeline.png", "scaling.png"))
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
     with answer_budget(max_seconds), exact_simulation_context(exact), contextlib.ExitStack() as children:
@@ -189,9 +189,12 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     from scalesim.limits import answer_budget, time_limit
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
-    check_output_dir(out or Path("plots") / "compare" if plots else None, "--out")
+    serving = any(is_serving_file(f) for f in scenario_files)
+    check_output_dir(out or Path("plots") / "compare" if plots else None, "--out",
+                     files=("serving-pareto.png",) if serving else ("scaling.png", "time_cost.png", "pareto.png",
+                                                                     "breakdown.png"))
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
-    if any(is_serving_file(f) for f in scenario_files):
+    if serving:
         refuse_training_options(click.get_current_context())
         compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs), csv_path)
         return
@@ -305,7 +308,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     executor = parse_executor(executor_name, workers)
     scenario, file = load_scenario(scenario_file)
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
-    check_output_dir(directory, "--out")
+    check_output_dir(directory, "--out", files=("sweep.csv", "sweep.json", "best.png"))
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, stop_on_sigterm(), \
             exact_simulation_context(exact), answer_budget(max_seconds, default_seconds=SWEEP_SECONDS):
         try:
