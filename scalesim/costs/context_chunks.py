@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import math
 
-from scalesim.costs.flash import (WINDOW_CP_KERNELS, causal_rate, fp8_speedup, kernel_length_rate, length_rate,
-                                  window_share)
+from scalesim.costs.flash import WINDOW_CP_KERNELS, causal_rate, kernel_length_rate, length_rate, window_share
 from scalesim.models.spec import OpSpec
 
 
@@ -59,20 +58,6 @@ def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool,
     steps = ring_steps(seq, causal, cp) if seq > 0 else ((seq, causal),)
     return sum(1 / len(steps) / (length_rate(arch, tokens, mask, backward)
                                  * kernel_length_rate(attention, arch, tokens, mask)) for tokens, mask in steps)
-
-
-def fp8_ring_speedup(arch: str, seq: int, causal: bool, cp: int, backward: bool) -> float:
-    """How many times faster FP8 attention runs the rank's ring steps than 16-bit: each step's equal share
-    of the work at the FP8 speed-up of its own length and mask (costs/flash.py fp8_speedup), as
-    ring_time_factor takes each step at its own rate; without context parallelism the sequence's.
-
-    >>> fp8_ring_speedup("blackwell", 8192, True, 1, True) == fp8_speedup("blackwell", 8192, True, True)
-    True
-    >>> fp8_ring_speedup("blackwell", 8192, True, 8, True) < fp8_ring_speedup("blackwell", 8192, True, 1, True)
-    True
-    """
-    steps = ring_steps(seq, causal, cp) if seq > 0 else ((seq, causal),)
-    return len(steps) / sum(1 / fp8_speedup(arch, tokens, backward, mask) for tokens, mask in steps)
 
 
 def windowed_work(op: OpSpec, arch: str, flop: float, executed: float, backward: bool,

@@ -62,11 +62,9 @@ Blackwell: NVIDIA's cuDNN SDPA training benchmark publishes both passes in FP8 a
 @60e572b7: cuDNN 9.22, batch 2, 64 query and 8 key/value heads, head dim 128, the Llama 70B shape, no
 mask, TFLOPS at 2k ... 32k: forward FP8 1881 2093 2241 2263 2223, BF16 1433 1599 1771 1697 1634;
 backward (NVTE_FP8_DPA_BWD's FP8 kernel) FP8 1214 1577 1772 1836 1825, BF16 1124 1350 1404 1374
-1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup). A causal op takes the same file's
-causal rows (attn_mask top_left, FP8_CAUSAL_SPEEDUP: forward FP8 1420 1805 2047 2154 2197, BF16 1097
-1408 1574 1708 1622; backward FP8 831 1178 1454 1632 1687, BF16 885 1148 1332 1328 1226): the FP8
-kernels gain less under the mask, the backward not at all at 2k. Hopper's causal op keeps the full-mask
-ratio (FlashAttention-3's causal FP8 panels not transcribed here).
+1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup).
+A part the same benchmark measures against GB200 (GB300) runs at its own rate, a causal op at the causal
+rows' FP8 gain, each context-parallel ring step at its own length: costs/part_attention.py.
 """
 
 from __future__ import annotations
@@ -176,12 +174,6 @@ FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 /
 FP8_BACKWARD_SPEEDUP = {"blackwell": ((2048, round(1214 / 1124, 3)), (4096, round(1577 / 1350, 3)),
                                       (8192, round(1772 / 1404, 3)), (16384, round(1836 / 1374, 3)),
                                       (32768, round(1825 / 1262, 3)))}
-# Both passes of a causal op (cuDNN's top_left mask; module docstring), where published: {backward: table}.
-FP8_CAUSAL_SPEEDUP = {"blackwell": {
-    False: ((2048, round(1420 / 1097, 3)), (4096, round(1805 / 1408, 3)), (8192, round(2047 / 1574, 3)),
-            (16384, round(2154 / 1708, 3)), (32768, round(2197 / 1622, 3))),
-    True: ((2048, round(831 / 885, 3)), (4096, round(1178 / 1148, 3)), (8192, round(1454 / 1332, 3)),
-           (16384, round(1632 / 1328, 3)), (32768, round(1687 / 1226, 3)))}}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -310,18 +302,14 @@ def fp8_forward_speedup(arch: str, seq: int) -> float:
     return _by_length(FP8_FORWARD_SPEEDUP[arch], seq)
 
 
-def fp8_speedup(arch: str, seq: int, backward: bool = False, causal: bool = False) -> float:
+def fp8_speedup(arch: str, seq: int, backward: bool = False) -> float:
     """How many times faster an FP8 flash-attention pass runs than the 16-bit one at `seq` tokens on
     `arch`: the forward by FP8_FORWARD_SPEEDUP, the backward by FP8_BACKWARD_SPEEDUP where published
-    (else 1.0: the 16-bit rate); a `causal` one by FP8_CAUSAL_SPEEDUP where published.
+    (else 1.0: the 16-bit rate).
 
     >>> fp8_speedup("hopper", 8192, backward=True), fp8_speedup("blackwell", 8192, backward=True)
     (1.0, 1.262)
-    >>> fp8_speedup("blackwell", 8192, True, causal=True), fp8_speedup("hopper", 8192, causal=True)
-    (1.092, 1.618)
     """
-    if causal and arch in FP8_CAUSAL_SPEEDUP:
-        return _by_length(FP8_CAUSAL_SPEEDUP[arch][backward], seq)
     if not backward:
         return fp8_forward_speedup(arch, seq)
     return _by_length(FP8_BACKWARD_SPEEDUP.get(arch), seq)
