@@ -155,8 +155,8 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                 matmul += t
                 # the input-gradient GEMM only, at its own depth n (costs/gemm_depth.py) where that is priced
                 gemms = backward_gemms(op, gpu, precision, batch)
-                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT,
-                                  gemms[0][1]) if gemms else t)
+                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT, gemms[0][1])
+                        if gemms else t)
             else:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
     else:
