@@ -22,6 +22,14 @@ two times). This is folded into the same per-task factors as the SMs NCCL holds
 (Program.held_factors, one per SM share the calls hold): a share stands for the
 calls that hold it, whose traffic is their bus bandwidth alone (collectives/
 estimate.py), time-weighted over the program's calls of that share.
+
+What it moves (validate, Dec 2026, memcont12, against main 091a76f): little. Framework
+memory-bound kernels on A100/H100 are bound by the SMs' issue rate (STREAM_BYTES_PER_SM_CYCLE,
+costs/compute.py: 1.57 TB/s on the 108 SMs an H100 keeps beside a 24-block NVLink call), below
+the HBM an NVLink ring leaves (2.81 achieved - 1.07 TB/s of NCCL traffic = 1.74 TB/s); thin
+GEMMs, DRAM-bound GDDR cards and two calls at once do feel it. Reference median 3.85 -> 3.76%,
+LOSO median unchanged (3.88%); torchtitan's Llama 3.1 8B FSDP on H100 0.5-0.9 points less fast;
+fms-fsdp's H100 7B HSDP unchanged (+17.4%).
 """
 
 from __future__ import annotations
