@@ -18,6 +18,7 @@ from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.float8_casts import with_fp8_recipe
+from scalesim.costs.fp8_act_store import store_refusal, with_fp8_activation_store
 from scalesim.costs.projections import with_separate_projections
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
@@ -142,6 +143,10 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
                          file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations, training.precision)
+    if training.fp8_activation_input_store and (why := store_refusal(
+            model, training.saved_activations, training.elementwise_kernels, tuple(training.recompute_modules or ()))):
+        raise InputError(why, file=file, key="training.fp8_activation_input_store")
+    model = with_fp8_activation_store(model, training.fp8_activation_input_store)     # costs/fp8_act_store.py
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":

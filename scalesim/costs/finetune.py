@@ -145,7 +145,10 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     if layer.kind != "embedding":
         for op in layer.ops:
             t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
-            times.append(t)
+            times.append(0.0 if op.backward_only else t)
+            if op.backward_only:        # its elements are the backward kernel's own (compute.py layer_time)
+                bwd += t
+                continue
             fwd += t
             if op.kind == "attention":
                 attention_s += t
@@ -157,8 +160,11 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                 depths = backward_depths(op, gpu, precision, batch)
                 bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, depths[0])
                         if depths else t)
-            else:
+            elif op.backward_elements is None:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
+            else:                       # backward kernels of its own size (costs/fp8_act_store.py's cast back)
+                own = op.backward_elements * batch * ELEMENT_BYTES[precision]
+                bwd += own / streaming_bw_bytes_per_s(gpu, held_sms) + KERNEL_OVERHEAD_S
     else:
         fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms) for op in layer.ops)
     flop = layer.forward_flop * batch
