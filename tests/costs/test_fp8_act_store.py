@@ -97,3 +97,18 @@ def test_the_cast_back_moves_as_many_bytes_as_the_cast(lora):
         t_off, t_on = (layer_time(b, gpu, "fp8", 1) for b in (off, on))
     assert t_on.forward_s > t_off.forward_s
     assert t_on.backward_s - t_off.backward_s == pytest.approx(t_on.forward_s - t_off.forward_s, rel=1e-9)
+
+
+def test_a_frozen_linears_fp8_input_copy_is_freed_once(tmp_path):
+    # LoRA on q, k, v, o only: the MLP's frozen linears keep no input in either style, so Transformer Engine's
+    # fp8 copies save only on the attention's two adapted inputs (qkv's and the projection's, s x h each)
+    from scalesim.costs.memory import FP8_SAVED_BYTES
+    lora = {"finetune": "lora", "lora": {"targets": "attention", "layout": "megatron"}}
+    for style in ("megatron", "transformer-engine"):
+        (tmp_path / style).mkdir()
+    megatron, te = (memory_of(_setup(_scenario(tmp_path / style, False, extra={**lora, "saved_activations": style})))
+                    for style in ("megatron", "transformer-engine"))
+    model = get_model("llama2-7b", seq_len=SEQ)
+    blocks = sum(layer.kind == "transformer_block" for layer in model.layers)
+    kept_inputs = 2 * SEQ * model.hidden * blocks * 2          # two s x h inputs a block, micro-batch 2
+    assert megatron.activations - te.activations == pytest.approx((2 - FP8_SAVED_BYTES) * kept_inputs, rel=1e-6)
