@@ -34,6 +34,7 @@ from scalesim.limits import charge, check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
 from scalesim.models.conv_fusion import fuse_resnet
 from scalesim.models.packing import fp8_attention, masked_lm_head, packed_attention
+from scalesim.parallel.cp_exchange import all_gathered, gathers
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
 from scalesim.parallel.tp_overlap import tp_overlap_spec
@@ -100,8 +101,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     design, count = cluster_size(scenario, file, gpus, catalog, caches)
     par, training = scenario.parallel, scenario.training
     # The model as the scenario trains it, depending on its model and training keys alone: a sweep's plans share it.
-    model = caches.model((json.dumps(scenario.model, sort_keys=True, default=str), training.model_dump_json(), file),
-                         lambda: _trained_model(scenario, file))
+    key = (json.dumps(scenario.model, sort_keys=True, default=str), training.model_dump_json(), file)
+    model = caches.model(key, lambda: _trained_model(scenario, file))
     if training.optimizer == "none" and par.offload_optimizer:
         raise InputError("optimizer: none has no state or update to offload to the host; allowed: false",
                          file=file, key="parallel.offload_optimizer")
@@ -111,6 +112,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
                          key="parallel.pp_scatter_gather")
     dp = par.dp if par.dp is not None and gpus is None else max(1, count // (par.tp * par.pp * par.cp))
     check_plan(scenario, model, count, dp, file)
+    if gathers(model, par.cp, par.cp_comm_type):         # CP all-gathers K and V (parallel/cp_exchange.py)
+        model = caches.model(key + ("cp all_gather",), lambda: all_gathered(model))
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
     gpu = topology.gpu_spec
     _check_gpu(gpu, training, file)
@@ -234,7 +237,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         pipeline_blocks=pipeline_blocks_of(par, model),
         fsdp_version=par.fsdp_version, fsdp_keep_last_block=par.fsdp_keep_last_block,
         fsdp_backward_prefetch=par.fsdp_backward_prefetch or "pre",   # scenario/__init__.py: every default prefetches
-        nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())),
+        nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())), cp_torch_ring=par.cp_comm_type == "torch_ring",
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
         tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
         if training.saved_activations == "nanotron" else 0,

@@ -62,14 +62,16 @@ def ring_time_factor(arch: str, seq: int, causal: bool, cp: int, backward: bool,
 
 def windowed_work(op: OpSpec, arch: str, flop: float, executed: float, backward: bool,
                   attention: str = "flash") -> tuple[float, int]:
-    """(work, kernels) of a causal flash attention op with a sliding window (op.window), given `executed`,
-    the work of its causal kernels over op.ring_steps ring steps. The band's tiles (costs/flash.py
-    window_share) each cost what a tile of the unsharded causal kernel costs (its causal rate: both mask a
-    diagonal tile per query tile); under context parallelism in WINDOW_CP_KERNELS kernels (Transformer
-    Engine's all-gather path, one per local chunk; its p2p ring refuses a window, costs/flash.py). Mistral
-    7B (Jiang et al. 2023, sec. 2) reports a 2x speed-up of its FlashAttention and xFormers kernels with a
-    4096-token window at 16K tokens: 2.2x here (3696 of 8256 tiles). The causal kernels where they do less,
-    and for an op without a window shorter than its sequence.
+    """(work, kernels) of a causal flash attention op with a sliding window (op.window) or whose K and V
+    context parallelism all-gathers (op.cp_gather), given `executed`, the work of its causal kernels over
+    op.ring_steps ring steps. The band's tiles (costs/flash.py window_share) each cost what a tile of the
+    unsharded causal kernel costs (its causal rate: both mask a diagonal tile per query tile); under
+    context parallelism in WINDOW_CP_KERNELS kernels (Transformer Engine's all-gather path, one per local
+    chunk, over the keys up to the chunk's end, or its window's; its p2p ring refuses a window,
+    costs/flash.py). Mistral 7B (Jiang et al. 2023, sec. 2) reports a 2x speed-up of its FlashAttention and
+    xFormers kernels with a 4096-token window at 16K tokens: 2.2x here (3696 of 8256 tiles). Without
+    context parallelism the causal kernel where it does less, and for an op without a window shorter
+    than its sequence.
 
     >>> from scalesim.models.spec import OpSpec
     >>> op = OpSpec("core", "attention", 1.0, 0.0, causal=True, seq=16384, window=4096)
@@ -78,10 +80,18 @@ def windowed_work(op: OpSpec, arch: str, flop: float, executed: float, backward:
     >>> windowed_work(OpSpec("core", "attention", 1.0, 0.0, causal=True, seq=8192, window=128, ring_steps=4),
     ...               "ampere", 1.0, 0.5, False)[1]
     2
+    >>> windowed_work(OpSpec("core", "attention", 1.0, 0.0, causal=True, seq=8192, ring_steps=4, cp_gather=True),
+    ...               "ampere", 1.0, 0.5, False)[1]
+    2
     """
-    if not (op.causal and 0 < op.window < op.seq):
-        return executed, op.ring_steps
-    tiles = window_share(op.seq, op.window, op.ring_steps) / window_share(op.seq, op.seq)
+    gathered = op.cp_gather and op.ring_steps > 1
+    windowed = 0 < op.window < op.seq
+    if not (op.causal and (windowed or gathered)):
+        return ((flop * ring_time_factor(arch, op.seq, op.causal, 1, backward, attention), WINDOW_CP_KERNELS)
+                if gathered else (executed, op.ring_steps))        # gathered, no mask: the whole keys
+    tiles = window_share(op.seq, op.window if windowed else op.seq, op.ring_steps) / window_share(op.seq, op.seq)
     band = flop / 2 / causal_rate(arch, op.seq, attention) * ring_time_factor(
         arch, op.seq, op.causal, 1, backward, attention) * tiles
-    return (band, min(WINDOW_CP_KERNELS, op.ring_steps)) if band < executed else (executed, op.ring_steps)
+    if gathered or op.ring_steps > 1:   # TE runs a window under CP only on its all-gather path
+        return band, min(WINDOW_CP_KERNELS, op.ring_steps)
+    return (band, op.ring_steps) if band < executed else (executed, op.ring_steps)

@@ -83,7 +83,8 @@ class ServingShard:
 
     @property
     def head_dim(self) -> int:
-        return self.model.hidden // self.model.heads
+        """The config's head_dim where it has one (Qwen3, Gemma 2, gpt-oss), else hidden / heads."""
+        return self.model.head_dim or self.model.hidden // self.model.heads
 
     @property
     def layers_per_stage(self) -> int:

@@ -60,6 +60,7 @@ class OpSpec:
     fp8: bool = False   # attention: the forward runs FP8 (Transformer Engine's FP8 dot-product attention)
     ring_steps: int = 1  # attention: context parallelism's ring steps, one kernel each (costs/context_chunks.py)
     window: int = 0      # attention: a sliding window of this many earlier keys a query sees; 0 = none (costs/flash.py)
+    cp_gather: bool = False  # attention: CP all-gathers K and V before its kernels (TE cp_comm_type all_gather)
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
@@ -127,6 +128,7 @@ class ModelSpec:
     vocab: int | None = None
     source: tuple[str, ...] = ()
     moe: "MoESpec | None" = None
+    head_dim: int | None = None    # where heads x head_dim is not hidden (Gemma 2, Qwen3); None: hidden / heads
 
     @property
     def params(self) -> int:

@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
+from scalesim.models.softcap import SOFTCAP_SAVED_BYTES, final_softcap_ops
 
 # FLOP per element of the memory-bound ops. Rough counts: these ops are timed by
 # elements_moved, so their FLOP barely matter; they are counted to be non-zero.
@@ -241,16 +242,18 @@ def _loss_op(rows: int, classes: int) -> OpSpec:
                   float(2 * rows * classes))
 
 
-def lm_head(s: int, h: int, vocab: int, *, tied: bool) -> LayerSpec:
+def lm_head(s: int, h: int, vocab: int, *, tied: bool, softcap: float | None = None) -> LayerSpec:
     """Output projection to the vocabulary and the loss. Tied embeddings reuse the
     token-embedding matrix, so 0 parameters here (GPT-2, GPT-3; Llama unties).
 
     Activations (Korthikanti et al. 2022, Sec. 4.3): projection input 2sh, and
-    the cross-entropy loss keeps the logits in fp32, 4*s*v bytes.
+    the cross-entropy loss keeps the logits in fp32, 4*s*v bytes. `softcap`: Gemma 2's
+    final-logit soft-capping between the two (models/softcap.py), whose tanh keeps 2*s*v more.
     """
-    ops = (gemm_op("lm_head", s, vocab, h), _loss_op(s, vocab))
-    return LayerSpec("lm_head", "head", 0 if tied else vocab * h, ops,
-                     activation_bytes=float(2 * s * h + 4 * s * vocab))
+    capped = final_softcap_ops(s, vocab) if softcap else ()
+    ops = (gemm_op("lm_head", s, vocab, h), *capped, _loss_op(s, vocab))
+    return LayerSpec("lm_head", "head", 0 if tied else vocab * h, ops, activation_bytes=float(
+        2 * s * h + 4 * s * vocab + (SOFTCAP_SAVED_BYTES * s * vocab if softcap else 0)))
 
 
 def bert_pretraining_head(s: int, h: int, vocab: int, mlm_rows: int | None = None) -> LayerSpec:
@@ -305,7 +308,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
                       token_types: int = 0, head: str = "lm", family: str = "inline",
                       source: tuple[str, ...] = (), head_dim: int | None = None, qkv_bias: bool = False,
                       sandwich_norm: bool = False, moe=None, mla=None, mtp_layers: int = 0,
-                      eager_bert: bool = False) -> ModelSpec:
+                      eager_bert: bool = False, final_softcap: float | None = None) -> ModelSpec:
     """A token transformer (decoder or encoder) built for sequences of seq_len tokens.
 
     max_positions: size of a learned position table (GPT-2/3, BERT); None for
@@ -317,6 +320,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
       multi-head latent attention); both built by `scalesim.models.moe`. mtp_layers: DeepSeek-V3's
       multi-token-prediction modules after the head (`scalesim.models.moe.mtp_layers`).
     eager_bert: the embedding's and blocks' extra eager kernels (`eager_bert_ops`).
+    final_softcap: config.json's final_logit_softcapping (Gemma 2), capping the logits (`lm_head`).
 
     Arguments are assumed valid (the zoo validates user input); impossible shapes
     raise ValueError.
@@ -340,7 +344,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
         blocks = [moe_block(f"block{i}", moe=moe if moe is not None and moe.is_moe_layer(i) else None, mla=mla,
                             **block) for i in range(layers)]
     tail = [] if post_norm else [final_norm(s, h, norm)]
-    tail.append(lm_head(s, h, vocab, tied=tied_embeddings) if head == "lm"
+    tail.append(lm_head(s, h, vocab, tied=tied_embeddings, softcap=final_softcap) if head == "lm"
                 else bert_qa_head(s, h) if head == "bert-qa" else bert_pretraining_head(s, h, vocab))
     all_layers = (emb, *blocks, *tail)
     if mtp_layers:
@@ -354,7 +358,7 @@ def build_transformer(name: str, *, seq_len: int, layers: int, hidden: int, head
     return ModelSpec(name=name, family=family, layers=all_layers, tokens_per_sample=s,
                      model_flop_per_sample=palm_model_flop_per_sample(params, layers, h, s),
                      hidden=h, num_layers=layers, heads=heads, kv_heads=kv_heads, vocab=vocab,
-                     source=tuple(source), moe=moe)
+                     source=tuple(source), moe=moe, head_dim=head_dim)
 
 
 def build_vit(name: str, *, layers: int, hidden: int, heads: int, ffn_hidden: int | None = None,

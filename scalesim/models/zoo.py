@@ -52,7 +52,7 @@ _GPT3 = dict(vocab=50257, max_positions=2048, tied_embeddings=True)     # as GPT
 _LLAMA = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)  # rotary positions
 _QWEN25 = dict(vocab=152064, qkv_bias=True, **_LLAMA)      # Qwen2: biases on q, k, v only
 _GEMMA2 = dict(vocab=256000, ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=True,
-               sandwich_norm=True)                           # GeGLU has SwiGLU's shape; 4 norms a block
+               sandwich_norm=True, final_softcap=30.0)       # GeGLU has SwiGLU's shape; 4 norms a block
 _MOE = dict(ffn="swiglu", bias=False, norm="rmsnorm", tied_embeddings=False)
 _QWEN3_MOE = dict(vocab=151936, head_dim=128, **_MOE)          # q/k RMSNorms (2 x 128 per block) left out
 _GPT_OSS = dict(vocab=201088, heads=64, kv_heads=8, head_dim=64, hidden=2880, ffn="swiglu", bias=True,
@@ -291,7 +291,7 @@ def get_model(spec: str | Mapping, *, seq_len: int | None, key: str | None = Non
 # ------------------------------------------------------------------ inline models
 
 _REQUIRED = ("layers", "hidden", "heads", "vocab")
-_OPTIONAL = ("kv_heads", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe", "attention_score_ops")
+_OPTIONAL = ("kv_heads", "head_dim", "ffn_hidden", "ffn", "tied_embeddings", "name", "moe", "attention_score_ops")
 _MOE_KEYS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "every", "capacity_factor", "router")
 _ALLOWED = ("kind",) + _REQUIRED + _OPTIONAL
 
@@ -342,13 +342,13 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
     ffn = spec.get("ffn", "gelu")
     if ffn not in ("gelu", "swiglu"):
         raise InputError(f"must be gelu or swiglu, got {ffn!r}", key=f"{key}.ffn", file=file)
-    tied = spec.get("tied_embeddings", False)
-    if not isinstance(tied, bool):
+    if not isinstance(tied := spec.get("tied_embeddings", False), bool):
         raise InputError(f"must be true or false, got {tied!r}", key=f"{key}.tied_embeddings", file=file)
     model_name = spec.get("name", "inline-transformer")
     if not isinstance(model_name, str) or not model_name:
         raise InputError(f"must be a non-empty string, got {model_name!r}", key=f"{key}.name", file=file)
-    if hidden % heads:
+    head_dim = _positive_int(spec, "head_dim", key, file) if "head_dim" in spec else None   # config.json's
+    if head_dim is None and hidden % heads:
         raise InputError(f"heads ({heads}) must divide hidden ({hidden}); allowed nearby: "
                          f"{_divisors_near(hidden, heads)}", key=f"{key}.heads", file=file)
     if heads % kv_heads:
@@ -367,7 +367,7 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
                               heads=heads, vocab=vocab, kv_heads=kv_heads, ffn_hidden=ffn_hidden, ffn=ffn,
                               tied_embeddings=tied, bias=not llama_style,
                               norm="rmsnorm" if llama_style else "layernorm",
-                              family="inline", source=("inline model from the scenario",), moe=moe)
+                              family="inline", source=("inline model from the scenario",), moe=moe, head_dim=head_dim)
     return model if score_ops is None else attention_score_ops(model, tuple(score_ops))
 
 

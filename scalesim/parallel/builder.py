@@ -3,7 +3,7 @@
 Every rank gets its own task list (see `scalesim.program`): compute on the
 "compute" stream; tensor-parallel collectives on "tp" (blocking, as in
 Megatron-LM without communication overlap); context-parallel key/value
-exchange on "cp" (overlapped with the attention half of the block);
+exchange on "cp" (beside the attention half, or before it: parallel/cp_exchange.py);
 gradient reduction and ZeRO gathers on "comm"; pipeline sends and receives on
 one stream per neighbour and direction. A collective's key is shared by the
 ranks of its group, which all generate the same sequence of calls.
@@ -42,6 +42,7 @@ from scalesim.costs.memory import state_bytes_per_param
 from scalesim.costs.recompute import recomputed_blocks, recomputed_kernels
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
+from scalesim.parallel.cp_exchange import kv_bytes
 from scalesim.parallel.experts import dispatch_copies, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.parallel_plan import ParallelPlan
@@ -129,8 +130,7 @@ class StepBuilder:
         # Megatron's TP collectives and PP transfers carry b x s x h activations.
         self.activation_bytes = plan.micro_batch * tokens * hidden * ebytes
         self.pp_bytes = self.activation_bytes / (pl.tp if sp or plan.pp_scatter_gather else 1)
-        kv_dim = hidden * max(1, (model.kv_heads or model.heads or 1) // pl.tp) // (model.heads or 1)   # this TP rank's heads
-        self.cp_bytes = 2 * plan.micro_batch * tokens * kv_dim * ebytes * pl.cp   # all K and V of the group
+        self.cp_bytes = kv_bytes(model, plan)           # the group's K and V, this TP rank's heads (parallel/cp_exchange.py)
         # Each rank dispatches dispatch_copies of its tokens (1/tp of them per TP rank, as Megatron-Core
         # does with sequence parallelism); the busiest rank receives `load` times the mean and all wait
         # for it, so every rank's all-to-all is timed at that size.

@@ -91,6 +91,8 @@ class ParallelPlan:
     # Full-sequence all-gather buffers each TP rank keeps for the run (nanotron's MemoryBuffer:
     # costs/nanotron_memory.py); 0: none beyond the saved activations.
     tp_gather_buffers: int = 0
+    # Context parallelism runs PyTorch's ring as torchtitan does (parallel/torch_ring.py), not Transformer Engine's.
+    cp_torch_ring: bool = False
     # Column-parallel linears keep their all-gathered input for backward (costs/nanotron_memory.py).
     tp_saves_gathered_inputs: bool = False
     # nanotron's async TP linears: sequence-parallel gathers beside the local shard's GEMM (parallel/sp_backward.py)

@@ -23,7 +23,7 @@ from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import mla_tp, sp_backward, tp_async, tp_overlap
+from scalesim.parallel import cp_exchange, mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -181,9 +181,7 @@ class RankProgram:
                     and (not work.moe or i <= (0 if self.whole else 1))):
                 wait_ag = self.tp_op("all_gather", deps, kind)
                 deps = (wait_ag,) if wait_ag is not None else deps
-            cp_wait = None
-            if work.is_block and self.pl.cp > 1 and i == 0:
-                cp_wait = self.call("cp", "all_gather", self.cp_group, self.b.cp_bytes, "cp", deps, ("cp",))
+            cp_wait, deps = cp_exchange.before(self, work, i, deps, kind)      # K and V: ring or all-gather
             name = f"{'bwd' if backward else 'fwd'} {work.layer.name}" + (f".{i}" if len(work.parts) > 1 else "")
             sync = self.moe_sync and work.moe and i == 1 and kind != "backward"
             if overlap:             # TE userbuffers: the collectives pipelined into the GEMMs (tp_overlap.py)
@@ -201,10 +199,7 @@ class RankProgram:
                 wait = self._after_part(work, kind, i, c)
             if i == 0:
                 self.layer_computes.append(c)
-            if cp_wait is not None:
-                # the next step waits for both the attention half and the K/V exchange
-                self.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, cp_wait)))
-                wait = len(self.list) - 1
+            wait = cp_exchange.after(self, work, i, kind, wait, cp_wait)   # parallel/cp_exchange.py
         return wait
 
     def _after_part(self, work, kind: str, i: int, c: int) -> int:

@@ -20,6 +20,7 @@ from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.builder import build_program
+from scalesim.parallel.cp_exchange import gather_buffer_bytes
 from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.schedules import Step, in_flight, schedule
@@ -123,7 +124,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
         experts = _expert_memory(model, plan)
         transient = experts.pop("transient_bytes", 0.0) + tp_gather_buffer_bytes(
             plan.tp_gather_buffers, plan.micro_batch, tokens, model.hidden or 0, ELEMENT_BYTES[plan.precision],
-            pl.tp, sp)
+            pl.tp, sp) + gather_buffer_bytes(model, plan)      # CP's all-gathered K/V (parallel/cp_exchange.py)
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
                                transient_bytes=transient, **common, **experts)

@@ -54,6 +54,9 @@ class ParallelSpec(Strict):
     tp: pydantic.PositiveInt = 1
     pp: pydantic.PositiveInt = 1
     cp: pydantic.PositiveInt = 1
+    # How CP exchanges K and V (parallel/cp_exchange.py): [p2p ring; all_gather for a model with a window];
+    # torch_ring: PyTorch's ring as torchtitan runs it (parallel/torch_ring.py)
+    cp_comm_type: Literal["p2p", "all_gather", "torch_ring"] | None = None
     # Expert parallelism (MoE models): experts split over ep ranks cut from cp x dp, as Megatron-Core
     # does (scalesim/parallel/experts.py); must divide the experts and dp x cp.
     ep: pydantic.PositiveInt = 1

@@ -123,3 +123,21 @@ def test_a_read_only_stream_is_never_slower_than_a_copy_nor_faster_than_the_data
     for gpu in gpus().values():
         copy = gpu.memory_bw_bytes_per_s * gpu.memory_bw_efficiency
         assert copy <= gpu.read_bw_bytes_per_s <= gpu.memory_bw_bytes_per_s
+
+
+# Qwen3-32B's config.json (Qwen/Qwen3-32B): hidden_size 5120, num_attention_heads 64, num_key_value_heads 8,
+# head_dim 128 (heads x head_dim = 8192, not hidden), num_hidden_layers 64, vocab_size 151936, intermediate 25600.
+QWEN3_32B = {"kind": "transformer", "name": "qwen3-32b", "layers": 64, "hidden": 5120, "heads": 64, "kv_heads": 8,
+             "head_dim": 128, "vocab": 151936, "ffn_hidden": 25600, "ffn": "swiglu"}
+
+
+@pytest.mark.parametrize("spec, layers, kv_heads, head_dim", [
+    (QWEN3_32B, 64, 8, 128),
+    ("gemma2-9b", 42, 8, 256),           # HF google/gemma-2-9b: hidden 3584, 16 heads, head_dim 256
+    ("gemma2-27b", 46, 16, 128),         # HF google/gemma-2-27b: hidden 4608, 32 heads, head_dim 128
+])
+def test_kv_bytes_per_token_follow_the_configs_head_dim_not_hidden_over_heads(spec, layers, kv_heads, head_dim):
+    """KV bytes a token = 2 x layers x kv_heads x head_dim x bytes, head_dim as the HF config gives it."""
+    model = get_model(spec, seq_len=1)
+    assert kv_bytes_per_token(ServingShard(model)) == 2 * layers * kv_heads * head_dim * 2
+    assert kv_bytes_per_token(ServingShard(model, tp=kv_heads)) == 2 * layers * 1 * head_dim * 2

@@ -1,6 +1,8 @@
 """Sliding windows of Mistral 7B v0.1, Gemma 2 and Phi-3 mini (models/windows.py), and what a windowed
 kernel runs under context parallelism (Transformer Engine's all-gather path, costs/context_chunks.py)."""
 
+from dataclasses import replace
+
 import pytest
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, attention_time_s, layer_time
@@ -124,3 +126,23 @@ def test_gemma2_eager_attention_soft_caps_its_scores_in_three_more_kernels():
     assert attention_time_s(capped, h100, "bf16", 1, "naive") > attention_time_s(uncapped, h100, "bf16", 1, "naive")
     # flash kernels (FlashAttention 2.6's softcap) cap in registers: no published cost, none charged
     assert attention_time_s(capped, h100, "bf16", 1, "flash") == attention_time_s(uncapped, h100, "bf16", 1, "flash")
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_gathered_layer_without_a_window_runs_its_share_of_the_causal_tiles_in_two_kernels(backward):
+    """Gemma 2's global layers under CP (Transformer Engine's all-gather, one cp_comm_type for the model): the
+    rank's two chunks' kernels over all the keys before each chunk's end, 1/cp of the unsharded causal kernel's
+    tiles at its per-tile cost, in two launches where the ring takes cp."""
+    gpu, cp = get_gpu("h100-sxm"), 4
+    block = get_model("gemma2-9b", seq_len=16384).layers[2]
+    assert _attention(block).window == 0
+    whole = attention_time_s(_attention(block), gpu, "bf16", 1, "flash", backward=backward)
+    gathered = _attention(shard_layer(_with_attention_fields(_blocks_of(block), cp_gather=True).layers[0], 1, cp, False))
+    launches = 2 if backward else 1
+    assert gathered.ring_steps == cp
+    assert (attention_time_s(gathered, gpu, "bf16", 1, "flash", backward=backward) - 2 * launches * KERNEL_OVERHEAD_S
+            == pytest.approx((whole - launches * KERNEL_OVERHEAD_S) / cp, rel=0.01))
+
+
+def _blocks_of(layer):
+    return replace(get_model("gemma2-9b", seq_len=16384), layers=(layer,))

@@ -1,0 +1,60 @@
+"""The GB300 (Blackwell Ultra, NVL72) part: NVIDIA's rack figures per GPU, and every number cited or estimated."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+import yaml
+
+from scalesim.app.calibrate import gpu_of_device
+from scalesim.hardware import get_gpu
+
+PF = 1e15
+MIB = 2 ** 20
+
+
+def raw_gb300() -> dict:
+    text = (resources.files("scalesim.hardware") / "data" / "gpus.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)["gb300"]
+
+
+def test_gb300_is_nvidias_nvl72_rack_divided_over_its_72_gpus():
+    # NVIDIA GB300 NVL72 page: FP16/BF16 360 PF and FP8 720 PF with sparsity (twice dense), 576 TB/s of HBM3e,
+    # 72 GPUs in one NVLink domain; 1.4 kW per GPU; the Blackwell Ultra blog: 160 SMs.
+    gpu = get_gpu("gb300")
+    assert gpu.bf16_flop_per_s * 2 * 72 == pytest.approx(360 * PF)
+    assert gpu.fp8_flop_per_s * 2 * 72 == pytest.approx(720 * PF)
+    assert gpu.memory_bw_bytes_per_s * 72 == pytest.approx(576e12)
+    assert gpu.tdp_w == 1400 and gpu.nvlink_max_gpus == 72 and gpu.sms == 160
+    # MLPerf Training v5.1's Theia system files: 'accelerator_memory_capacity': '284208 MiB'.
+    assert gpu.memory_bytes == 284208 * MIB
+
+
+def test_gb300_keeps_gb200s_rated_tensor_peaks_with_half_as_much_memory_again():
+    gb300, gb200 = get_gpu("gb300"), get_gpu("gb200")
+    assert gb300.bf16_flop_per_s == gb200.bf16_flop_per_s and gb300.fp8_flop_per_s == gb200.fp8_flop_per_s
+    assert 1.45 < gb300.memory_bytes / gb200.memory_bytes < 1.55      # 288 GB against 186 GB marketed
+    assert gb300.int8_op_per_s < gb200.int8_op_per_s / 10             # Blackwell Ultra cuts INT8 tensor work
+
+
+def _figures(value) -> set[str]:
+    return {m.rstrip("0").rstrip(".") if "." in m else m for m in re.findall(r"\d+(?:\.\d+)?", str(value))}
+
+
+@pytest.mark.parametrize("field", ["sms", "boost_clock_mhz", "fp8_gemm_efficiency", "fp32", "tf32", "fp16", "bf16",
+                                   "fp8", "int8", "memory", "memory_bw", "tdp", "idle", "cloud_usd_per_gpu_hour",
+                                   "gemm_efficiency", "memory_bw_efficiency", "gemm_k_overhead"])
+def test_every_gb300_number_is_cited_or_marked_estimated(field):
+    entry = raw_gb300()
+    if field in entry["estimated"]:
+        return
+    cited = " ".join([*entry["source"], *entry["notes"]]).replace(",", "")
+    words = set(re.findall(r"\d+(?:\.\d+)?", cited))
+    assert _figures(entry[field]) <= words, (field, entry[field])
+
+
+def test_a_gb300_device_name_is_not_read_as_the_hgx_b300():
+    assert gpu_of_device("NVIDIA GB300", "log") == "gb300"
+    assert gpu_of_device("NVIDIA B300 SXM6 AC", "log") == "b300"
