@@ -303,11 +303,11 @@ def check_affordable(tasks: float, what: str, key: str | None = None, fix: str =
 
 def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float, max_batch_tokens: int,
                        rates: int, search: bool, search_requests: int, search_probes: int,
-                       file: str | None = None) -> None:
+                       search_full_runs: int = 1, file: str | None = None) -> None:
     """Refuse a serving load (`serve`) whose simulation would outlast the answer budget (or, with
-    none, about a minute): each request is scheduled once per prompt chunk and output token, in
-    the scenario's run, each of `rates` and, with `search`, up to `search_probes` shorter probes."""
-    runs = count * (1 + rates + (1 if search and not rates else 0))
+    none, about a minute): each request is scheduled once per prompt chunk and output token, in the
+    scenario's run, each of `rates`, with `search` up to `search_probes` short and `search_full_runs` full."""
+    runs = count * (1 + rates + (search_full_runs if search and not rates else 0))
     runs += search_probes * min(count, search_requests) if search and not rates else 0
     steps = runs * (output_tokens + prompt_tokens / max_batch_tokens + 1)
     ledger = _LEDGER.get()

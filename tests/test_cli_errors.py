@@ -178,3 +178,20 @@ def test_calibrate_names_a_file_it_cannot_read(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_text", unreadable)
     result = run_cli("calibrate", str(path), "--out", str(tmp_path / "out"))
     assert result.exit_code == 2 and "Permission denied" in result.output and str(path) in result.output
+
+
+def test_run_report_points_to_compare_which_writes_the_page(tmp_path):
+    """A buyer with one design types run --report (the README's page is compare's): name the command."""
+    scenario = str(ROOT / "scenarios" / "8x4090-ddp.yaml")
+    result = CliRunner().invoke(main, ["run", scenario, "--report", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"scalesim compare {scenario} --report" in result.output
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_switch_count_that_does_not_divide_the_gpus_lists_the_counts_that_do(tmp_path):
+    node = tmp_path / "node.yaml"
+    node.write_text("gpu: rtx4090\ngpus: 8\nhost: {sockets: 2}\npcie: {switches: 3}\n")
+    result = run_cli("topology", "show", str(node))
+    assert result.exit_code == 2 and str(node) in result.output and "pcie.switches" in result.output
+    assert "allowed: 0 (GPUs on the CPUs' root ports), 2, 4, 8" in result.output

@@ -75,3 +75,84 @@ def test_missing_directories_are_fine(tmp_path):
     result = CliRunner().invoke(main, ["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)])
     assert result.exit_code == 0, result.output
     assert trace.is_file()
+
+
+@pytest.mark.parametrize("args,option", [
+    (["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", "{d}/mine.json"], "--trace"),
+    (["compare", SCENARIO, SCENARIO, "--no-plots", "--report", "{d}/mine.html"], "--report"),
+    (["compare", SCENARIO, SCENARIO, "--no-plots", "--csv", "{d}/mine.csv"], "--csv"),
+    (["collective", "--topology", "dgx-h100", "--sizes", "1M", "--plot", "{d}/mine.png"], "--plot"),
+    (["collective", "--topology", "dgx-h100", "--sizes", "1M", "--plot", "{d}/mine.svg"], "--plot"),
+    (["topology", "show", "dgx-h100", "--out", "{d}/mine.png"], "--out"),
+    (["validate", "--fast", "--plot", "{d}/mine.pdf"], "--plot"),
+])
+def test_a_file_the_user_wrote_is_never_overwritten(tmp_path, args, option):
+    args = [a.format(d=tmp_path) for a in args]
+    path = Path(args[-1])
+    path.write_text("the user's own notes\n")
+    message = refused(args, option)
+    assert "scalesim did not write it" in message and str(path) in message
+    assert path.read_text() == "the user's own notes\n"
+
+
+def test_a_trace_under_any_name_is_written_again(tmp_path):
+    trace = tmp_path / "step.trace"
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)])
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("name", ["d.png", "d.svg"])
+def test_a_file_scalesim_wrote_is_written_again(tmp_path, name):
+    """Run the same command twice: the second run replaces its own drawing, as before."""
+    path = tmp_path / name
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["topology", "show", "dgx-h100", "--out", str(path)])
+        assert result.exit_code == 0, result.output
+    empty = tmp_path / "empty.png"          # an empty file holds nothing to lose
+    empty.touch()
+    assert CliRunner().invoke(main, ["topology", "show", "dgx-h100", "--out", str(empty)]).exit_code == 0
+
+
+def test_traces_reports_and_tables_carry_the_mark_that_lets_them_be_rewritten(tmp_path):
+    from scalesim.outputs import written_by_scalesim
+
+    trace, report, table = tmp_path / "t.json", tmp_path / "r.html", tmp_path / "t.csv"
+    for args in (["run", SCENARIO, "--no-plots", "--no-scaling", "--trace", str(trace)],
+                 ["compare", SCENARIO, SCENARIO, "--no-plots", "--report", str(report), "--csv", str(table)]):
+        assert CliRunner().invoke(main, args).exit_code == 0
+    assert all(written_by_scalesim(p) for p in (trace, report, table))
+
+
+SERVING = str(ROOT / "scenarios" / "serve-1x4090-llama3-8b.yaml")
+
+
+@pytest.mark.parametrize("args, name", [
+    (["run", SCENARIO, "--no-scaling"], "timeline.png"),
+    (["compare", SCENARIO, SCENARIO], "breakdown.png"),
+    (["compare", SERVING, SERVING], "serving-pareto.png"),
+    (["serve", SERVING, "--rates", "1"], "latency-percentiles.png"),
+    (["sweep", SCENARIO, "--gpus", "8"], "sweep.csv"),
+])
+def test_a_file_of_the_users_where_a_command_writes_its_plots_is_never_overwritten(tmp_path, args, name):
+    """--out names a folder; a file of the user's there under the name of one the command writes is
+    refused before any work, and left as it was."""
+    mine = tmp_path / name
+    mine.write_text("the user's own notes\n")
+    message = refused([*args, "--out", str(tmp_path)], "--out")
+    assert "scalesim did not write it" in message and str(mine) in message
+    assert mine.read_text() == "the user's own notes\n"
+
+
+def test_plots_an_earlier_scalesim_drew_are_drawn_again(tmp_path):
+    """Plots from before the mark carry matplotlib's own PNG tag: a re-run into the same folder replaces them."""
+    from scalesim.report.figures import new_figure
+
+    fig, ax = new_figure((2, 2))
+    ax.plot([0, 1])
+    fig.savefig(tmp_path / "timeline.png")              # matplotlib's default metadata, as before the mark
+    result = CliRunner().invoke(main, ["run", SCENARIO, "--no-scaling", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    from scalesim.outputs import written_by_scalesim
+
+    assert written_by_scalesim(tmp_path / "timeline.png")

@@ -275,6 +275,13 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
                 * relative_shape_efficiency(p.m, p.n, gpu) * depth_efficiency(p.k, gpu.gemm_k_overhead, p.precision)
                 / 1e12)
 
+    try:
+        peaks = {p.precision: gpu.peak_flop_per_s(p.precision) for p in points}
+    except InputError as exc:       # fp8 rows for a GPU without fp8 tensor cores
+        raise InputError(f"{exc.detail}; the GEMM rows name it: is --gpu the GPU they ran on?", key="--gpu") from None
+    for p in points:
+        _below_peak(p.tflops, peaks[p.precision] / 1e12, "TFLOP/s", gpu,
+                    f"GEMM {p.precision} {p.m}x{p.n}x{p.k}", f"dense {p.precision} peak")
     after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
     checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
                          predicted(p, after), True) for p in points)
@@ -283,7 +290,17 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
                "depth factors)")
 
 
+def _below_peak(value: float, peak: float, unit: str, gpu: GpuSpec, what: str, peak_name: str) -> None:
+    """Refuse a measurement above what the GPU can do at all: a unit slip (GFLOP/s, MB/s) or another GPU."""
+    if value > peak:
+        raise InputError(f"the measured {what} of {value:,.1f} {unit} is above {gpu.name}'s {peak_name} of "
+                         f"{peak:,.1f} {unit}: values are TFLOP/s for gemm rows and GB/s for membw rows; "
+                         "and --gpu names the GPU they were measured on", key="--gpu")
+
+
 def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:
+    for p in points:
+        _below_peak(p.GBps, gpu.memory_bw_bytes_per_s / 1e9, "GB/s", gpu, "memory bandwidth", "datasheet bandwidth")
     before = gpu.memory_bw_efficiency
     after = min(1.0, statistics.median(p.GBps * 1e9 / gpu.memory_bw_bytes_per_s for p in points))
     bw = gpu.memory_bw_bytes_per_s / 1e9
@@ -298,6 +315,7 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
               topology: str | None = None, op: str | None = None, catalog: Catalog | None = None) -> list[Fit]:
     """Fit what the measurements constrain and write the overlay folder `out`; the fits, for the report."""
     catalog = catalog or builtin_catalog()
+    check_overlay_folder(out)
     logs, gemms, bandwidths = read_measurements(paths, op)
     fits: list[Fit] = []
     if logs:
@@ -323,6 +341,22 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
     return fits
 
 
+OVERLAY_HEADER = "# Written by scalesim calibrate; pass this folder with --catalog.\n"
+
+
+def check_overlay_folder(out: Path) -> None:
+    """Refuse an --out folder whose gpus.yaml or links.yaml calibrate did not write: merging into it
+    would rewrite the user's file (its comments and layout lost, a file that is no mapping dropped)."""
+    for filename in ("links.yaml", "gpus.yaml"):
+        path = out / filename
+        if not path.exists():
+            continue
+        mine = path.is_file() and path.read_bytes()[:len(OVERLAY_HEADER)] == OVERLAY_HEADER.encode()
+        if not mine:
+            raise InputError(f"{path} was not written by scalesim calibrate and would be rewritten; give a new "
+                             f"folder and use both: --catalog {out} --catalog NEW (later folders win)", key="--out")
+
+
 def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[str]) -> None:
     """`{name: {base: name, field: value}}` entries into out/links.yaml and out/gpus.yaml (merged)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -343,5 +377,4 @@ def write_overlay(out: Path, fits: list[Fit], catalog: Catalog, sources: list[st
             entry["notes"] = [*entry.get("notes", []), f"{fit.note} (was {fit.before:g})"]
             entry["source"] = sorted({*entry.get("source", []), *(f"measured: {s}" for s in sources)})
             entries[fit.entry] = entry
-        path.write_text("# Written by scalesim calibrate; pass this folder with --catalog.\n"
-                        + dump_entries(entries), encoding="utf-8")
+        path.write_text(OVERLAY_HEADER + dump_entries(entries), encoding="utf-8")

@@ -33,6 +33,7 @@ NCCL_TESTS_OPS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gathe
                   "reduce_scatter_perf": "reduce_scatter", "broadcast_perf": "broadcast", "reduce_perf": "reduce",
                   "alltoall_perf": "all_to_all", "sendrecv_perf": "send_recv"}
 CSV_HEADER = ("kind", "precision", "m", "n", "k", "value")
+GEMM_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")     # GpuSpec.peak_flop_per_s's
 _RANK = re.compile(r"^\s*#?\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 _TEST = re.compile(r"Collective test starting:\s*(\w+)")
 
@@ -150,6 +151,9 @@ def parse_benchmark_csv(text: str, file: str) -> tuple[list[GemmPoint], list[Ban
             value = float(cells["value"])
             if value <= 0:
                 raise ValueError
+            if cells["kind"] == "gemm" and (cells["precision"] or "bf16") not in GEMM_PRECISIONS:
+                raise InputError(f"row {number}: unknown precision {cells['precision']!r}; allowed: "
+                                 f"{', '.join(GEMM_PRECISIONS)}", file=file, key="precision")
             if cells["kind"] == "gemm":
                 gemms.append(GemmPoint(cells["precision"] or "bf16", int(cells["m"]), int(cells["n"]),
                                        int(cells["k"]), value))

@@ -130,7 +130,7 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
         "pipeline_layout": None, "decoder_first_pipeline_num_layers": None, "decoder_last_pipeline_num_layers": None}
     return grown.with_changes(
         parallel={"dp": point.dp, "tp": point.tp, "pp": point.pp, "cp": point.cp, "zero": point.zero,
-                  **schedule, **offload, **layout,
+                  **schedule, **offload, **layout, "hsdp_shard": None,     # HSDP: the scenario's own plan only
                   **plan_keys_cleared(point.zero, point.tp, interleaved(base.parallel) and not schedule, point.pp)},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   **recompute_keys_cleared(point.recompute, point.finetune)})

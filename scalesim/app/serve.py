@@ -8,7 +8,6 @@ from `scalesim.engine.serving`, the policy from `scalesim.serving`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from scalesim.collectives import plan_collective, plan_time_s
@@ -22,6 +21,7 @@ from scalesim.engine.serving import simulate_serving
 from scalesim.errors import InputError
 from scalesim.limits import check_serving_size
 from scalesim.hardware import GpuSpec
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.models import get_model
 from scalesim.serving.metrics import meets_slo, summarise
 from scalesim.serving.scheduler import Batch, Scheduler, window_blocks
@@ -42,6 +42,7 @@ HOST_OVERHEAD_S = 0.5e-3
 SEARCH_REQUESTS = 400
 SEARCH_TOLERANCE = 0.05
 SEARCH_PROBES_MAX = 18      # max_rate_under_slo: 12 doublings or halvings, then bisection from 2x to 5%
+SEARCH_FULL_RUNS = 6        # then the rate found is checked with all the scenario's requests, stepping down
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class ServeSetup:
     kv_blocks: int                  # per replica (the KV cache of each GPU holds its share of every token)
     memory: dict = field(default_factory=dict)
     reason: str | None = None       # why it does not fit (None: it fits)
+    catalog: Catalog | None = None  # --catalog / $SCALESIM_CATALOG folders over the built-in one
 
 
 def _check_plan(scenario: ServingScenario, model, available: int, file: str | None) -> int:
@@ -86,11 +88,13 @@ def _check_plan(scenario: ServingScenario, model, available: int, file: str | No
     return count
 
 
-def prepare_serving(scenario: ServingScenario, file: str | None = None) -> ServeSetup:
-    """Resolve names, check the plan and size the KV cache (does not simulate)."""
-    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file)
+def prepare_serving(scenario: ServingScenario, file: str | None = None,
+                    catalog: Catalog | None = None) -> ServeSetup:
+    """Resolve names (in `catalog`: the built-in one), check the plan and size the KV cache (does not simulate)."""
+    design = load_node_design(scenario.cluster.node, key="cluster.node", file=file, catalog=catalog)
     fabric = scenario.cluster.fabric
-    topology = build_cluster(design, nodes=scenario.cluster.nodes, fabric=None if fabric is None else fabric.as_fabric())
+    topology = build_cluster(design, nodes=scenario.cluster.nodes, catalog=catalog,
+                             fabric=None if fabric is None else fabric.as_fabric())
     model = get_model(scenario.model, seq_len=1, key="model", file=file)
     count = _check_plan(scenario, model, len(topology.gpus), file)
     s = scenario.serving
@@ -103,7 +107,7 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None) -> Serve
               "activations": activation_workspace_bytes(shard, s.max_batch_tokens, s.max_seqs),
               "framework": FRAMEWORK_OVERHEAD_BYTES, "kv_cache": blocks * BLOCK_TOKENS * kv_bytes_per_token(shard)}
     return ServeSetup(scenario, file, shard, gpu, topology, count, count // (s.tp * s.pp), blocks, memory,
-                      _fit_reason(scenario, shard, gpu, memory, blocks))
+                      _fit_reason(scenario, shard, gpu, memory, blocks), catalog)
 
 
 def _fit_reason(scenario: ServingScenario, shard: ServingShard, gpu: GpuSpec, memory: dict,
@@ -223,8 +227,8 @@ def cost_per_million(setup: ServeSetup, tokens_per_s: float, busy_fraction: floa
     tokens = tokens_per_s * hour
     price = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
     cloud = None if price is None else econ.cloud_cost_usd(setup.gpus, hour, price)
-    nodes = nodes_used(scenario, setup.gpus, setup.file)
-    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file)
+    nodes = nodes_used(scenario, setup.gpus, setup.file, setup.catalog)
+    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file, setup.catalog)
     capex = econ.capex_usd(own, setup.gpus, nodes)
     owned = None
     if capex is not None:
@@ -268,9 +272,36 @@ def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[flo
     while lo is not None and hi is not None and (hi - lo) / lo > SEARCH_TOLERANCE:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if meets(mid) else (lo, mid)
-    if lo is not None:          # the rate found, with all the scenario's requests (steadier throughput)
-        probe[lo] = simulate_load(setup, timer, rate_per_s=lo)
+    if lo is not None:
+        lo = _confirmed_with_all_requests(setup, timer, probe, lo, hi)
     return lo, [probe[r] for r in sorted(probe)]
+
+
+def _confirmed_with_all_requests(setup: ServeSetup, timer: IterationTimer, probe: dict, lo: float,
+                                 hi: float | None) -> float | None:
+    """The highest rate at or below `lo` (met on the short probes) that meets the SLO with all the
+    scenario's requests, to 5%: near saturation the queue grows slowly, and a rate the first
+    SEARCH_REQUESTS meet can miss over the whole load (the row shown for the rate would then say
+    "missed"). Steps down to the highest shorter probe that met (else half), then bisects with full
+    runs; at most SEARCH_FULL_RUNS of them. Each full run replaces the probe at its rate in `probe`."""
+    met, missed, rate = None, None, lo
+    for _ in range(SEARCH_FULL_RUNS):
+        probe[rate] = simulate_load(setup, timer, rate_per_s=rate)
+        if probe[rate]["meets_slo"]:
+            met = rate
+            if missed is None or (missed - met) / met <= SEARCH_TOLERANCE:
+                break
+            rate = (met + missed) / 2
+        else:
+            missed = rate
+            if met is not None:
+                if (missed - met) / met <= SEARCH_TOLERANCE:
+                    break
+                rate = (met + missed) / 2
+            else:
+                below = [r for r in probe if r < rate and probe[r]["meets_slo"]]
+                rate = max(below) if below else rate / 2
+    return met
 
 
 def _slo_out_of_reach(setup: ServeSetup, timer: IterationTimer) -> bool:
@@ -283,14 +314,15 @@ def _slo_out_of_reach(setup: ServeSetup, timer: IterationTimer) -> bool:
 
 
 def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[float] | None = None,
-          search: bool = True) -> dict:
+          search: bool = True, catalog: Catalog | None = None) -> dict:
     """Simulate the scenario's load (and the rate sweep or search); the `serve --json` object."""
     s = scenario.serving
     prompt, output = (min(d.mean, d.max or d.mean) for d in (s.requests.prompt_tokens, s.requests.output_tokens))
     check_serving_size(count=s.requests.count, prompt_tokens=prompt, output_tokens=output,
                        max_batch_tokens=s.max_batch_tokens, rates=len(rates or []), search=search,
-                       search_requests=SEARCH_REQUESTS, search_probes=SEARCH_PROBES_MAX, file=file)
-    setup = prepare_serving(scenario, file)
+                       search_requests=SEARCH_REQUESTS, search_probes=SEARCH_PROBES_MAX,
+                       search_full_runs=SEARCH_FULL_RUNS, file=file)
+    setup = prepare_serving(scenario, file, catalog)
     out = {"scenario": scenario.name, "gpus": setup.gpus, "replicas": setup.replicas, "gpu": setup.gpu.name,
            "plan": {"tp": s.tp, "pp": s.pp, "ep": s.ep, "weights": s.weights, "kv_cache": s.kv_cache,
                     "max_batch_tokens": s.max_batch_tokens, "max_seqs": s.max_seqs, "router": s.router,
@@ -359,15 +391,3 @@ def assumptions(setup: ServeSetup, timer: IterationTimer) -> list[dict]:
         {"input": "pipeline stages", "value": s.pp,
          "source": "one batch at a time through the stages (no micro-batch pipelining across iterations)"},
     ]
-
-
-def rate_list(text: str) -> list[float]:
-    """'1,2,4.5' -> [1.0, 2.0, 4.5]; InputError naming --rates otherwise."""
-    try:
-        rates = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"expected rates per second separated by commas, e.g. 1,2,4,8 (got {text!r})",
-                         key="--rates") from None
-    if not rates or any(not math.isfinite(r) or r <= 0 for r in rates):
-        raise InputError(f"rates must be positive numbers, e.g. 1,2,4,8 (got {text!r})", key="--rates")
-    return rates

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalesim.errors import InputError
+from scalesim.hardware.user_catalog import Catalog
 from scalesim.result import pareto_front
 from scalesim.app.serve import serve
 from scalesim.serving.spec import ServingScenario, load_serving_scenario
@@ -52,11 +53,12 @@ def _at_best_rate(result: dict) -> dict:
             "owned_usd_per_million_tokens": cost["owned"]}
 
 
-def compare_serving(files: list[str | Path]) -> dict:
-    """Simulate each serving design and assemble the comparison (`compare --json` for serving)."""
+def compare_serving(files: list[str | Path], catalog: Catalog | None = None) -> dict:
+    """Simulate each serving design (GPUs and links named in `catalog`: the built-in one) and
+    assemble the comparison (`compare --json` for serving)."""
     loaded = [load_serving_scenario(f) for f in files]
     check_same_work(loaded)
-    results = [serve(scenario, file) for scenario, file in loaded]
+    results = [serve(scenario, file, catalog=catalog) for scenario, file in loaded]
     rows = [{"file": file, "scenario": r["scenario"], "gpus": r["gpus"], "gpu": r["gpu"], "fits": r["fits"],
              "plan": r["plan"], **_at_best_rate(r)} for (_, file), r in zip(loaded, results)]
     options = [(r["e2e_p50_s"], r[key], r["scenario"], kind) for r in rows

@@ -235,7 +235,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=pipeline_blocks_of(par, model),
-        fsdp_version=par.fsdp_version, fsdp_keep_last_block=par.fsdp_keep_last_block,
+        fsdp_version=par.fsdp_version, fsdp_keep_last_block=par.fsdp_keep_last_block, hsdp_shard=par.hsdp_shard,
         fsdp_backward_prefetch=par.fsdp_backward_prefetch or "pre",   # scenario/__init__.py: every default prefetches
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())), cp_torch_ring=par.cp_comm_type == "torch_ring",
         tp_overlap=tp_overlap_spec(par.tp_comm_overlap),

@@ -192,14 +192,14 @@ def _predict_training(path: Path, catalog=None, wanted: frozenset[str] | None = 
     return metrics
 
 
-def _predict_serving(path: Path) -> dict[str, float]:
+def _predict_serving(path: Path, catalog=None) -> dict[str, float]:
     """A serving scenario at its own load: output tokens/s and requests/s of all its replicas, and the
     median time to first token (`ttft_s`)."""
     from scalesim.app.serve import serve
     from scalesim.serving.spec import load_serving_scenario
 
     scenario, file = load_serving_scenario(path)
-    result = serve(scenario, file, search=False)
+    result = serve(scenario, file, search=False, catalog=catalog)
     if not result["fits"]:
         raise InputError(f"does not fit: {result['reason']}", file=file)
     return {"output_tokens_per_s": result["output_tokens_per_s"], "requests_per_s": result["requests_per_s"],
@@ -209,7 +209,7 @@ def _predict_serving(path: Path) -> dict[str, float]:
 def _predict_scenario(path: Path, catalog=None, wanted: frozenset[str] | None = None) -> dict[str, float]:
     data = read_yaml(path, what="scenario file")
     serving = isinstance(data, dict) and "serving" in data
-    return _predict_serving(path) if serving else _predict_training(path, catalog, wanted)
+    return _predict_serving(path, catalog) if serving else _predict_training(path, catalog, wanted)
 
 
 def _predict(case: Case, catalog=None, wanted: frozenset[str] | None = None) -> dict[str, float]:

@@ -39,7 +39,8 @@ from scalesim.report.tables import make_console
 @click.option("--protocol", default="auto", show_default=True, callback=lambda _c, _p, v: v.lower(),
               help="NCCL protocol: auto | ll | ll128 | simple (any case, as NCCL_PROTO's LL128 or Simple).")
 @click.option("--sizes", default="8:8G", show_default=True,
-              help="Buffer sizes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M.")
+              help="Buffer sizes in bytes: MIN:MAX doubling (nccl-tests -b/-e/-f 2) or a list like 1M,64M "
+                   "(K, M, G: 2^10, 2^20, 2^30 as in nccl-tests; KB, MB, GB decimal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list (the contract).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw bus bandwidth against size (.png or .svg).")
@@ -156,7 +157,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 @click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
 @click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
 @click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
-@click.option("--op", default=None, help="Collective of logs that do not say (e.g. all_reduce).")
+@click.option("--op", default=None, type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                      "reduce", "all_to_all", "send_recv"]),
+              help="Collective of logs that do not say (e.g. all_reduce).")
 @catalog_option
 @friendly_errors
 def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
@@ -164,8 +167,10 @@ def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
 
     MEASUREMENTS: nccl-tests / rccl-tests output as printed (all_reduce_perf,
     all_gather_perf, ...), and .csv files of GEMM and memory-bandwidth results
-    with the header kind,precision,m,n,k,value (see scalesim/app/measurements.py).
-    Prints every figure against the catalog before and after.
+    with the header kind,precision,m,n,k,value (see scalesim/app/measurements.py):
+    value in TFLOP/s for gemm rows, GB/s (10^9 B/s) for membw rows. Prints
+    every figure against the catalog before and after. A folder --out that
+    holds a gpus.yaml or links.yaml calibrate did not write is refused.
     """
     from scalesim.app.calibrate import calibrate as fit
     from scalesim.report.calibration import calibration_tables

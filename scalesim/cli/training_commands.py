@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
                                  collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status,
                                  wall_time_option)
+from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
@@ -34,12 +36,14 @@ from scalesim.report.tables import make_console
               help="Monte-Carlo samples over efficiency, failure rate and prices: P10/P50/P90 of time and cost.")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Monte-Carlo seed [the scenario's uncertainty.seed, 0].")
 @wall_time_option
+@click.option("--report", hidden=True, default=None)    # not run's: said so, pointing to compare's
 @catalog_option
 @exact_option
 @friendly_errors
 @collector_paused()
 def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scaling: bool, trace: Path | None,
-        samples: int, seed: int | None, max_seconds: float | None, catalog_dirs, exact: bool) -> None:
+        samples: int, seed: int | None, max_seconds: float | None, report: str | None, catalog_dirs,
+        exact: bool) -> None:
     """Simulate one training step of SCENARIO_FILE and report it.
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
@@ -51,8 +55,11 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
     from scalesim.limits import answer_budget, time_limit
     from scalesim.scenario import load_scenario
 
+    if report is not None:
+        raise InputError(f"run writes no HTML page; compare does, for one design or more: "
+                         f"scalesim compare {scenario_file} --report {report}", key="--report")
     directory = out or Path("plots") / slug(scenario_file.stem)
-    check_output_dir(directory if plots else None, "--out")
+    check_output_dir(directory if plots else None, "--out", files=("timeline.png", "scaling.png"))
     check_output_file(trace, "--trace", inputs=[scenario_file])
     scenario, file = load_scenario(scenario_file)
     with answer_budget(max_seconds), exact_simulation_context(exact), contextlib.ExitStack() as children:
@@ -178,15 +185,19 @@ def compare(scenario_files, as_json, out, plots, samples, seed, report, search, 
     from scalesim.app.compare import compare as run_compare
     from scalesim.app.scaling_curve import scaling_counts
     from scalesim.app.serve_compare import is_serving_file
-    from scalesim.cli.serving_commands import compare_serving
+    from scalesim.cli.serving_commands import compare_serving, refuse_training_options
     from scalesim.limits import answer_budget, time_limit
 
     check_output_file(report, "--report", suffixes=(".html", ".htm"), inputs=scenario_files)
-    check_output_dir(out or Path("plots") / "compare" if plots or report is not None else None, "--out")
-    if any(is_serving_file(f) for f in scenario_files):
-        compare_serving(scenario_files, as_json, out, plots)
-        return
+    serving = any(is_serving_file(f) for f in scenario_files)
+    check_output_dir(out or Path("plots") / "compare" if plots else None, "--out",
+                     files=("serving-pareto.png",) if serving else ("scaling.png", "time_cost.png", "pareto.png",
+                                                                     "breakdown.png"))
     check_output_file(csv_path, "--csv", suffixes=(".csv",), inputs=scenario_files)
+    if serving:
+        refuse_training_options(click.get_current_context())
+        compare_serving(scenario_files, as_json, out, plots, catalog_from(catalog_dirs), csv_path)
+        return
     with answer_budget(max_seconds), time_limit(max_seconds), exact_simulation_context(exact):
         comparison = run_compare(list(scenario_files), scaling_counts=scaling_counts, samples=samples, seed=seed,
                                  progress=lambda items: progress(as_json)(items, "simulating designs", len(items)),
@@ -209,16 +220,20 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
 
         write_compare_csv(rows, csv_path)
     written = {}
-    if plots or report is not None:
-        budgets = {budget_text(s) for s in comparison.scenarios}
-        written = compare_plots(rows, out or Path("plots") / "compare",
-                                budget=budgets.pop() if len(budgets) == 1 else "", uncertainty=comparison.uncertainty)
-        comparison.plots = {k: str(v) for k, v in written.items()}
-    data = comparison.to_json()
-    if report is not None:
-        from scalesim.report.html import write_compare_html
+    budgets = {budget_text(s) for s in comparison.scenarios}
+    # --no-plots with --report: the page embeds the plots, drawn in a folder removed afterwards
+    with contextlib.nullcontext(out or Path("plots") / "compare") if plots else tempfile.TemporaryDirectory() as where:
+        if plots or report is not None:
+            written = compare_plots(rows, Path(where), budget=budgets.pop() if len(budgets) == 1 else "",
+                                    uncertainty=comparison.uncertainty)
+        if plots:
+            comparison.plots = {k: str(v) for k, v in written.items()}
+        data = comparison.to_json()
+        if report is not None:
+            from scalesim.report.html import write_compare_html
 
-        write_compare_html(data, written, report)
+            write_compare_html(data, written, report)
+    written = written if plots else {}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -293,7 +308,7 @@ def sweep(scenario_file, gpu_counts, search, rank_by, exhaustive, out, as_json, 
     executor = parse_executor(executor_name, workers)
     scenario, file = load_scenario(scenario_file)
     directory = out or Path("plots") / "sweep" / slug(scenario_file.stem)
-    check_output_dir(directory, "--out")
+    check_output_dir(directory, "--out", files=("sweep.csv", "sweep.json", "best.png"))
     with PointsFile(directory / NAME, scenario, file, resume=resume, force=force) as points, stop_on_sigterm(), \
             exact_simulation_context(exact), answer_budget(max_seconds, default_seconds=SWEEP_SECONDS):
         try:

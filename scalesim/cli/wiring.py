@@ -41,6 +41,16 @@ class ScenarioFile(click.Path):
         super().__init__(dir_okay=False, path_type=Path)
         self.examples = examples or ("8x4090-ddp.yaml",)
 
+    def convert(self, value, param, ctx):
+        path = Path(value)
+        if path.is_dir():           # `scalesim run scenarios`: name the files it holds
+            found = sorted(p.name for p in path.glob("*.yaml"))
+            shown = [f for f in self.examples if f in found] or found[:3]
+            hint = (f"give one of its {len(found)} .yaml files, e.g. {' '.join(str(path / f) for f in shown)}"
+                    if found else "give a scenario .yaml file")
+            self.fail(f"{value} is a directory; {hint}", param, ctx)
+        return super().convert(value, param, ctx)
+
     def get_missing_message(self, param, ctx) -> str:
         folder = PACKAGE.parent / "scenarios"
         if not folder.is_dir():         # installed from a wheel: the examples stay in the repository
@@ -146,11 +156,6 @@ def status(as_json: bool, what: str):
     """A spinner on a terminal; on a pipe or a file, a line on stderr every 10 s."""
     if not err_console.is_terminal:
         return heartbeat(what)
-    return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
-
-
-def spinner(as_json: bool):
-    """A spinner on stderr while simulating (none when printing JSON)."""
     return err_console.status("simulating...", spinner="dots") if not as_json else contextlib.nullcontext()
 
 

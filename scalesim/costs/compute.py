@@ -18,7 +18,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
                                   causal_rate, flash_efficiency, fp8_speedup)
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
-from scalesim.costs.gemm_depth import backward_depths, depth_factor
+from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts, parts_at
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
@@ -90,7 +90,7 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # and BERT-large SQuAD throughput on A100 80GB SXM and H100 SXM (validation
 # cases lambda-{a100-80gb-sxm4,h100-80gb-sxm5}-{resnet50,bert-large-squad},
 # +1% to +13% then; A100 wants ~8, H100 ~7). Since Dec 2026 the SQuAD runs are the
-# QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0.
+# QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0 (A100 -3.6% with its K0, small12).
 # GPUs with few SM-clocks per byte of DRAM bandwidth (A100, H100) hit this roof;
 # GeForce cards (many fast SMs on GDDR) stay DRAM-bound, needing no such correction.
 # Out of sample (Dec 2026, stream9): re-fitted without Lambda, jointly with the H100/H200
@@ -299,16 +299,17 @@ def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, me
 
 
 def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str = "flash",
-              memory_format: str = "nhwc", held_sms: int = 0, depth: int | None = None) -> float:
+              memory_format: str = "nhwc", held_sms: int = 0, depth: int | None = None, tiles=None) -> float:
     """Forward time of one op for a micro-batch of `batch` samples.
 
-    A conv in NCHW 16-bit training also pays its layout conversions
-    (`layout_conversion_s`), serialised with the conv itself; a GEMM reduces over `depth` [its k].
+    A conv in NCHW 16-bit training also pays its layout conversions (`layout_conversion_s`), serialised with the conv
+    itself; a GEMM reduces over `depth` [its k] into an output of `tiles` [its m x n] (a backward GEMM's).
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
     if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
-        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d) for p, d in parts_at(op, depth))
+        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d, tiles)
+                   for p, d in parts_at(op, depth))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":
@@ -328,7 +329,7 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         bytes_moved = op.elements_moved * batch * ebytes
     cast_s = 0.0
     if op.kind in MATMUL_KINDS:
-        shape = (relative_shape_efficiency(m, n, gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
+        shape = (relative_shape_efficiency(*(tiles or (m, n)), gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
                  if op.gemm_mnk is not None else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
         if precision == "fp8" and op.gemm_mnk is not None:
@@ -380,9 +381,9 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
             matmul += t
         if op.kind == "attention":
             bwd += attention_time_s(op, gpu, precision, batch, attention, backward=True, held_sms=held_sms)
-        elif depths := backward_depths(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
-            bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d)
-                       for p in gemm_parts(op) for d in backward_depths(p, gpu, precision, batch))
+        elif backward_gemms(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
+            bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d, tiles)
+                       for p in gemm_parts(op) for d, tiles in backward_gemms(p, gpu, precision, batch))
         elif op.kind in MATMUL_KINDS:
             bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
         else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)

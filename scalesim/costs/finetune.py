@@ -35,7 +35,7 @@ from scalesim.costs.adapters import (ALL_LINEAR, ATTENTION_TARGETS, BLOCK_GEMMS,
                                      dropout_activation_bytes, resolve_targets)
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
-from scalesim.costs.gemm_depth import backward_depths
+from scalesim.costs.gemm_depth import backward_gemms
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    activation_peaks, state_bytes_per_param)
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
@@ -160,9 +160,9 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
             elif op.kind in MATMUL_KINDS:
                 matmul += t
                 # the input-gradient GEMM only, at its own depth n (costs/gemm_depth.py) where that is priced
-                depths = backward_depths(op, gpu, precision, batch)
-                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, depths[0])
-                        if depths else t)
+                gemms = backward_gemms(op, gpu, precision, batch)
+                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, *gemms[0])
+                        if gemms else t)
             elif op.backward_elements is None:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
             else:                       # backward kernels of its own size (costs/fp8_act_store.py's cast back)

@@ -11,8 +11,11 @@ at K / (K + K0) of its deep-K rate. The catalog's `gemm_efficiency` is measured 
     (K / (K + K0)) / (8192 / (8192 + K0))
 
 of it: slower below 8192, slightly faster beyond. K0 is the GPU's catalog `gemm_k_overhead`
-(0: no measurement, no change). It grows with the tensor-core rate per SM: the same fixed
-cycles cover more K. Measured for 16-bit GEMMs only (fp16/bf16); other precisions keep 1.
+(0: no measurement, no change), fitted per GPU on measured GEMM sweeps (validation/fit_gemm_depth.py):
+B200 390 (XLA's sm_100 table), A100 170 (Azure's ND A100 v4 cuBLASLt sweep). It grows with the
+tensor-core rate per SM (the same fixed cycles cover more K) and with how little of a tile's
+epilogue overlaps the next tile's main loop (Ampere's cuBLAS kernels are not persistent).
+Measured for 16-bit GEMMs only (fp16/bf16); other precisions keep 1.
 """
 
 from __future__ import annotations
@@ -44,11 +47,20 @@ def depth_factor(op, gpu, precision: str, depth: int | None = None) -> float:
     return depth_efficiency(op.gemm_mnk[2] if depth is None else depth, gpu.gemm_k_overhead, precision, op.kind)
 
 
-def backward_depths(op, gpu, precision: str, batch: int) -> tuple[int, ...]:
-    """Depths of `op`'s two backward GEMMs where they run at other rates than its forward (a 16-bit
-    GEMM on a GPU with a measured `gemm_k_overhead`): the data gradient reduces over the forward's
-    n, the weight gradient over its m rows (tokens). () otherwise: backward is twice the forward."""
+def backward_gemms(op, gpu, precision: str, batch: int) -> tuple[tuple[int, tuple[int, int]], ...]:
+    """(depth, output rows x columns) of `op`'s two backward GEMMs where they run at other rates than its
+    forward (a 16-bit GEMM on a GPU with a measured `gemm_k_overhead`): the data gradient reduces over the
+    forward's n into an output of the input's shape (tokens x k), the weight gradient over its m rows (tokens)
+    into the weight's (k x n), each cut into its own tiles (split-K, which cuBLAS may run for a small output
+    over a deep reduction, is not modelled). () otherwise: backward is twice the forward.
+
+    >>> from scalesim.hardware import get_gpu
+    >>> from scalesim.models.spec import OpSpec
+    >>> op = OpSpec("qkv", "gemm", 2.0 * 64 * 3072 * 1024, 0.0, gemm_mnk=(64, 3072, 1024))
+    >>> backward_gemms(op, get_gpu("b200"), "bf16", 2), backward_gemms(op, get_gpu("h100-sxm"), "bf16", 2)
+    (((3072, (128, 1024)), (128, (1024, 3072))), ())
+    """
     if op.kind != "gemm" or op.gemm_mnk is None or gpu.gemm_k_overhead <= 0 or precision not in DEPTH_PRECISIONS:
         return ()
-    m, n, _ = op.gemm_mnk
-    return (n, m * batch)
+    m, n, k = op.gemm_mnk
+    return (n, (m * batch, k)), (m * batch, (k, n))

@@ -12,7 +12,7 @@ costs follow, each priced by the existing cost functions:
 - the GEMMs by their own shapes (`gemm_parts`): q, k and v are three GEMMs reading the same input,
   and wk and wv are thin (N = kv_heads x head_dim / tp: 128 for Llama 3 8B at TP 8), so their
   data gradients (depth N, writing the whole tokens x hidden input gradient each) run memory-bound
-  (compute.py op_time_s and gemm_depth.backward_depths, per part);
+  (compute.py op_time_s and gemm_depth.backward_gemms, per part);
 - autograd sums the data gradients the separate GEMMs compute for their shared input
   (`grad_sum_op`): torch.autograd's InputBuffer adds each arriving gradient into the one buffered
   (torch/csrc/autograd/input_buffer.cpp, accumulate: one add, read 2 and write 1, per gradient

@@ -28,6 +28,7 @@ import simpy
 from scalesim.engine.events import succeed, timeout
 from scalesim.engine.flow_bundles import (INF, Bundle, Call, Prepared, bundle_specs, member_flows, split_rates,
                                           sub_bundle)
+from scalesim.engine.reservations import Reservations
 from scalesim.fairshare import max_min_rates
 
 # A flow is done when less than this fraction of it (or a millibyte) remains:
@@ -57,7 +58,7 @@ class _Group:
 
 
 @dataclass
-class FluidNetwork:
+class FluidNetwork(Reservations):
     env: simpy.Environment
     capacity_bytes_per_s: Sequence[float]
     bytes_sent: float = 0.0
@@ -72,18 +73,22 @@ class FluidNetwork:
     _generation: int = 0
     _timer_at: float | None = None      # when the live timer (of this generation) fires
     _rates_memo: dict = field(default_factory=dict)
+    _reserved: list = field(default_factory=list)    # phases running alone by formula (engine/reservations.py)
+    _reserved_mask: int = 0
 
-    def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> simpy.Event:
-        """Start flows (links, size_bytes, rate cap) together; the event fires when all have arrived.
+    def start(self, flows: Sequence[tuple[tuple[int, ...], float, float]], done: simpy.Event | None = None
+              ) -> simpy.Event:
+        """Start flows (links, size_bytes, rate cap) together; the event (`done`, or a new one) fires
+        when all have arrived.
 
         A caller that starts the same flows again (the next bucket of a collective) may pass the
         same sequence object: what is derived from it (masks, bundles, rate-memo keys) is kept per object.
         """
-        call = Call(self.env.event(), 0)
+        call = Call(self.env.event() if done is None else done, 0)
         now = self.env._now
-        known = self._prepared.get(id(flows))
-        if known is None or known.flows is not flows:
-            known = self._prepared[id(flows)] = self._prepare(flows)
+        known = self._prepared_for(flows)
+        if self._reserved_mask & known.mask:
+            self._materialize(known.mask)
         self.bytes_sent += known.sent_bytes
         self.bytes_delivered += known.instant_bytes
         call.pending = known.timed
@@ -100,13 +105,10 @@ class FluidNetwork:
         if not touched and len(added) == 1 and self._alone(added[0], added_mask, now):
             return call.done
         members = _in_start_order([g.flows for g in touched]) + added   # new flows start last
-        group = _Group(members, added_mask)
         for g in touched:
-            group.mask |= g.mask
+            added_mask |= g.mask
             self._groups.discard(g)
-        for b in members:
-            b.group = group
-        self._groups.add(group)
+        group = self._new_group(members, added_mask)
         self._rerate(group)
         self._schedule()
         return call.done
@@ -119,8 +121,7 @@ class FluidNetwork:
         rate = plan[b.key] if plan is not None else None
         if rate.__class__ is not float:
             return False
-        group = b.group = _Group([b], mask)
-        self._groups.add(group)
+        b.group = self._new_group([b], mask)
         b.left_bytes = b.left_at(now)
         b.rate = rate
         b.version = 1
@@ -129,6 +130,19 @@ class FluidNetwork:
             heapq.heappush(self._heap, (b.finish_s, b.seq, b.version, b))
         self._schedule()
         return True
+
+    def _new_group(self, members: list[Bundle], mask: int) -> _Group:
+        group = _Group(members, mask)
+        for b in members:
+            b.group = group
+        self._groups.add(group)
+        return group
+
+    def _prepared_for(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> Prepared:
+        known = self._prepared.get(id(flows))
+        if known is None or known.flows is not flows:
+            known = self._prepared[id(flows)] = self._prepare(flows)
+        return known
 
     def _prepare(self, flows: Sequence[tuple[tuple[int, ...], float, float]]) -> Prepared:
         """Bytes to count per flow, and the bundles of the flows that go through the network."""

@@ -12,6 +12,11 @@ While a collective runs, its kernels hold part of each member's SMs
 at the rate the remaining SMs give (the task's own row of
 `Program.held_factors` where the builder gave one: its GEMMs' waves on fewer
 SMs), re-timed whenever a call starts or ends.
+
+With `closed_form` (the default) a phase that finds its links free is timed by
+formula until another flow touches them (engine/reservations.py, call_phases.py),
+and blocking solo calls are walked inside the compute walk: the fluid network's
+times to float rounding (1e-15 relative), with fewer events per task.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 import simpy
+from simpy.events import Timeout
 
 from scalesim.collectives.plan import CollectivePlan
+from scalesim.engine.call_phases import CallPhases
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
 from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
@@ -55,15 +62,14 @@ class _Sms:
     remaining_s: float = 0.0        # of the running task, at full speed
     rate: float = 1.0
     since_s: float = 0.0
-    done: simpy.Event | None = None
-    generation: int = 0
+    done: simpy.Event | None = None     # the running task's timer (the walk waits for it)
     contended: bool = False         # the running task has shared its SMs at some point
     factors: tuple = ()             # the running task's row of Program.held_factors
     stretch: Stretch | None = None  # the compute walk's stretch in flight (engine/stretches.py)
 
 
 @dataclass
-class _Run(StretchWalks):
+class _Run(StretchWalks, CallPhases):
     env: simpy.Environment
     net: FluidNetwork
     program: Program
@@ -79,6 +85,7 @@ class _Run(StretchWalks):
     flow_triples: dict[int, tuple] = field(default_factory=dict)     # id(flow tuple) -> (it, network triples)
     # rank -> per task, what it waits for on other walks (its deps there, and its stream's order)
     crossing: dict[int, list] = field(default_factory=dict)
+    reserve: bool = False     # phases whose links are free run by formula (engine/reservations.py)
 
     def stream(self, rank: int, indices: list[int], events: list, stretches: bool = False):
         """Walk one stream's tasks in order. events[i]: fires when task i ends, for the
@@ -110,7 +117,13 @@ class _Run(StretchWalks):
                     continue
             ready_s = env._now
             if host is not None:
-                yield from self.issued(host, index, events)
+                segment = host.segment[index]
+                if segment >= 0 and events[segment].callbacks is not None:
+                    yield from self.issued(host, index, events)     # its sync task is not over yet
+                else:                         # what `issued` does then, without a generator
+                    wait_s = (host.released_s[segment] if segment >= 0 else 0.0) + host.offset_s[index] - env._now
+                    if wait_s > 0:
+                        yield timeout(env, wait_s)
                 if task.__class__ is not ComputeTask:
                     ready_s = env._now        # a rank reaches a call when its host has issued it
             yield from self.task(rank, index, events, ready_s, env._now)
@@ -137,17 +150,26 @@ class _Run(StretchWalks):
             # The only simulated member of its call: no rendezvous to wait for, so the call is
             # played right here (a call that runs alone on its links takes its closed-form time).
             holders = ((rank, task.sm_share),) if task.sm_share > 0 else ()
-            self.hold(holders, +1)
+            if holders:
+                self.hold(holders, +1)
             plan = task.plan
+            phases = plan.phases
             if id(plan) in self.isolated:
                 yield timeout(env, self.alone_s(plan))
-            elif len(plan.phases) == 1 and id(plan) not in self.private and not plan.phases[0].latency_s > 0:
-                phase = plan.phases[0]          # what _phases does for it, without a generator of its own
+            elif self.reserve and len(phases) == 1 and phases[0].flows and (
+                    ends := self._reserved_phase(phases[0], self.private.get(id(plan), (None,))[0])) is not None:
+                for end in ends:
+                    yield end
+            elif len(phases) == 1 and id(plan) not in self.private:
+                phase = phases[0]               # what _phases does for it, without a generator of its own
+                if phase.latency_s > 0:
+                    yield timeout(env, phase.latency_s)
                 if phase.flows:
                     yield self.net.start(self.triples(phase.flows))
             else:
                 yield from self._phases(plan)
-            self.hold(holders, -1)
+            if holders:
+                self.hold(holders, -1)
             start_s = issued_s
         else:
             call = self.arrive(task, rank)
@@ -191,38 +213,36 @@ class _Run(StretchWalks):
         if wait_s > 0:
             yield timeout(self.env, wait_s)
 
-    def alone_s(self, plan: CollectivePlan) -> float:
-        """A call timed by formula: count its bytes (all of them arrive) and return its time."""
-        sent = self.sent.get(id(plan))
-        if sent is None:
-            sent = self.sent[id(plan)] = plan.bytes_sent
-        self.net.bytes_sent += sent
-        self.net.bytes_delivered += sent
-        return self.isolated[id(plan)]
-
     def compute(self, sms: _Sms, duration_s: float, factors: tuple = ()) -> simpy.Event:
         """Run a compute task on the SMs the rank's communication leaves free."""
         sms.remaining_s = duration_s
         sms.since_s = self.env._now
-        sms.done = self.env.event()
+        sms.done = None
         sms.contended = False
         sms.factors = factors
         self._retime(sms)
         return sms.done
 
     def _retime(self, sms: _Sms) -> None:
+        """Time the running task's end from its rate now: a new timer, which whoever waited for the
+        old one (or for a broken stretch, engine/stretches.py) now waits for; the old one fires idle."""
         sms.rate = max(compute_rate(sms.comm_share, sms.factors), MIN_COMPUTE_RATE)
         sms.contended = sms.contended or sms.comm_share > 0
-        sms.generation += 1
-        generation = sms.generation
         timer = timeout(self.env, sms.remaining_s / sms.rate)
-        timer.callbacks.append(lambda _event: self._finish(sms, generation))
+        old = sms.done
+        if old.__class__ is Timeout:
+            timer.callbacks, old.callbacks = old.callbacks, []
+        else:
+            timer.callbacks.append(lambda event: self._finish(sms, event))   # first: before the walk goes on
+            if old is not None:
+                timer.callbacks.extend(old.callbacks)
+                old.callbacks = []
+        sms.done = timer
 
-    def _finish(self, sms: _Sms, generation: int) -> None:
-        if generation != sms.generation or sms.done is None:
-            return   # overtaken by a change of share: a newer timer will finish it
-        done, sms.done, sms.remaining_s = sms.done, None, 0.0
-        succeed(done)
+    @staticmethod
+    def _finish(sms: _Sms, timer: Timeout) -> None:
+        if sms.done is timer:
+            sms.done, sms.remaining_s = None, 0.0
 
     def hold(self, holders: list, sign: int) -> None:
         """A call starts (+1) or ends (-1): its kernels take or give back SMs on its ranks."""
@@ -256,41 +276,6 @@ class _Run(StretchWalks):
         yield from self._phases(plan)
         self.hold(call.holders, -1)
         succeed(call.done)
-
-    def triples(self, flows: tuple) -> list:
-        """The network's view of a phase's flows, built once per flow tuple for the run (the
-        same list each time, so the network keeps what it derives from it)."""
-        known = self.flow_triples.get(id(flows))
-        if known is None or known[0] is not flows:
-            known = self.flow_triples[id(flows)] = (flows, [(f.links, f.size_bytes, f.rate_cap_bytes_per_s)
-                                                            for f in flows])
-        return known[1]
-
-    def _phases(self, plan: CollectivePlan):
-        if id(plan) in self.isolated:
-            # No other call can touch these links while this one runs: its time is the closed form.
-            yield timeout(self.env, self.alone_s(plan))
-            return
-        split = self.private.get(id(plan))
-        for index, phase in enumerate(plan.phases):
-            if phase.latency_s > 0:
-                yield timeout(self.env, phase.latency_s)
-            if not phase.flows:
-                continue
-            if split is None:
-                yield self.net.start(self.triples(phase.flows))
-                continue
-            exposed, private_s, private_bytes = split[index]
-            shared = self.net.start(self.triples(exposed)) if exposed else None
-            private = timeout(self.env, private_s) if private_s > 0 else None
-            self.net.bytes_sent += private_bytes
-            self.net.bytes_delivered += private_bytes
-            # Both parts end the phase: wait for each in turn (no condition event to schedule).
-            if shared is not None:
-                yield shared
-            if private is not None and private.callbacks is not None:
-                yield private
-
 
 def simulate(program: Program, closed_form: bool = True, stretches: bool = True, exact: bool | None = None,
              beside: Beside | None = None) -> Timeline:
@@ -340,10 +325,15 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
     bytes sent and delivered, and per rank the compute time added by held SMs."""
     env = simpy.Environment()
     run = _Run(env, FluidNetwork(env, program.link_capacity_bytes_per_s), program)
+    every_plan: dict = {}
     if closed_form:
+        run.reserve = True
         families = call_families(program)
         run.isolated = isolated_plans(program, families)
         run.private = private_splits(program, run.isolated, families)
+        # Where phases may be reserved, any solo call can be walked inside the compute walk (the
+        # inlining checks that a task is a solo call: the plans need not be told apart).
+        every_plan = dict.fromkeys(families[0])
     for rank, tasks in program.tasks.items():
         if any(isinstance(t, CollectiveTask) and t.sm_share > 0 for t in tasks):
             run.sms[rank] = _Sms()
@@ -352,10 +342,13 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
         streams: dict[str, list[int]] = {}
         for index, task in enumerate(tasks):
             streams.setdefault(task.stream, []).append(index)
+        # Blocking solo calls walk inside the compute walk: timed by formula (isolated), or, where
+        # phases may run by formula until touched (reservations), any solo call.
+        inlined = run.isolated if not run.reserve else every_plan
         if stretches:
-            walks, order_deps = inline_call_chains(tasks, streams, run.isolated)
+            walks, order_deps = inline_call_chains(tasks, streams, inlined)
         else:
-            walks, order_deps = inline_blocking_calls(tasks, streams, run.isolated), {}
+            walks, order_deps = inline_blocking_calls(tasks, streams, inlined), {}
         host = host_thread(tasks)
         if host is not None:
             run.hosts[rank] = host
@@ -371,3 +364,4 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
     if len(run.intervals) != expected:
         raise RuntimeError("deadlock: some tasks never ran (check dependencies and call order)")
     return run.intervals, run.indices, run.net.bytes_sent, run.net.bytes_delivered, run.slowed
+

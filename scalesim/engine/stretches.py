@@ -171,10 +171,14 @@ def timer_at(env: simpy.Environment, at_s: float) -> simpy.Event:
     `env.timeout(delay)` fires at now + delay, rounded, and some times later than now are
     not now + any delay; so the event goes on simpy's queue at its time directly (the
     queue entry a timeout makes: time, normal priority, the next event id)."""
-    event = simpy.Event(env)
+    event = _new_event(simpy.Event)               # simpy.Event(env), without its __init__
+    event.env, event.callbacks = env, []
     event._ok, event._value = True, None          # triggered, as a Timeout is when made
     heappush(env._queue, (at_s, NORMAL, next(env._eid), event))
     return event
+
+
+_new_event = simpy.Event.__new__
 
 
 class StretchWalks:

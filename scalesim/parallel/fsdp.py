@@ -5,7 +5,13 @@ backward and reduce-scatters its gradients after. DeepSpeed-style flat buffers n
 PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6):
 
 - FSDP1 (FullyShardedDataParallel, a FlatParameter per unit): the parameters are views into the
-  gathered flat buffer, so an all-gather needs no copy out. After the unit's backward the post-backward
+  gathered flat buffer, so an all-gather needs no copy out. The views are made in the forward under
+  autograd ("We use `Tensor` views in the forward so that they are tracked by autograd", fsdp/_flat_param.py
+  _use_unsharded_flat_param: torch.split of the flat parameter, then .view per parameter), so the unit's
+  gradient reaches the FlatParameter through split_with_sizes' backward, which concatenates the parameters'
+  gradients into a new flat tensor (torch/csrc/autograd/FunctionsManual.cpp split_with_sizes_backward:
+  at::cat): one copy of the unit's gradient on the compute stream, as autograd's engine runs it, the
+  counterpart of FSDP2's copy-in below. After the unit's backward the post-backward
   hook (fsdp/_runtime_utils.py _post_backward_hook, on its post-backward stream) casts the unsharded
   gradient to MixedPrecision.reduce_dtype when that differs from param_dtype, and the default
   reduce-scatter hook divides it by the pre-divide factor (algorithms/_comm_hooks/default_hooks.py
@@ -17,6 +23,13 @@ PyTorch's two FSDPs add memory-bound passes over the whole unit (torch v2.4-v2.6
   (foreach_reduce_scatter_copy_in, torch._chunk_cat into a buffer of reduce_dtype) runs on the compute
   stream too, before the reduce-scatter stream takes over (_fsdp_collectives.py foreach_reduce). bf16
   and fp32 reductions are averaged by NCCL (ReduceOp.AVG), with no divide pass.
+
+HSDP (`parallel.hsdp_shard`: FSDP1's ShardingStrategy.HYBRID_SHARD, FSDP2's 2-D mesh) shards each unit over
+`hsdp_shard` consecutive data-parallel ranks (one node's GPUs, torch's default intra-node process group,
+fsdp/_init_utils.py _init_intra_and_inter_node_groups) and replicates it across the others: the all-gathers and
+reduce-scatters run in the shard group, then each rank's reduced shard is all-reduced across its replicas, the
+ranks holding the same shard, on a stream of its own (FSDP1's _all_reduce_stream, over the inter-node process
+group: fsdp/_runtime_utils.py _reduce_grad, torch v2.2). The optimizer updates a 1/`hsdp_shard` shard.
 
 Neither FSDP reshards the root unit after its forward, so its backward needs no all-gather (`regathered`).
 The all-gather's copy-in (each rank's own shard, 1/dp of the unit) is left out, as is the memory of
@@ -55,6 +68,7 @@ def reduce_input(rp, params: float, dep: int | None) -> int | None:
     deps = () if dep is None else (dep,)
     if plan.fsdp_version == 2:
         return copy_task(rp, "fsdp reduce-scatter copy-in", "other", params * grad, deps, params * reduced)
+    deps = (copy_task(rp, "fsdp1 flat gradient cat", "other", params * grad, deps),)   # split's backward
     passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])   # the divide; the cast when wider
     seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
@@ -78,3 +92,25 @@ def regathered(rp, work) -> tuple[int, ...]:
         if blocks and (not block or work is blocks[-1]):
             return ()
     return rp.gather(work)
+
+
+def hsdp_groups(pl, coords: dict[str, int], shard: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the group a unit is sharded over, the ranks holding the same shard): without HSDP the whole
+    data-parallel group and none; with it, `shard` consecutive data-parallel ranks and every shard-th."""
+    group = pl.grad_group(coords)
+    if shard is None or shard >= len(group):
+        return group, ()
+    dp = coords["dp"]
+    first = dp - dp % shard
+    ranks = [pl.rank(**{**coords, "dp": d}) for d in range(pl.dp)]
+    return tuple(sorted(ranks[first:first + shard])), tuple(sorted(ranks[dp % shard::shard]))
+
+
+def replicated(rp, params: float) -> None:
+    """HSDP: the rank's reduced shard of a unit's gradient all-reduced across its replicas, after the unit's
+    reduce-scatter (the last of `rp.reductions`), on its own stream; the optimizer step waits for it."""
+    if len(rp.replica_group) <= 1 or params <= 0 or not rp.reductions:
+        return
+    size = params / len(rp.grad_group) * rp.b.grad_bytes_per_param
+    rp.reductions.append(rp.call("grad_replica", "all_reduce", rp.replica_group, size, "hsdp_all_reduce",
+                                 (rp.reductions[-1],), ("replica",)))

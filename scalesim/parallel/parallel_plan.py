@@ -83,6 +83,7 @@ class ParallelPlan:
     fsdp_version: int | None = None
     fsdp_backward_prefetch: str = "pre"   # pre | post | none: ZeRO-3's backward all-gather order (rank_program.py)
     fsdp_keep_last_block: bool = False    # FSDP keeps the last block gathered from forward to backward (fsdp.py)
+    hsdp_shard: int | None = None         # HSDP: units sharded over this many dp ranks, replicated across (fsdp.py)
     # NCCL CTA limits per communicator, ((name, max_ctas), ...): dp (gradient and parameter
     # collectives over dp or dp x cp), cp, tp, ep (collectives/kernels.py cta_limited)
     nccl_max_ctas: tuple[tuple[str, int], ...] = ()

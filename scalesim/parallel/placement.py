@@ -70,6 +70,10 @@ class Placement:
         [(1, 3)]
         """
         base = self.coords(group[0])
+        if span == ("replica",):        # HSDP's replicas: every shard-th dp rank; copies: the other residues
+            stride = self.coords(group[1])["dp"] - base["dp"]
+            return [tuple(self.rank(**{**c, "dp": c["dp"] - base["dp"] + k}) for c in map(self.coords, group))
+                    for k in range(stride) if k != base["dp"]]
         vary = [d for d in ("tp", "cp", "dp") if d not in span]
         sizes = self._sizes()
         strides, stride = {}, 1

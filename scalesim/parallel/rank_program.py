@@ -16,7 +16,7 @@ from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
-from scalesim.parallel.fsdp import copied_out, reduce_input, regathered
+from scalesim.parallel.fsdp import copied_out, hsdp_groups, reduce_input, regathered, replicated
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
@@ -41,7 +41,7 @@ class RankProgram:
         self.stage = self.coords["pp"]
         self.tp_group = pl.group("tp", self.coords)
         self.cp_group = pl.group("cp", self.coords)
-        self.grad_group = pl.grad_group(self.coords)
+        self.grad_group, self.replica_group = hsdp_groups(pl, self.coords, self.plan.hsdp_shard)   # fsdp.py
         self.ep_group, self.edp_group = (expert_groups(pl, pl.ep, self.coords) if builder.model.moe is not None
                                          else ((rank,), self.grad_group))
         self.sp = self.plan.sequence_parallel and pl.tp > 1
@@ -327,6 +327,7 @@ class RankProgram:
             self.reductions.append(self.call("grad", "reduce_scatter", self.grad_group,
                                              (b._trained(w.layer) - expert) * b.grad_bytes_per_param, "comm",
                                              (ready,), ("dp", "cp")))
+            replicated(self, b._trained(w.layer) - expert)       # HSDP: across the replicas (fsdp.py)
         if expert and (plan.zero >= 3 or final):
             self.reductions.append(self.call("expert_grad", "reduce_scatter" if plan.zero >= 1 else "all_reduce",
                                              self.edp_group, expert * b.grad_bytes_per_param, "comm", (dep,),

@@ -80,9 +80,11 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
         recompute += 2 * sp * (1 + copies)
     shards = pl.dp * pl.cp > 1
     # FSDP's kernels (parallel/fsdp.py): FSDP2 copies each gathered unit out, either version passes over
-    # each gradient before its reduce-scatter
+    # each gradient before its reduce-scatter (FSDP1 twice: the flat gradient's cat, the cast and divide);
+    # HSDP all-reduces each reduced shard across the replicas
     gathers = (1 + moe + (plan.fsdp_version == 2)) * (plan.zero >= 3 and shards) + plan.offload_params
-    reductions = (1 + moe + (plan.fsdp_version is not None)) if plan.zero >= 3 and shards else 0
+    reductions = (1 + moe + (plan.fsdp_version is not None) + (plan.fsdp_version == 1)
+                  + (plan.hsdp_shard is not None)) if plan.zero >= 3 and shards else 0
     per_micro_batch = forward + backward + recompute + 2 * gathers + reductions
     once = (1 + moe) * (plan.zero in (1, 2) and plan.overlap_param_gather and shards) + moe
     return per_micro_batch, once

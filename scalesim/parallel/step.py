@@ -112,7 +112,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
                   optimizer=plan.optimizer, checkpointing=plan.checkpointing,
                   flash_attention=plan.attention in FLASH_KINDS,
                   boundary_bytes_per_sample=model_boundary_bytes(model) / pl.cp / (pl.tp if sp else 1),
-                  zero=plan.zero, shards=pl.dp * pl.cp, offload_optimizer=plan.offload_optimizer,
+                  zero=plan.zero, shards=min(plan.hsdp_shard or pl.dp, pl.dp) * pl.cp, offload_optimizer=plan.offload_optimizer,
                   grad_reduce_bytes=ELEMENT_BYTES[plan.grad_reduce_dtype],
                   bucket_view=plan.gradient_as_bucket_view, cross_entropy=plan.cross_entropy,
                   recomputed=stage.recomputed, recompute_modules=plan.recompute_modules)

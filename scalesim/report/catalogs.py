@@ -10,7 +10,7 @@ from scalesim.errors import unknown_name
 from scalesim.hardware.user_catalog import BUILTIN, Catalog, builtin_catalog
 from scalesim.models import model_info
 from scalesim.topology.design import NodeDesign, builtin_topology_names, load_node_design
-from scalesim.units import format_bytes
+from scalesim.units import format_bytes, format_time, format_usd
 
 
 def _t(x: float | None, scale: float = 1e12, digits: int = 1) -> str:
@@ -56,6 +56,29 @@ def _shown_fields(spec) -> list[str]:
     return list(spec.__slots__)
 
 
+def readable_value(field: str, value) -> str:
+    """A catalog field in the unit its name ends in, as a buyer reads it (`--json` keeps SI numbers).
+
+    >>> readable_value("bf16_flop_per_s", 9.894e14), readable_value("memory_bytes", 85899345920.0)
+    ('989.4 TFLOP/s', '80.0 GiB')
+    >>> readable_value("bw_bytes_per_s", 4.5e11), readable_value("latency_s", 2e-7), readable_value("sms", 132)
+    ('450.0 GB/s per direction', '0.2 us', '132')
+    """
+    if not isinstance(value, float) or value == 0:
+        return "-" if value is None else str(value)
+    if field == "bw_bytes_per_s":           # a link's: the catalog stores one direction (STYLE.md)
+        return f"{value / 1e9:,.1f} GB/s per direction"
+    for suffix, show in (("_flop_per_s", lambda v: f"{v / 1e12:,.1f} TFLOP/s"),
+                         ("_op_per_s", lambda v: f"{v / 1e12:,.1f} TOP/s"),
+                         ("_bytes_per_s", lambda v: f"{v / 1e9:,.1f} GB/s"), ("_bytes", format_bytes),
+                         ("_hz", lambda v: f"{v / 1e6:,.0f} MHz"), ("_w", lambda v: f"{v:,.0f} W"),
+                         ("_usd_per_gpu_hour", lambda v: f"${v:,.2f} per GPU-hour"), ("_usd", format_usd),
+                         ("_s", format_time)):
+        if field.endswith(suffix):
+            return show(value)
+    return f"{value:g}"
+
+
 def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
     """Every field of one GPU or link, with its sources and the file it came from."""
     catalog = catalog or builtin_catalog()
@@ -72,9 +95,7 @@ def hardware_detail(name: str, catalog: Catalog | None = None) -> Table:
             for i, src in enumerate(value):
                 t.add_row("source" if i == 0 else "", src)
             continue
-        if isinstance(value, float) and field.endswith("_per_s") and value > 1e6:
-            value = f"{value:.4g}"
-        t.add_row(field, str(value))
+        t.add_row(field, readable_value(field, value))
     t.add_row("from", catalog.origin(name))
     said = catalog.notes(name)
     if said["estimated"]:

@@ -156,6 +156,16 @@ def _labels(rows: list[dict], width: int = 22) -> list[str]:
     return [textwrap.fill(_design_label(r), width) for r in rows]
 
 
+def _short_labels(rows: list[dict], width: int = 18) -> list[str]:
+    """The hardware part of each name where that tells the designs apart (the full names are in
+    the table and the other plots' legends), else the whole name; wrapped to `width`."""
+    short = [short_name(r["scenario"]) for r in rows]
+    if len(set(short)) < len(short):
+        short = [r["scenario"] for r in rows]
+    return [textwrap.fill(name + ("" if r.get("fits", True) else f" ({NO_FIT})"), width)
+            for name, r in zip(short, rows)]
+
+
 def _hatch(rows: list[dict]) -> list[str]:
     """Bars of designs that do not fit are hatched (and their labels say so)."""
     return ["xx" if not r.get("fits", True) else "" for r in rows]
@@ -212,9 +222,11 @@ def _label_above(ax, bars, labels: list[str], err, fontsize: int = 7) -> None:
 
 def time_cost_plot(rows: list[dict], path: Path, *, budget: str = "", uncertainty: dict | None = None) -> Path:
     """Time to train (hours) and cost to train (USD, cloud and on-premises) as bars."""
-    labels = _labels(rows)
+    labels = _short_labels(rows)
     x = list(range(len(rows)))
-    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(12, 4.8))
+    # each wrapped name (18 characters at 8 pt, ~1.1 in) needs ~1.3 in under its bars in both panels;
+    # no wider than needed: the report scales the picture to its column, and its text with it
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(max(12, 2.6 * len(rows) + 2), 4.8))
     hours = [None if r["time_to_train_s"] is None else r["time_to_train_s"] / 3600 for r in rows]
     designs = (uncertainty or {}).get("designs")
     err = _errorbars(hours, [d["time_to_train_s"] for d in designs] if designs else None, 3600)
@@ -276,26 +288,55 @@ def pareto_plot(rows: list[dict], path: Path) -> Path:
         pts = sorted((options[i][0], options[i][1]) for i in front)
         xs, ys = zip(*pts)
         ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1, zorder=2)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
-               plt.Line2D([], [], marker="s", linestyle="", color="grey", label="owned (on-premises TCO)")]
-    if front:
-        handles.append(plt.Line2D([], [], marker="o", linestyle="--", color="black", markerfacecolor="white",
-                                  markeredgewidth=1.8, label="Pareto front: nothing is both faster and cheaper"))
-    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
-                           label=textwrap.shorten(_design_label(r), 70, placeholder="…")) for k, r in enumerate(rows)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    cost_legend(ax, [_design_label(r) for r in rows], owned="owned (on-premises TCO)",
+                front="Pareto front: nothing is both faster and cheaper" if front else None, front_line=True)
     ax.set_xlabel("time to train (hours, failures included)")
     ax.set_ylabel("cost to train (USD)")
     ax.set_title("Cost against time to train (lower left is better)")
     ax.grid(alpha=0.3)
-    ax.margins(x=0.25, y=0.2)
-    ax.set_xlim(left=0)                      # from zero: distances read as ratios
-    ax.set_ylim(bottom=0)
-    _labels_inside(ax, labels)
+    from_zero_with_labels(ax, labels)
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
 
 
-def _labels_inside(ax, labels: list) -> None:
+def cost_legend(ax, names: list[str], *, owned: str, front: str | None, front_line: bool = False) -> None:
+    """The legend of a cost scatter (pareto.png, serving-pareto.png): a circle rented, a square
+    owned, the Pareto front's outline where there is one, and one colour per design."""
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color="grey", label="rented (cloud)"),
+               plt.Line2D([], [], marker="s", linestyle="", color="grey", label=owned)]
+    if front:
+        handles.append(plt.Line2D([], [], marker="o", linestyle="--" if front_line else "", color="black",
+                                  markerfacecolor="white", markeredgewidth=1.8, label=front))
+    handles += [plt.Line2D([], [], marker="o", linestyle="", color=PALETTE[k % len(PALETTE)],
+                           label=textwrap.shorten(name, 70, placeholder="…")) for k, name in enumerate(names)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def from_zero_with_labels(ax, labels: list) -> None:
+    """Both axes from zero (distances read as ratios), room around the points, and each point's label
+    inside the axes and clear of the others."""
+    ax.margins(x=0.25, y=0.2)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    labels_inside(ax, labels)
+    separate_labels(ax, labels)
+
+
+def separate_labels(ax, labels: list) -> None:
+    """Move a point's label below the labels it would cover (two designs at nearly the same point
+    printed their names over each other), top to bottom; the labels stay beside their points."""
+    renderer = ax.figure.canvas.get_renderer()
+    placed = []
+    for label in sorted(labels, key=lambda t: -t.get_window_extent(renderer).y0):
+        box = label.get_window_extent(renderer)
+        while any(box.overlaps(other) for other in placed):
+            low = min(other.y0 for other in placed if box.overlaps(other))
+            step = (box.y1 - low + 1) * 72 / ax.figure.dpi          # pixels to the points xyann is in
+            label.xyann = (label.xyann[0], label.xyann[1] - step)
+            box = label.get_window_extent(renderer)
+        placed.append(box)
+
+
+def labels_inside(ax, labels: list) -> None:
     """Widen the time axis until every point's label (right of its point) ends inside the axes, not
     under the legend: a label w pixels wide at x fits when (x - low) / (high - low) <= 1 - w / W."""
     renderer = ax.figure.canvas.get_renderer()

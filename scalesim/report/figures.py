@@ -43,6 +43,8 @@ matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from scalesim.outputs import figure_metadata  # noqa: E402
+
 
 def plain_log_tick(value: float, _pos=None, every: bool = False) -> str:
     """Log-axis label in plain numbers; minor ticks only at 2, 3 and 5 of a decade, so they never crowd
@@ -63,15 +65,20 @@ def plain_log_tick(value: float, _pos=None, every: bool = False) -> str:
 
 def plain_log_axis(axis, values) -> None:
     """Label a log `axis` (ax.yaxis) in plain numbers (0.3, 1, 20: not 3x10^-1), at every tick
-    when `values` (what is plotted) span less than a factor of 5."""
+    when `values` (what is plotted) span less than a decade (ticks then at 1, 1.5, 2, 2.5, 3, 4, ...)."""
     import functools
 
     from matplotlib.ticker import FuncFormatter
 
+    from matplotlib.ticker import LogLocator
+
     shown = [v for v in values if v and v > 0]
-    tick = functools.partial(plain_log_tick, every=bool(shown) and max(shown) < 5 * min(shown))
+    every = bool(shown) and max(shown) < 10 * min(shown)
+    tick = functools.partial(plain_log_tick, every=every)
     axis.set_major_formatter(FuncFormatter(tick))
     axis.set_minor_formatter(FuncFormatter(tick))
+    if every:       # ticks also at 1.5 and 2.5 of a decade: a point between 1 and 2 has a number within 1.3x
+        axis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))
 
 
 def new_figure(figsize: tuple[float, float]):
@@ -102,7 +109,7 @@ def save_figure(fig, path: Path, *, tight_layout: bool = True, whole_legend: boo
             fig.set_layout_engine(None)         # done: savefig need not draw to lay it out again
         if whole_legend:
             box = _tight_box(fig)
-    fig.savefig(path, dpi=dpi, **({"bbox_inches": box} if whole_legend else {}))
+    fig.savefig(path, dpi=dpi, metadata=figure_metadata(path), **({"bbox_inches": box} if whole_legend else {}))
     if fig.canvas.manager is not None:        # made by pyplot: pyplot keeps it until closed
         import matplotlib.pyplot as plt
 

@@ -12,6 +12,7 @@ import datetime as _dt
 from html import escape
 from pathlib import Path
 
+from scalesim.outputs import HTML_GENERATOR
 from scalesim.report.comparison import summary_rows
 from scalesim.report.formatting import NO_FIT, bold_flags
 
@@ -109,7 +110,7 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
     """The page for a comparison (`data` = `scalesim compare --json`)."""
     rows = data["table"]
     unc = data.get("uncertainty")
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{HTML_GENERATOR}"
              "<meta name='viewport' content='width=device-width, initial-scale=1'><title>{escape(title)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>",

@@ -97,7 +97,7 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
             continue
         x = [p["output_tokens_per_s"] for p in points]
         line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
-        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "--", color=line.get_color(), label="P99")
+        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "s--", color=line.get_color(), label="P99")
         plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (s)")
@@ -115,14 +115,17 @@ def percentiles_plot(r: dict, path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
         rates = [p["rate_per_s"] for p in points if p[key]]
-        for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
-            ax.plot(rates, [p[key][q] for p in points if p[key]], style, label=q.upper())
         slo = r["slo"][key]
-        ax.axhline(slo, color="#C44E52", lw=1, label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
+        values = [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo]
+        scale, unit = (1e3, "ms") if max(values) < 1 else (1.0, "s")     # as the table prints them
+        for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
+            ax.plot(rates, [p[key][q] * scale for p in points if p[key]], style, label=q.upper())
+        ax.axhline(slo * scale, color="#C44E52", lw=1,
+                   label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
         ax.set_xlabel("request rate (requests/s)")
-        ax.set_ylabel(f"{label} (s)")
+        ax.set_ylabel(f"{label} ({unit})")
         ax.set_yscale("log")
-        plain_log_axis(ax.yaxis, [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo])
+        plain_log_axis(ax.yaxis, [v * scale for v in values])
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{r['scenario']}: latency percentiles against rate")
@@ -154,21 +157,29 @@ def serving_compare_table(rows: list[dict]) -> Table:
 
 
 def serving_pareto_plot(rows: list[dict], front: list[dict], path: Path) -> Path:
-    """Cost per million output tokens against median latency at each design's best rate."""
-    fig, ax = plt.subplots(figsize=(8, 5))
+    """Cost per million output tokens against median latency at each design's best rate: one colour
+    per design, a circle rented and a square owned, the Pareto front outlined (as compare's pareto.png)."""
+    from scalesim.report.comparison import PALETTE, cost_legend, from_zero_with_labels, short_name
+
+    fig, ax = plt.subplots(figsize=(10, 5.2))
     on_front = {(p["scenario"], p["kind"]) for p in front}
-    for r in rows:
+    labels = []
+    for k, r in enumerate(rows):
+        colour = PALETTE[k % len(PALETTE)]
         for kind, key, marker in (("cloud", "usd_per_million_tokens", "o"),
                                   ("owned", "owned_usd_per_million_tokens", "s")):
             if r["e2e_p50_s"] is None or r[key] is None:
                 continue
             best = (r["scenario"], kind) in on_front
-            ax.scatter(r["e2e_p50_s"], r[key], marker=marker, s=70 if best else 35,
-                       edgecolors="black" if best else "none", zorder=3)
-            ax.annotate(f"{r['scenario']} ({kind})", (r["e2e_p50_s"], r[key]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            ax.scatter(r["e2e_p50_s"], r[key], marker=marker, s=90, color=colour,
+                       edgecolors="black" if best else colour, linewidths=1.8, zorder=3)
+            labels.append(ax.annotate(f"{short_name(r['scenario'])}, {'rented' if kind == 'cloud' else 'owned'}",
+                                      (r["e2e_p50_s"], r[key]), fontsize=8, xytext=(8, 5), textcoords="offset points"))
+    cost_legend(ax, [r["scenario"] for r in rows], owned="owned (on-premises)",
+                front="Pareto front: nothing is both cheaper and faster" if front else None)
     ax.set_xlabel("end-to-end latency P50 at the highest rate under the SLO (s)")
     ax.set_ylabel("USD per million output tokens")
     ax.grid(True, alpha=0.3)
-    ax.set_title("cost against latency (outlined: Pareto front)")
-    return save_figure(fig, path)
+    ax.set_title("Cost against latency (lower left is better)")
+    from_zero_with_labels(ax, labels)
+    return save_figure(fig, path, tight_layout=False, whole_legend=True)

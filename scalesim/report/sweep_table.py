@@ -73,10 +73,13 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
     if not best:
         _nothing_fits(fig, axes, subtitle)
         return save_figure(fig, path, whole_legend=True)
+    times = [b["time_to_train_s"] for b in best if b["time_to_train_s"] is not None]
+    # the unit the table gives them in: hours below a day (format_time), days beyond
+    scale, span = (3600, "hours") if times and max(times) < 86400 else (86400, "days")
     panels = [
         (axes[0], per_gpu, f"{unit} per GPU", "Throughput per GPU"),
-        (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / 86400 for b in best],
-         "time to train (days, failures included; log scale)", "Time to train"),
+        (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / scale for b in best],
+         f"time to train ({span}, failures included; log scale)", "Time to train"),
         (axes[2], [b["cost_usd"] for b in best], "cost to train (USD)", "Cost to train"),
     ]
     for ax, ys, ylabel, title in panels:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from scalesim.outputs import TRACE_GENERATOR
 from scalesim.timeline import Timeline
 
 US_PER_S = 1e6
@@ -54,9 +55,9 @@ def chrome_trace(timeline: Timeline, *, title: str = "scalesim step", gpus: int 
             waited = "waited_for_peers_us" if iv.kind not in GPU_WORK_KINDS else "waited_for_host_us"
             event["args"] = {waited: (iv.start_s - iv.ready_s) * US_PER_S}
         events.append(event)
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"title": title, "step_time_s": timeline.end_s, "time_unit": "us",
-                          "gpus": gpus or len(ranks), "simulated_gpus": len(ranks)}}
+    return {"otherData": {**TRACE_GENERATOR, "title": title, "step_time_s": timeline.end_s, "time_unit": "us",
+                          "gpus": gpus or len(ranks), "simulated_gpus": len(ranks)},
+            "traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def write_trace(timeline: Timeline, path: Path, *, title: str = "scalesim step", gpus: int | None = None) -> Path:

@@ -176,8 +176,11 @@ class ParallelSpec(Strict):
     # FSDP keeps the last transformer block gathered from its forward to its backward (torchtitan's
     # reshard_after_forward policy without PP; the root always stays gathered): scalesim/parallel/fsdp.py
     fsdp_keep_last_block: bool = False
+    # HSDP (FSDP1 HYBRID_SHARD, FSDP2's 2-D mesh): shard over this many consecutive dp ranks, replicate
+    # across the rest (scalesim/parallel/fsdp.py); None: shard over all of dp
+    hsdp_shard: pydantic.PositiveInt | None = None
 
-    @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch")
+    @pydantic.field_validator("fsdp_version", "fsdp_backward_prefetch", "hsdp_shard")
     @classmethod
     def _fsdp_needs_zero3(cls, value, info: pydantic.ValidationInfo):
         if value is not None and info.data.get("zero") != 3:

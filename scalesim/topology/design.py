@@ -77,7 +77,9 @@ class NodeDesign(Strict):
     @pydantic.model_validator(mode="after")
     def _counts_fit(self) -> "NodeDesign":
         if self.pcie.switches and self.gpus % self.pcie.switches:
-            raise ValueError(f"pcie.switches ({self.pcie.switches}) must divide gpus ({self.gpus})")
+            fits = [n for n in range(1, self.gpus + 1) if self.gpus % n == 0 and n % self.host.sockets == 0]
+            raise ValueError(f"pcie.switches ({self.pcie.switches}) must divide gpus ({self.gpus}); allowed: 0 "
+                             f"(GPUs on the CPUs' root ports), {', '.join(map(str, fits))}")
         if self.pcie.switches % self.host.sockets:
             raise ValueError(f"pcie.switches ({self.pcie.switches}) must be a multiple of host.sockets")
         if self.gpus % self.host.sockets:

@@ -193,3 +193,12 @@ def test_search_true_in_a_scenario_searches_that_design_only(designs, tmp_path):
     assert result.exit_code == 0, result.output
     own, best = json.loads(result.stdout)["designs"]
     assert not own["plan"]["searched"] and best["plan"]["searched"] and best["plan"]["found"]
+
+
+def test_no_plots_with_a_report_leaves_no_plot_files(designs, tmp_path, monkeypatch):
+    """The page embeds its plots; with --no-plots they are drawn for it alone, not left in plots/compare."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["compare", *designs, "--no-plots", "--report", "r.html"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "plots").exists() and "plots:" not in result.output
+    assert (tmp_path / "r.html").read_text().count("<img ") == 4

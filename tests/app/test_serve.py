@@ -209,3 +209,27 @@ def test_the_assumptions_give_every_factor_of_the_gemm_rate_serving_uses():
         assert setup.gpu.training_clock_fraction < 1.0 and len(factors) == 2
         assert factors[0] * factors[1] * setup.gpu.bf16_flop_per_s == pytest.approx(
             achieved_peak_flop_per_s(setup.gpu, "bf16"))
+
+
+def test_the_max_rate_found_meets_the_slo_with_all_the_scenarios_requests():
+    """The search probes with the first 400 requests; near saturation a queue that grows slowly can
+    miss the SLO over the whole load. The rate reported must be one whose row (all the requests)
+    says met, as the table beside it shows."""
+    from scalesim.serving.spec import load_serving_scenario
+
+    sc, file = load_serving_scenario("scenarios/serve-2x4090-llama3-8b.yaml")
+    assert sc.serving.requests.count > 400
+    out = serve(sc, file)
+    best = out["max_rate_under_slo"]
+    row = next(r for r in out["sweep"] if r["rate_per_s"] == best)
+    assert row["meets_slo"] and row["requests"] == sc.serving.requests.count
+    assert row["tpot_s"]["p99"] <= sc.serving.slo.tpot_s and row["ttft_s"]["p99"] <= sc.serving.slo.ttft_s
+    # Every rate above it run with all the requests missed (the search did not stop short).
+    above = [r for r in out["sweep"] if r["rate_per_s"] > best and r["requests"] == sc.serving.requests.count]
+    assert all(not r["meets_slo"] for r in above)
+
+
+def test_a_rate_given_twice_is_simulated_once():
+    from scalesim.cli.serving_commands import rate_list
+
+    assert rate_list("2,2,1") == [1.0, 2.0] and rate_list("4, 1,4.0") == [1.0, 4.0]

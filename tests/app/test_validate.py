@@ -164,3 +164,23 @@ def test_runs_that_trained_are_predicted_to_fit(name):
 
     path = cases_file().parent / "scenarios" / f"{name}.yaml"
     assert _predict_training(path, wanted=frozenset({"samples_per_s"}))["fits"] > 0
+
+
+def test_a_catalog_folder_reaches_the_serving_cases(tmp_path):
+    """`validate --catalog` checks a calibrated folder against every case, serving ones included:
+    a GPU whose memory streams at half the rate decodes slower (decode reads the weights)."""
+    from scalesim.app.validate import _predict_scenario
+    from scalesim.hardware import get_gpu
+    from scalesim.hardware.user_catalog import load_catalog
+
+    path = tmp_path / "serve.yaml"
+    path.write_text("name: s\ncluster: {node: dgx-h100, gpus: 1}\nmodel: llama3-8b\n"
+                    "serving: {tp: 1, max_batch_tokens: 2048, max_seqs: 8, requests: {concurrency: 4, count: 8,\n"
+                    "  prompt_tokens: 128, output_tokens: 32, seed: 0}, slo: {ttft_s: 1.0, tpot_s: 0.05}}\n")
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    half = get_gpu("h100-sxm").memory_bw_efficiency / 2
+    (folder / "gpus.yaml").write_text(f"h100-sxm: {{base: h100-sxm, memory_bw_efficiency: {half}}}\n")
+    stock = _predict_scenario(path)
+    slow = _predict_scenario(path, load_catalog([folder]))
+    assert slow["output_tokens_per_s"] < 0.8 * stock["output_tokens_per_s"]

@@ -15,3 +15,54 @@ def test_an_empty_measurement_file_is_named_as_empty(tmp_path, name, extra):
     result = CliRunner().invoke(main, ["calibrate", str(path), "--out", str(tmp_path / "out"), *extra])
     assert result.exit_code == 2
     assert str(path) in result.output and "empty" in result.output and "nccl-tests" in result.output
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("text", ["# our rig, measured 2026-11\nmy-card: {base: l40s, memory_gb: 96}  # 96 GB\n",
+                                  "- not a mapping\n"])
+def test_calibrate_never_rewrites_a_catalog_file_it_did_not_write(tmp_path, text):
+    folder = tmp_path / "my-catalog"
+    folder.mkdir()
+    (folder / "gpus.yaml").write_text(text)
+    csv = ROOT / "tests" / "data" / "gemm-membw-mi300x-azure.csv"
+    result = CliRunner().invoke(main, ["calibrate", str(csv), "--gpu", "mi300x", "--out", str(folder)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith("error: option '--out'") and "not written by scalesim calibrate" in result.output
+    assert (folder / "gpus.yaml").read_text() == text
+    # a folder calibrate wrote is merged into, as before: run twice into a new one
+    fresh = tmp_path / "calibrated"
+    for _ in range(2):
+        again = CliRunner().invoke(main, ["calibrate", str(csv), "--gpu", "mi300x", "--out", str(fresh)])
+        assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize("row, unit", [("gemm,bf16,8192,8192,8192,780500", "TFLOP/s"),   # GFLOP/s typed as TFLOP/s
+                                       ("membw,,,,,2850000", "GB/s")])                   # MB/s typed as GB/s
+def test_a_measurement_above_the_gpus_peak_is_refused_not_clamped(tmp_path, row, unit):
+    """780,500 'TFLOP/s' on an H100 (dense bf16 peak ~989) was fitted to an efficiency of 1.0 and written."""
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", "h100-sxm", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "h100-sxm" in result.output and unit in result.output and "above" in result.output
+    assert not out.exists()
+
+
+def test_an_unknown_op_names_the_option():
+    result = CliRunner().invoke(main, ["calibrate", str(ROOT / "tests" / "data" / "nccl-tests-a100-oci.txt"),
+                                       "--op", "allreduce"])
+    assert result.exit_code == 2 and "'--op'" in result.output and "all_reduce" in result.output
+
+
+@pytest.mark.parametrize("row, gpu, names", [
+    ("gemm,bf17,8192,8192,8192,700", "h100-sxm", ["bench.csv", "'precision'", "row 2"]),
+    ("gemm,fp8,8192,8192,8192,500", "a100-80gb-sxm", ["'--gpu'", "fp8"])])
+def test_a_precision_the_gpu_or_the_csv_cannot_take_names_where_it_came_from(tmp_path, row, gpu, names):
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", gpu, "--out", str(tmp_path / "cal")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert all(n in result.output for n in names), result.output

@@ -15,3 +15,12 @@ def test_help_prints_percent_signs_once(command):
     result = CliRunner().invoke(main, [*command, "--help"])
     assert result.exit_code == 0
     assert "%%" not in result.output
+
+
+@pytest.mark.parametrize("command, units", [(["calibrate"], ["TFLOP/s", "GB/s"]), (["collective"], ["bytes"]),
+                                            (["serve"], ["requests/s"])])
+def test_help_says_the_unit_of_what_the_user_types(command, units):
+    """calibrate's CSV value and collective's --sizes: a number without its unit is a guess."""
+    result = CliRunner().invoke(main, [*command, "--help"], terminal_width=120)
+    text = " ".join(result.output.split())
+    assert all(u in text for u in units), (units, text)

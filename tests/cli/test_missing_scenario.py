@@ -27,3 +27,15 @@ def test_no_scenario_file_suggests_an_example_that_exists_and_where_the_examples
     assert folder and Path(folder.group(1)).resolve() == (REPO / "scenarios").resolve(), result.output
     if where == "repo":
         assert f"scalesim {command} scenarios/" in result.output       # short: as typed from the checkout
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "compare", "serve"])
+def test_a_folder_given_as_the_scenario_names_a_file_in_it(command, monkeypatch):
+    """`scalesim run scenarios` (the folder, not a file in it): the error names files to give instead."""
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(main, [command, "scenarios"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "scenarios is a directory" in result.output
+    named = re.findall(r"(scenarios/[\w.-]+\.yaml)", result.output)
+    assert named and all((REPO / f).is_file() for f in named), result.output
+    assert named[0].startswith("scenarios/serve-") == (command == "serve")

@@ -85,6 +85,59 @@ def test_a_frozen_gemm_runs_full_trainings_data_gradient_and_no_weight_gradient(
     layer = LayerSpec("head", "head", n * k, (gemm,), 0.0)
     frozen = finetune_layer_time(layer, B200, "bf16", batch, FinetuneSpec("lora", 8, ("q",)))
     full = layer_time(layer, B200, "bf16", batch)
-    weight_gradient = op_time_s(gemm, B200, "bf16", batch, depth=m * batch)
+    weight_gradient = op_time_s(gemm, B200, "bf16", batch, depth=m * batch, tiles=(k, n))   # output k x n
     assert frozen.backward_s == pytest.approx(full.backward_s - weight_gradient, rel=1e-9)
     assert frozen.backward_s > frozen.forward_s           # depth n = 512 runs slower than the forward's 8192
+
+
+A100 = get_gpu("a100-80gb-sxm")
+
+
+def test_a100_runs_a_shallow_gemm_of_many_rows_at_the_rate_azure_measured():
+    # Azure ND A100 v4, cuBLASLt FP16: 802816 x 192 x 768 at 157.8 TFLOPS, 8192^3 at 253.7 (0.62 of it);
+    # the tile/wave shape model alone gives 0.74 (validation/fit_gemm_depth.py).
+    bench = replace(A100, training_clock_fraction=1.0)
+    shallow, reference = rate(gemm(802816, 192, 768), bench, "fp16"), rate(gemm(8192, 8192, 8192), bench, "fp16")
+    assert shallow / reference == pytest.approx(157.8 / 253.7, rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["a100-80gb-sxm", "a100-40gb-pcie", "a100-80gb-pcie", "a100-40gb-sxm"])
+def test_every_ga100_part_computes_faster_per_flop_at_greater_depth(name):
+    # Azure's A100 sweep: 4096^3 0.899, 8192^3 1, 16384^3 1.011 of the 8192^3 rate; same SM on every GA100 board.
+    gpu = get_gpu(name)
+    compute = [op.flop / (op_time_s(op, gpu, "fp16", 1) - KERNEL_OVERHEAD_S)
+               for op in (gemm(16384, 4096, k) for k in (256, 768, 2048, 8192, 16384))]
+    assert compute == sorted(compute) and compute[0] < compute[-1]
+
+
+@pytest.mark.parametrize("name", ["a100-80gb-sxm", "b200", "rtx4090", "h100-sxm"])
+def test_a_bigger_gemm_never_takes_less_time(name):
+    # Physics: adding rows, columns or depth to a GEMM adds work; with the per-tile depth cost, tile and
+    # wave quantization and the operand-traffic roof, no dimension's growth shortens it.
+    gpu = get_gpu(name)
+    sizes = (64, 96, 192, 768, 1000, 2048, 3072, 5120, 12288)
+
+    def seconds(m, n, k):
+        return op_time_s(gemm(m, n, k), gpu, "bf16", 1)
+
+    def not_shorter(smaller, bigger):          # equal up to float rounding is allowed
+        return bigger >= smaller * (1 - 1e-12)
+
+    for m in sizes:
+        for n in sizes:
+            times = [seconds(m, n, k) for k in sizes]
+            assert all(not_shorter(a, b) for a, b in zip(times, times[1:]))
+            assert not_shorter(seconds(m, n, 768), seconds(2 * m, n, 768))
+            assert not_shorter(seconds(m, n, 768), seconds(m, n + 64, 768))
+
+
+@pytest.mark.parametrize("name", ["b200", "a100-80gb-sxm"])
+def test_the_weight_gradient_of_few_tokens_runs_on_the_weights_own_tiles(name):
+    # 64 tokens through a 1024 x 4096 weight: the forward has 64-row tiles, but the weight gradient writes the
+    # whole 1024 x 4096 weight (many tiles) over a reduction of 64: its time is its depth cost on those tiles,
+    # not on the forward's few, so backward (two GEMMs of the forward's FLOP) stays within ~2.5x the forward.
+    gpu = get_gpu(name)
+    op = gemm(64, 1024, 4096)
+    block = LayerSpec("b", "transformer_block", 0, (op,), op.flop)
+    step = layer_time(block, gpu, "bf16", 1)
+    assert step.backward_s < 2.5 * step.forward_s

@@ -70,6 +70,27 @@ def test_a_gathered_unit_copied_out_costs_time_in_proportion_to_its_bytes():
     assert copy_s(MODEL) > 3 * copy_s(small)            # a block's weights grow as hidden squared
 
 
+def test_fsdp1_concatenates_each_units_gradients_into_its_flat_gradient_on_the_compute_stream():
+    # The parameters are autograd-tracked views (torch.split) of the FlatParameter: split's backward
+    # concatenates their gradients into a new flat tensor before the post-backward hook casts and divides it.
+    tasks = rank0(plan(fsdp=1))
+    cats = [i for i, t in enumerate(tasks) if t.name == "fsdp1 flat gradient cat"]
+    casts = [i for i, t in enumerate(tasks) if t.name == "fsdp gradient cast and pre-divide"]
+    assert len(cats) == len(casts) == len(named(tasks, "grad reduce_scatter")) > 0
+    assert all(tasks[c].stream == "compute" for c in cats)
+    assert all(cat in tasks[cast].deps for cat, cast in zip(cats, casts))
+    assert not named(rank0(plan(fsdp=2)), "fsdp1") and not named(rank0(plan()), "fsdp1")
+
+
+def test_fsdp1s_gradient_cat_costs_time_in_proportion_to_the_units_gradient_bytes():
+    small = get_model({"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 16, "vocab": 32000}, seq_len=1024)
+    def cat_s(model):
+        tasks = build_program(model, DGX.gpu_spec, DGX, plan(fsdp=1)).tasks[0]
+        return next(t.duration_s for before, t in zip(tasks, tasks[1:])        # the last block's
+                    if t.name == "fsdp1 flat gradient cat" and before.name.startswith("bwd block"))
+    assert cat_s(MODEL) > 3 * cat_s(small)             # a block's gradient grows as hidden squared
+
+
 def backward_order(tasks):
     """The backward's collectives in list order (the order they queue on the NCCL stream)."""
     first_backward = next(i for i, t in enumerate(tasks) if getattr(t, "kind", "") == "backward")

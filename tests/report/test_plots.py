@@ -117,7 +117,7 @@ def test_a_figure_saved_with_one_draw_is_the_picture_matplotlibs_tight_box_gives
     ours = save_figure(figure(), tmp_path / "ours.png", whole_legend=True)
     theirs = figure()
     theirs.tight_layout()
-    theirs.savefig(tmp_path / "theirs.png", dpi=120, bbox_inches="tight")
+    theirs.savefig(tmp_path / "theirs.png", dpi=120, bbox_inches="tight", metadata={"Software": "scalesim"})
     assert ours.read_bytes() == (tmp_path / "theirs.png").read_bytes()
 
 

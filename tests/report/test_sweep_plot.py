@@ -1,6 +1,6 @@
-"""The sweep's best-plan figure (best.png): labels stay in their panel, the log axis of days
-carries numbers to read the points by, and a sweep where nothing fits says so instead of
-drawing empty axes with made-up ticks."""
+"""The sweep's best-plan figure (best.png): labels stay in their panel, the log axis of time
+(hours under a day, else days) carries numbers to read the points by, and a sweep where nothing
+fits says so instead of drawing empty axes with made-up ticks."""
 
 import warnings
 
@@ -54,3 +54,13 @@ def test_a_sweep_where_nothing_fits_says_so_without_empty_axes(monkeypatch, tmp_
     for ax in fig.axes:
         assert any("no plan" in t.get_text() for t in ax.texts)
         assert not ax.get_yticklabels() or not any(t.get_text() for t in ax.get_yticklabels())
+
+
+@pytest.mark.parametrize("days, unit, values", [((0.64, 0.31), "hours", (15.4, 7.4)),
+                                                ((256.6, 132.2), "days", (256.6, 132.2))])
+def test_time_to_train_is_in_the_unit_the_table_uses(monkeypatch, tmp_path, days, unit, values):
+    """The table prints 15.43 h for a time under a day (format_time); the plot said 0.64 days."""
+    fig, _, _ = _drawn(monkeypatch, tmp_path, [_ok(64, days[0], "a"), _ok(128, days[1], "b")])
+    axis = fig.axes[1]
+    assert f"({unit}," in axis.get_ylabel()
+    assert [round(y, 1) for y in axis.lines[0].get_ydata()] == list(values)
