@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from scalesim.hardware import GpuSpec
 from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward_over_forward,  # noqa: F401
-                                  causal_rate, flash_efficiency, fp8_speedup)
+                                  causal_rate, flash_efficiency)
+from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -233,7 +234,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
     the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
-    measured FP8 speed-up, its backward too where one is published (costs/flash.py, fp8_speedup).
+    measured FP8 speed-up, its backward too where one is published, and at a part's own rate (costs/part_attention.py).
     """
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
@@ -250,8 +251,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
         executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
         executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
-        if op.fp8:          # FP8 attention at cuDNN's measured rates (costs/flash.py)
-            executed /= fp8_speedup(gpu.arch, op.seq, backward)
+        # FP8 attention at cuDNN's measured rates, a part's own rate (costs/flash.py, costs/part_attention.py)
+        executed /= attention_speedup(gpu, op.seq, op.causal, op.fp8, backward, attention)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
