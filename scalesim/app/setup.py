@@ -18,9 +18,10 @@ from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.float8_casts import with_fp8_recipe
+from scalesim.costs.fp8_act_store import store_refusal, with_fp8_activation_store
 from scalesim.costs.projections import with_separate_projections
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
-from scalesim.costs.memory import MemoryBreakdown, with_saved_activations
+from scalesim.costs.memory import FP8_SAVED_BYTES, MemoryBreakdown, with_saved_activations
 from scalesim.costs.mla_rope import unfused_mla_rope_model
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import compiled_saves, modules_of
@@ -145,6 +146,10 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
                          file=file, key="training.recompute_modules")
     # Before eager_model: the nanotron extra is counted from the one fused SwiGLU op, not its eager pieces.
     model = with_saved_activations(model, training.saved_activations, training.precision)
+    if training.fp8_activation_input_store and (why := store_refusal(
+            model, training.saved_activations, training.elementwise_kernels, tuple(training.recompute_modules or ()))):
+        raise InputError(why, file=file, key="training.fp8_activation_input_store")
+    model = with_fp8_activation_store(model, training.fp8_activation_input_store)     # costs/fp8_act_store.py
     if training.elementwise_kernels == "eager":
         model = eager_model(model, training.precision)
     elif training.elementwise_kernels == "compiled-complex-rope":
@@ -277,8 +282,10 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
     if model.tokens_per_sample is None or not model.num_layers or model.family == "bert":
         raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
                          f"not one: use finetune: none", file=file, key="training.finetune")
+    te_fp8 = training.saved_activations == "transformer-engine" and training.precision == "fp8"
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
-                         training.lora.layout, training.lora.dropout, scenario.parallel.tp)
+                         training.lora.layout, training.lora.dropout, scenario.parallel.tp,
+                         input_bytes=FP8_SAVED_BYTES if te_fp8 else 2.0)
     if not any(trainable_params(layer, spec) for layer in model.layers):
         raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
                          f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"

@@ -26,9 +26,9 @@ SMs. Channel counts, as NCCL logs them on real machines:
 NCCL uses fewer channels for small messages (nccl#1216): rings and trees drop a
 channel while the message is below nChannels x threads x 64 B (Simple; 8 B for
 LL128), src/enqueue.cc getAlgoInfo @v2.18.5-1, i.e. below ~786 KiB for 24
-channels of 512 threads; not modelled, as such calls are short. NVLS keeps its 16. Memory-bandwidth contention between NCCL and compute
-(nccl#1428, nccl#1433) is not modelled either: this is the SM share alone, a
-lower bound on the slowdown overlap causes.
+channels of 512 threads; not modelled, as such calls are short. NVLS keeps its 16. This is the SM share alone; the HBM bandwidth the call's
+data takes from overlapped compute (nccl#1428, nccl#1433) is priced in the same
+per-task factors by parallel/hbm_contention.py.
 
 A communicator can be given fewer CTAs than that (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS;
 NVIDIA's MLPerf recipes set them per communicator through Megatron-Core's NCCL_CFG_PATH

@@ -61,6 +61,8 @@ class FinetuneSpec:
     another (Phi-3's qkv_proj and gate_up_proj), so PEFT adapts each fused layer as one.
     layout: peft | megatron, which modules carry adapters (costs/adapters.py).
     dropout: the adapters' dropout rate (0: no dropout kernel).
+    input_bytes: bytes an element of the linears' inputs the block keeps (2; costs/memory.py FP8_SAVED_BYTES
+      where Transformer Engine's fp8 linears keep fp8 copies), what a frozen linear's input frees.
     """
 
     method: str
@@ -71,6 +73,7 @@ class FinetuneSpec:
     layout: str = "peft"
     dropout: float = 0.0
     tp: int = 1                # tensor-parallel ways (Megatron's adapters split with the base)
+    input_bytes: float = 2.0
 
     @property
     def quantized(self) -> bool:
@@ -78,7 +81,7 @@ class FinetuneSpec:
 
 
 def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str], layout: str = "peft",
-                  dropout: float = 0.0, tp: int = 1) -> FinetuneSpec:
+                  dropout: float = 0.0, tp: int = 1, input_bytes: float = 2.0) -> FinetuneSpec:
     """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -87,7 +90,7 @@ def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[
     width = q + 2 * kv
     return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
                         fused_modules=model.family in FUSED_FAMILIES, layout=layout, dropout=dropout,
-                        tp=tp)
+                        tp=tp, input_bytes=input_bytes)
 
 
 def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
@@ -145,7 +148,10 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     if layer.kind != "embedding":
         for op in layer.ops:
             t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)
-            times.append(t)
+            times.append(0.0 if op.backward_only else t)
+            if op.backward_only:        # its elements are the backward kernel's own (compute.py layer_time)
+                bwd += t
+                continue
             fwd += t
             if op.kind == "attention":
                 attention_s += t
@@ -157,8 +163,11 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                 gemms = backward_gemms(op, gpu, precision, batch)
                 bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT, gemms[0][1])
                         if gemms else t)
-            else:
+            elif op.backward_elements is None:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
+            else:                       # backward kernels of its own size (costs/fp8_act_store.py's cast back)
+                own = op.backward_elements * batch * ELEMENT_BYTES[precision]
+                bwd += own / streaming_bw_bytes_per_s(gpu, held_sms) + KERNEL_OVERHEAD_S
     else:
         fwd = sum(op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms) for op in layer.ops)
     flop = layer.forward_flop * batch
@@ -179,7 +188,7 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
 
 
 def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_bytes_per_sample: float) -> float:
-    """16-bit bytes per sample a block does not keep because only a frozen GEMM would read them.
+    """Bytes per sample a block does not keep because only a frozen GEMM would read them.
 
     A linear layer keeps its input for the weight gradient alone: Transformer Engine's Linear
     saves it only `if weight.requires_grad` (transformer_engine/pytorch/module/linear.py,
@@ -189,7 +198,9 @@ def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_byt
     goes: the attention's qkv input without q, k, v adapters, the MLP's input without gate or
     up adapters (each a norm output, shaped and sharded like the block input), and the down
     projection's input without a down adapter (its local tokens x f/tp). QLoRA's base runs
-    bitsandbytes' own matmul, not checked here: nothing is taken off.
+    bitsandbytes' own matmul, not checked here: nothing is taken off. Each at the bytes the block
+    counted it at (`spec.input_bytes`: the fp8 copy Transformer Engine's fp8 linears would keep,
+    which costs/memory.py te_fp8_input_saving has already taken the rest of).
     """
     if spec is None or spec.quantized or layer.kind != "transformer_block":
         return 0.0
@@ -198,7 +209,7 @@ def frozen_input_bytes(layer: LayerSpec, spec: FinetuneSpec | None, boundary_byt
     down = next((op.gemm_mnk for op in layer.ops if op.name == "mlp_down" and op.gemm_mnk), None)
     if down is not None and "down" not in targets:
         freed += 2.0 * down[0] * down[2]
-    return min(freed, layer.activation_bytes)
+    return min(freed * spec.input_bytes / 2.0, layer.activation_bytes)
 
 
 def _adapter_activation_bytes(layers, spec: FinetuneSpec, micro_batch: int, checkpointing: str,

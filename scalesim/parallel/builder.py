@@ -44,6 +44,7 @@ from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.cp_exchange import kv_bytes
 from scalesim.parallel.experts import dispatch_copies, experts_whole, rank_load_factor, shard_experts
+from scalesim.parallel.hbm_contention import contended, held_shares, share_traffic
 from scalesim.parallel.offload import host_copy_plan, movers
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.rank_program import RankProgram
@@ -143,20 +144,21 @@ class StepBuilder:
 
     # ------------------------------------------------------------------ helpers
 
-    def _layer_time(self, layer: LayerSpec, held_sms: int = 0) -> LayerTime:
-        """The layer's times on this GPU with `held_sms` of its SMs held by overlapped NCCL kernels
-        (kept in the memo by content: the same block recurs in every layer and, in a sweep, every plan)."""
-        plan = self.plan
-        key = ("layer-time", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.recompute_modules,
+    def _layer_time(self, layer: LayerSpec, held_sms: int = 0, gpu: GpuSpec | None = None) -> LayerTime:
+        """The layer's times on this GPU (`gpu`: as overlapped calls leave it, parallel/hbm_contention.py) with
+        `held_sms` of its SMs held by NCCL kernels (kept in the memo by content: the same block recurs in
+        every layer and, in a sweep, every plan)."""
+        plan, gpu = self.plan, gpu or self.gpu
+        key = ("layer-time", gpu, plan.precision, plan.micro_batch, plan.checkpointing, plan.recompute_modules,
                plan.attention, plan.memory_format, plan.finetune, layer.kind, layer.ops, held_sms)
         known = self.memo.get(key)
         if known is not None:
             return known
         if plan.finetune is not None:
-            known = finetune_layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.finetune,
+            known = finetune_layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.finetune,
                                         plan.checkpointing, plan.attention, plan.memory_format, held_sms)
         else:
-            known = layer_time(layer, self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
+            known = layer_time(layer, gpu, plan.precision, plan.micro_batch, plan.checkpointing,
                                plan.attention, plan.memory_format, held_sms, plan.recompute_modules)
         self.memo[key] = known
         return known
@@ -195,16 +197,17 @@ class StepBuilder:
                 times["recompute"] += experts_forward
         return times
 
-    def _held_factor(self, memo: dict, content: tuple, seconds_on, share: float) -> float:
-        """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs:
-        its time on the SMs left (the GEMMs' tiles in waves over fewer SMs) over its time alone.
-        `memo`: the factors kept for this GPU and plan's compute settings (`_held_factors`)."""
+    def _held_factor(self, memo: dict, content: tuple, seconds_on, share: float, traffic: float) -> float:
+        """How much longer a compute task takes while NCCL's blocks hold `share` of the SMs and move
+        `traffic` bytes/s through its memory: its time on the SMs and bandwidth left (the GEMMs' tiles in
+        waves over fewer SMs) over its time alone. `memo`: the factors kept for this GPU and plan's
+        compute settings (`_held_factors`)."""
         blocks = round(share * self.gpu.sms)
-        if (content, blocks) not in memo:
-            alone = seconds_on(0)
-            held = seconds_on(blocks)
-            memo[(content, blocks)] = held / alone if alone > 0 else 1.0
-        return memo[(content, blocks)]
+        if (content, blocks, traffic) not in memo:
+            alone = seconds_on(0, self.gpu)
+            held = seconds_on(blocks, contended(self.gpu, traffic))
+            memo[(content, blocks, traffic)] = held / alone if alone > 0 else 1.0
+        return memo[(content, blocks, traffic)]
 
     def _held_row(self, timing: tuple) -> int:
         """The Program.held_factors row of a kind of compute task; identical layers share one.
@@ -221,14 +224,14 @@ class StepBuilder:
     def _held_factors(self, tasks: dict[int, tuple]) -> tuple:
         """Each row's slow-down under every SM share the program's calls hold, one call at a
         time or two at once (ZeRO-3's gathers and reductions run on separate streams)."""
-        single = sorted({t.sm_share for ts in tasks.values() for t in ts
-                         if isinstance(t, CollectiveTask) and t.sm_share > 0}) if self.gpu.sms > 0 else []
-        shares = sorted(set(single) | {a + b for i, a in enumerate(single) for b in single[i:] if a + b < 1})
+        shares = held_shares(share_traffic(tasks, self.topology.capacity_bytes_per_s, self.memo)
+                             if self.gpu.sms > 0 else {})
         plan = self.plan        # the factors of a GPU and compute settings, kept for the command (by content)
         memo = self.memo.setdefault(("held-factor", self.gpu, plan.precision, plan.micro_batch, plan.checkpointing,
                                      plan.recompute_modules, plan.attention, plan.memory_format, plan.optimizer,
                                      plan.finetune), {})
-        return tuple(tuple((share, self._held_factor(memo, content, seconds_on, share)) for share in shares)
+        return tuple(tuple((share, self._held_factor(memo, content, seconds_on, share, traffic))
+                           for share, traffic in shares)
                      for content, seconds_on in self._held_timings)
 
     def _with_copies(self, op: str, group: tuple[int, ...], size: float, span: tuple[str, ...]) -> CollectivePlan:

@@ -108,7 +108,7 @@ class RankProgram:
         attribute = PASS_SECONDS[kind]
         b = self.b
         return ((tuple(map(id, layers)), attribute), (tuple((h.kind, h.ops) for h in layers), attribute),
-                lambda held_sms: sum(getattr(b._layer_time(h, held_sms), attribute) for h in layers))
+                lambda held_sms, gpu: sum(getattr(b._layer_time(h, held_sms, gpu), attribute) for h in layers))
 
     def layer_row(self, layers: tuple[LayerSpec, ...], kind: str) -> int:
         """The held_factors row of the layers' `kind` pass (`layer_timing`'s, looked up once per layer kind)."""
@@ -282,9 +282,9 @@ class RankProgram:
             return
         # ZeRO-3 reduce-scatters every micro-batch's gradients: what is added is the rank's 1/shards of them
         params = sum(b._trained(w.layer) for w in work) / (len(self.grad_group) if plan.zero >= 3 else 1)
-        timing = (("accumulate", params), ("accumulate", params), lambda held_sms: grad_accumulation_time_s(
-            params, b.gpu, plan.precision, plan.grad_accumulation, held_sms))
-        self.compute("gradient accumulation", "optimizer", timing[2](0), 0.0, (dep,), timing=timing,
+        timing = (("accumulate", params), ("accumulate", params), lambda held_sms, gpu: grad_accumulation_time_s(
+            params, gpu, plan.precision, plan.grad_accumulation, held_sms))
+        self.compute("gradient accumulation", "optimizer", timing[2](0, b.gpu), 0.0, (dep,), timing=timing,
                      host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
     def _layer_backward(self, w, dep: int | None, gathered: tuple[int, ...]) -> int | None:
@@ -375,7 +375,7 @@ class RankProgram:
             # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
             # are issued only after it.
             timing = (("optimizer", params), ("optimizer", params),
-                      lambda held_sms: optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer, held_sms))
+                      lambda held_sms, gpu: optimizer_time_s(params, gpu, plan.precision, plan.optimizer, held_sms))
             opt = self.compute("optimizer step", "optimizer",
                                optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer), 0.0,
                                deps=done, timing=timing,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scalesim.costs.float8_casts import FLOAT8_ATTENTION_HALF, FLOAT8_HEAD_SPLIT, FLOAT8_WHOLE
+from scalesim.costs.fp8_act_store import FP8_ACT_STORE_OP
 from scalesim.costs.projections import GRAD_SUM_OPS
 from scalesim.models.moe import MOE_DISPATCH, MOE_EXPERTS, MOE_SORTS
 from scalesim.models.softcap import FINAL_SOFTCAP_OPS
@@ -30,7 +31,7 @@ COLUMN_PARALLEL = ("qkv", "mlp_up", "mlp_gate", "expert_gate", "expert_up", "sha
 ROW_PARALLEL = ("attn_out", "mlp_down", "expert_down", "shared_down")
 # split heads / ffn columns (attention_layout, cross_entropy_pass: nanotron's copies, costs/nanotron_kernels.py)
 HEAD_SPLIT = ("attention", "rope", "gelu", "swiglu", "expert_swiglu", "shared_swiglu", "attention_layout",
-              *FLOAT8_HEAD_SPLIT)
+              FP8_ACT_STORE_OP, *FLOAT8_HEAD_SPLIT)
 VOCAB_SPLIT = ("lm_head", "cross_entropy", "token_embedding", "mlm_decoder", "cross_entropy_pass", *FINAL_SOFTCAP_OPS)
 # Run whole by every TP rank, over the whole sequence even under sequence parallelism: MLA's one rotary
 # key for all heads, unfused (costs/mla_rope.py); torchao's transposes of float8 all-gathered tensors

@@ -141,6 +141,11 @@ class TrainingSpec(Strict):
     # produces it, as compiled), the output gradients cast too, and
     # the float8 all-gathered tensors transposed for the weight gradient (scalesim/costs/float8_casts.py).
     fp8_recipe: Literal["transformer-engine", "torchao-tensorwise"] = "transformer-engine"
+    # Megatron-Core's activation_func_fp8_input_store (FP8_ACT=1 in NVIDIA's MLPerf LoRA configs): the fused
+    # SwiGLU keeps its input (linear_fc1's output, 2 x ffn wide) in FP8 for backward, one byte an element
+    # instead of two, at the cost of a cast kernel in forward and one back in backward
+    # (scalesim/costs/fp8_act_store.py); needs precision fp8 and a dense SwiGLU model.
+    fp8_activation_input_store: bool = False
 
     @pydantic.field_validator("fp8_attention")
     @classmethod
@@ -161,6 +166,15 @@ class TrainingSpec(Strict):
         if value != "transformer-engine" and info.data.get("precision") != "fp8":
             raise ValueError(f"fp8_recipe {value} is how FP8 linears cast their tensors: it needs training.precision: "
                              f"fp8 (got {info.data.get('precision')}); allowed here: transformer-engine (the default)")
+        return value
+
+    @pydantic.field_validator("fp8_activation_input_store")
+    @classmethod
+    def _act_store_in_fp8(cls, value: bool, info: pydantic.ValidationInfo) -> bool:
+        if value and info.data.get("precision") != "fp8":
+            raise ValueError("fp8_activation_input_store is Megatron-Core's FP8 copy of the SwiGLU input in an FP8 "
+                             f"recipe: it needs training.precision: fp8 (got {info.data.get('precision')}); "
+                             "allowed here: false")
         return value
 
     @pydantic.field_validator("rope_fusion")
