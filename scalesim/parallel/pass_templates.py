@@ -112,8 +112,8 @@ class PassTemplates:
             else:
                 values[d] = tuple(x + start if x >= 0 else before[x] for x in deps)
             if key is not None:
-                if key[0] is None:
-                    values[0], values[1] = _p2p_names(key[1], mb)
+                if key[0] is None:      # 'pp {direction} mb{mb}', 'pp/{direction}/{pair}/{mb}/{chunk}'
+                    values[0], values[1] = f"pp {key[1]} mb{mb}", f"pp/{key[1]}/{key[2]}/{mb}/{key[3]}"
                 else:
                     values[0], values[1] = key[3], key[0] + str(key[2] + counters.get(key[1], 0))
             append(cls(*values))
@@ -125,13 +125,15 @@ class PassTemplates:
 
 
 def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
-    """How the call's key is renumbered: (None, key) for pipeline transfers (keyed by micro-batch),
+    """How the call's key is renumbered: (None, direction, pair, chunk) for pipeline transfers
+    ('pp/act/3->4/17/2': the micro-batch, 17, replaced),
     (prefix, counter, sequence number less the counter at the pass start, name) for group calls
     ('kind/first rank/seq', counted per (kind, first rank)) and offloaded weights' fetches
     ('offload/fetch/rank/seq', counted per ('fetch', rank): builder.py _fetch), None for anything else."""
     key = task.key
     if key.startswith("pp/"):
-        return (None, key)
+        _, direction, pair, _, chunk = key.split("/")
+        return (None, direction, pair, chunk)
     parts = key.split("/")
     if len(parts) == 4 and key.startswith("offload/fetch/"):
         kind, prefix = "fetch", "offload/fetch/"
@@ -144,9 +146,3 @@ def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
         return None
     counter = (kind, int(first))
     return (f"{prefix}{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
-
-
-def _p2p_names(key: str, mb: int) -> tuple[str, str]:
-    """A pipeline transfer's name and key for micro-batch `mb` ('pp/act/3->4/17/2' -> mb 17 replaced)."""
-    _, direction, pair, _, chunk = key.split("/")
-    return f"pp {direction} mb{mb}", f"pp/{direction}/{pair}/{mb}/{chunk}"
