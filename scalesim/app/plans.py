@@ -276,13 +276,11 @@ def _failure(exc: BaseException) -> str:
 
 def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
                 catalog: Catalog | None = None, caches: Caches | None = None, tasks: dict | None = None) -> dict:
-    """Can the plan run, and does it fit? No simulation. `tasks`: where to put the plan's estimated
-    simulated tasks (scalesim/parallel/size.py), by point."""
+    """Can the plan run, and does it fit? No simulation. `tasks`: where to put the estimated simulated
+    tasks (scalesim/parallel/size.py) of a plan that fits (only those are simulated), by point."""
     try:
         setup = prepare(scenario_for(base, point, file, grown), file, catalog=catalog, caches=caches)
         memory = setup.step.memory
-        if tasks is not None:
-            tasks[point] = step_cost(setup.step)
     except (InputError, pydantic.ValidationError) as exc:
         return refused_row(point, exc)
     except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row (module docstring)
@@ -299,6 +297,11 @@ def check_point(point: PlanPoint, base: Scenario, file: str | None = None, grown
     if host is not None:
         return _row(point, "does_not_fit", host, nodes=nodes, memory_per_gpu_bytes=memory.total,
                     memory_capacity_bytes=capacity)
+    if tasks is not None:
+        try:
+            tasks[point] = step_cost(setup.step)
+        except Exception as exc:       # noqa: BLE001 - a bug, recorded on its row
+            return _row(point, "failed", _failure(exc))
     return _row(point, "ok", None, nodes=nodes, memory_per_gpu_bytes=memory.total, memory_capacity_bytes=capacity)
 
 

@@ -84,6 +84,7 @@ from scalesim.errors import InputError
 from scalesim.hardware.user_catalog import Catalog
 from scalesim.limits import no_budget
 from scalesim.parallel.bounds import beaten, best_steps, bound_waves, compiled_bound_s
+from scalesim.program import no_collection
 from scalesim.scenario import Scenario
 from scalesim.units import format_bytes
 
@@ -95,6 +96,12 @@ IN_PROCESS = ExecutorSpec("local", 1)
 def evaluate_point(point: PlanPoint, base: Scenario, file: str | None = None, grown: Scenario | None = None,
                    catalog: Catalog | None = None, caches: Caches | None = None) -> dict:
     """Simulate one step of the plan and cost the whole run: one result row."""
+    with no_collection():       # the step's objects are freed (no cycles) before the collector runs again
+        return _evaluated(point, base, file, grown, catalog, caches)
+
+
+def _evaluated(point: PlanPoint, base: Scenario, file: str | None, grown: Scenario | None,
+               catalog: Catalog | None, caches: Caches | None) -> dict:
     try:
         scenario = scenario_for(base, point, file, grown)
         with no_budget():           # charged by the sweep (SweepBudget): the same on every executor

@@ -32,8 +32,8 @@ class _Template:
     __slots__ = ("entries", "counters", "computes", "reductions", "overlapped")
 
     def __init__(self, entries, counters, computes, reductions, overlapped):
-        self.entries = entries          # (type, fields before deps, after, deps at code or offset, key, one dep,
-        #                                  whether all deps are within the pass)
+        self.entries = entries          # (type, its field values (a list: deps, name and key set on replay),
+        #                                  where deps go, deps at code or offset, key, one dep, all within the pass)
         self.counters = counters        # counter -> calls this pass adds
         self.computes = computes        # offsets appended to layer_computes
         self.reductions = reductions    # offsets (or None) appended to reductions
@@ -83,16 +83,13 @@ class PassTemplates:
                     return None
             cls = type(task)
             values = [getattr(task, name) for name in _FIELDS[cls]]
-            d = _DEPS[cls]
-            head, tail = tuple(values[:d]), tuple(values[d + 1:])
             key = None
             if isinstance(task, CollectiveTask):
                 key = _key_of(task, counters)
                 if key is None:
                     return None
-                head = head[2:]                 # name and key rebuilt on replay
             single = deps[0] if len(deps) == 1 and deps[0] >= 0 else None
-            entries.append((cls, head, tail, tuple(deps), key, single, min(deps, default=0) >= 0))
+            entries.append((cls, values, _DEPS[cls], tuple(deps), key, single, min(deps, default=0) >= 0))
         added = {c: n - counters.get(c, 0) for c, n in p.counters.items() if n != counters.get(c, 0)}
         return _Template(entries, added, [i - start for i in p.layer_computes[computes:]],
                          [None if i is None else i - start for i in p.reductions[reductions:]],
@@ -105,19 +102,21 @@ class PassTemplates:
         counters = p.counters
         append = p.list.append
         shift = start.__add__
-        for cls, head, tail, deps, key, single, inside in template.entries:
+        # Each entry's field values are a list of its own, updated in place and passed whole (a
+        # fresh tuple per call): cheaper than joining the fields around the dependencies per task.
+        for cls, values, d, deps, key, single, inside in template.entries:
             if single is not None:
-                moved = (single + start,)
+                values[d] = (single + start,)
             elif inside:                # every dependency within the pass
-                moved = tuple(map(shift, deps))
+                values[d] = tuple(map(shift, deps))
             else:
-                moved = tuple(x + start if x >= 0 else before[x] for x in deps)
-            if key is None:
-                append(cls(*head, moved, *tail))
-            elif key[0] is None:
-                append(cls(*_p2p_names(key[1], mb), *head, moved, *tail))
-            else:
-                append(cls(key[3], key[0] + str(key[2] + counters.get(key[1], 0)), *head, moved, *tail))
+                values[d] = tuple(x + start if x >= 0 else before[x] for x in deps)
+            if key is not None:
+                if key[0] is None:      # 'pp {direction} mb{mb}', 'pp/{direction}/{pair}/{mb}/{chunk}'
+                    values[0], values[1] = f"pp {key[1]} mb{mb}", f"pp/{key[1]}/{key[2]}/{mb}/{key[3]}"
+                else:
+                    values[0], values[1] = key[3], key[0] + str(key[2] + counters.get(key[1], 0))
+            append(cls(*values))
         for counter, n in template.counters.items():
             counters[counter] = counters.get(counter, 0) + n
         p.layer_computes.extend(i + start for i in template.computes)
@@ -126,13 +125,15 @@ class PassTemplates:
 
 
 def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
-    """How the call's key is renumbered: (None, key) for pipeline transfers (keyed by micro-batch),
+    """How the call's key is renumbered: (None, direction, pair, chunk) for pipeline transfers
+    ('pp/act/3->4/17/2': the micro-batch, 17, replaced),
     (prefix, counter, sequence number less the counter at the pass start, name) for group calls
     ('kind/first rank/seq', counted per (kind, first rank)) and offloaded weights' fetches
     ('offload/fetch/rank/seq', counted per ('fetch', rank): builder.py _fetch), None for anything else."""
     key = task.key
     if key.startswith("pp/"):
-        return (None, key)
+        _, direction, pair, _, chunk = key.split("/")
+        return (None, direction, pair, chunk)
     parts = key.split("/")
     if len(parts) == 4 and key.startswith("offload/fetch/"):
         kind, prefix = "fetch", "offload/fetch/"
@@ -145,9 +146,3 @@ def _key_of(task: CollectiveTask, counters: dict) -> tuple | None:
         return None
     counter = (kind, int(first))
     return (f"{prefix}{first}/", counter, int(seq) - counters.get(counter, 0), task.name)
-
-
-def _p2p_names(key: str, mb: int) -> tuple[str, str]:
-    """A pipeline transfer's name and key for micro-batch `mb` ('pp/act/3->4/17/2' -> mb 17 replaced)."""
-    _, direction, pair, _, chunk = key.split("/")
-    return f"pp {direction} mb{mb}", f"pp/{direction}/{pair}/{mb}/{chunk}"

@@ -60,8 +60,7 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     else:
         tp_calls, sp_gathers = parts * tp, parts * sp
     copies = sp * (plan.sequence_parallel_layout == "batch-first")     # one per SP call (parallel/sp_layout.py)
-    latents = (mla_tp.CALLS_PER_PASS * sp * (plan.mla_down_proj == "column-parallel")    # parallel/mla_tp.py
-               * any(op.name == "mla_q_down" for op in layer.ops))
+    latents = mla_tp.CALLS_PER_PASS * _latents(layer, plan, sp)       # parallel/mla_tp.py
     forward = parts + (tp_calls + sp_gathers) * (1 + copies) + cp + a2a + latents
     backward = parts + tp_calls * (1 + 2 * copies) + cp + a2a + latents
     if plan.tp_overlap is not None and sp and not moe and not copies:   # parallel/tp_overlap.py, per half:
@@ -90,6 +89,12 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     return per_micro_batch, once
 
 
+def _latents(layer: LayerSpec, plan: ParallelPlan, sp: int) -> bool:
+    """MLA's latent calls apply: sequence parallelism, column-parallel down-projections and an MLA
+    layer (its ops scanned only when the rest holds)."""
+    return bool(sp and plan.mla_down_proj == "column-parallel" and any(op.name == "mla_q_down" for op in layer.ops))
+
+
 def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
     """Tasks of the DDP buckets one rank reduces per step (fp32 gradients: the most buckets there can be)."""
     pl = plan.placement
@@ -97,9 +102,11 @@ def _bucket_count(layers: tuple[LayerSpec, ...], plan: ParallelPlan) -> float:
         return 0.0
     dense = sum((layer.params if plan.finetune is None else trainable_params(layer, plan.finetune))
                 - (layer.expert_params if plan.finetune is None else 0) for layer in layers)
-    tensors = float(sum(param_tensors(layer) for layer in layers))
     buckets = dense / pl.tp * GRAD_BYTES_PER_PARAM / plan.bucket_bytes + FIRST_BUCKETS_PER_CHUNK * plan.chunks_per_stage
-    if plan.grad_accumulation == "fp32-add" and plan.zero == 0:      # nanotron: an all-reduce per tensor
+    nanotron = plan.grad_accumulation == "fp32-add" and plan.zero == 0
+    # the tensors are counted only where they bound the buckets (a sweep sizes thousands of plans)
+    tensors = float(sum(param_tensors(layer) for layer in layers)) if nanotron or plan.bucket_params is not None else 0.0
+    if nanotron:      # nanotron: an all-reduce per tensor
         buckets = max(buckets, tensors)
     per_bucket = 1 + 2 * plan.zero1_over_ddp + 2 * plan.grad_nan_check   # nanotron ZeRO-1: flatten, call, shard
     if plan.bucket_params is not None:         # copy; NaN check: two kernels (parallel/megatron_dp.py)
@@ -116,8 +123,11 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
     pl = plan.placement
     v = plan.chunks_per_stage
     per_mb, once, layer_count, buckets = 0, 0, 0, 0.0
+    sp = int(plan.sequence_parallel and pl.tp > 1)
+    known: dict[tuple, tuple[int, int]] = {}    # what _layer_tasks reads of a layer -> its counts
     for layers in _stage_layers(model, plan):
-        counts = [_layer_tasks(layer, plan) for layer in layers]
+        counts = [known[key] if (key := (layer.kind, layer.expert_params > 0, _latents(layer, plan, sp))) in known
+                  else known.setdefault(key, _layer_tasks(layer, plan)) for layer in layers]
         messages = 4 * v if pl.pp > 1 else 0
         stage_mb = sum(c[0] for c in counts) + messages
         stage_once = sum(c[1] for c in counts) + 3 + 2 * (plan.zero in (1, 2))   # optimizer (offloaded: 3)
