@@ -21,7 +21,7 @@ from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
-from scalesim.costs.projections import gemm_parts, parts_at
+from scalesim.costs.projections import gemm_parts
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
 from scalesim.costs.score_ops import score_passes
 from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
@@ -251,8 +251,8 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         executed *= ring_time_factor(gpu.arch, op.seq, op.causal, op.ring_steps, backward, attention)
         executed, kernels = windowed_work(op, gpu.arch, flop, executed, backward, attention)  # sliding window
         executed /= head_dim_factor(op.head_dims, gpu.arch, backward)
-        # FP8 attention at cuDNN's measured rates, a part's own rate (costs/flash.py, costs/part_attention.py)
-        executed /= attention_speedup(gpu, op.seq, op.causal, op.fp8, backward, attention)
+        # FP8 attention at cuDNN's measured rates, a part's own rate, per ring step (costs/part_attention.py)
+        executed /= attention_speedup(gpu, op.seq, op.causal, op.fp8, backward, attention, 1 if op.cp_gather else op.ring_steps)
         forward = max(executed / (peak * flash_efficiency(gpu, attention)), io_s)
         return work * forward + (2 if backward else 1) * KERNEL_OVERHEAD_S * kernels
     compute_s = flop / (peak * gpu.gemm_efficiency_for("bf16" if precision == "fp8" else precision))
@@ -309,8 +309,8 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
     if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
-        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d, tiles)
-                   for p, d in parts_at(op, depth))
+        return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, depth, tiles)
+                   for p in gemm_parts(op))
     ebytes = ELEMENT_BYTES[precision]
     flop = op.flop * batch
     if op.kind == "conv":

@@ -35,7 +35,7 @@ from scalesim.costs.adapters import (ALL_LINEAR, ATTENTION_TARGETS, BLOCK_GEMMS,
                                      dropout_activation_bytes, resolve_targets)
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
                                     attention_time_s, op_time_s, streaming_bw_bytes_per_s)
-from scalesim.costs.gemm_depth import backward_gemms
+from scalesim.costs.gemm_depth import DATA_GRADIENT, backward_gemms
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    activation_peaks, state_bytes_per_param)
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
@@ -161,7 +161,7 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                 matmul += t
                 # the input-gradient GEMM only, at its own depth n (costs/gemm_depth.py) where that is priced
                 gemms = backward_gemms(op, gpu, precision, batch)
-                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, *gemms[0])
+                bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT, gemms[0][1])
                         if gemms else t)
             elif op.backward_elements is None:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S

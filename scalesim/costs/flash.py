@@ -63,7 +63,8 @@ Blackwell: NVIDIA's cuDNN SDPA training benchmark publishes both passes in FP8 a
 mask, TFLOPS at 2k ... 32k: forward FP8 1881 2093 2241 2263 2223, BF16 1433 1599 1771 1697 1634;
 backward (NVTE_FP8_DPA_BWD's FP8 kernel) FP8 1214 1577 1772 1836 1825, BF16 1124 1350 1404 1374
 1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup).
-A part the same benchmark measures against GB200 (GB300) runs at its own rate: costs/part_attention.py.
+A part the same benchmark measures against GB200 (GB300) runs at its own rate, a causal op at the causal
+rows' FP8 gain, each context-parallel ring step at its own length: costs/part_attention.py.
 """
 
 from __future__ import annotations

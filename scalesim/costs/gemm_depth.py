@@ -24,6 +24,9 @@ from __future__ import annotations
 REFERENCE_DEPTH = 8192
 # Precisions gemm_k_overhead was measured in (XLA's bf16xbf16->bf16 tables; fp16 runs the same MMA rate).
 DEPTH_PRECISIONS = ("fp16", "bf16")
+# A depth that says "the data gradient": it reduces over the forward's n, each GEMM's own (a split GEMM's
+# parts each over their own width, costs/projections.py); an int depth is that depth for every part.
+DATA_GRADIENT = "n"
 
 
 def depth_efficiency(k: int, k_overhead: float, precision: str = "bf16", kind: str = "gemm") -> float:
@@ -42,9 +45,11 @@ def depth_efficiency(k: int, k_overhead: float, precision: str = "bf16", kind: s
     return (k / (k + k_overhead)) / (REFERENCE_DEPTH / (REFERENCE_DEPTH + k_overhead))
 
 
-def depth_factor(op, gpu, precision: str, depth: int | None = None) -> float:
-    """`depth_efficiency` of GEMM `op` on `gpu`: at its own k, or at `depth` (a backward GEMM's)."""
-    return depth_efficiency(op.gemm_mnk[2] if depth is None else depth, gpu.gemm_k_overhead, precision, op.kind)
+def depth_factor(op, gpu, precision: str, depth: int | str | None = None) -> float:
+    """`depth_efficiency` of GEMM `op` on `gpu`: at its own k, at its own n (`DATA_GRADIENT`), or at
+    `depth` (a backward GEMM's)."""
+    k = op.gemm_mnk[2] if depth is None else op.gemm_mnk[1] if depth == DATA_GRADIENT else depth
+    return depth_efficiency(k, gpu.gemm_k_overhead, precision, op.kind)
 
 
 def backward_gemms(op, gpu, precision: str, batch: int) -> tuple[tuple[int, tuple[int, int]], ...]:

@@ -19,11 +19,19 @@ length (log2-interpolated, held at the ends), the mask and the data type its ker
 efficiencies apply to their own dense BF16 peaks, so the ratio is taken over the peaks' ratio (1 here).
 Parts without a row (B200, B300, which Blackwell Ultra shares but no same-harness table measures) run
 at the architecture's rate. Only cuDNN's kernel ("flash" on Blackwell) is measured.
+
+FP8 attention on an architecture with a reference part in the table runs the reference part's own FP8
+over BF16 ratio with the op's mask (a causal op: the top_left rows, GB200 8k forward 2047 / 1574,
+backward 1454 / 1332; not the full-mask rows' 2241 / 1771 and 1772 / 1404, which costs/flash.py
+fp8_speedup gives); elsewhere (Hopper) fp8_speedup. Under context parallelism each ring step (an equal
+share of the work, costs/context_chunks.py ring_steps) gains what its own length and mask gain, as
+ring_time_factor takes each step's rate: cp 8 at 8k runs 1024- and 724-token steps.
 """
 
 from __future__ import annotations
 
 from scalesim.hardware import GpuSpec
+from scalesim.costs.context_chunks import ring_steps
 from scalesim.costs.flash import _by_length, fp8_speedup
 
 SDPA_LENGTHS = (2048, 4096, 8192, 16384, 32768)
@@ -71,14 +79,33 @@ def part_speedup(gpu: GpuSpec, seq: int, causal: bool, fp8: bool, backward: bool
     return _by_length(ratios, seq) * reference[1] / gpu.bf16_flop_per_s
 
 
+def fp8_over_bf16(arch: str, seq: int, causal: bool, backward: bool) -> float:
+    """FP8 attention's speed-up over the 16-bit kernel at `seq` tokens: the reference part's own, with the
+    op's mask, where the table has it (module docstring); else costs/flash.py fp8_speedup.
+
+    >>> round(fp8_over_bf16("blackwell", 8192, True, True), 3), fp8_over_bf16("blackwell", 8192, False, True)
+    (1.092, 1.262)
+    """
+    reference = PART_REFERENCE.get(arch)
+    if reference is None:
+        return fp8_speedup(arch, seq, backward)
+    rows = SDPA_TFLOPS[reference[0]]
+    return round(_by_length(tuple((s, f / b) for s, f, b in zip(SDPA_LENGTHS, rows[("fp8", causal, backward)],
+                                                              rows[("bf16", causal, backward)])), seq), 3)
+
+
 def attention_speedup(gpu: GpuSpec, seq: int, causal: bool, fp8: bool, backward: bool,
-                      attention: str = "flash") -> float:
+                      attention: str = "flash", cp: int = 1) -> float:
     """A flash pass's rate over the architecture's 16-bit rate: FP8 attention's measured speed-up
-    (costs/flash.py fp8_speedup) times the part's own (part_speedup).
+    (fp8_over_bf16) times the part's own (part_speedup), each ring step of `cp` at its own length and mask.
 
     >>> from scalesim.hardware import get_gpu
     >>> attention_speedup(get_gpu("gb200"), 8192, False, True, True)
     1.262
+    >>> gb200 = get_gpu("gb200")
+    >>> attention_speedup(gb200, 8192, True, True, True, cp=8) < attention_speedup(gb200, 8192, True, True, True)
+    True
     """
-    arch = fp8_speedup(gpu.arch, seq, backward) if fp8 else 1.0
-    return arch * part_speedup(gpu, seq, causal, fp8, backward, attention)
+    steps = ring_steps(seq, causal, cp) if seq > 0 else ((seq, causal),)
+    return len(steps) / sum(1 / ((fp8_over_bf16(gpu.arch, tokens, mask, backward) if fp8 else 1.0)
+                                 * part_speedup(gpu, tokens, mask, fp8, backward, attention)) for tokens, mask in steps)

@@ -55,21 +55,6 @@ def gemm_parts(op: OpSpec) -> tuple[OpSpec, ...]:
                  for i, w in enumerate(widths))
 
 
-def parts_at(op: OpSpec, depth: int | None) -> tuple[tuple[OpSpec, int | None], ...]:
-    """`gemm_parts(op)`, each with the depth it reduces over when `op` as a whole reduces over `depth`:
-    its data gradient's (the op's n) is each part's own n; any other (None: the forward's k; the weight
-    gradient's m rows) is every part's.
-
-    >>> op = OpSpec("qkv", "gemm", 2.0 * 8 * 96 * 64, 8 * 64 + 64 * 96 + 8 * 96, (8, 96, 64), parts=(64, 16, 16))
-    >>> [d for _, d in parts_at(op, 96)], [d for _, d in parts_at(op, 8)], [d for _, d in parts_at(op, None)]
-    ([64, 16, 16], [8, 8, 8], [None, None, None])
-    """
-    parts = gemm_parts(op)
-    if depth is None or op.gemm_mnk is None or depth != op.gemm_mnk[1]:
-        return tuple((p, depth) for p in parts)
-    return tuple((p, p.gemm_mnk[1]) for p in parts)
-
-
 def grad_sum_op(name: str, tokens: int, width: int, gradients: int, fused: bool) -> OpSpec:
     """The backward kernel(s) summing `gradients` data gradients of `tokens` x `width` elements:
     one fused kernel reading each and writing the sum (torch.compile), or gradients - 1 adds of

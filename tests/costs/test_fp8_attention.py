@@ -47,6 +47,32 @@ def test_fp8_attention_on_blackwell_runs_both_passes_at_cudnns_fp8_rates():
     assert gb200_s(attention(8192, False), True) / gb200_s(attention(8192, True), True) == pytest.approx(1772 / 1404, rel=0.01)
 
 
+def test_causal_fp8_attention_on_blackwell_runs_at_cudnns_causal_rates():
+    # the same GB200 benchmark's top_left (causal) rows at 8k tokens: forward FP8 2047 / BF16 1574 TFLOPS,
+    # backward FP8 1454 / BF16 1332; a causal op gains less than the full-mask rows' 2241 / 1771, 1772 / 1404
+    gb200 = get_gpu("gb200")
+
+    def gb200_s(op, backward=False):
+        return attention_time_s(op, gb200, "fp8", 1, "flash", backward=backward) - (2 if backward else 1) * KERNEL_OVERHEAD_S
+    bf16, fp8 = (replace(attention(8192, fp8), causal=True) for fp8 in (False, True))
+    assert gb200_s(bf16) / gb200_s(fp8) == pytest.approx(2047 / 1574, rel=0.01)
+    assert gb200_s(bf16, True) / gb200_s(fp8, True) == pytest.approx(1454 / 1332, rel=0.01)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_under_context_parallelism_fp8_attention_gains_what_its_ring_steps_lengths_gain(backward):
+    # cp 8 at 8k tokens: one causal 1024-token step and seven unmasked ~724-token ones, all shorter than the
+    # GB200 benchmark's shortest row (2k: causal forward 1420 / 1097, backward 831 / 885; unmasked forward
+    # 1881 / 1433, backward 1214 / 1124), each an equal share of the work; not the whole sequence's 8k gain
+    gb200 = get_gpu("gb200")
+    bf16, fp8 = (replace(attention(8192, fp8), causal=True, ring_steps=8) for fp8 in (False, True))
+    causal, unmasked = (831 / 885, 1214 / 1124) if backward else (1420 / 1097, 1881 / 1433)
+    overhead = (2 if backward else 1) * 8 * KERNEL_OVERHEAD_S
+    ratio = ((attention_time_s(bf16, gb200, "fp8", 1, "flash", backward=backward) - overhead)
+             / (attention_time_s(fp8, gb200, "fp8", 1, "flash", backward=backward) - overhead))
+    assert ratio == pytest.approx(8 / (1 / causal + 7 / unmasked), rel=0.01)
+
+
 def test_fp8_attention_marks_only_attention_ops():
     model = get_model("llama2-7b", seq_len=1024)
     marked = fp8_attention(model)

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from scalesim.cli import main
 from scalesim.costs.compute import ELEMENT_BYTES, layer_time, op_time_s, streaming_bw_bytes_per_s
+from scalesim.costs.gemm_depth import DATA_GRADIENT
 from scalesim.costs.projections import GRAD_SUM_OPS, gemm_parts, with_separate_projections
 from scalesim.hardware import get_gpu
 from scalesim.models import get_model
@@ -89,8 +90,7 @@ def test_a_given_data_gradient_depth_reaches_each_separate_gemm_as_its_own_width
     b200 = get_gpu("b200")      # a measured gemm_k_overhead (Hopper's is 0)
     qkv = _op(shard_layer(_block(False), 8, 1, True), "qkv")
     assert b200.gemm_k_overhead > 0
-    n = qkv.gemm_mnk[1]
-    data_gradient = op_time_s(qkv, b200, "bf16", 12, depth=n)
+    data_gradient = op_time_s(qkv, b200, "bf16", 12, depth=DATA_GRADIENT)
     assert data_gradient == pytest.approx(sum(op_time_s(p, b200, "bf16", 12, depth=p.gemm_mnk[1])
                                               for p in gemm_parts(qkv)))
     assert data_gradient > op_time_s(qkv, b200, "bf16", 12)
@@ -98,3 +98,14 @@ def test_a_given_data_gradient_depth_reaches_each_separate_gemm_as_its_own_width
     tokens = qkv.gemm_mnk[0] * 12
     assert op_time_s(qkv, b200, "bf16", 12, depth=tokens) == pytest.approx(
         sum(op_time_s(p, b200, "bf16", 12, depth=tokens) for p in gemm_parts(qkv)))
+
+
+def test_a_weight_gradient_whose_depth_equals_the_fused_width_is_every_parts_depth():
+    # tokens x micro-batch can equal the fused n (here 768 at TP 8): the weight gradient still reduces every
+    # part over the tokens, not each over its own width (which is what the data gradient does)
+    b200 = get_gpu("b200")
+    qkv = _op(shard_layer(_block(False), 8, 1, True), "qkv")
+    n = qkv.gemm_mnk[1]
+    assert op_time_s(qkv, b200, "bf16", 1, depth=n) == pytest.approx(
+        sum(op_time_s(p, b200, "bf16", 1, depth=n) for p in gemm_parts(qkv)))
+    assert op_time_s(qkv, b200, "bf16", 1, depth=n) < op_time_s(qkv, b200, "bf16", 1, depth=DATA_GRADIENT)
