@@ -45,10 +45,12 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
     check_framework_keys(par, bad)
     shard = par.hsdp_shard
     if shard is not None and (dp > shard and dp % shard or model_parallel or model.moe is not None):
+        divisors = ", ".join(str(d) for d in range(1, dp + 1) if dp % d == 0)
+        allowed = "null" if model_parallel or model.moe is not None else f"{divisors} (or null)"
         raise bad("parallel.hsdp_shard", f"HSDP shards over hsdp_shard data-parallel ranks and replicates across "
                   f"the rest (over all of them when dp is not larger): it must divide dp ({dp}), with tp, pp "
                   f"and cp 1 and a dense model (got hsdp_shard {shard}, tp {par.tp}, pp {par.pp}, cp {par.cp}); "
-                  f"allowed otherwise: null")
+                  f"allowed here: {allowed}")
     if par.fp8_param_gather and training.precision != "fp8":
         raise bad("parallel.fp8_param_gather", f"fp8_param_gather needs training.precision: fp8 (got "
                   f"{training.precision})")

@@ -14,7 +14,7 @@ from scalesim.app.clusters import cluster_of, cluster_size
 from scalesim.app.plan_checks import check_plan, pipeline_blocks_of
 
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
-from scalesim.costs.flash import FP8_FORWARD_SPEEDUP
+from scalesim.costs.flash import fp8_attention_gpus, fp8_attention_runs
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.float8_casts import with_fp8_recipe
@@ -180,9 +180,10 @@ def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
             flash_efficiency(gpu, training.attention)
         except ValueError as exc:
             raise InputError(str(exc), file=file, key="training.attention") from None
-    if training.fp8_attention and gpu.arch not in FP8_FORWARD_SPEEDUP:
-        raise InputError(f"no published FP8 attention rate for {gpu.full_name} ({gpu.arch}); known on: "
-                         f"{', '.join(FP8_FORWARD_SPEEDUP)}: use fp8_attention: false", file=file,
+    if training.fp8_attention and not fp8_attention_runs(gpu):
+        raise InputError(f"no published FP8 attention rate for {gpu.full_name} ({gpu.name}, {gpu.arch}; none on "
+                         "sm_120 Blackwell, where Transformer Engine has no FP8 attention); allowed GPUs: "
+                         f"{', '.join(fp8_attention_gpus())}: use fp8_attention: false", file=file,
                          key="training.fp8_attention")
 
 

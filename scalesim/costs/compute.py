@@ -6,7 +6,7 @@ Patterson 2009, "Roofline"), plus a fixed per-kernel cost. The achieved peak is 
 the GPU (tile and wave quantization), and `memory_bw_efficiency` for GEMM operand traffic.
 Memory-bound framework kernels (everything but GEMMs and convs) move bytes at the lower of that DRAM
 rate and what the SMs can issue (`streaming_bw_bytes_per_s`). Convolutions in NCHW 16-bit training
-also pay cuDNN's layout conversions (`layout_conversion_s`); materialised scores cost passes (`SCORE_PASSES`).
+also pay cuDNN's layout conversions (`layout_conversion_s`); materialised scores cost passes (costs/score_ops.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
 from scalesim.costs.recompute import SELECTIVE_OP, module_recompute_s, recomputed_time_s
-from scalesim.costs.score_ops import score_passes
+from scalesim.costs.score_ops import fused_score_passes, score_passes
 from scalesim.costs.te_unfused import extra_bytes as te_unfused_extra
 from scalesim.models.spec import LayerSpec, OpSpec
 
@@ -101,23 +101,6 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # instead take the 220 reference cases from 3.9% to 9.4% median error (128 worse, 28 better).
 STREAM_BYTES_PER_SM_CYCLE = 8.0
 
-# Attention that materialises the b x heads x s x s scores moves them through
-# memory several times; passes per implementation, (forward, backward), in
-# 16-bit units (a 1-byte dropout mask counts 0.5):
-# - naive: eager PyTorch as in NVIDIA DLE BERT modeling.py and HF BERT/GPT-2:
-#   matmul writes the scores (1); "/ sqrt(d)" (2) and "+ mask" (2) read and
-#   write them; softmax (2); dropout reads, writes and stores its mask (2.5);
-#   the AV matmul reads the probabilities (1): 10.5. Backward: dP written (1),
-#   P read for dV (1), dropout backward (2.5), softmax backward reads output
-#   and gradient and writes (3), the scale (2), dS read for dQ and dK (2): 11.5.
-# - fused: Megatron-LM's fused scale + mask + softmax kernels (Narayanan et al.
-#   2021, SC21, sec. 4.2): matmul write (1), fused softmax (2), dropout (2.5), AV
-#   read (1): 6.5; backward 1 + 1 + 2.5 + 3 + 2 = 9.5. Transformer Engine's UnfusedDotProductAttention
-#   runs the same (TE bee4649c transformer_engine/pytorch/attention.py:3903-3977: baddbmm with the
-#   scale as alpha, FusedScaleMaskSoftmax, nn.Dropout, bmm). At attention dropout 0 (an op whose
-#   score_ops leave out dropout) PyTorch runs no dropout kernel: 4.0 and 7.0 (`fused_score_passes`).
-SCORE_PASSES = {"naive": (10.5, 11.5), "fused": (6.5, 9.5)}
-FUSED_SCORE_OPS = ("softmax", "dropout")     # the fused scale+mask+softmax kernel, then dropout
 
 
 def gemm_shape_efficiency(m: int, n: int, gpu: GpuSpec, groups: int = 1, held_sms: int = 0) -> float:
@@ -232,7 +215,7 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
     other than 128/128 at their measured speed (costs/head_dims.py). Materialised scores (naive,
     fused, te-unfused: fused plus Transformer Engine's per-call mask, output copy and gradient scaling,
     costs/te_unfused.py): two batched GEMMs at the GEMM rate (four in backward) plus the passes over
-    the scores (SCORE_PASSES). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
+    the scores (SCORE_PASSES, costs/score_ops.py). FP8 recipes keep attention in 16-bit (Transformer Engine): fp8 uses the bf16 peak,
     unless the op runs FP8 attention (`op.fp8`): then its flash forward runs faster by cuDNN's
     measured FP8 speed-up, its backward too where one is published, and at a part's own rate (costs/part_attention.py).
     """
@@ -263,17 +246,6 @@ def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, atten
         moved, extra_kernels = te_unfused_extra(op, batch, ebytes, backward)
         scores_s += _stream_s(moved, gpu, held_sms) + extra_kernels * KERNEL_OVERHEAD_S
     return work * (compute_s + io_s) + scores_s + kernels * KERNEL_OVERHEAD_S
-
-
-def fused_score_passes(score_ops: tuple[str, ...] | None, backward: bool = False) -> tuple[float, int]:
-    """(passes over the scores, kernels) of fused attention (SCORE_PASSES): the dropout kernel only
-    where the model's attention code runs one (`score_ops` None, the default list, has it).
-
-    >>> fused_score_passes(None), fused_score_passes(("scale", "mask_add", "softmax"), backward=True)
-    ((6.5, 4), (7.0, 5))
-    """
-    ops = FUSED_SCORE_OPS if score_ops is None or "dropout" in score_ops else FUSED_SCORE_OPS[:1]
-    return score_passes(ops, backward)
 
 
 def layout_conversion_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, memory_format: str,

@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import math
 
-from scalesim.hardware import GpuSpec
+from scalesim.hardware import GpuSpec, gpus
 
 # Fraction of the dense peak flash attention's forward reaches.
 # Dao 2023, FlashAttention-2: 50-73% of peak on A100 (midpoint 0.62; Ada runs
@@ -174,6 +174,14 @@ FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 /
 FP8_BACKWARD_SPEEDUP = {"blackwell": ((2048, round(1214 / 1124, 3)), (4096, round(1577 / 1350, 3)),
                                       (8192, round(1772 / 1404, 3)), (16384, round(1836 / 1374, 3)),
                                       (32768, round(1825 / 1262, 3)))}
+
+# Blackwell parts whose chip cuDNN's FP8 table measures (GB200, sm_100) or that run its kernels (B200,
+# B300, GB300: sm_100/sm_103). The GB202 parts (RTX 5090, RTX PRO 6000: sm_120) run no FP8 attention:
+# Transformer Engine disables its flash and fused (cuDNN) backends for FP8 attention on sm_120, and its
+# unfused one for FP8 unless emulated, then raises "No dot product attention backend is available"
+# (NVIDIA/TransformerEngine @d0067d0, transformer_engine/pytorch/attention/dot_product_attention/
+# utils.py get_attention_backend and dot_product_attention.py).
+FP8_ATTENTION_PARTS = {"blackwell": ("b200", "gb200", "b300", "gb300")}
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5            # backward FLOP over forward FLOP (module docstring)
 # Backward throughput over forward throughput (FLOP counted as above), per architecture.
@@ -300,6 +308,21 @@ def fp8_forward_speedup(arch: str, seq: int) -> float:
         raise ValueError(f"no published FP8 attention rate for {arch} GPUs; known on: "
                          f"{', '.join(FP8_FORWARD_SPEEDUP)}")
     return _by_length(FP8_FORWARD_SPEEDUP[arch], seq)
+
+
+def fp8_attention_runs(gpu: GpuSpec) -> bool:
+    """FP8 attention has a published rate on this part's chip (FP8_FORWARD_SPEEDUP, FP8_ATTENTION_PARTS).
+
+    >>> from scalesim.hardware import get_gpu
+    >>> [fp8_attention_runs(get_gpu(g)) for g in ("h100-sxm", "gb300", "rtx5090", "l40s")]
+    [True, True, False, False]
+    """
+    return gpu.arch in FP8_FORWARD_SPEEDUP and gpu.name in FP8_ATTENTION_PARTS.get(gpu.arch, (gpu.name,))
+
+
+def fp8_attention_gpus() -> list[str]:
+    """The catalog GPUs FP8 attention runs on (fp8_attention_runs)."""
+    return [name for name, gpu in gpus().items() if fp8_attention_runs(gpu)]
 
 
 def fp8_speedup(arch: str, seq: int, backward: bool = False) -> float:

@@ -117,7 +117,7 @@ class TrainingSpec(Strict):
     # architecture; flash2 / flash3 name the kernel generation (FlashAttention-2, or -3 on Hopper;
     # scalesim/costs/compute.py, FLASH_KERNEL_EFFICIENCY). naive: scores materialised by separate eager
     # kernels (scale, mask, softmax, dropout); fused: materialised, with Megatron-LM's fused
-    # scale+mask+softmax kernel (scalesim/costs/compute.py, SCORE_PASSES); te-unfused: Transformer Engine's
+    # scale+mask+softmax kernel (scalesim/costs/score_ops.py, SCORE_PASSES); te-unfused: Transformer Engine's
     # UnfusedDotProductAttention, fused plus the causal mask it builds on every call, its output copy and
     # backward's q/k gradient scaling (costs/te_unfused.py).
     # triton: the Triton FlashAttention of flash-attn v1 (llm-foundry's MPT `attn_impl: triton`; A100, H100).

@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 from dataclasses import replace
 
-from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, STREAM_BYTES_PER_SM_CYCLE, attention_time_s,
+from scalesim.costs.compute import (KERNEL_OVERHEAD_S, STREAM_BYTES_PER_SM_CYCLE, attention_time_s,
                                      gemm_shape_efficiency, layer_time, layout_conversion_s, op_time_s,
                                      streaming_bw_bytes_per_s)
+from scalesim.costs.score_ops import SCORE_PASSES
 from scalesim.hardware import get_gpu
 from scalesim.models.spec import LayerSpec, OpSpec
 from scalesim.models.transformer import gemm_op, transformer_block

@@ -80,7 +80,8 @@ def test_fp8_attention_marks_only_attention_ops():
     assert replace(marked.layers[1], ops=model.layers[1].ops) == model.layers[1]
 
 
-@pytest.mark.parametrize("node,precision", [("dgx-h100", "bf16"), ("l40s-8", "fp8")])
+@pytest.mark.parametrize("node,precision", [("dgx-h100", "bf16"), ("l40s-8", "fp8"), ("rtx-pro-6000-8", "fp8"),
+                                            ({"gpu": "rtx5090", "gpus": 8}, "fp8")])
 def test_fp8_attention_needs_fp8_and_a_published_rate(tmp_path, node, precision):
     data = {"name": "bad", "cluster": {"node": node, "gpus": 8}, "model": "llama2-7b",
             "training": {"precision": precision, "seq_len": 1024, "global_batch": 8, "fp8_attention": True},
@@ -89,6 +90,19 @@ def test_fp8_attention_needs_fp8_and_a_published_rate(tmp_path, node, precision)
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fp8_attention" in result.output and "Traceback" not in result.output
+
+
+def test_fp8_attention_on_sm120_blackwell_is_refused_naming_the_gpus_it_runs_on(tmp_path):
+    # cuDNN's FP8 rates are GB200's (sm_100); Transformer Engine runs no FP8 attention on sm_120.
+    data = {"name": "bad", "cluster": {"node": "rtx-pro-6000-8", "gpus": 8}, "model": "llama2-7b",
+            "training": {"precision": "fp8", "seq_len": 1024, "global_batch": 8, "fp8_attention": True},
+            "parallel": {"dp": 8}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    allowed = result.output.split("allowed GPUs:")[1]
+    assert result.exit_code == 2 and str(path) in result.output
+    assert "gb200" in allowed and "h100-sxm" in allowed and "rtx-pro-6000" not in allowed and "rtx5090" not in allowed
 
 
 def test_fp8_attention_is_refused_with_a_kernel_that_has_no_fp8_forward(tmp_path):

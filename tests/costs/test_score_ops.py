@@ -2,9 +2,9 @@
 
 import pytest
 
-from scalesim.costs.compute import (KERNEL_OVERHEAD_S, SCORE_PASSES, attention_time_s, layer_time,
+from scalesim.costs.compute import (KERNEL_OVERHEAD_S, attention_time_s, layer_time,
                                     streaming_bw_bytes_per_s)
-from scalesim.costs.score_ops import SCORE_OP_COSTS, score_passes
+from scalesim.costs.score_ops import SCORE_OP_COSTS, SCORE_PASSES, score_passes
 from scalesim.errors import InputError
 from scalesim.hardware import get_gpu
 from scalesim.models.zoo import get_model

@@ -83,3 +83,15 @@ def test_hsdp_that_does_not_divide_dp_or_without_full_sharding_is_refused_naming
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "Traceback" not in result.output and "hsdp_shard" in result.output
+
+
+def test_hsdp_shard_that_does_not_divide_dp_is_refused_listing_the_divisors(tmp_path):
+    data = yaml.safe_load((ROOT / "scenarios" / "8xa100-ddp.yaml").read_text())
+    data.setdefault("parallel", {}).update({"zero": 3, "fsdp_version": 1, "hsdp_shard": 3})
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    dp = 8                                                   # the scenario's 8 GPUs, all data-parallel
+    listed = " ".join(result.output.split()).split("allowed here:")[1]
+    assert result.exit_code == 2 and all(f"{d}," in listed or f"{d} " in listed for d in (1, 2, 4, dp))
+    assert "3," not in listed and "6," not in listed
