@@ -22,12 +22,12 @@ def raw_gb300() -> dict:
 
 def test_gb300_is_nvidias_nvl72_rack_divided_over_its_72_gpus():
     # NVIDIA GB300 NVL72 page: FP16/BF16 360 PF and FP8 720 PF with sparsity (twice dense), 576 TB/s of HBM3e,
-    # 72 GPUs in one NVLink domain; 1.4 kW per GPU; the Blackwell Ultra blog: 160 SMs.
+    # 72 GPUs in one NVLink domain; 1.4 kW per GPU; 152 SMs enabled, as GB200 (triton #2768), of the die's 160.
     gpu = get_gpu("gb300")
     assert gpu.bf16_flop_per_s * 2 * 72 == pytest.approx(360 * PF)
     assert gpu.fp8_flop_per_s * 2 * 72 == pytest.approx(720 * PF)
     assert gpu.memory_bw_bytes_per_s * 72 == pytest.approx(576e12)
-    assert gpu.tdp_w == 1400 and gpu.nvlink_max_gpus == 72 and gpu.sms == 160
+    assert gpu.tdp_w == 1400 and gpu.nvlink_max_gpus == 72 and gpu.sms == 152 == get_gpu("gb200").sms
     # MLPerf Training v5.1's Theia system files: 'accelerator_memory_capacity': '284208 MiB'.
     assert gpu.memory_bytes == 284208 * MIB
 
