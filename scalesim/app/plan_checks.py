@@ -41,6 +41,15 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
         raise bad("parallel.cp_comm_type", f"{model.name} has sliding windows, which Transformer Engine's p2p "
                   "context parallelism refuses (attn_forward_func_with_cp asserts it) and PyTorch's ring has no "
                   "window (SDPA's is_causal only); allowed: all_gather")
+    if par.cp > 1 and par.cp_comm_type == "a2a":                   # parallel/cp_a2a.py
+        heads = {"attention heads": model.heads or 1, "key/value heads": model.kv_heads or model.heads or 1}
+        per_rank = {what: max(1, n // par.tp) for what, n in heads.items()}
+        if any(n % par.cp for n in per_rank.values()):
+            allowed = [c for c in range(2, 65) if not any(n % c for n in per_rank.values())]
+            raise bad("parallel.cp_comm_type", f"a2a splits each TP rank's heads over the cp ranks (Transformer "
+                      f"Engine asserts num_heads % cp_size == 0 for Q, K, V), but {model.name} has "
+                      + ", ".join(f"{n} {what}" for what, n in per_rank.items()) + f" per TP rank and cp is "
+                      f"{par.cp}; allowed: p2p or all_gather, or a2a with cp in {allowed or 'none'}")
     check_experts(scenario, model, dp, file)
     check_framework_keys(par, bad)
     shard = par.hsdp_shard
