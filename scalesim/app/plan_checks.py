@@ -40,7 +40,7 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
     if par.cp > 1 and par.cp_comm_type in ("p2p", "torch_ring") and windowed(model):      # parallel/cp_exchange.py
         raise bad("parallel.cp_comm_type", f"{model.name} has sliding windows, which Transformer Engine's p2p "
                   "context parallelism refuses (attn_forward_func_with_cp asserts it) and PyTorch's ring has no "
-                  "window (SDPA's is_causal only); allowed: all_gather")
+                  "window (SDPA's is_causal only); allowed: all_gather or a2a")
     if par.cp > 1 and par.cp_comm_type == "a2a":                   # parallel/cp_a2a.py
         heads = {"attention heads": model.heads or 1, "key/value heads": model.kv_heads or model.heads or 1}
         per_rank = {what: max(1, n // par.tp) for what, n in heads.items()}
