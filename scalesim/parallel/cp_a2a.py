@@ -50,6 +50,26 @@ def head_bytes(model: ModelSpec, plan, heads: int, element: float | None = None)
     return plan.micro_batch * tokens * width * (element or ELEMENT_BYTES[plan.precision])
 
 
+def head_split_problem(model: ModelSpec, tp: int, cp: int) -> str | None:
+    """Why `model`'s heads cannot be split over `cp` ranks (TE asserts "cp_comm_type='a2a' requires num_heads %
+    cp_size == 0 for Q, K, V", the heads of a TP rank), with what is allowed; None when they can.
+
+    >>> from scalesim.models.zoo import get_model
+    >>> head_split_problem(get_model("llama2-70b", seq_len=8192), 1, 8) is None
+    True
+    >>> "[2, 4]" in head_split_problem(get_model("qwen2.5-7b", seq_len=8192), 1, 8)
+    True
+    """
+    heads = {"attention heads": model.heads or 1, "key/value heads": model.kv_heads or model.heads or 1}
+    per_rank = {what: max(1, n // tp) for what, n in heads.items()}
+    if not any(n % cp for n in per_rank.values()):
+        return None
+    allowed = [c for c in range(2, 65) if not any(n % c for n in per_rank.values())]
+    return (f"a2a splits each TP rank's heads over the cp ranks (Transformer Engine asserts num_heads % cp_size "
+            f"== 0 for Q, K, V), but {model.name} has " + ", ".join(f"{n} {what}" for what, n in per_rank.items())
+            + f" per TP rank and cp is {cp}; allowed: p2p or all_gather, or a2a with cp in {allowed or 'none'}")
+
+
 def uses_a2a(work) -> bool:
     return any(op.kind == "attention" and op.cp_a2a for op in work.layer.ops)
 
