@@ -7,6 +7,7 @@ from __future__ import annotations
 from scalesim.errors import InputError
 from scalesim.models import ModelSpec
 from scalesim.parallel.cost_balance import nanotron_blocks
+from scalesim.parallel.cp_a2a import head_split_problem
 from scalesim.parallel.cp_exchange import windowed
 from scalesim.parallel.stages import pipeline_blocks
 from scalesim.scenario import Scenario
@@ -37,10 +38,7 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
                   f"allowed: {', '.join(str(t) for t in range(1, model.heads + 1) if model.heads % t == 0 and t <= 64)}")
     if model.kv_heads and model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise bad("parallel.tp", f"tp ({par.tp}) and the key/value heads ({model.kv_heads}) must divide one another")
-    if par.cp > 1 and par.cp_comm_type in ("p2p", "torch_ring") and windowed(model):      # parallel/cp_exchange.py
-        raise bad("parallel.cp_comm_type", f"{model.name} has sliding windows, which Transformer Engine's p2p "
-                  "context parallelism refuses (attn_forward_func_with_cp asserts it) and PyTorch's ring has no "
-                  "window (SDPA's is_causal only); allowed: all_gather")
+    check_cp_comm(par, model, bad)
     check_experts(scenario, model, dp, file)
     check_framework_keys(par, bad)
     shard = par.hsdp_shard
@@ -77,6 +75,17 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
                   f"micro-batches per step on each data-parallel replica (global_batch / (dp x micro_batch)); "
                   f"scalesim plays out every one, so at most {MAX_MICRO_BATCHES:,} are allowed: raise "
                   f"training.micro_batch or lower training.global_batch")
+
+
+def check_cp_comm(par, model: ModelSpec, bad) -> None:
+    """Context parallelism's exchange must run the model's attention: no window on a ring, the heads split
+    evenly over the all-to-all."""
+    if par.cp > 1 and par.cp_comm_type in ("p2p", "torch_ring") and windowed(model):      # parallel/cp_exchange.py
+        raise bad("parallel.cp_comm_type", f"{model.name} has sliding windows, which Transformer Engine's p2p "
+                  "context parallelism refuses (attn_forward_func_with_cp asserts it) and PyTorch's ring has no "
+                  "window (SDPA's is_causal only); allowed: all_gather or a2a")
+    if par.cp > 1 and par.cp_comm_type == "a2a" and (problem := head_split_problem(model, par.tp, par.cp)):
+        raise bad("parallel.cp_comm_type", problem)                                   # parallel/cp_a2a.py
 
 
 def check_framework_keys(par, bad) -> None:

@@ -34,6 +34,7 @@ from scalesim.limits import charge, check_step_size, estimated_tasks
 from scalesim.models import ModelSpec, get_model
 from scalesim.models.conv_fusion import fuse_resnet
 from scalesim.models.packing import fp8_attention, masked_lm_head, packed_attention
+from scalesim.parallel.cp_a2a import all_to_all_model
 from scalesim.parallel.cp_exchange import all_gathered, gathers
 from scalesim.parallel.experts import default_imbalance
 from scalesim.parallel.placement import Placement
@@ -114,6 +115,8 @@ def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = N
     check_plan(scenario, model, count, dp, file)
     if gathers(model, par.cp, par.cp_comm_type):         # CP all-gathers K and V (parallel/cp_exchange.py)
         model = caches.model(key + ("cp all_gather",), lambda: all_gathered(model))
+    elif par.cp > 1 and par.cp_comm_type == "a2a":     # Q, K, V all-to-all'd to heads (parallel/cp_a2a.py)
+        model = caches.model(key + ("cp a2a",), lambda: all_to_all_model(model))
     topology = cluster_of(scenario, design, file, catalog, caches)     # built once the plan is known to fit it
     gpu = topology.gpu_spec
     _check_gpu(gpu, training, file)

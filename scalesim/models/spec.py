@@ -61,6 +61,7 @@ class OpSpec:
     ring_steps: int = 1  # attention: context parallelism's ring steps, one kernel each (costs/context_chunks.py)
     window: int = 0      # attention: a sliding window of this many earlier keys a query sees; 0 = none (costs/flash.py)
     cp_gather: bool = False  # attention: CP all-gathers K and V before its kernels (TE cp_comm_type all_gather)
+    cp_a2a: bool = False  # attention: CP all-to-alls Q, K, V to heads/cp, one whole-sequence kernel (TE's a2a)
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0

@@ -22,7 +22,8 @@ A sliding window runs only on the all-gather (or all-to-all) path: attn_forward_
 takes one cp_comm_type for every layer (`--cp-comm-type all_gather`) or a list with one per layer
 (TransformerConfig.cp_comm_type List[str], TransformerLayer picks `cp_comm_type[layer_number - 1]`);
 scalesim runs one for the whole model (`parallel.cp_comm_type`): all_gather where the model has a window
-(its full-attention layers too, Gemma 2's global layers), else p2p. Ulysses-style "a2a" is not modelled.
+(its full-attention layers too, Gemma 2's global layers), else p2p. "a2a" (AttnFuncWithCPAndQKVOA2A,
+Ulysses-style) all-to-alls Q, K, V to heads/cp around one whole-sequence kernel (parallel/cp_a2a.py).
 "torch_ring" is PyTorch's own ring as torchtitan runs it (parallel/torch_ring.py): all-gathers and fp32 dK/dV
 hops on the compute path.
 """
@@ -33,10 +34,10 @@ from dataclasses import replace
 
 from scalesim.costs.compute import ELEMENT_BYTES
 from scalesim.models.spec import ModelSpec
-from scalesim.parallel import torch_ring
+from scalesim.parallel import cp_a2a, torch_ring
 from scalesim.program import ComputeTask
 
-CP_COMM_TYPES = ("p2p", "all_gather", "torch_ring")
+CP_COMM_TYPES = ("p2p", "all_gather", "torch_ring", "a2a")
 
 
 def windowed(model: ModelSpec) -> bool:
@@ -105,6 +106,8 @@ def before(rp, work, i: int, deps, kind: str) -> tuple[int | None, tuple]:
     (TE's, or torch's ring's) comes first, the half waiting for it."""
     if not (work.is_block and rp.pl.cp > 1 and i == 0):
         return None, deps
+    if cp_a2a.uses_a2a(work):       # Q, K, V (backward: dO) to heads/cp, the half waiting for them (cp_a2a.py)
+        return None, cp_a2a.exchange(rp, work, kind, True, deps)
     if rp.plan.cp_torch_ring:       # K and V as SDPA gets them, every query head (torch_ring.py)
         exchange = rp.call("cp", "all_gather", rp.cp_group, kv_bytes(rp.b.model, rp.plan, rp.b.model.heads),
                            "cp", deps, ("cp",))
@@ -120,6 +123,8 @@ def before(rp, work, i: int, deps, kind: str) -> tuple[int | None, tuple]:
 def after(rp, work, i: int, kind: str, wait: int, ring: int | None) -> int:
     """What follows part `i`'s tasks wait for: the ring's exchange too, or (all-gather, backward) the
     reduce-scatter of dK and dV after the kernels."""
+    if i == 0 and work.is_block and rp.pl.cp > 1 and cp_a2a.uses_a2a(work):     # O (backward: dQ, dK, dV) back
+        return cp_a2a.exchange(rp, work, kind, False, (wait,))[0]
     if ring is not None:
         rp.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, ring)))
         return len(rp.list) - 1

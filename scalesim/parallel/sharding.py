@@ -71,7 +71,7 @@ def _shard_op(op: OpSpec, tp: int, cp: int, sp: bool) -> OpSpec:
             else op.backward_elements * moved / op.elements_moved if op.elements_moved else 0.0)
     return replace(op, flop=flop, elements_moved=moved, score_elements=scores, backward_elements=back,
                    gemm_mnk=None if op.gemm_mnk is None else (m, n, k),
-                   ring_steps=cp if op.kind == "attention" else op.ring_steps)
+                   ring_steps=cp if op.kind == "attention" and not op.cp_a2a else op.ring_steps)
 
 
 # Column-parallel GEMMs that read the block's sequence-parallel all-gathered input, and the one of

@@ -55,8 +55,8 @@ class ParallelSpec(Strict):
     pp: pydantic.PositiveInt = 1
     cp: pydantic.PositiveInt = 1
     # How CP exchanges K and V (parallel/cp_exchange.py): [p2p ring; all_gather for a model with a window];
-    # torch_ring: PyTorch's ring as torchtitan runs it (parallel/torch_ring.py)
-    cp_comm_type: Literal["p2p", "all_gather", "torch_ring"] | None = None
+    # torch_ring: PyTorch's ring as torchtitan runs it (parallel/torch_ring.py); a2a: TE's all-to-all (cp_a2a.py)
+    cp_comm_type: Literal["p2p", "all_gather", "torch_ring", "a2a"] | None = None
     # Expert parallelism (MoE models): experts split over ep ranks cut from cp x dp, as Megatron-Core
     # does (scalesim/parallel/experts.py); must divide the experts and dp x cp.
     ep: pydantic.PositiveInt = 1
