@@ -94,10 +94,11 @@ LAYOUT_PASSES_FORWARD = 2          # read + write of the input and of the output
 # QA model with DLE's eager copies and dropouts (bert-large-qa): +1.5% / -1.4% at 8.0 (A100 -3.6% with its K0, small12).
 # GPUs with few SM-clocks per byte of DRAM bandwidth (A100, H100) hit this roof;
 # GeForce cards (many fast SMs on GDDR) stay DRAM-bound, needing no such correction.
-# Out of sample (Dec 2026, stream9): re-fitted without Lambda, jointly with the H100/H200
-# training clock, on the 20 reference cases of Megatron-LM 2020 (A100) and NeuSight (H100),
-# it is 7.5 (clock 0.94; 2.0-3.1% median over 7.5-8.0 x 0.93-0.96), which predicts
-# Lambda's four runs at -2% to -4.4% (validation/fits.yaml). The cited 10.8 and a 1.0 clock
+# Out of sample (Dec 2026, stream9; re-derived in session 12): re-fitted without Lambda,
+# jointly with the H100/H200 training clock, on the 20 reference cases of Megatron-LM 2020
+# (A100) and NeuSight (H100), it is 8.0 (clock 0.93; 1.8-3.0% median over 7.5-8.25 x
+# 0.93-0.95; 7.5 / 0.94 before A100's depth cost), which predicts Lambda's four runs at
+# -3.6% to +1.7% (validation/fits.yaml). The cited 10.8 and a 1.0 clock
 # instead take the 220 reference cases from 3.9% to 9.4% median error (128 worse, 28 better).
 STREAM_BYTES_PER_SM_CYCLE = 8.0
 

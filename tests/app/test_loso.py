@@ -14,7 +14,9 @@ def test_every_fit_names_the_cases_it_was_fitted_on_and_they_name_it():
     fits, cases = load_fits(), load_cases()
     fitted_sources = {source_key(c) for c in cases if c.fitted_on}
     assert fitted_sources == {f.source for f in fits}
-    assert all(f.without != f.fitted and f.why for f in fits)
+    # a left-out value is another value, or a re-fit on other sources that found the same one
+    assert all(f.why and (f.without != f.fitted or "re-fitted" in f.why) for f in fits)
+    assert all(any(f.without != f.fitted for f in fits if f.source == source) for source in fitted_sources)
 
 
 def test_without_its_source_a_fit_takes_the_other_sources_value_and_nothing_else_changes():
