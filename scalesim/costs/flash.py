@@ -62,9 +62,9 @@ Blackwell: NVIDIA's cuDNN SDPA training benchmark publishes both passes in FP8 a
 @60e572b7: cuDNN 9.22, batch 2, 64 query and 8 key/value heads, head dim 128, the Llama 70B shape, no
 mask, TFLOPS at 2k ... 32k: forward FP8 1881 2093 2241 2263 2223, BF16 1433 1599 1771 1697 1634;
 backward (NVTE_FP8_DPA_BWD's FP8 kernel) FP8 1214 1577 1772 1836 1825, BF16 1124 1350 1404 1374
-1262), so there both passes run faster by FP8_SPEEDUP (fp8_speedup).
-A part the same benchmark measures against GB200 (GB300) runs at its own rate, a causal op at the causal
-rows' FP8 gain, each context-parallel ring step at its own length: costs/part_attention.py.
+1262), so there both passes run faster, by that table's FP8 over BF16 ratio with the op's mask
+(costs/part_attention.py fp8_over_bf16, which holds the table). A part the same benchmark measures against
+GB200 (GB300) runs at its own rate, each context-parallel ring step at its own length: costs/part_attention.py.
 """
 
 from __future__ import annotations
@@ -166,14 +166,9 @@ AMD_REFERENCE = (8192, True)     # the row FLASH_ATTENTION_EFFICIENCY and BACKWA
 # FP8 over BF16 forward rate of cuDNN's flash attention by sequence length (module docstring).
 FP8_FORWARD_SPEEDUP = {"hopper": ((512, round(617 / 497, 3)), (1024, round(751 / 574, 3)),
                                   (2048, round(886 / 617, 3)), (4096, round(864 / 609, 3)),
-                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3))),
-                       "blackwell": ((2048, round(1881 / 1433, 3)), (4096, round(2093 / 1599, 3)),
-                                     (8192, round(2241 / 1771, 3)), (16384, round(2263 / 1697, 3)),
-                                     (32768, round(2223 / 1634, 3)))}
-# The same over the backward, where published (module docstring: GB200, cuDNN); elsewhere 16-bit.
-FP8_BACKWARD_SPEEDUP = {"blackwell": ((2048, round(1214 / 1124, 3)), (4096, round(1577 / 1350, 3)),
-                                      (8192, round(1772 / 1404, 3)), (16384, round(1836 / 1374, 3)),
-                                      (32768, round(1825 / 1262, 3)))}
+                                  (8192, round(971 / 600, 3)), (16384, round(1005 / 595, 3)))}
+# No FP8 backward rate is published for Hopper: its backward runs at the 16-bit rate (fp8_speedup). Blackwell's
+# FP8 rates, both passes and both masks, are cuDNN's GB200 table itself (costs/part_attention.py fp8_over_bf16).
 
 # Blackwell parts whose chip cuDNN's FP8 table measures (GB200, sm_100) or that run its kernels (B200,
 # B300, GB300: sm_100/sm_103). The GB202 parts (RTX 5090, RTX PRO 6000: sm_120) run no FP8 attention:
@@ -311,13 +306,15 @@ def fp8_forward_speedup(arch: str, seq: int) -> float:
 
 
 def fp8_attention_runs(gpu: GpuSpec) -> bool:
-    """FP8 attention has a published rate on this part's chip (FP8_FORWARD_SPEEDUP, FP8_ATTENTION_PARTS).
+    """FP8 attention has a published rate on this part's chip (FP8_FORWARD_SPEEDUP; Blackwell: the parts of
+    FP8_ATTENTION_PARTS, priced from cuDNN's GB200 table in costs/part_attention.py).
 
     >>> from scalesim.hardware import get_gpu
     >>> [fp8_attention_runs(get_gpu(g)) for g in ("h100-sxm", "gb300", "rtx5090", "l40s")]
     [True, True, False, False]
     """
-    return gpu.arch in FP8_FORWARD_SPEEDUP and gpu.name in FP8_ATTENTION_PARTS.get(gpu.arch, (gpu.name,))
+    return (gpu.name in FP8_ATTENTION_PARTS[gpu.arch] if gpu.arch in FP8_ATTENTION_PARTS
+            else gpu.arch in FP8_FORWARD_SPEEDUP)
 
 
 def fp8_attention_gpus() -> list[str]:
@@ -327,15 +324,13 @@ def fp8_attention_gpus() -> list[str]:
 
 def fp8_speedup(arch: str, seq: int, backward: bool = False) -> float:
     """How many times faster an FP8 flash-attention pass runs than the 16-bit one at `seq` tokens on
-    `arch`: the forward by FP8_FORWARD_SPEEDUP, the backward by FP8_BACKWARD_SPEEDUP where published
-    (else 1.0: the 16-bit rate).
+    `arch` (Hopper; Blackwell's are costs/part_attention.py fp8_over_bf16): the forward by FP8_FORWARD_SPEEDUP,
+    the backward at the 16-bit rate (no FP8 backward figure published).
 
-    >>> fp8_speedup("hopper", 8192, backward=True), fp8_speedup("blackwell", 8192, backward=True)
-    (1.0, 1.262)
+    >>> fp8_speedup("hopper", 8192, backward=True), fp8_speedup("hopper", 8192)
+    (1.0, 1.618)
     """
-    if not backward:
-        return fp8_forward_speedup(arch, seq)
-    return _by_length(FP8_BACKWARD_SPEEDUP.get(arch), seq)
+    return 1.0 if backward else fp8_forward_speedup(arch, seq)
 
 
 def length_rate(arch: str, seq: int, causal: bool, backward: bool) -> float:

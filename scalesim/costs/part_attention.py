@@ -1,7 +1,7 @@
 """A part's own flash-attention rate within its architecture, where one benchmark measures both parts.
 
 costs/flash.py gives one rate per architecture: on Blackwell, the efficiency and FP8 speed-ups of
-NVIDIA's cuDNN SDPA benchmark on GB200 (fp8_speedup). Blackwell Ultra (GB300) runs the same kernels
+NVIDIA's cuDNN SDPA benchmark on GB200 (SDPA_TFLOPS below). Blackwell Ultra (GB300) runs the same kernels
 faster at the same rated tensor peaks (2.5 PFLOPS dense BF16 on both, hardware/data/gpus.yaml): it
 doubles the SFU's exponential throughput (MUFU.EX2), which the softmax between a flash kernel's two
 matrix products waits on (NVIDIA technical blogs "Inside NVIDIA Blackwell Ultra: The Chip Powering the
@@ -22,8 +22,8 @@ at the architecture's rate. Only cuDNN's kernel ("flash" on Blackwell) is measur
 
 FP8 attention on an architecture with a reference part in the table runs the reference part's own FP8
 over BF16 ratio with the op's mask (a causal op: the top_left rows, GB200 8k forward 2047 / 1574,
-backward 1454 / 1332; not the full-mask rows' 2241 / 1771 and 1772 / 1404, which costs/flash.py
-fp8_speedup gives); elsewhere (Hopper) fp8_speedup. Under context parallelism each ring step (an equal
+backward 1454 / 1332; the full-mask rows' 2241 / 1771 and 1772 / 1404 for an op without a mask);
+elsewhere (Hopper) costs/flash.py fp8_speedup. Under context parallelism each ring step (an equal
 share of the work, costs/context_chunks.py ring_steps) gains what its own length and mask gain, as
 ring_time_factor takes each step's rate: cp 8 at 8k runs 1024- and 724-token steps.
 """
