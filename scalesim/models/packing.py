@@ -49,14 +49,14 @@ def packed_attention(model: ModelSpec, sequences: int) -> ModelSpec:
 
 def fp8_attention(model: ModelSpec) -> ModelSpec:
     """`model` with its attention kernels running FP8 (Transformer Engine's FP8 dot-product attention,
-    NeMo `fp8_dot_product_attention`; its cost is in costs/flash.py, fp8_forward_speedup).
+    NeMo `fp8_dot_product_attention`; its cost is in costs/flash.py fp8_speedup and costs/part_attention.py).
 
     >>> from scalesim.models.zoo import get_model
     >>> llama = fp8_attention(get_model("llama2-7b", seq_len=512))
     >>> all(op.fp8 for layer in llama.layers for op in layer.ops if op.kind == "attention")
     True
     """
-    return _with_attention_fields(model, fp8=True)
+    return with_attention_fields(model, fp8=True)
 
 
 def sliding_window(model: ModelSpec, window: int, every: int) -> ModelSpec:
@@ -120,10 +120,10 @@ def attention_score_ops(model: ModelSpec, score_ops: tuple[str, ...]) -> ModelSp
     kept = replace(model, layers=tuple(
         replace(layer, attention_score_bytes=layer.attention_score_bytes * saved)
         if any(op.kind == "attention" for op in layer.ops) else layer for layer in model.layers))
-    return _with_attention_fields(kept, score_ops=tuple(score_ops))
+    return with_attention_fields(kept, score_ops=tuple(score_ops))
 
 
-def _with_attention_fields(model: ModelSpec, **fields) -> ModelSpec:
+def with_attention_fields(model: ModelSpec, **fields) -> ModelSpec:
     """`model` with `fields` set on every attention op, the other ops as they are."""
     layers = tuple(replace(layer, ops=tuple(replace(op, **fields) if op.kind == "attention" else op
                                             for op in layer.ops)) for layer in model.layers)

@@ -28,17 +28,15 @@ momentary reordering copies and the all-to-all's receive buffers are not charged
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from scalesim.costs.compute import ELEMENT_BYTES
+from scalesim.models.packing import with_attention_fields
 from scalesim.models.spec import ModelSpec
 
 
 def all_to_all_model(model: ModelSpec) -> ModelSpec:
     """`model` whose every attention op runs context parallelism's all-to-all form (one whole-sequence kernel)."""
-    layers = tuple(replace(layer, ops=tuple(replace(op, cp_a2a=True) if op.kind == "attention" else op
-                                            for op in layer.ops)) for layer in model.layers)
-    return replace(model, layers=layers)
+    return with_attention_fields(model, cp_a2a=True)
 
 
 def head_bytes(model: ModelSpec, plan, heads: int, element: float | None = None) -> float:

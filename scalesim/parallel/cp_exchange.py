@@ -30,9 +30,9 @@ hops on the compute path.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from scalesim.costs.compute import ELEMENT_BYTES
+from scalesim.models.packing import with_attention_fields
 from scalesim.models.spec import ModelSpec
 from scalesim.parallel import cp_a2a, torch_ring
 from scalesim.program import ComputeTask
@@ -59,18 +59,14 @@ def gathers(model: ModelSpec, cp: int, comm_type: str | None) -> bool:
 
 def all_gathered(model: ModelSpec) -> ModelSpec:
     """`model` whose every attention op has its K and V all-gathered under context parallelism."""
-    layers = tuple(replace(layer, ops=tuple(replace(op, cp_gather=True) if op.kind == "attention" else op
-                                            for op in layer.ops)) for layer in model.layers)
-    return replace(model, layers=layers)
+    return with_attention_fields(model, cp_gather=True)
 
 
 def kv_bytes(model: ModelSpec, plan, heads: int | None = None) -> float:
     """K and V of a micro-batch's whole sequence with one TP rank's KV heads (or `heads`), the config's head_dim
-    wide: what the CP group exchanges a layer (the all-gather's output)."""
-    pl, q_heads = plan.placement, model.heads or 1
-    width = max(1, (heads or model.kv_heads or q_heads) // pl.tp) * (model.head_dim or (model.hidden or 0) // q_heads)
-    tokens = (model.tokens_per_sample or 1) // pl.cp
-    return 2 * plan.micro_batch * tokens * width * ELEMENT_BYTES[plan.precision] * pl.cp
+    wide: what the CP group exchanges a layer (the all-gather's output): every rank's local K and V."""
+    local = cp_a2a.head_bytes(model, plan, heads or model.kv_heads or model.heads or 1)
+    return 2 * local * plan.placement.cp
 
 
 def gather_buffer_bytes(model: ModelSpec, plan) -> float:

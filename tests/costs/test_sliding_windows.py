@@ -8,7 +8,7 @@ import pytest
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, attention_time_s, layer_time
 from scalesim.costs.flash import WINDOW_TILE, window_share
 from scalesim.hardware import get_gpu
-from scalesim.models.packing import _with_attention_fields
+from scalesim.models.packing import with_attention_fields
 from scalesim.models.zoo import get_model
 from scalesim.parallel.sharding import shard_layer
 
@@ -42,7 +42,7 @@ def test_a_window_as_long_as_the_sequence_changes_nothing(backward):
     gpu = get_gpu("h100-sxm")
     for seq in (2048, 4096):
         windowed = _attention(get_model("mistral-7b", seq_len=seq).layers[1])
-        causal = _with_attention_fields(get_model("mistral-7b", seq_len=seq), window=0).layers[1]
+        causal = with_attention_fields(get_model("mistral-7b", seq_len=seq), window=0).layers[1]
         assert attention_time_s(windowed, gpu, "bf16", 1, "flash", backward) == \
             attention_time_s(_attention(causal), gpu, "bf16", 1, "flash", backward)
 
@@ -52,7 +52,7 @@ def test_a_window_never_slows_attention_and_changes_nothing_else(gpu_name):
     gpu = get_gpu(gpu_name)
     for name, seq in (("mistral-7b", 8192), ("mistral-7b", 16384), ("gemma2-9b", 8192), ("phi-3-mini", 4096)):
         model = get_model(name, seq_len=seq)
-        plain = _with_attention_fields(model, window=0)
+        plain = with_attention_fields(model, window=0)
         for cp in (1, 2, 4):
             for attention in ("flash", "fused", "naive"):
                 a = layer_time(shard_layer(model.layers[1], 1, cp, False), gpu, "bf16", 1, attention=attention)
@@ -72,7 +72,7 @@ def test_the_windowed_share_is_what_flash_attention_skips_to():
     assert window_share(8192, 4096) == 1584 / 4096
     h100 = get_gpu("h100-sxm")
     windowed = _attention(get_model("mistral-7b", seq_len=8192).layers[1])
-    plain = _attention(_with_attention_fields(get_model("mistral-7b", seq_len=8192), window=0).layers[1])
+    plain = _attention(with_attention_fields(get_model("mistral-7b", seq_len=8192), window=0).layers[1])
     w, f = (attention_time_s(op, h100, "bf16", 1, "flash") - KERNEL_OVERHEAD_S for op in (windowed, plain))
     assert 1.2 < f / w < 2.0     # the causal kernel runs 2080 tiles at its causal rate, the band 1584
 
@@ -137,7 +137,7 @@ def test_a_gathered_layer_without_a_window_runs_its_share_of_the_causal_tiles_in
     block = get_model("gemma2-9b", seq_len=16384).layers[2]
     assert _attention(block).window == 0
     whole = attention_time_s(_attention(block), gpu, "bf16", 1, "flash", backward=backward)
-    gathered = _attention(shard_layer(_with_attention_fields(_blocks_of(block), cp_gather=True).layers[0], 1, cp, False))
+    gathered = _attention(shard_layer(with_attention_fields(_blocks_of(block), cp_gather=True).layers[0], 1, cp, False))
     launches = 2 if backward else 1
     assert gathered.ring_steps == cp
     assert (attention_time_s(gathered, gpu, "bf16", 1, "flash", backward=backward) - 2 * launches * KERNEL_OVERHEAD_S
