@@ -54,7 +54,7 @@ DROPOUT_MASK_BYTES = 1
 TE_DROPOUT_MASK_BYTES = 1 / 8
 
 # The adapter kernels Transformer Engine's op fuser runs inside GEMMs (training.te_op_fuser; NeMo's
-# TEFusedLoRALinear, nemo/collections/llm/peft/lora.py @8cfedd72, on te.ops @release_v2.8): the scale and
+# TEFusedLoRALinear, nemo/collections/llm/peft/lora.py @2182063e (25.09-alpha), on te.ops @release_v2.8): the scale and
 # the add into y in lora_b's GEMM (ForwardLinearScaleAdd: alpha = scale, beta = 1 into the base output),
 # the scale's gradient in lora_b's data-gradient GEMM (BackwardLinearScale: alpha), and the add of the
 # adapter's dx into the base's data-gradient GEMM (BackwardLinearAdd: beta = 1; costs/te_ops.py prices

@@ -84,7 +84,8 @@ class FinetuneSpec:
 
 
 def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str], layout: str = "peft",
-                  dropout: float = 0.0, tp: int = 1, input_bytes: float = 2.0, te_op_fuser: bool = False) -> FinetuneSpec:
+                  dropout: float = 0.0, tp: int = 1, input_bytes: float = 2.0,
+                  te_op_fuser: bool = False) -> FinetuneSpec:
     """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -179,7 +180,8 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
         fwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in forward)
         bwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in backward)
         flop += sum(op.flop for op in forward if op.kind == "gemm")
-    saved_forward, saved_backward = op_fuser_saved_s(layer, gpu, precision, batch, spec, held_sms)   # costs/te_ops.py
+    # kernels Transformer Engine's op fuser folds into others (costs/te_ops.py)
+    saved_forward, saved_backward = op_fuser_saved_s(layer, gpu, precision, batch, spec, held_sms)
     fwd -= saved_forward
     bwd -= saved_backward
     if spec.quantized:

@@ -9,7 +9,8 @@ NeMo 25.09-alpha.rc2, Megatron-Core 25.09-alpha.rc1 and Transformer Engine relea
 te_op_fuser, in two places:
 
 - The LoRA linears. NeMo's LoRA builds `TEFusedLoRALinear` for a Megatron-core adapter when the config asks
-  for the op fuser and tensor parallelism is 1 (nemo/collections/llm/peft/lora.py @8cfedd72, `enable_op_fuser`):
+  for the op fuser and tensor parallelism is 1 (nemo/collections/llm/peft/lora.py on NeMo's 25.09-alpha branch
+  @2182063e, which has it since NVIDIA/NeMo#14411; `enable_op_fuser`):
   a main branch te.ops.Sequential [RMSNorm, Quantize (linear_qkv, a LayerNormLinear) ->] MakeExtraOutput
   (in_place) -> Linear, and a LoRA branch Dropout -> Linear (A) -> Linear (B) -> ConstantScale ->
   AddExtraInput (in_place). Transformer Engine's fuser (transformer_engine/pytorch/ops/fused/ @release_v2.8)
