@@ -72,6 +72,10 @@ def _check_plan(scenario: ServingScenario, model, available: int, file: str | No
         raise bad("cluster.gpus", f"asks for {count} GPUs but the cluster has {available}; allowed: 1..{available}")
     if not model.num_layers or model.tokens_per_sample is None or model.family in ("bert", "vit"):
         raise bad("model", f"serving needs a decoder transformer; {model.name} is not one")
+    if model.moe is not None:
+        raise bad("model", f"{model.name} is a mixture-of-experts model; serving models dense decoder "
+                  "transformers only (its expert GEMMs, routing and expert weights are not modelled yet); "
+                  "allowed: a dense model (scalesim models lists them; train MoE models with scalesim run)")
     if s.ep > 1:
         raise bad("serving.ep", "expert parallelism needs a mixture-of-experts model, which serving does not "
                   "model yet; use ep: 1")
