@@ -49,7 +49,9 @@ def _mark(rows: list[dict], values: list[str]) -> list[str]:
     return [v if r["fits"] else f"{v} ({NO_FIT})" for r, v in zip(rows, values)]
 
 
-def _months(x: float | None) -> str:
+def _months(x: float | None, purchase: float | None) -> str:
+    if purchase is None:
+        return "n/a (no purchase price: pricing.ownership.gpu_usd)"
     return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
 
 
@@ -100,7 +102,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          _if_fits(rows, "purchase_usd"), True),
         ("cost (owned)", _mark(rows, [money(r["on_prem_cost_usd"]) for r in rows]),
          _if_fits(rows, "on_prem_cost_usd"), True),
-        ("owning beats renting after", [_months(r.get("break_even_months")) if r["fits"] else NO_FIT for r in rows],
+        ("owning beats renting after", [_months(r.get("break_even_months"), r.get("purchase_usd"))
+                                        if r["fits"] else NO_FIT for r in rows],
          _if_fits(rows, "break_even_months"), True),
         ("cloud $ per M tokens", _mark(rows, ["n/a" if r.get("usd_per_million_tokens") is None
                                               else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),

@@ -85,6 +85,9 @@ def _training_rows(t: Table, r: StepResult) -> None:
         t.add_row("cost to train (owned)", f"{_usd(own['cost_usd'])}: {_usd(own['amortised_usd'])} of a "
                   f"{_usd(own['capex_total_usd'])} purchase over {own['amortisation_years']:g} years + "
                   f"{_usd(own['power_usd'])} power" + (f" ({_usd(per_m)} per million tokens)" if per_m else ""))
+    elif own.get("capex_usd", 0) is None and r.time_to_train_s is not None:
+        t.add_row("cost to train (owned)", f"n/a: the catalog has no purchase price for {r.gpu_name}; set "
+                  f"pricing.ownership.gpu_usd (power alone: {_usd(own.get('power_usd'))})")
     if r.energy_kwh is not None:
         energy = (r.economics or {}).get("energy_kwh") or {}
         t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "

@@ -17,3 +17,12 @@ def test_the_highest_throughput_among_designs_that_fit_is_bold():
     throughput = next(r for r in summary_rows(rows) if r[0] == "throughput")
     _name, values, best, lowest = throughput
     assert bold_flags(best, lowest, len(values)) == [False, True, False]
+
+
+def test_a_design_without_a_purchase_price_never_says_renting_is_cheaper():
+    priced = {**_row("a", 1e5), "purchase_usd": 1e5, "break_even_months": None}
+    unpriced = {**_row("b", 1e5), "purchase_usd": None, "break_even_months": None, "on_prem_cost_usd": None}
+    _name, values, _best, _lowest = next(r for r in summary_rows([priced, unpriced])
+                                         if r[0] == "owning beats renting after")
+    assert values[0] == "never (renting is cheaper)"
+    assert "never" not in values[1] and "n/a" in values[1] and "pricing.ownership.gpu_usd" in values[1]

@@ -1,0 +1,23 @@
+"""run's table says why a run has no owned cost (a GPU the catalog has no price for), and which key sets it."""
+
+import yaml
+from click.testing import CliRunner
+
+from scalesim.cli import main
+
+
+def b200(tmp_path, **pricing):
+    path = tmp_path / "b200.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "1x B200", "cluster": {"node": "hgx-b200", "gpus": 1}, "model": "gpt2-350m",
+        "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 8, "micro_batch": 8, "tokens": 1e9},
+        **({"pricing": pricing} if pricing else {})}))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling"])
+    assert result.exit_code == 0, result.output
+    return next(line for line in result.output.splitlines() if "cost to train (owned)" in line)
+
+
+def test_a_gpu_without_a_list_price_says_owned_cost_is_na_and_names_the_key(tmp_path):
+    assert "n/a" in b200(tmp_path) and "pricing.ownership.gpu_usd" in b200(tmp_path)
+    priced = b200(tmp_path, ownership={"gpu_usd": 40000})
+    assert "n/a" not in priced and "purchase" in priced
