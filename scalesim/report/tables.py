@@ -51,7 +51,9 @@ def _step_rows(t: Table, r: StepResult) -> None:
                   + " (NCCL kernels hold SMs while hidden communication runs; included above)")
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
-    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})")
+    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})"
+              + ("; counted as 6 x parameters per token, where adapters without weight gradients run about 4 x: "
+                 "compare fine-tuning runs by tokens/s" if (r.plan or {}).get("trainable_params") is not None else ""))
     t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
     for point in r.scaling_skipped:       # left out by the command's answer budget (scalesim/limits.py)
         t.add_row(f"  {point['gpus']:,} GPU{'s' if point['gpus'] > 1 else ''} (scaling point)",
