@@ -49,6 +49,10 @@ def _mark(rows: list[dict], values: list[str]) -> list[str]:
     return [v if r["fits"] else f"{v} ({NO_FIT})" for r, v in zip(rows, values)]
 
 
+ABOVE_LINEAR = ("Scaling efficiency above 100%: the plan splits work one GPU does whole (ZeRO: each GPU "
+                "updates 1/N of the optimizer state)")
+
+
 def _months(x: float | None, purchase: float | None) -> str:
     if purchase is None:
         return "n/a (no purchase price: pricing.ownership.gpu_usd)"
@@ -59,9 +63,11 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     """Designs side by side (one column each): plan, step, throughput, MFU, scaling, memory fit,
     time, cost, energy. The best value of each time, cost and energy row among the designs that
     fit is bold; a design that does not fit is never bold and its values say so."""
+    above = any((r.get("scaling_efficiency") or 0) > 1 for r in rows)
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
-                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
+                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
+                      + (f" {ABOVE_LINEAR}." if above else ""))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)

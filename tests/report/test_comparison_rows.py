@@ -26,3 +26,10 @@ def test_a_design_without_a_purchase_price_never_says_renting_is_cheaper():
                                          if r[0] == "owning beats renting after")
     assert values[0] == "never (renting is cheaper)"
     assert "never" not in values[1] and "n/a" in values[1] and "pricing.ownership.gpu_usd" in values[1]
+
+
+def test_a_scaling_efficiency_above_100_percent_is_explained_under_the_table():
+    from scalesim.report.comparison import compare_table
+    above = {**_row("a", 1e5), "scaling_efficiency": 1.016}
+    assert "above 100%" in str(compare_table([above, _row("b", 2e5)]).caption)
+    assert "above 100%" not in str(compare_table([_row("a", 1e5), _row("b", 2e5)]).caption)
