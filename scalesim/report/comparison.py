@@ -55,7 +55,7 @@ ABOVE_LINEAR = ("Scaling efficiency above 100%: the plan splits work one GPU doe
 
 def _months(x: float | None, purchase: float | None) -> str:
     if purchase is None:
-        return "n/a (no purchase price: pricing.ownership.gpu_usd)"
+        return "n/a (no GPU price)"
     return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
 
 
@@ -67,7 +67,9 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
-                      + (f" {ABOVE_LINEAR}." if above else ""))
+                      + (f" {ABOVE_LINEAR}." if above else "")
+                      + (" No GPU price: the catalog has none for that GPU; set pricing.ownership.gpu_usd."
+                         if any(r["fits"] and r.get("purchase_usd") is None for r in rows) else ""))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)

@@ -144,7 +144,11 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
                  "<li>Energy = GPUs at TDP while their kernels run and at idle power otherwise (from the "
                  "simulated timeline), plus host draw; before PUE.</li>"
                  "<li>Scaling efficiency compares per-GPU throughput with the same plan on one GPU. "
-                 f"{ABOVE_LINEAR}.</li></ul>")
+                 f"{ABOVE_LINEAR}.</li>"
+                 + ("<li>n/a (no GPU price): the catalog has no purchase price for that GPU; set "
+                    "pricing.ownership.gpu_usd.</li>" if any(r["fits"] and r.get("purchase_usd") is None
+                                                             for r in rows) else "")
+                 + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
