@@ -68,6 +68,11 @@ def _training_rows(t: Table, r: StepResult) -> None:
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
                   f"{format_time(rel.get('ideal_time_s') or r.time_to_train_s)} without)")
+    elif not (r.economics or {}).get("ideal_time_s"):
+        price = (r.economics or {}).get("gpu_hour_usd")
+        t.add_row("time, cost and energy to train", "not computed: the scenario gives no budget; set "
+                  "training.tokens (or training.epochs and training.dataset_samples)"
+                  + ("" if price is None else f" (renting the {r.gpus:,} GPUs costs {_usd(r.gpus * price)} an hour)"))
     if rel:
         mtbf, interval = rel.get("mtbf_s"), rel.get("checkpoint_interval_s")
         interruptions = rel.get("expected_interruptions")

@@ -21,3 +21,14 @@ def test_a_gpu_without_a_list_price_says_owned_cost_is_na_and_names_the_key(tmp_
     assert "n/a" in b200(tmp_path) and "pricing.ownership.gpu_usd" in b200(tmp_path)
     priced = b200(tmp_path, ownership={"gpu_usd": 40000})
     assert "n/a" not in priced and "purchase" in priced
+
+
+def test_a_scenario_without_a_budget_says_which_keys_give_time_cost_and_energy(tmp_path):
+    data = yaml.safe_load(open("scenarios/8x4090-ddp.yaml"))
+    del data["training"]["tokens"]
+    path = tmp_path / "nobudget.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling"])
+    assert result.exit_code == 0, result.output
+    assert "not computed" in result.output and "training.tokens" in result.output
+    assert "time to train" not in result.output
