@@ -25,10 +25,13 @@ from scalesim.report.tables import make_console
 @click.option("--search/--no-search", default=True,
               help="Without --rates, bisect for the highest rate meeting the SLO [on].")
 @click.option("--plots/--no-plots", default=True, help="Write the latency plots (when rates were simulated).")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Allow this many seconds of simulation (a load estimated beyond 10 s is refused "
+                   "otherwise); stop with exit 2 when simulating takes longer (wall time) [no limit].")
 @catalog_option
 @friendly_errors
 def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | None, search: bool,
-          plots: bool, catalog_dirs) -> None:
+          plots: bool, max_seconds: float | None, catalog_dirs) -> None:
     """Simulate LLM serving of SCENARIO_FILE under load: latency, throughput, KV cache, cost.
 
     Exit code 0 when the model fits, 3 when it does not, 2 for bad input.
@@ -40,9 +43,10 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
     check_output_dir(out or Path("plots") / slug(scenario_file.stem) if plots else None, "--out",
                      files=("latency-throughput.png", "latency-percentiles.png"))
     scenario, file = load_serving_scenario(scenario_file)
-    from scalesim.limits import answer_budget
+    from scalesim.limits import answer_budget, time_limit
 
-    with status(as_json, f"simulating the serving of {scenario_file}"), answer_budget():
+    with status(as_json, f"simulating the serving of {scenario_file}"), answer_budget(max_seconds), \
+            time_limit(max_seconds):
         result = run_serve(scenario, file, rates=rate_list(rates) if rates else None, search=search,
                            catalog=catalog_from(catalog_dirs))
     written = []
