@@ -69,7 +69,9 @@ def serving_table(r: dict) -> Table:
               else ("none of the rates" if best is None else f"{best:,.2f} requests/s"))
     cost = r.get("cost_per_million_tokens_usd") or {}
     hours = r.get("gpu_hours_per_million_tokens")
-    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {_usd(cost.get('owned'))}"
+    owned = _usd(cost.get("owned")) + (" (no GPU price: set pricing.ownership.gpu_usd)"
+                                       if cost.get("owned") is None and cost.get("cloud") is not None else "")
+    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {owned}"
               + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
     return t
 

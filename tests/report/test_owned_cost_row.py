@@ -32,3 +32,17 @@ def test_a_scenario_without_a_budget_says_which_keys_give_time_cost_and_energy(t
     assert result.exit_code == 0, result.output
     assert "not computed" in result.output and "training.tokens" in result.output
     assert "time to train" not in result.output
+
+
+def test_serving_on_a_gpu_without_a_price_names_the_key_for_the_owned_cost():
+    from scalesim.report.serving import serving_table
+
+    r = {"scenario": "b200", "gpus": 8, "gpu": "b200", "replicas": 1, "plan": {"tp": 8, "pp": 1},
+         "memory_breakdown_bytes": {"weights": 1.0}, "memory_capacity_bytes": 2.0, "fits": True,
+         "kv_cache_tokens": 10, "rate_per_s": 1.0, "requests": 10, "ttft_s": None, "tpot_s": None,
+         "e2e_latency_s": None, "output_tokens_per_s": 1.0, "requests_per_s": 1.0, "preemptions": 0,
+         "slo": {"ttft_s": 1.0, "tpot_s": 0.1}, "cost_per_million_tokens_usd": {"cloud": 2.0, "owned": None}}
+    from rich.console import Console
+    console = Console(width=300, record=True)
+    console.print(serving_table(r))
+    assert "pricing.ownership.gpu_usd" in console.export_text()
