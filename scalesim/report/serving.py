@@ -73,6 +73,10 @@ def serving_table(r: dict) -> Table:
                                        if cost.get("owned") is None and cost.get("cloud") is not None else "")
     t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {owned}"
               + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
+    energy = r.get("energy_kwh_per_million_tokens")
+    if energy:
+        t.add_row("energy per million output tokens", f"{energy['it']:,.2f} kWh (GPUs and hosts; "
+                  f"{energy['facility']:,.2f} with PUE)")
     return t
 
 
