@@ -76,7 +76,7 @@ def _check_plan(scenario: ServingScenario, model, available: int, file: str | No
     if model.moe is not None:
         raise bad("model", f"{model.name} is a mixture-of-experts model; serving models dense decoder "
                   "transformers only (its expert GEMMs, routing and expert weights are not modelled yet); "
-                  "allowed: a dense model (scalesim models lists them; train MoE models with scalesim run)")
+                  "allowed: a dense model ('all' active parameters in scalesim models; MoE training: scalesim run)")
     if s.ep > 1:
         raise bad("serving.ep", "expert parallelism needs a mixture-of-experts model, which serving does not "
                   "model yet; use ep: 1")
