@@ -13,6 +13,9 @@ reproduces those figures:
   is 1). Busbw never falls as a link gets more efficient, so bisection finds it.
   Smaller sizes, and sizes still climbing towards the plateau, are latency- or
   pipeline-bound and left out of the fit (the before/after table still shows them).
+  The link is the one that bounds those sizes (link_to_fit): a --link that does not
+  (nvlink4 under an NVLS all-reduce, which the switch's reduction holds back) gives way
+  to it, with a line saying so; fitted, it would only sink to where it starts to bound.
 - an NVSwitch's `nvls_pipeline_fill` (the NVLS kernel's pipeline fill, in loops;
   scalesim/collectives/nvls.py) from the climbing sizes (>= RAMP_MIN_BYTES, below the
   plateau), when the link is an NVSwitch that reduces in the network: bisection again
@@ -55,6 +58,12 @@ EFFICIENCY_RANGE = (0.02, 1.0)
 RAMP_MIN_BYTES = 2**20           # below 1 MiB a call is latency-bound: the fill is not what sets it
 FILL_RANGE = (0.0, 64.0)         # loops of the NVLS pipeline
 JOINT_ROUNDS = 4
+# Which link bounds a log's runs: each catalog link of its topology lowered by BOUND_STEP (1%), the busbw
+# simulated on the fitted sizes. A link bounds them when the busbw follows it at least BOUND_SHARE as
+# closely as the link it follows most, and that one by at least BOUND_MIN (else latency bounds them).
+BOUND_STEP = 0.99
+BOUND_SHARE = 0.5
+BOUND_MIN = 0.2
 BISECTIONS = 24
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
 # How nvidia-smi / rocm-smi names a GPU (as nccl-tests prints it) -> catalog GPU; most specific first.
@@ -149,6 +158,48 @@ def nvls_switch_link(topologies: list[Topology]) -> str | None:
     return None
 
 
+def link_responses(busbw, catalog: Catalog, topologies: list[Topology], rows) -> dict[str, float]:
+    """How closely the simulated busbw of `rows` follows each catalog link of `topologies`: d ln busbw /
+    d ln efficiency from the link's efficiency lowered by BOUND_STEP (1: the link alone bounds the rows,
+    0: it has room to spare). It asks the collective's own pricing which resource holds its flows back: a
+    port's capacity (ring, tree), an NVSwitch's in-network reduction (NVLS: each flow's cap), a NIC."""
+    links = catalog.links()
+    names = sorted({d["link"].name for top in topologies for *_, d in top.graph.edges(data=True)}
+                   | {d["link"].name for top in topologies for _, d in top.graph.nodes(data=True) if d.get("link")})
+    base = busbw(catalog, rows)
+    out = {}
+    for name in (n for n in names if n in links):
+        lowered = busbw(with_field(catalog, name, efficiency=links[name].efficiency * BOUND_STEP), rows)
+        out[name] = statistics.fmean(math.log(b / low) for b, low in zip(base, lowered)) / -math.log(BOUND_STEP)
+    return out
+
+
+def link_to_fit(named: str | None, fallback: str, logs: list[NcclTestsLog], topologies, catalog: Catalog
+                ) -> tuple[str, str]:
+    """(the link to fit, a line saying why it is not the --link named): the link that bounds the logs'
+    bandwidth-bound sizes. A named link on the collective's path that does not bound them (nvlink4 under
+    an NVLS all-reduce, which the NVSwitch's reduction holds back) gives way to the one that does: fitted
+    instead, its efficiency would only sink to where it starts to bound, slowing every other transfer
+    over it. One off the path is refused."""
+    rows, busbw = bandwidth_bound(logs), busbw_of(logs, topologies)
+    responses = link_responses(busbw, catalog, topologies(catalog), rows)
+    top = max(responses, key=responses.__getitem__, default=None)
+    if top is None or responses[top] < BOUND_MIN:
+        return named or fallback, ""
+    choice = named or fallback
+    if responses.get(choice, 0.0) >= BOUND_SHARE * responses[top]:
+        return choice, ""
+    if named is None:
+        return top, ""
+    log, point = rows[-1]
+    algo = time_collective(topologies(catalog)[logs.index(log)], log.op, log.gpus, point.size_bytes).algo
+    if solve_field(busbw, catalog, named, "efficiency", rows, EFFICIENCY_RANGE, True) is None:
+        raise InputError(f"the simulated bus bandwidth does not depend on '{named}' here (it is not on the "
+                         f"path of this {algo} {log.op}); {top} bounds these runs: give --link {top}", key="--link")
+    return top, (f"{named} does not bound these runs ({algo} {log.op}): {top} does, so {top} is fitted "
+                 f"instead and {named} keeps its catalog efficiency {catalog.link(named).efficiency:g}")
+
+
 def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topologies, fit_rows, ramp):
     """(catalog, efficiency, switch, rows): the NVLS switch's pipeline fill fitted on the climbing sizes
     that run NVLS (`rows`), in turn with `link`'s efficiency on the plateau (JOINT_ROUNDS). switch is None
@@ -174,9 +225,10 @@ def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topo
 
 
 def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog], list[Topology]],
-             catalog: Catalog) -> list[Fit]:
+             catalog: Catalog, notice: str = "") -> list[Fit]:
     """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes;
-    on an NVSwitch that runs NVLS, also the switch's pipeline fill from the climbing sizes, in turn."""
+    on an NVSwitch that runs NVLS, also the switch's pipeline fill from the climbing sizes, in turn.
+    `notice`: why `link` is fitted rather than the one named (link_to_fit), shown with the fit."""
     spec = catalog.link(link, key="--link")
     rows = [(log, p) for log in logs for p in log.points]
     fit_rows, ramp = bandwidth_bound(logs), ramp_rows(logs)
@@ -198,7 +250,9 @@ def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog]
         return tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
                            (log, p) in used) for (log, p), b, a in zip(rows, before, after))
 
-    fits = [Fit(link, "efficiency", spec.efficiency, efficiency, checks(fit_rows), note)]
+    if notice:
+        note += f"; in place of the --link named: {notice}"
+    fits = [Fit(link, "efficiency", spec.efficiency, efficiency, checks(fit_rows), note, notice)]
     if switch:
         fits.append(Fit(switch, "nvls_pipeline_fill", catalog.link(switch).nvls_pipeline_fill,
                         fitted.link(switch).nvls_pipeline_fill, checks(ramp),
@@ -251,8 +305,11 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
         designs = [design_for_log(log, topology, catalog) for log in logs]
         name = link or default_link(logs[0], designs[0], catalog)
         network = name if catalog.link(name, key="--link").kind in NETWORK_KINDS else None
-        fits.extend(fit_link(logs, name, lambda cat: [log_topology(lg, d, network, cat)
-                                                      for lg, d in zip(logs, designs)], catalog))
+
+        def topologies(cat: Catalog) -> list[Topology]:
+            return [log_topology(lg, d, network, cat) for lg, d in zip(logs, designs)]
+        name, notice = link_to_fit(link, name, logs, topologies, catalog)
+        fits.extend(fit_link(logs, name, topologies, catalog, notice))
     if gemms or bandwidths:
         if gpu is None and not logs:
             raise InputError("GEMM and bandwidth figures need --gpu NAME (the catalog GPU they were measured on)",

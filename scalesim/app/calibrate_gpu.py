@@ -34,6 +34,7 @@ class Fit:
     after: float
     checks: tuple[Check, ...]
     note: str
+    notice: str = ""    # one line for the user: why this entry was fitted and not the --link named
 
 
 def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
