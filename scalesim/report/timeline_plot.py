@@ -40,8 +40,15 @@ def _scale(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+# What a planner's internal stream name reads as on a row (FSDP1's streams: parallel/fsdp.py, fsdp_limiter.py).
+STREAM_LABELS = {"fsdp_post_backward": "fsdp post-backward", "fsdp_unshard": "fsdp unshard"}
+
+
 def _row_name(stream: str) -> str:
-    return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
+    """The row a stream is drawn on: one row for the pipeline's transfers; words, not identifiers."""
+    if stream.startswith("pp_"):
+        return "pp send/recv"
+    return STREAM_LABELS.get(stream, stream.replace("_", " "))
 
 
 def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:

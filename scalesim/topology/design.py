@@ -148,7 +148,7 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
     if isinstance(spec, dict):
         data = dict(spec)
         data.setdefault("name", "inline")
-        design = validate(NodeDesign, data, file=file, key_prefix=key)
+        design = validate(NodeDesign, data, file=file, key_prefix=key, also_allowed=("base",))
         return check_catalog_names(design, file=file, key=key, catalog=catalog)
     if not isinstance(spec, str):
         raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
@@ -186,5 +186,5 @@ def _derived_design(spec: dict, *, key: str | None, file: str | None, catalog: C
         data["name"] = f"{base.name} with {', '.join(sorted(changes)) or 'no change'}"
     if "description" not in changes:
         data["description"] = f"{base.name} ({base.description}) with {changes} changed"
-    design = validate(NodeDesign, data, file=file, key_prefix=key)
+    design = validate(NodeDesign, data, file=file, key_prefix=key, also_allowed=("base",))
     return check_catalog_names(design, file=file, key=key, catalog=catalog)

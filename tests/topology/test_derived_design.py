@@ -27,3 +27,18 @@ def test_a_bad_derived_design_names_the_key(spec, key):
     with pytest.raises(InputError) as err:
         load_node_design(spec, key="cluster.node", file="s.yaml")
     assert err.value.key == key and err.value.file == "s.yaml"
+
+
+@pytest.mark.parametrize("spec", [{"gpu": "h100-sxm", "gpus": 8, "colour": "red"},
+                                  {"base": "dgx-h100", "colour": "red"}])
+def test_an_unknown_key_in_an_inline_node_lists_base_among_the_allowed(spec):
+    # `base` is read before the design's own fields are validated: the list must still offer it
+    with pytest.raises(InputError) as err:
+        load_node_design(spec, key="cluster.node", file="s.yaml")
+    allowed = str(err.value).split("Allowed here: ")[1].split(", ")
+    assert err.value.key == "cluster.node.colour" and "base" in allowed and "gpu" in allowed
+
+
+def test_a_misspelt_base_is_pointed_to_it():
+    with pytest.raises(InputError, match="Did you mean 'base'"):
+        load_node_design({"bsae": "dgx-h100", "gpu": "rtx5090", "gpus": 8}, key="cluster.node", file="s.yaml")
