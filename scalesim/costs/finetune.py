@@ -111,6 +111,12 @@ def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
     return sum(spec.rank * (k + n) for _, _, k, n in adapter_shapes(layer, spec))
 
 
+def trained_params(layers, spec: FinetuneSpec | None) -> int:
+    """Parameters with gradients in all of `layers` (the model's or a stage's): what an optimizer
+    updates and a checkpoint saves."""
+    return sum(trainable_params(layer, spec) for layer in layers)
+
+
 def quantized_weights(layer: LayerSpec) -> int:
     """Weights QLoRA stores in NF4: the block GEMMs' matrices (biases, norms, embedding, head stay 16-bit)."""
     if layer.kind != "transformer_block":
