@@ -117,7 +117,7 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
     ops = []
     for op in layer.ops:
         ops.extend(before.get(id(op), ()))
-        ops.append(replace(op, cast_share=0.0) if id(op) in gemms else op)
+        ops.append(replace(op, cast_share=0.0, grad_cast_share=0.0) if id(op) in gemms else op)
         ops.extend(after.get(id(op), ()))
     return replace(layer, ops=tuple(ops))
 

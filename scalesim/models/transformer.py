@@ -17,6 +17,8 @@ True
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 from scalesim.models.softcap import SOFTCAP_SAVED_BYTES, final_softcap_ops
 
@@ -176,8 +178,8 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
                gemm_op("mlp_down", s, h, f, bias=bias)]
         mlp_params = 2 * h * f + ((f + h) if bias else 0)
     elif ffn == "swiglu":                           # Shazeer 2020, "GLU Variants"; Llama
-        mlp = [gemm_op("mlp_gate", s, f, h, bias=bias),
-               gemm_op("mlp_up", s, f, h, bias=bias),
+        mlp = [gemm_op("mlp_gate", s, f, h, bias=bias),     # one fc1 GEMM in TE: one FP8 cast of its input
+               replace(gemm_op("mlp_up", s, f, h, bias=bias), cast_share=0.0),
                elementwise_op("swiglu", s * f, inputs=2, flop_per_element=SWIGLU_FLOP_PER_ELEMENT),
                gemm_op("mlp_down", s, h, f, bias=bias)]
         mlp_params = 3 * h * f + ((2 * f + h) if bias else 0)
