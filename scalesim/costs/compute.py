@@ -19,7 +19,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
                                   causal_rate, flash_efficiency)
 from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
-from scalesim.costs.fp8_grad_casts import backward_cast_bytes
+from scalesim.costs.fp8_grad_casts import any_layout_fp8, backward_cast_bytes
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
@@ -222,7 +222,8 @@ def fp8_grad_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0, wei
     samples: costs/fp8_grad_casts.py. 0 for ops that are not GEMMs."""
     if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.grad_cast_share <= 0:
         return 0.0
-    return _stream_s(backward_cast_bytes(op, gpu.arch, weight_gradient) * batch, gpu, held_sms) + KERNEL_OVERHEAD_S
+    moved = backward_cast_bytes(op, any_layout_fp8(gpu), weight_gradient) * batch
+    return _stream_s(moved, gpu, held_sms) + KERNEL_OVERHEAD_S
 
 
 def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,

@@ -65,7 +65,8 @@ def moe_mlp_ops(*, s: int, h: int, moe: MoESpec, bias: bool) -> list[OpSpec]:
     """The MoE MLP's forward ops for one sample, after the MLP norm and before the residual."""
     e, k, f = moe.experts, moe.top_k, moe.expert_ffn_hidden
     routed = s * k                                   # token copies the experts process
-    ops = [gemm_op("router", s, e, h, bias=router_bias(moe, bias)),
+    # the router is no FP8 linear (Megatron-Core's TopKRouter: torch's linear, in fp32 or 16 bits): casts nothing
+    ops = [replace(gemm_op("router", s, e, h, bias=router_bias(moe, bias)), cast_share=0.0, grad_cast_share=0.0),
            elementwise_op("router_topk", s * e, flop_per_element=ROUTER_FLOP_PER_SCORE),
            elementwise_op("moe_permute", routed * h)]
     ops += [grouped_gemm_op("expert_gate", e, routed, f, h),      # one fc1 GEMM in TE: one FP8 cast of its input
