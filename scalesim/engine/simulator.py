@@ -22,7 +22,6 @@ times to float rounding (1e-15 relative), with fewer events per task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 import simpy
 from simpy.events import Timeout
@@ -37,7 +36,7 @@ from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
                                       stretch_starts)
-from scalesim.timeline import Interval, Timeline
+from scalesim.timeline import Interval, Timeline, in_timeline_order
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
 
@@ -303,7 +302,7 @@ def _simulated(program: Program, closed_form: bool, stretches: bool, exact: bool
             return timeline
     intervals, _indices, sent, delivered, slowed = played(program, closed_form, stretches)
     end_s = max((iv.end_s for iv in intervals), default=0.0)
-    ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
+    ordered = in_timeline_order(intervals)
     return Timeline(ordered, end_s, sent, delivered, dict(sorted(slowed.items())))
 
 
