@@ -40,6 +40,8 @@ from scalesim.timeline import Interval, Timeline, in_timeline_order
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
 
+_new_tuple = tuple.__new__
+
 __all__ = ["MIN_COMPUTE_RATE", "compute_rate", "played", "simulate", "step_time_s"]
 
 
@@ -72,7 +74,7 @@ class _Run(StretchWalks, CallPhases):
     env: simpy.Environment
     net: FluidNetwork
     program: Program
-    calls: dict[str, _Call] = field(default_factory=dict)
+    calls: dict[str, _Call] = field(default_factory=dict)        # key -> a call some members have not reached
     intervals: list[Interval] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)            # per interval, its task's index on its rank
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
@@ -181,7 +183,9 @@ class _Run(StretchWalks, CallPhases):
 
     def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
         task = self.program.tasks[rank][index]
-        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env._now))
+        # Interval(...) without its generated __new__ (a Python frame per task): the same tuple.
+        self.intervals.append(_new_tuple(Interval, (rank, task.stream, task.name, task.kind, ready_s, start_s,
+                                                    self.env._now)))
         self.indices.append(index)
         if task.host_sync:
             self.hosts[rank].released_s[index] = self.env._now
@@ -194,7 +198,11 @@ class _Run(StretchWalks, CallPhases):
         if len(deps) == 1:               # the common case, without building a list
             e = events[deps[0]]
             return e if e is not None and e.callbacks is not None else None
-        pending = [e for e in (events[d] for d in deps) if e is not None and e.callbacks is not None]
+        pending = []
+        for d in deps:
+            e = events[d]
+            if e is not None and e.callbacks is not None:
+                pending.append(e)
         if len(pending) == 1:
             return pending[0]
         return self.env.all_of(pending) if pending else None
@@ -265,6 +273,8 @@ class _Run(StretchWalks, CallPhases):
             call = _Call(waiting=task.participants or len(task.plan.ranks), done=self.env.event())
             self.calls[task.key] = call
         call.waiting -= 1
+        if call.waiting == 0:
+            del self.calls[task.key]      # all arrived: only calls still waiting for members stay
         if task.sm_share > 0:
             call.holders.append((rank, task.sm_share))
         return call
@@ -356,7 +366,7 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))
     run_events(env)
-    unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
+    unfinished = list(run.calls)      # calls some member never reached (`arrive` drops the complete ones)
     if unfinished:
         raise RuntimeError(f"collectives never completed (ranks missing): {unfinished[:3]}")
     expected = sum(len(t) for t in program.tasks.values())
