@@ -30,7 +30,7 @@ from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.call_phases import CallPhases
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
-from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
+from scalesim.engine.events import all_of, awaited_events, run as run_events, succeed, timeout
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
@@ -205,7 +205,7 @@ class _Run(StretchWalks, CallPhases):
                 pending.append(e)
         if len(pending) == 1:
             return pending[0]
-        return self.env.all_of(pending) if pending else None
+        return all_of(self.env, pending) if pending else None
 
     def issued(self, host: HostThread, index: int, events: list):
         """Wait until the host thread has issued task `index` (after its segment's sync task)."""
