@@ -60,7 +60,7 @@ JOINT_ROUNDS = 4
 BISECTIONS = 24
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
 # How nvidia-smi / rocm-smi names a GPU (as nccl-tests prints it) -> catalog GPU; most specific first.
-DEVICE_NAMES = (("GB300", "gb300"), ("GB200", "gb200"), ("GH200", "gh200"), ("B300", "b300"), ("B200", "b200"),
+DEVICE_NAMES = (("GB300", "gb300"), ("GB200", "gb200"), ("GB10", "gb10"), ("GH200", "gh200"), ("B300", "b300"), ("B200", "b200"),
                 ("H200 NVL", "h200-nvl"), ("H200", "h200-sxm"), ("H100 NVL", "h100-nvl"), ("H100 PCIe", "h100-pcie"),
                 ("H100", "h100-sxm"), ("A100-SXM4-40GB", "a100-40gb-sxm"), ("A100-SXM4-80GB", "a100-80gb-sxm"),
                 ("A100 80GB PCIe", "a100-80gb-pcie"), ("A100-PCIE-40GB", "a100-40gb-pcie"), ("L40S", "l40s"),

@@ -119,15 +119,16 @@ def before(rp, work, i: int, deps, kind: str) -> tuple[int | None, tuple]:
 def after(rp, work, i: int, kind: str, wait: int, ring: int | None) -> int:
     """What follows part `i`'s tasks wait for: the ring's exchange too, or (all-gather, backward) the
     reduce-scatter of dK and dV after the kernels."""
-    if i == 0 and work.is_block and rp.pl.cp > 1 and cp_a2a.uses_a2a(work):     # O (backward: dQ, dK, dV) back
+    exchanging = i == 0 and work.is_block and rp.pl.cp > 1      # the part whose tasks carry the exchange
+    if exchanging and cp_a2a.uses_a2a(work):     # O (backward: dQ, dK, dV) back
         return cp_a2a.exchange(rp, work, kind, False, (wait,))[0]
     if ring is not None:
         rp.list.append(ComputeTask("cp sync", "other", 0.0, deps=(wait, ring)))
         return len(rp.list) - 1
-    if kind == "backward" and i == 0 and work.is_block and rp.pl.cp > 1 and rp.plan.cp_torch_ring:
+    if kind == "backward" and exchanging and rp.plan.cp_torch_ring:
         local = kv_bytes(rp.b.model, rp.plan, rp.b.model.heads) / rp.pl.cp      # this rank's dK and dV, in fp32
         return torch_ring.gradient_hops(rp, wait, local * torch_ring.FP32_BYTES / ELEMENT_BYTES[rp.plan.precision])
-    if kind == "backward" and i == 0 and work.is_block and rp.pl.cp > 1 and _gathered(work):
+    if kind == "backward" and exchanging and _gathered(work):
         scattered = rp.call("cp", "reduce_scatter", rp.cp_group, rp.b.cp_bytes, "cp", (wait,), ("cp",))
         return wait if scattered is None else scattered
     return wait

@@ -40,6 +40,7 @@ tasks to and returns what the next task waits for.
 from __future__ import annotations
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.costs.fsdp_host import hook_host_s, original_params
 from scalesim.parallel.copies import copy_task
 from scalesim.parallel.megatron_dp import dense_gathered_bytes
 from scalesim.program import ComputeTask
@@ -59,20 +60,26 @@ def copied_out(rp, work, gathered: tuple[int, ...]) -> tuple[int, ...]:
     return (copy_task(rp, "fsdp all-gather copy-out", "other", size, gathered),)
 
 
-def reduce_input(rp, params: float, dep: int | None) -> int | None:
-    """The passes over a unit's unsharded gradient before its reduce-scatter (see the module's text)."""
+def reduce_input(rp, work, params: float, dep: int | None) -> int | None:
+    """The passes over `work`'s unsharded gradient before its reduce-scatter (see the module's text), and
+    its post-backward hook's CPU time."""
     plan, b = rp.plan, rp.b
     if plan.fsdp_version is None or params <= 0:
         return dep
     grad, reduced = b.weight_bytes_per_param, b.grad_bytes_per_param
     deps = () if dep is None else (dep,)
+    hook_s = hook_host_s(plan.fsdp_version, original_params(work.layer), "post_backward", plan.host_dispatch_s,
+                         len(rp.replica_group) > 1)       # the post-backward hook's own ops (costs/fsdp_host.py)
     if plan.fsdp_version == 2:
-        return copy_task(rp, "fsdp reduce-scatter copy-in", "other", params * grad, deps, params * reduced)
+        copy_in = copy_task(rp, "fsdp reduce-scatter copy-in", "other", params * grad, deps, params * reduced)
+        rp.list[copy_in].host_s += hook_s
+        return copy_in
     deps = (copy_task(rp, "fsdp1 flat gradient cat", "other", params * grad, deps),)   # split's backward
     passes = [2 * reduced] + ([grad + reduced] if reduced != grad else [])   # the divide; the cast when wider
     seconds = len(passes) * KERNEL_OVERHEAD_S + params * sum(passes) / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("fsdp gradient cast and pre-divide", "other", seconds * plan.slowest_gpu_factor,
-                               deps=deps, stream=POST_BACKWARD_STREAM, host_s=len(passes) * plan.host_dispatch_s))
+                               deps=deps, stream=POST_BACKWARD_STREAM,
+                               host_s=len(passes) * plan.host_dispatch_s + hook_s))
     return len(rp.list) - 1
 
 
@@ -83,15 +90,19 @@ def regathered(rp, work) -> tuple[int, ...]:
     `not state._is_root`; FSDP2 _composable/fsdp/_fsdp_state.py _lazy_init: the root's
     post_forward_mesh_info = None), and with `fsdp_keep_last_block` the last transformer block (torchtitan's
     apply_fsdp without PP: reshard_after_forward = layer_id < len(model.layers) - 1)."""
+    if rp.plan.fsdp_version is not None and kept_gathered(rp, work):
+        return ()
+    return rp.gather(work, "backward")
+
+
+def kept_gathered(rp, work) -> bool:
+    """Whether FSDP keeps the unit gathered from its forward to its backward (`regathered`)."""
     plan = rp.plan
-    if plan.fsdp_version is None:
-        return rp.gather(work)
     block = work.layer.kind == "transformer_block"
     if not block or plan.fsdp_keep_last_block and rp.pl.pp == 1:
         blocks = [w for chunk in rp.b.chunk_work for w in chunk if w.layer.kind == "transformer_block"]
-        if blocks and (not block or work is blocks[-1]):
-            return ()
-    return rp.gather(work)
+        return bool(blocks) and (not block or work is blocks[-1])
+    return False
 
 
 def hsdp_groups(pl, coords: dict[str, int], shard: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -10,7 +10,8 @@ building them again (tests/parallel/test_pass_templates.py), at a fraction of th
 
 A pass is recorded only when it can be replayed exactly: its dependencies on earlier tasks are
 the rank's last two layer computes (ZeRO-3's gather-ahead, offloaded weights' fetch-ahead) and it
-gathers no layer for the first time (ZeRO-1/2 with overlap_param_gather). Offloaded weights'
+gathers no layer for the first time (ZeRO-1/2 with overlap_param_gather) and leaves FSDP1's rate-limiter
+queue as it found it (parallel/fsdp_limiter.py: its events name tasks of earlier passes). Offloaded weights'
 fetches are renumbered like group calls (each rank counts its own). The final micro-batch's
 backward (it launches the gradient reductions) is keyed apart.
 """
@@ -62,14 +63,14 @@ class PassTemplates:
             build()
             return
         state = (len(p.list), list(p.layer_computes[-2:]), dict(p.counters), len(p.layer_computes),
-                 len(p.reductions), len(p.overlapped), len(p.gathered_once))
+                 len(p.reductions), len(p.overlapped), len(p.gathered_once), list(p.free_events))
         build()
         self.known[key] = self._record(state)
 
     def _record(self, state) -> _Template | None:
         p = self.p
-        start, before, counters, computes, reductions, overlapped, gathered = state
-        if len(before) < 2 or len(p.gathered_once) != gathered:
+        start, before, counters, computes, reductions, overlapped, gathered, freed = state
+        if len(before) < 2 or len(p.gathered_once) != gathered or p.free_events != freed:
             return None
         entries = []
         for task in p.list[start:]:

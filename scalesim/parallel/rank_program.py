@@ -17,6 +17,7 @@ from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
 from scalesim.parallel.fsdp import copied_out, hsdp_groups, reduce_input, regathered, replicated
+from scalesim.parallel.fsdp_limiter import resharded, unsharding
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
@@ -58,6 +59,7 @@ class RankProgram:
         self.reductions: list[int] = []
         self.layer_computes: list[int] = []     # first compute task of each layer run, in order
         self.gathered_once: set[str] = set()
+        self.free_events: list[int] = []        # FSDP1's rate limiter queue (parallel/fsdp_limiter.py)
         self.dp_buckets: dict = {}              # each layer's Megatron-Core buckets (megatron_dp.layer_buckets)
         self.passes = None                      # the PassTemplates of tasks(), once called
         self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
@@ -143,12 +145,12 @@ class RankProgram:
 
     # ------------------------------------------------------------------ layers
 
-    def gather(self, work) -> tuple[int, ...]:
+    def gather(self, work, kind: str = "forward") -> tuple[int, ...]:
         """All-gather a layer's parameters, at most two layers ahead of compute: before every
         forward and backward under ZeRO-3/FSDP; before its first forward of the step under
         ZeRO-1/2 with overlap_param_gather (the previous step's update, as Megatron-LM runs it)."""
         plan, b = self.plan, self.b
-        ahead = gather_after(self)     # parallel/megatron_dp.py
+        ahead = unsharding(self, work, kind, gather_after(self))     # parallel/megatron_dp.py, fsdp_limiter.py
         fetched = ()
         if plan.offload_params:
             shards = len(self.grad_group) if plan.zero >= 3 else 1
@@ -236,7 +238,8 @@ class RankProgram:
             dep = self.b._p2p(self.list, self.neighbour(g - 1), self.rank, "act", mb, g, "pp_recv_prev", ())
         held = gathered_with_optimizer_step(self, g, mb)       # parallel/megatron_dp.py
         for w in self.b.chunk_work[g]:
-            dep = self.run_layer(w, "forward", dep, False, copied_out(self, w, self.gather(w)) + held)
+            dep = resharded(self, w, "forward", self.run_layer(w, "forward", dep, False,
+                                                               copied_out(self, w, self.gather(w)) + held))
             held = ()
         if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
@@ -260,7 +263,7 @@ class RankProgram:
             gathered = regathered(self, w) if gathered is None else gathered     # parallel/fsdp.py
             ahead = order[position + 1] if prefetch != "none" and position + 1 < len(order) else None
             following = regathered(self, ahead) if ahead is not None and prefetch == "pre" else None
-            dep = self._layer_backward(w, dep, copied_out(self, w, gathered))
+            dep = resharded(self, w, "backward", self._layer_backward(w, dep, copied_out(self, w, gathered)))
             if ahead is not None and prefetch == "post":
                 following = regathered(self, ahead)
             gathered = following
@@ -323,7 +326,7 @@ class RankProgram:
         plan, b = self.plan, self.b
         expert = b._expert_trained(w.layer)
         if plan.zero >= 3 and len(self.grad_group) > 1:
-            ready = reduce_input(self, b._trained(w.layer) - expert, dep)
+            ready = reduce_input(self, w, b._trained(w.layer) - expert, dep)
             self.reductions.append(self.call("grad", "reduce_scatter", self.grad_group,
                                              (b._trained(w.layer) - expert) * b.grad_bytes_per_param, "comm",
                                              (ready,), ("dp", "cp")))

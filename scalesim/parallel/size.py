@@ -80,8 +80,10 @@ def _layer_tasks(layer: LayerSpec, plan: ParallelPlan) -> tuple[int, int]:
     shards = pl.dp * pl.cp > 1
     # FSDP's kernels (parallel/fsdp.py): FSDP2 copies each gathered unit out, either version passes over
     # each gradient before its reduce-scatter (FSDP1 twice: the flat gradient's cat, the cast and divide);
-    # HSDP all-reduces each reduced shard across the replicas
-    gathers = (1 + moe + (plan.fsdp_version == 2)) * (plan.zero >= 3 and shards) + plan.offload_params
+    # HSDP all-reduces each reduced shard across the replicas; either version's unshard hook is a task of its own
+    # before each all-gather (parallel/fsdp_limiter.py)
+    gathers = (1 + moe + (plan.fsdp_version == 2) + (plan.fsdp_version is not None)) * (plan.zero >= 3 and shards) \
+        + plan.offload_params
     reductions = (1 + moe + (plan.fsdp_version is not None) + (plan.fsdp_version == 1)
                   + (plan.hsdp_shard is not None)) if plan.zero >= 3 and shards else 0
     per_micro_batch = forward + backward + recompute + 2 * gathers + reductions
