@@ -185,3 +185,13 @@ def test_every_new_capability_flag_is_cited_or_marked_estimated(filename, name):
         if entry.get(field) is None or entry[field] is False and field != "mig" or field in entry["estimated"]:
             continue
         assert any(w in cited for w in words), (name, field, entry[field])
+
+
+def test_the_shipped_dgx_spark_scenario_buys_one_machine_not_a_server_around_it():
+    # gb10's list price is the whole DGX Spark (catalog notes): the purchase is that price, and the
+    # host's draw fits inside the machine's 240 W supply beside the 140 W GB10 SoC.
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "1xdgx-spark-llama3-70b-qlora.yaml"
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling", "--json"])
+    own = yaml.safe_load(result.output)["economics"]["on_prem"]
+    assert own["capex_total_usd"] == get_gpu("gb10").list_price_usd
+    assert own["host_power_w_per_node"] + get_gpu("gb10").tdp_w <= 240
