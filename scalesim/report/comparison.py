@@ -24,7 +24,7 @@ from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
 from scalesim.report.figures import save_figure  # noqa: E402
-from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent  # noqa: E402
+from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent, unpriced_notes  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -68,8 +68,7 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
                       + (f" {ABOVE_LINEAR}." if above else "")
-                      + (" No GPU price: the catalog has none for that GPU; set pricing.ownership.gpu_usd."
-                         if any(r["fits"] and r.get("purchase_usd") is None for r in rows) else ""))
+                      + "".join(f" {k[0].upper()}{k[1:]}: {v}." for k, v in unpriced_notes(rows).items()))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
