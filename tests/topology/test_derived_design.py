@@ -59,3 +59,12 @@ def test_an_empty_base_is_refused_as_a_missing_name_not_as_a_folder(base):
     with pytest.raises(InputError) as err:
         load_node_design({"base": base}, key="cluster.node", file="s.yaml")
     assert err.value.key == "cluster.node.base" and "folder" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", [{"name": "x", "gpu": None, "gpus": 8, "pcie": {"link": "pcie-gen4"}},
+                                  {"base": "dgx-h100", "gpu": None}])
+def test_a_null_gpu_names_the_key_without_pydantics_union_tag(spec):
+    # a `str | dict[str, Any]` field: pydantic tags the dict branch 'dict[str,any]', not a key of the file
+    with pytest.raises(InputError) as err:
+        load_node_design(spec, key="cluster.node", file="s.yaml")
+    assert err.value.key == "cluster.node.gpu"
