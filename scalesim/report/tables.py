@@ -86,6 +86,9 @@ def _training_rows(t: Table, r: StepResult) -> None:
         per_m = cloud.get("usd_per_million_tokens")
         t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at ${cloud.get('gpu_hour_usd', 0):.3g}/GPU-hour"
                   + (f" ({_usd(per_m)} per million tokens)" if per_m is not None else ""))
+    elif r.time_to_train_s is not None and cloud.get("gpu_hour_usd", 0) is None:
+        t.add_row("cost to train (cloud)", f"n/a: the catalog has no cloud price for {r.gpu_name}; set "
+                  f"pricing.gpu_hour_usd")
     own = (r.economics or {}).get("on_prem") or {}
     if own.get("cost_usd") is not None:
         per_m = own.get("usd_per_million_tokens")
