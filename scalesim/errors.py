@@ -40,10 +40,11 @@ class InputError(Exception):
 
 
 def unknown_name(kind: str, name: str, allowed: Iterable[str], *, key: str | None = None,
-                 file: str | None = None) -> InputError:
-    """An InputError for an unknown catalog name, suggesting the closest one."""
+                 file: str | None = None, also: str = "") -> InputError:
+    """An InputError for an unknown catalog name, suggesting the closest one (`also`: what else
+    the key takes, appended to the names allowed)."""
     allowed = sorted(allowed)
     close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    return InputError(f"unknown {kind} '{name}'.{hint} Allowed: {', '.join(allowed)}",
+    return InputError(f"unknown {kind} '{name}'.{hint} Allowed: {', '.join(allowed)}{also}",
                       key=key, file=file)

@@ -319,7 +319,8 @@ def check_serving_size(*, count: int, prompt_tokens: float, output_tokens: float
                      f"{f', {rates} rates' if rates else ', the rate search' if search else ''}); at most "
                      f"{seconds * SERVING_STEPS_PER_SECOND:,.0f}, about {_show(round(seconds))} s of simulation, "
                      f"are allowed: fewer requests (percentiles settle within a few thousand), shorter outputs "
-                     f"(output_tokens mean or max), or fewer --rates", key="serving.requests.count", file=file)
+                     f"(output_tokens mean or max), fewer --rates, or --max-seconds "
+                     f"{math.ceil(steps / SERVING_STEPS_PER_SECOND)}", key="serving.requests.count", file=file)
 
 
 def _collective_costs(gpus: int) -> tuple[float, float]:

@@ -101,8 +101,10 @@ def _first_model(annotation: Any) -> type[pydantic.BaseModel] | None:
     return None
 
 
-def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: str | None = None) -> M:
-    """Build `model` from `data` or raise InputError naming the first bad key."""
+def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: str | None = None,
+             also_allowed: tuple[str, ...] = ()) -> M:
+    """Build `model` from `data` or raise InputError naming the first bad key. `also_allowed`: top-level
+    keys the caller reads before `model` sees the data (listed with the model's own when a key is unknown)."""
     if not isinstance(data, dict):
         raise InputError("is empty; expected a mapping of keys" if data is None else
                          f"expected a mapping of keys, got {_yaml_kind(data)}", file=file, key=key_prefix)
@@ -115,7 +117,7 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
         path = ".".join(str(p) for p in loc)
         key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
         if err["type"] == "extra_forbidden":
-            allowed = _fields_at(model, loc)
+            allowed = _fields_at(model, loc) + (list(also_allowed) if len(loc) == 1 else [])
             close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.5)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise InputError(f"unknown key.{hint} Allowed here: {', '.join(allowed)}",

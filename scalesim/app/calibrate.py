@@ -13,6 +13,9 @@ reproduces those figures:
   is 1). Busbw never falls as a link gets more efficient, so bisection finds it.
   Smaller sizes, and sizes still climbing towards the plateau, are latency- or
   pipeline-bound and left out of the fit (the before/after table still shows them).
+  The link is the one that bounds those sizes (link_to_fit): a --link that does not
+  (nvlink4 under an NVLS all-reduce, which the switch's reduction holds back) gives way
+  to it, with a line saying so; fitted, it would only sink to where it starts to bound.
 - an NVSwitch's `nvls_pipeline_fill` (the NVLS kernel's pipeline fill, in loops;
   scalesim/collectives/nvls.py) from the climbing sizes (>= RAMP_MIN_BYTES, below the
   plateau), when the link is an NVSwitch that reduces in the network: bisection again
@@ -24,7 +27,7 @@ reproduces those figures:
   TFLOP/s: measured / (dense peak x the GPU's training_clock_fraction x the shape
   and depth factors costs/compute.py applies to that GEMM), the median over rows, so that the
   predicted GEMM rate is the measured one; `memory_bw_efficiency` from streaming
-  GB/s: measured / datasheet bandwidth, the median.
+  GB/s: measured / datasheet bandwidth, the median (scalesim/app/calibrate_gpu.py).
 
 The result is written as a catalog folder (`{base: NAME, <fitted field>}` entries)
 to pass with `--catalog`.
@@ -35,16 +38,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from scalesim.app.calibrate_gpu import Check, Fit, fit_gemm, fit_memory  # noqa: F401  (re-exported)
 from scalesim.app.collective_bench import time_collective
-from scalesim.costs.compute import relative_shape_efficiency
-from scalesim.costs.gemm_depth import depth_efficiency
 from scalesim.errors import InputError
-from scalesim.hardware import GpuSpec
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog, dump_entries
-from scalesim.app.measurements import BandwidthPoint, BusbwPoint, GemmPoint, NcclTestsLog, read_measurements
+from scalesim.app.measurements import BusbwPoint, NcclTestsLog, read_measurements
 from scalesim.schema import read_yaml
 from scalesim.topology import Fabric, NodeDesign, Topology, build_cluster, builtin_topology_names, load_node_design
 
@@ -57,6 +58,12 @@ EFFICIENCY_RANGE = (0.02, 1.0)
 RAMP_MIN_BYTES = 2**20           # below 1 MiB a call is latency-bound: the fill is not what sets it
 FILL_RANGE = (0.0, 64.0)         # loops of the NVLS pipeline
 JOINT_ROUNDS = 4
+# Which link bounds a log's runs: each catalog link of its topology lowered by BOUND_STEP (1%), the busbw
+# simulated on the fitted sizes. A link bounds them when the busbw follows it at least BOUND_SHARE as
+# closely as the link it follows most, and that one by at least BOUND_MIN (else latency bounds them).
+BOUND_STEP = 0.99
+BOUND_SHARE = 0.5
+BOUND_MIN = 0.2
 BISECTIONS = 24
 NETWORK_KINDS = ("infiniband", "roce", "ethernet")
 # How nvidia-smi / rocm-smi names a GPU (as nccl-tests prints it) -> catalog GPU; most specific first.
@@ -67,28 +74,6 @@ DEVICE_NAMES = (("GB300", "gb300"), ("GB200", "gb200"), ("GB10", "gb10"), ("GH20
                 ("L40", "l40"), ("L4", "l4"), ("RTX 6000 Ada", "rtx6000-ada"), ("RTX PRO 6000", "rtx-pro-6000"),
                 ("RTX 5090", "rtx5090"), ("RTX 4090", "rtx4090"), ("RTX 3090", "rtx3090"), ("MI355X", "mi355x"),
                 ("MI325X", "mi325x"), ("MI300X", "mi300x"))
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One of the user's figures against the catalog before and after calibration."""
-
-    what: str           # "all_gather 8 GPUs 1.0 GiB", "gemm bf16 8192x8192x8192", "memory bandwidth"
-    unit: str           # "GB/s busbw", "TFLOP/s", "GB/s"
-    measured: float
-    before: float
-    after: float
-    fitted: bool        # used in the fit (bandwidth-bound sizes; every GEMM and bandwidth row)
-
-
-@dataclass(frozen=True, slots=True)
-class Fit:
-    entry: str          # catalog name
-    field: str          # efficiency, gemm_efficiency, fp8_gemm_efficiency, memory_bw_efficiency
-    before: float
-    after: float
-    checks: tuple[Check, ...]
-    note: str
 
 
 # ---------------------------------------------------------------- topology of a log
@@ -173,6 +158,48 @@ def nvls_switch_link(topologies: list[Topology]) -> str | None:
     return None
 
 
+def link_responses(busbw, catalog: Catalog, topologies: list[Topology], rows) -> dict[str, float]:
+    """How closely the simulated busbw of `rows` follows each catalog link of `topologies`: d ln busbw /
+    d ln efficiency from the link's efficiency lowered by BOUND_STEP (1: the link alone bounds the rows,
+    0: it has room to spare). It asks the collective's own pricing which resource holds its flows back: a
+    port's capacity (ring, tree), an NVSwitch's in-network reduction (NVLS: each flow's cap), a NIC."""
+    links = catalog.links()
+    names = sorted({d["link"].name for top in topologies for *_, d in top.graph.edges(data=True)}
+                   | {d["link"].name for top in topologies for _, d in top.graph.nodes(data=True) if d.get("link")})
+    base = busbw(catalog, rows)
+    out = {}
+    for name in (n for n in names if n in links):
+        lowered = busbw(with_field(catalog, name, efficiency=links[name].efficiency * BOUND_STEP), rows)
+        out[name] = statistics.fmean(math.log(b / low) for b, low in zip(base, lowered)) / -math.log(BOUND_STEP)
+    return out
+
+
+def link_to_fit(named: str | None, fallback: str, logs: list[NcclTestsLog], topologies, catalog: Catalog
+                ) -> tuple[str, str]:
+    """(the link to fit, a line saying why it is not the --link named): the link that bounds the logs'
+    bandwidth-bound sizes. A named link on the collective's path that does not bound them (nvlink4 under
+    an NVLS all-reduce, which the NVSwitch's reduction holds back) gives way to the one that does: fitted
+    instead, its efficiency would only sink to where it starts to bound, slowing every other transfer
+    over it. One off the path is refused."""
+    rows, busbw = bandwidth_bound(logs), busbw_of(logs, topologies)
+    responses = link_responses(busbw, catalog, topologies(catalog), rows)
+    top = max(responses, key=responses.__getitem__, default=None)
+    if top is None or responses[top] < BOUND_MIN:
+        return named or fallback, ""
+    choice = named or fallback
+    if responses.get(choice, 0.0) >= BOUND_SHARE * responses[top]:
+        return choice, ""
+    if named is None:
+        return top, ""
+    log, point = rows[-1]
+    algo = time_collective(topologies(catalog)[logs.index(log)], log.op, log.gpus, point.size_bytes).algo
+    if solve_field(busbw, catalog, named, "efficiency", rows, EFFICIENCY_RANGE, True) is None:
+        raise InputError(f"the simulated bus bandwidth does not depend on '{named}' here (it is not on the "
+                         f"path of this {algo} {log.op}); {top} bounds these runs: give --link {top}", key="--link")
+    return top, (f"{named} does not bound these runs ({algo} {log.op}): {top} does, so {top} is fitted "
+                 f"instead and {named} keeps its catalog efficiency {catalog.link(named).efficiency:g}")
+
+
 def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topologies, fit_rows, ramp):
     """(catalog, efficiency, switch, rows): the NVLS switch's pipeline fill fitted on the climbing sizes
     that run NVLS (`rows`), in turn with `link`'s efficiency on the plateau (JOINT_ROUNDS). switch is None
@@ -198,9 +225,10 @@ def _with_fill(busbw, catalog: Catalog, link: str, efficiency: float, logs, topo
 
 
 def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog], list[Topology]],
-             catalog: Catalog) -> list[Fit]:
+             catalog: Catalog, notice: str = "") -> list[Fit]:
     """The efficiency of `link` at which the simulated busbw matches the logs' bandwidth-bound sizes;
-    on an NVSwitch that runs NVLS, also the switch's pipeline fill from the climbing sizes, in turn."""
+    on an NVSwitch that runs NVLS, also the switch's pipeline fill from the climbing sizes, in turn.
+    `notice`: why `link` is fitted rather than the one named (link_to_fit), shown with the fit."""
     spec = catalog.link(link, key="--link")
     rows = [(log, p) for log in logs for p in log.points]
     fit_rows, ramp = bandwidth_bound(logs), ramp_rows(logs)
@@ -222,7 +250,9 @@ def fit_link(logs: list[NcclTestsLog], link: str, topologies: Callable[[Catalog]
         return tuple(Check(f"{log.op} {log.gpus} GPUs {_size(p.size_bytes)}", "GB/s busbw", p.busbw_GBps, b, a,
                            (log, p) in used) for (log, p), b, a in zip(rows, before, after))
 
-    fits = [Fit(link, "efficiency", spec.efficiency, efficiency, checks(fit_rows), note)]
+    if notice:
+        note += f"; in place of the --link named: {notice}"
+    fits = [Fit(link, "efficiency", spec.efficiency, efficiency, checks(fit_rows), note, notice)]
     if switch:
         fits.append(Fit(switch, "nvls_pipeline_fill", catalog.link(switch).nvls_pipeline_fill,
                         fitted.link(switch).nvls_pipeline_fill, checks(ramp),
@@ -262,53 +292,6 @@ def _size(size_bytes: float) -> str:
     return f"{size_bytes:g} B"
 
 
-# ---------------------------------------------------------------- GPUs
-
-def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
-    field = "fp8_gemm_efficiency" if fp8 else "gemm_efficiency"
-    before = gpu.gemm_efficiency_for("fp8" if fp8 else "bf16")
-
-    def predicted(p: GemmPoint, efficiency: float) -> float:
-        # the rate scalesim predicts for this GEMM: the clock it holds (training_clock_fraction) and its
-        # depth (gemm_k_overhead, costs/gemm_depth.py) included
-        return (gpu.peak_flop_per_s(p.precision) * efficiency * gpu.training_clock_fraction
-                * relative_shape_efficiency(p.m, p.n, gpu) * depth_efficiency(p.k, gpu.gemm_k_overhead, p.precision)
-                / 1e12)
-
-    try:
-        peaks = {p.precision: gpu.peak_flop_per_s(p.precision) for p in points}
-    except InputError as exc:       # fp8 rows for a GPU without fp8 tensor cores
-        raise InputError(f"{exc.detail}; the GEMM rows name it: is --gpu the GPU they ran on?", key="--gpu") from None
-    for p in points:
-        _below_peak(p.tflops, peaks[p.precision] / 1e12, "TFLOP/s", gpu,
-                    f"GEMM {p.precision} {p.m}x{p.n}x{p.k}", f"dense {p.precision} peak")
-    after = min(1.0, statistics.median(p.tflops / predicted(p, 1.0) for p in points))
-    checks = tuple(Check(f"gemm {p.precision} {p.m}x{p.n}x{p.k}", "TFLOP/s", p.tflops, predicted(p, before),
-                         predicted(p, after), True) for p in points)
-    return Fit(gpu.name, field, before, round(after, 4), checks,
-               f"{field} fitted by scalesim calibrate: median of measured / (dense peak x training clock x shape and "
-               "depth factors)")
-
-
-def _below_peak(value: float, peak: float, unit: str, gpu: GpuSpec, what: str, peak_name: str) -> None:
-    """Refuse a measurement above what the GPU can do at all: a unit slip (GFLOP/s, MB/s) or another GPU."""
-    if value > peak:
-        raise InputError(f"the measured {what} of {value:,.1f} {unit} is above {gpu.name}'s {peak_name} of "
-                         f"{peak:,.1f} {unit}: values are TFLOP/s for gemm rows and GB/s for membw rows; "
-                         "and --gpu names the GPU they were measured on", key="--gpu")
-
-
-def fit_memory(points: list[BandwidthPoint], gpu: GpuSpec) -> Fit:
-    for p in points:
-        _below_peak(p.GBps, gpu.memory_bw_bytes_per_s / 1e9, "GB/s", gpu, "memory bandwidth", "datasheet bandwidth")
-    before = gpu.memory_bw_efficiency
-    after = min(1.0, statistics.median(p.GBps * 1e9 / gpu.memory_bw_bytes_per_s for p in points))
-    bw = gpu.memory_bw_bytes_per_s / 1e9
-    checks = tuple(Check("memory bandwidth", "GB/s", p.GBps, bw * before, bw * after, True) for p in points)
-    return Fit(gpu.name, "memory_bw_efficiency", before, round(after, 4), checks,
-               "memory_bw_efficiency fitted by scalesim calibrate: median of measured / datasheet bandwidth")
-
-
 # ---------------------------------------------------------------- the command
 
 def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str | None = None,
@@ -322,8 +305,11 @@ def calibrate(paths: list[Path], *, out: Path, link: str | None = None, gpu: str
         designs = [design_for_log(log, topology, catalog) for log in logs]
         name = link or default_link(logs[0], designs[0], catalog)
         network = name if catalog.link(name, key="--link").kind in NETWORK_KINDS else None
-        fits.extend(fit_link(logs, name, lambda cat: [log_topology(lg, d, network, cat)
-                                                      for lg, d in zip(logs, designs)], catalog))
+
+        def topologies(cat: Catalog) -> list[Topology]:
+            return [log_topology(lg, d, network, cat) for lg, d in zip(logs, designs)]
+        name, notice = link_to_fit(link, name, logs, topologies, catalog)
+        fits.extend(fit_link(logs, name, topologies, catalog, notice))
     if gemms or bandwidths:
         if gpu is None and not logs:
             raise InputError("GEMM and bandwidth figures need --gpu NAME (the catalog GPU they were measured on)",

@@ -13,6 +13,7 @@ import math
 from scalesim.costs import economics as econ
 from scalesim.costs import reliability as rel
 from scalesim.costs.economics import Budget, FailureModel, Ownership, Prices, RunInputs
+from scalesim.costs.finetune import trained_params
 from scalesim.engine import Timeline
 from scalesim.hardware.user_catalog import Catalog, builtin_catalog
 from scalesim.result import Breakdown, rank_breakdowns
@@ -78,9 +79,10 @@ def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file
     return Ownership(gpu_usd, server, network, host, spec.amortisation_years, spec.pue, utilisation), sources
 
 
-def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes: int
+def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes: int, adapters_only: bool = False
                   ) -> tuple[FailureModel, dict[str, str], float]:
-    """Failure rate, checkpoint write and restart time; sources; checkpoint bytes."""
+    """Failure rate, checkpoint write and restart time; sources; checkpoint bytes. `params`: the
+    parameters a checkpoint saves; `adapters_only`: they are LoRA/QLoRA adapters (the base is frozen)."""
     spec = scenario.reliability
     training = scenario.training
     sources = {}
@@ -92,7 +94,10 @@ def failure_model(scenario: Scenario, *, ecc: bool | None, params: float, nodes:
         size, sources["checkpoint_bytes"] = spec.checkpoint_GB * 1e9, "scenario"
     else:
         size = rel.checkpoint_bytes(params, training.precision, training.optimizer)
-        sources["checkpoint_bytes"] = "weights + optimizer state per parameter (scalesim/costs/reliability.py)"
+        sources["checkpoint_bytes"] = ("the adapters' weights + optimizer state: the frozen base is not saved "
+                                       "(PEFT's save_pretrained and NeMo's PEFT checkpoints keep the adapters only)"
+                                       if adapters_only else
+                                       "weights + optimizer state per parameter (scalesim/costs/reliability.py)")
     bandwidth = spec.storage_write_GBps_per_node * 1e9 * nodes
     sources["storage_write_GBps_per_node"] = (rel.SOURCE_STORAGE if spec.storage_write_GBps_per_node * 1e9
                                               == rel.STORAGE_WRITE_BYTES_PER_S_PER_NODE
@@ -116,7 +121,10 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
     fractions = busy_fractions(timeline, parts)
     busy = sum(fractions.values()) / len(fractions) if fractions else 0.0
     own, own_sources = ownership(scenario, gpu.list_price_usd, nodes, file, catalog, caches)
-    failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=setup.model.params, nodes=nodes)
+    finetune = getattr(getattr(setup, "plan", None), "finetune", None)
+    saved = setup.model.params if finetune is None else trained_params(setup.model.layers, finetune)
+    failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=saved, nodes=nodes,
+                                                 adapters_only=finetune is not None)
     prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
     inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,
                        tokens_per_s=tokens_per_s, busy_fraction=busy,

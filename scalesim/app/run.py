@@ -16,7 +16,7 @@ from scalesim.app.forked import Forked
 from scalesim.app.procurement import run_inputs
 from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup, step_time_of
 from scalesim.costs.economics import training_economics
-from scalesim.costs.finetune import trainable_params
+from scalesim.costs.finetune import trained_params
 from scalesim.costs.memory import MemoryBreakdown, fit_confidence
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
@@ -101,8 +101,7 @@ def _with_trainable(summary: dict, setup: Setup) -> dict:
     """The plan summary, with the count of trained parameters when fine-tuning trains adapters only."""
     if setup.plan.finetune is None:
         return summary
-    return {**summary, "trainable_params": sum(trainable_params(layer, setup.plan.finetune)
-                                               for layer in setup.model.layers)}
+    return {**summary, "trainable_params": trained_params(setup.model.layers, setup.plan.finetune)}
 
 
 def run(scenario: Scenario, file: str | None = None, *, scaling_counts: list[int] | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scalesim.app.serve_costs import per_million_tokens
 from scalesim.collectives import plan_collective, plan_time_s
 from scalesim.costs import economics as econ
 from scalesim.costs.inference import (ACTIVATION_BYTES, BLOCK_TOKENS, ServingShard, activation_workspace_bytes,
@@ -72,6 +73,10 @@ def _check_plan(scenario: ServingScenario, model, available: int, file: str | No
         raise bad("cluster.gpus", f"asks for {count} GPUs but the cluster has {available}; allowed: 1..{available}")
     if not model.num_layers or model.tokens_per_sample is None or model.family in ("bert", "vit"):
         raise bad("model", f"serving needs a decoder transformer; {model.name} is not one")
+    if model.moe is not None:
+        raise bad("model", f"{model.name} is a mixture-of-experts model; serving models dense decoder "
+                  "transformers only (its expert GEMMs, routing and expert weights are not modelled yet); "
+                  "allowed: a dense model ('all' active parameters in scalesim models; MoE training: scalesim run)")
     if s.ep > 1:
         raise bad("serving.ep", "expert parallelism needs a mixture-of-experts model, which serving does not "
                   "model yet; use ep: 1")
@@ -208,36 +213,12 @@ def simulate_load(setup: ServeSetup, timer: IterationTimer, *, rate_per_s: float
         "iterations": run.iterations,
         "meets_slo": meets_slo(out, s.slo.ttft_s, s.slo.tpot_s),
     })
-    out["cost_per_million_tokens_usd"] = cost_per_million(setup, out["output_tokens_per_s"],
-                                                          out["gpu_busy_fraction"])
+    out["cost_per_million_tokens_usd"], out["energy_kwh_per_million_tokens"] = per_million_tokens(
+        setup, out["output_tokens_per_s"], out["gpu_busy_fraction"])
     tokens_per_s = out["output_tokens_per_s"]
     out["gpu_hours_per_million_tokens"] = (setup.gpus * 1e6 / tokens_per_s / econ.SECONDS_PER_HOUR
                                            if tokens_per_s > 0 else None)
     return out
-
-
-def cost_per_million(setup: ServeSetup, tokens_per_s: float, busy_fraction: float) -> dict:
-    """USD per million output tokens for an hour of serving at this throughput: rented GPU-hours
-    (cloud) and amortised purchase plus electricity (owned), as `costs.economics` prices training."""
-    from scalesim.app.procurement import nodes_used, ownership
-
-    if tokens_per_s <= 0:
-        return {"cloud": None, "owned": None}
-    scenario, gpu, hour = setup.scenario, setup.gpu, econ.SECONDS_PER_HOUR
-    tokens = tokens_per_s * hour
-    price = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
-    cloud = None if price is None else econ.cloud_cost_usd(setup.gpus, hour, price)
-    nodes = nodes_used(scenario, setup.gpus, setup.file, setup.catalog)
-    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file, setup.catalog)
-    capex = econ.capex_usd(own, setup.gpus, nodes)
-    owned = None
-    if capex is not None:
-        energy = econ.energy_kwh(gpu=gpu, gpus=setup.gpus, nodes=nodes, host_power_w=own.host_power_w,
-                                 busy_fraction=busy_fraction, computing_s=hour, stalled_s=0.0)
-        power = (energy["gpu"] + energy["host"]) * own.pue * scenario.pricing.electricity_usd_per_kwh
-        owned = econ.amortised_usd(sum(capex.values()), own.amortisation_years, hour, own.utilisation) + power
-    return {"cloud": None if cloud is None else cloud / tokens * 1e6,
-            "owned": None if owned is None else owned / tokens * 1e6}
 
 
 def max_rate_under_slo(setup: ServeSetup, timer: IterationTimer, rates: list[float] | None,
@@ -335,7 +316,8 @@ def serve(scenario: ServingScenario, file: str | None = None, *, rates: list[flo
         return {**out, **{k: None for k in ("ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s",
                                             "requests_per_s", "kv_cache_peak_fraction", "preemptions",
                                             "max_rate_under_slo", "cost_per_million_tokens_usd",
-                                            "gpu_hours_per_million_tokens")}, "sweep": []}
+                                            "energy_kwh_per_million_tokens", "gpu_hours_per_million_tokens")},
+                "sweep": []}
     timer = IterationTimer(setup)
     main = simulate_load(setup, timer)
     out.update(main)

@@ -35,9 +35,19 @@ def check_same_work(loaded: list[tuple[ServingScenario, str]]) -> None:
     for scenario, file in loaded[1:]:
         for key, get in SAME_WORK:
             if get(scenario) != get(first):
-                raise InputError(f"differs from {first_file} ({get(first)!r} there, {get(scenario)!r} here); "
+                raise InputError(f"differs from {first_file} ({_as_yaml(get(first))} there, "
+                                 f"{_as_yaml(get(scenario))} here); "
                                  f"serving designs compare only on the same model, requests and SLO: make them equal",
                                  file=file, key=key)
+
+
+def _as_yaml(value) -> str:
+    """A value as the scenario file writes it (a section as {key: value, ...}, not a Python repr)."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_as_yaml(v)}" for k, v in value.items()) + "}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _at_best_rate(result: dict) -> dict:

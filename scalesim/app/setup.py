@@ -25,6 +25,7 @@ from scalesim.costs.memory import FP8_SAVED_BYTES, MemoryBreakdown, with_saved_a
 from scalesim.costs.mla_rope import unfused_mla_rope_model
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import compiled_saves, modules_of
+from scalesim.costs.te_ops import fused_qkv_rope_model
 from scalesim.costs.variability import slowest_gpu_factor
 from scalesim.engine import Timeline, simulate, step_time_s
 from scalesim.errors import InputError
@@ -164,6 +165,13 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
         raise InputError(f"fused_projections: false splits a dense transformer block's q/k/v projection; {model.name} "
                          "has none: allowed here: true", file=file, key="training.fused_projections")
     model = separate
+    if training.fused_qkv_rope:           # Transformer Engine's fused QKV + RoPE kernel (costs/te_ops.py)
+        if (fused := fused_qkv_rope_model(model)) is None or training.elementwise_kernels != "fused":
+            raise InputError("fused_qkv_rope is Megatron-Core's one Transformer Engine kernel for the split and "
+                             "RoPE of a fused qkv projection: it needs a RoPE model with one (not MLA) and "
+                             f"elementwise_kernels fused ({model.name}, {training.elementwise_kernels}); "
+                             "allowed here: false", file=file, key="training.fused_qkv_rope")
+        model = fused
     if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
         if (unfused := unfused_mla_rope_model(model)) is None:
             raise InputError(f"rope_fusion: false is modelled for multi-head latent attention; {model.name} has "
@@ -282,14 +290,22 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
     """The scenario's LoRA / QLoRA adapters (None for full training), checked against the model."""
     training = scenario.training
     if training.finetune == "none":
+        if training.te_op_fuser:
+            raise InputError("te_op_fuser is modelled for LoRA fine-tuning through NeMo's Megatron-core adapters "
+                             "(costs/te_ops.py): it needs finetune lora or qlora with lora.layout megatron; "
+                             "allowed here: false", file=file, key="training.te_op_fuser")
         return None
     if model.tokens_per_sample is None or not model.num_layers or model.family == "bert":
         raise InputError(f"{training.finetune} adapts a decoder transformer's linear layers; {model.name} is "
                          f"not one: use finetune: none", file=file, key="training.finetune")
     te_fp8 = training.saved_activations == "transformer-engine" and training.precision == "fp8"
+    if training.te_op_fuser and training.lora.layout != "megatron":
+        raise InputError("te_op_fuser is Transformer Engine's op fuser under NeMo's Megatron-core LoRA "
+                         f"(costs/te_ops.py): it needs lora.layout megatron (got {training.lora.layout}); "
+                         "allowed here: false", file=file, key="training.te_op_fuser")
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
                          training.lora.layout, training.lora.dropout, scenario.parallel.tp,
-                         input_bytes=FP8_SAVED_BYTES if te_fp8 else 2.0)
+                         input_bytes=FP8_SAVED_BYTES if te_fp8 else 2.0, te_op_fuser=training.te_op_fuser)
     if not any(trainable_params(layer, spec) for layer in model.layers):
         raise InputError(f"none of the targets {', '.join(spec.targets)} is a linear layer of {model.name} "
                          f"(gelu MLPs have up and down, no gate); allowed: q, k, v, o, up, down"

@@ -154,7 +154,9 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("calibrated-catalog"),
               show_default=True,
               help="Folder to write the calibrated gpus.yaml / links.yaml into (pass it later with --catalog).")
-@click.option("--link", default=None, help="Link to fit from nccl-tests logs [the one bounding the run].")
+@click.option("--link", default=None,
+              help="Link to fit from nccl-tests logs [the one bounding the run; a named one that does not bound "
+                   "it gives way to the one that does, and calibrate says so].")
 @click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
 @click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
 @click.option("--op", default=None, type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast",
@@ -178,6 +180,8 @@ def calibrate(measurements, out, link, gpu, topology, op, catalog_dirs) -> None:
     check_output_dir(out, "--out")
     fits = fit(list(measurements), out=out, link=link, gpu=gpu, topology=topology, op=op,
                catalog=catalog_from(catalog_dirs))
+    for notice in (f.notice for f in fits if f.notice):
+        click.echo(notice)
     console = make_console()
     for table in calibration_tables(fits):
         console.print(table)

@@ -48,6 +48,18 @@ ADAPTER_INPUT = {"q": "attention_in", "k": "attention_in", "v": "attention_in", 
 
 # Dropout's mask: one byte per element (PyTorch's native dropout keeps a bool mask for backward).
 DROPOUT_MASK_BYTES = 1
+# Transformer Engine's Dropout op (te.ops.Dropout, what NeMo's op-fused LoRA runs): one bit per element,
+# `allocateTorchTensor(input_nvte.numel() / 8, DType::kByte)` (transformer_engine/pytorch/csrc/extensions/
+# dropout.cpp, dropout_fwd @release_v2.8).
+TE_DROPOUT_MASK_BYTES = 1 / 8
+
+# The adapter kernels Transformer Engine's op fuser runs inside GEMMs (training.te_op_fuser; NeMo's
+# TEFusedLoRALinear, nemo/collections/llm/peft/lora.py @2182063e (25.09-alpha), on te.ops @release_v2.8): the scale and
+# the add into y in lora_b's GEMM (ForwardLinearScaleAdd: alpha = scale, beta = 1 into the base output),
+# the scale's gradient in lora_b's data-gradient GEMM (BackwardLinearScale: alpha), and the add of the
+# adapter's dx into the base's data-gradient GEMM (BackwardLinearAdd: beta = 1; costs/te_ops.py prices
+# the two beta = 1 reads).
+OP_FUSED_AWAY = ("lora_scale", "lora_add", "lora_scale_grad", "lora_dx_add")
 
 
 def resolve_targets(targets: str | list[str]) -> tuple[str, ...]:
@@ -110,11 +122,24 @@ def _fused_shapes(gemms: dict, spec) -> list[tuple[str, int, int, int]]:
     return shapes
 
 
-def dropout_op(name: str, elements: int) -> OpSpec:
+def dropout_op(name: str, elements: int, mask_bytes: float = DROPOUT_MASK_BYTES) -> OpSpec:
     """One dropout pass (or its gradient) over `elements`: reads one tensor, writes one, and writes
-    (or reads) the 1-byte mask, half a 16-bit element per element."""
+    (or reads) the mask, `mask_bytes` per element (1: half a 16-bit element per element)."""
     op = elementwise_op(name, elements)
-    return OpSpec(op.name, op.kind, op.flop, op.elements_moved + elements * DROPOUT_MASK_BYTES / 2)
+    return OpSpec(op.name, op.kind, op.flop, op.elements_moved + elements * mask_bytes / 2)
+
+
+def mask_bytes(spec) -> float:
+    """Bytes of dropout mask an adapter keeps per input element: one bit under Transformer Engine's op
+    fuser (its Dropout op), one byte otherwise."""
+    return TE_DROPOUT_MASK_BYTES if fused_adapters(spec) else DROPOUT_MASK_BYTES
+
+
+def fused_adapters(spec) -> bool:
+    """Whether the adapters run through Transformer Engine's op fuser: NeMo builds TEFusedLoRALinear for a
+    Megatron-core adapter only at tensor parallelism 1 (`enable_op_fuser = ... and
+    parallel_state.get_tensor_model_parallel_world_size() == 1`, "TP not yet supported")."""
+    return spec.te_op_fuser and spec.layout == "megatron" and spec.tp == 1
 
 
 # Megatron's adapter on a column-parallel module (linear_qkv, linear_fc1) reads the full input and
@@ -177,18 +202,22 @@ def adapter_ops(shape: tuple[str, int, int, int], spec, batch: int) -> tuple[tup
                 gemm_op("lora_dxa", t, rank, n), gemm_op("lora_da", k, r_in, t), gemm_op("lora_dx", t, k, r_in),
                 elementwise_op("lora_dx_add", t * k, inputs=2))
     if spec.dropout > 0:
-        forward = (dropout_op("lora_dropout", t * k),) + forward
-        backward = backward[:-1] + (dropout_op("lora_dropout_grad", t * k),) + backward[-1:]
+        mask = mask_bytes(spec)
+        forward = (dropout_op("lora_dropout", t * k, mask),) + forward
+        backward = backward[:-1] + (dropout_op("lora_dropout_grad", t * k, mask),) + backward[-1:]
+    if fused_adapters(spec):
+        forward = tuple(op for op in forward if op.name not in OP_FUSED_AWAY)
+        backward = tuple(op for op in backward if op.name not in OP_FUSED_AWAY)
     return forward, backward
 
 
 def dropout_activation_bytes(layer: LayerSpec, spec, ebytes: float) -> float:
     """Bytes per sample adapter dropout adds to what a block keeps for backward: each dropout keeps
-    its output (ebytes) and mask (1 byte) per input element, for dA and its own gradient, where
+    its output (ebytes) and mask (`mask_bytes`) per input element, for dA and its own gradient, where
     without dropout the adapters read x, which the block's count already holds (once per input)."""
     if spec.dropout <= 0:
         return 0.0
     shapes = adapter_shapes(layer, spec)
     inputs = {ADAPTER_INPUT[name]: m * k for name, m, k, _ in shapes}
-    kept = sum((ebytes + DROPOUT_MASK_BYTES) * m * k for _, m, k, _ in shapes)
+    kept = sum((ebytes + mask_bytes(spec)) * m * k for _, m, k, _ in shapes)
     return max(0.0, kept - ebytes * sum(inputs.values()))

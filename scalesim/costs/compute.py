@@ -206,6 +206,16 @@ def _stream_s(bytes_moved: float, gpu: GpuSpec, held_sms: int = 0) -> float:
     return bytes_moved / streaming_bw_bytes_per_s(gpu, held_sms)
 
 
+def fp8_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0) -> float:
+    """The cast of an FP8 GEMM's 16-bit input to FP8 before the GEMM, for a micro-batch of `batch` samples
+    (0 for ops that are not GEMMs): Transformer Engine reads 2 bytes and writes 1 per input element (TE FP8
+    primer); under sequence parallelism once per gathered input, on the local shard (op.cast_share)."""
+    if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.cast_share <= 0:
+        return 0.0
+    m, _, k = op.gemm_mnk
+    return _stream_s(3 * m * batch * k * op.groups * op.cast_share, gpu, held_sms) + KERNEL_OVERHEAD_S
+
+
 def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
@@ -306,12 +316,8 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         shape = (relative_shape_efficiency(*(tiles or (m, n)), gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
                  if op.gemm_mnk is not None else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
-        if precision == "fp8" and op.gemm_mnk is not None:
-            # Transformer Engine casts the 16-bit input to FP8 before the GEMM:
-            # read 2 bytes, write 1 per input element (TE FP8 primer); under sequence
-            # parallelism once per gathered input, on the local shard (op.cast_share).
-            if op.cast_share > 0:
-                cast_s = _stream_s(3 * m * k * op.groups * op.cast_share, gpu, held_sms) + KERNEL_OVERHEAD_S
+        if precision == "fp8":
+            cast_s = fp8_cast_s(op, gpu, batch, held_sms)
     else:
         compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu, held_sms))
     layout_s = layout_conversion_s(op, gpu, precision, batch, memory_format, held_sms)

@@ -39,6 +39,7 @@ from scalesim.costs.gemm_depth import DATA_GRADIENT, backward_gemms
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    activation_peaks, state_bytes_per_param)
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
+from scalesim.costs.te_ops import op_fuser_saved_s
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 
@@ -63,6 +64,7 @@ class FinetuneSpec:
     dropout: the adapters' dropout rate (0: no dropout kernel).
     input_bytes: bytes an element of the linears' inputs the block keeps (2; costs/memory.py FP8_SAVED_BYTES
       where Transformer Engine's fp8 linears keep fp8 copies), what a frozen linear's input frees.
+    te_op_fuser: the block runs through Transformer Engine's op fuser (training.te_op_fuser; costs/te_ops.py).
     """
 
     method: str
@@ -74,6 +76,7 @@ class FinetuneSpec:
     dropout: float = 0.0
     tp: int = 1                # tensor-parallel ways (Megatron's adapters split with the base)
     input_bytes: float = 2.0
+    te_op_fuser: bool = False
 
     @property
     def quantized(self) -> bool:
@@ -81,7 +84,8 @@ class FinetuneSpec:
 
 
 def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[str], layout: str = "peft",
-                  dropout: float = 0.0, tp: int = 1, input_bytes: float = 2.0) -> FinetuneSpec:
+                  dropout: float = 0.0, tp: int = 1, input_bytes: float = 2.0,
+                  te_op_fuser: bool = False) -> FinetuneSpec:
     """The adapters of `model`: q, k and v take heads, kv_heads and kv_heads head widths of qkv."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -90,7 +94,7 @@ def finetune_spec(model: ModelSpec, method: str, rank: int, targets: str | list[
     width = q + 2 * kv
     return FinetuneSpec(method, rank, resolve_targets(targets), (q / width, kv / width, kv / width),
                         fused_modules=model.family in FUSED_FAMILIES, layout=layout, dropout=dropout,
-                        tp=tp, input_bytes=input_bytes)
+                        tp=tp, input_bytes=input_bytes, te_op_fuser=te_op_fuser)
 
 
 def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
@@ -105,6 +109,12 @@ def trainable_params(layer: LayerSpec, spec: FinetuneSpec | None) -> int:
     if spec is None:
         return layer.params
     return sum(spec.rank * (k + n) for _, _, k, n in adapter_shapes(layer, spec))
+
+
+def trained_params(layers, spec: FinetuneSpec | None) -> int:
+    """Parameters with gradients in all of `layers` (the model's or a stage's): what an optimizer
+    updates and a checkpoint saves."""
+    return sum(trainable_params(layer, spec) for layer in layers)
 
 
 def quantized_weights(layer: LayerSpec) -> int:
@@ -176,6 +186,10 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
         fwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in forward)
         bwd += sum(op_time_s(op, gpu, precision, 1, held_sms=held_sms) for op in backward)
         flop += sum(op.flop for op in forward if op.kind == "gemm")
+    # kernels Transformer Engine's op fuser folds into others (costs/te_ops.py)
+    saved_forward, saved_backward = op_fuser_saved_s(layer, gpu, precision, batch, spec, held_sms)
+    fwd -= saved_forward
+    bwd -= saved_backward
     if spec.quantized:
         dequant = sum(dequantize_s(op.gemm_mnk[1] * op.gemm_mnk[2], gpu, held_sms)
                       for op in layer.ops if op.name in BLOCK_GEMMS and op.gemm_mnk)

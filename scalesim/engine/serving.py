@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from scalesim.limits import check_time
 from scalesim.serving.metrics import Record
 from scalesim.serving.scheduler import Batch, Scheduler
 from scalesim.serving.workload import Request
@@ -80,6 +81,8 @@ class _Run:
             yield self.env.timeout(duration)
             self.busy[k] += duration
             self.iterations += 1
+            if not self.iterations % 256:
+                check_time()                # a caller's wall-clock limit (serve --max-seconds)
             for seq in scheduler.complete(batch, self.env.now):
                 self.records.append(Record(seq.arrival_s, seq.first_token_s, seq.finish_s,
                                            seq.request.output_tokens, seq.preemptions))

@@ -137,7 +137,9 @@ def _lookup(kind: str, name: Any, table: Mapping, key: str | None, alternative: 
     if not isinstance(name, str):
         raise InputError(f"expected a {kind} name (a string){alternative}, got {name!r}", key=key)
     if name not in table:
-        raise unknown_name(kind, name, table, key=key)
+        raise unknown_name(kind, name, table, key=key, also="" if not alternative else
+                           f"; or your own: a mapping {{base: NAME, <fields to change>}}, or an entry in a "
+                           f"--catalog folder's {'gpus' if kind == 'GPU' else 'links'}.yaml")
     return table[name]
 
 

@@ -49,7 +49,13 @@ def _mark(rows: list[dict], values: list[str]) -> list[str]:
     return [v if r["fits"] else f"{v} ({NO_FIT})" for r, v in zip(rows, values)]
 
 
-def _months(x: float | None) -> str:
+ABOVE_LINEAR = ("Scaling efficiency above 100%: the plan splits work one GPU does whole (ZeRO: each GPU "
+                "updates 1/N of the optimizer state)")
+
+
+def _months(x: float | None, purchase: float | None) -> str:
+    if purchase is None:
+        return "n/a (no GPU price)"
     return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
 
 
@@ -57,9 +63,13 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     """Designs side by side (one column each): plan, step, throughput, MFU, scaling, memory fit,
     time, cost, energy. The best value of each time, cost and energy row among the designs that
     fit is bold; a design that does not fit is never bold and its values say so."""
+    above = any((r.get("scaling_efficiency") or 0) > 1 for r in rows)
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
-                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit.")
+                      "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
+                      + (f" {ABOVE_LINEAR}." if above else "")
+                      + (" No GPU price: the catalog has none for that GPU; set pricing.ownership.gpu_usd."
+                         if any(r["fits"] and r.get("purchase_usd") is None for r in rows) else ""))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
@@ -100,7 +110,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          _if_fits(rows, "purchase_usd"), True),
         ("cost (owned)", _mark(rows, [money(r["on_prem_cost_usd"]) for r in rows]),
          _if_fits(rows, "on_prem_cost_usd"), True),
-        ("owning beats renting after", [_months(r.get("break_even_months")) if r["fits"] else NO_FIT for r in rows],
+        ("owning beats renting after", [_months(r.get("break_even_months"), r.get("purchase_usd"))
+                                        if r["fits"] else NO_FIT for r in rows],
          _if_fits(rows, "break_even_months"), True),
         ("cloud $ per M tokens", _mark(rows, ["n/a" if r.get("usd_per_million_tokens") is None
                                               else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),

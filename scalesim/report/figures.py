@@ -88,6 +88,19 @@ def new_figure(figsize: tuple[float, float]):
     return fig, fig.add_subplot()
 
 
+def fit_title(ax, title: str, *, room: float = 0.95):
+    """ax's title, wrapped onto more lines where one would run past `room` of the figure's width
+    (a long scenario name was cut off at both edges)."""
+    import textwrap
+
+    text = ax.set_title(title)
+    fig = ax.figure
+    width = text.get_window_extent(fig.canvas.get_renderer()).width
+    if width > room * fig.bbox.width:
+        text.set_text(textwrap.fill(title, max(20, int(len(title) * room * fig.bbox.width / width))))
+    return text
+
+
 def save_figure(fig, path: Path, *, tight_layout: bool = True, whole_legend: bool = False, dpi: int = 120) -> Path:
     """Lay the figure out (unless told not to), write it to `path` (its folder made if missing) and
     close it. `whole_legend`: the saved box grows to what is drawn outside the axes (a legend below).

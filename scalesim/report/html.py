@@ -13,7 +13,7 @@ from html import escape
 from pathlib import Path
 
 from scalesim.outputs import HTML_GENERATOR
-from scalesim.report.comparison import summary_rows
+from scalesim.report.comparison import ABOVE_LINEAR, summary_rows
 from scalesim.report.formatting import NO_FIT, bold_flags
 
 CSS = """
@@ -143,7 +143,12 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
                  "hosts times PUE.</li>"
                  "<li>Energy = GPUs at TDP while their kernels run and at idle power otherwise (from the "
                  "simulated timeline), plus host draw; before PUE.</li>"
-                 "<li>Scaling efficiency compares per-GPU throughput with the same plan on one GPU.</li></ul>")
+                 "<li>Scaling efficiency compares per-GPU throughput with the same plan on one GPU. "
+                 f"{ABOVE_LINEAR}.</li>"
+                 + ("<li>n/a (no GPU price): the catalog has no purchase price for that GPU; set "
+                    "pricing.ownership.gpu_usd.</li>" if any(r["fits"] and r.get("purchase_usd") is None
+                                                             for r in rows) else "")
+                 + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
 

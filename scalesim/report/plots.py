@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalesim.report.figures import new_figure, save_figure
+from scalesim.report.figures import fit_title, new_figure, save_figure
 from scalesim.report.timeline_plot import _merge_spans, timeline_columns_plot, timeline_plot  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
     # that the one-GPU baseline runs whole), so no point is cut off the top.
     ax.set_ylim(0, max(105, math.ceil(max(ys, default=100) / 10) * 10 + 5))
     ax.set_xticks(xs)
-    ax.set_title(title)
+    fit_title(ax, title)
     ax.grid(alpha=0.3)
     return save_figure(fig, path)
 
@@ -77,7 +77,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     if "arc" in routes.values():
         ax.set_ylim(-max(rows) - 1.2, 0.5)     # room for the arcs below the lowest row
     ax.set_xlim(0, 1)           # every row spans it (matplotlib's 5% margins: inches of white on a wide rack)
-    ax.set_title(title)
+    fit_title(ax, title)
     ax.axis("off")
     return save_figure(fig, path)
 

@@ -69,17 +69,38 @@ def serving_table(r: dict) -> Table:
               else ("none of the rates" if best is None else f"{best:,.2f} requests/s"))
     cost = r.get("cost_per_million_tokens_usd") or {}
     hours = r.get("gpu_hours_per_million_tokens")
-    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {_usd(cost.get('owned'))}"
+    owned = _usd(cost.get("owned")) + (" (no GPU price: set pricing.ownership.gpu_usd)"
+                                       if cost.get("owned") is None and cost.get("cloud") is not None else "")
+    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {owned}"
               + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
+    energy = r.get("energy_kwh_per_million_tokens")
+    if energy:
+        t.add_row("energy per million output tokens", f"{energy['it']:,.2f} kWh (GPUs and hosts; "
+                  f"{energy['facility']:,.2f} with PUE)")
     return t
 
 
+def runs_by_requests(points: list[dict]) -> list[tuple[int, list[dict]]]:
+    """The sweep's rows grouped by how many requests each simulated, the most first: the search
+    probes rates on the first requests only, and a probe's latency and throughput do not continue
+    the curve of the full load's runs."""
+    counts = sorted({p.get("requests", 0) for p in points}, reverse=True)
+    return [(n, [p for p in points if p.get("requests", 0) == n]) for n in counts]
+
+
 def sweep_table(r: dict) -> Table:
-    t = Table(title="rates simulated", title_justify="left")
-    for column in ("rate/s", "TTFT P99", "TPOT P99", "e2e P50", "tokens/s", "KV peak", "preempt", "SLO", "$/M cloud"):
+    points = r.get("sweep", [])
+    mixed = len(runs_by_requests(points)) > 1
+    t = Table(title="rates simulated", title_justify="left", caption_justify="left",
+              caption=(f"requests: rows with fewer than the scenario's {max(p['requests'] for p in points):,} are the "
+                       "rate search's probes on the first requests only; compare rows of the same count"
+                       if mixed else None))
+    for column in ("rate/s", *(("requests",) if mixed else ()), "TTFT P99", "TPOT P99", "e2e P50", "tokens/s",
+                   "KV peak", "preempt", "SLO", "$/M cloud"):
         t.add_column(column, justify="right")
-    for p in r.get("sweep", []):
-        t.add_row(f"{p['rate_per_s']:.3g}", format_time(p["ttft_s"]["p99"]) if p["ttft_s"] else "n/a",
+    for p in points:
+        t.add_row(f"{p['rate_per_s']:.3g}", *((f"{p['requests']:,}",) if mixed else ()),
+                  format_time(p["ttft_s"]["p99"]) if p["ttft_s"] else "n/a",
                   format_time(p["tpot_s"]["p99"]) if p["tpot_s"] else "n/a",
                   format_time(p["e2e_latency_s"]["p50"]) if p["e2e_latency_s"] else "n/a",
                   f"{p['output_tokens_per_s']:,.0f}", f"{p['kv_cache_peak_fraction']:.0%}", f"{p['preemptions']:,}",
@@ -92,13 +113,20 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     plotted = []
     for r in results:
-        points = [p for p in r.get("sweep", []) if p["e2e_latency_s"]]
-        if not points:
-            continue
-        x = [p["output_tokens_per_s"] for p in points]
-        line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], "o-", label=f"{r['scenario']} P50")
-        ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], "s--", color=line.get_color(), label="P99")
-        plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
+        groups = runs_by_requests([p for p in r.get("sweep", []) if p["e2e_latency_s"]])
+        colour = None
+        for k, (count, points) in enumerate(groups):
+            x = [p["output_tokens_per_s"] for p in points]
+            probe = k > 0          # the search's probes on the first requests: hollow, not joined
+            style = dict(ls="none", mfc="none") if probe else {}
+            line, = ax.plot(x, [p["e2e_latency_s"]["p50"] for p in points], marker="o", **({"ls": "-"} | style),
+                            color=colour,
+                            label=f"hollow: search probes, first {count:,} requests" if probe
+                            else f"{r['scenario']} P50")
+            colour = line.get_color()
+            ax.plot(x, [p["e2e_latency_s"]["p99"] for p in points], marker="s", **({"ls": "--"} | style),
+                    color=colour, label=None if probe else "P99")
+            plotted += [p["e2e_latency_s"][q] for p in points for q in ("p50", "p99")]
     ax.set_xlabel("output tokens/s")
     ax.set_ylabel("end-to-end latency (s)")
     ax.set_yscale("log")
@@ -111,15 +139,22 @@ def latency_throughput_plot(results: list[dict], path: Path) -> Path:
 
 def percentiles_plot(r: dict, path: Path) -> Path:
     """TTFT and TPOT at P50/P90/P99 against request rate, with the SLO."""
-    points = [p for p in r.get("sweep", []) if p["ttft_s"]]
+    groups = runs_by_requests([p for p in r.get("sweep", []) if p["ttft_s"]])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
-        rates = [p["rate_per_s"] for p in points if p[key]]
         slo = r["slo"][key]
-        values = [p[key][q] for p in points if p[key] for q in ("p50", "p99")] + [slo]
+        values = [p[key][q] for _, points in groups for p in points if p[key] for q in ("p50", "p99")] + [slo]
         scale, unit = (1e3, "ms") if max(values) < 1 else (1.0, "s")     # as the table prints them
         for q, style in (("p50", "o-"), ("p90", "s--"), ("p99", "^:")):
-            ax.plot(rates, [p[key][q] * scale for p in points if p[key]], style, label=q.upper())
+            colour = None
+            for k, (count, points) in enumerate(groups):
+                probe = k > 0      # the search's probes on the first requests: hollow, not joined
+                line, = ax.plot([p["rate_per_s"] for p in points if p[key]],
+                                [p[key][q] * scale for p in points if p[key]], marker=style[0], color=colour,
+                                label=(f"hollow: search probes, first {count:,} requests" if q == "p50"
+                                       else None) if probe else q.upper(),
+                                **(dict(ls="none", mfc="none") if probe else {"ls": style[1:]}))
+                colour = line.get_color()
         ax.axhline(slo * scale, color="#C44E52", lw=1,
                    label=f"SLO ({slo * 1e3:g} ms)" if slo < 1 else f"SLO ({slo:g} s)")
         ax.set_xlabel("request rate (requests/s)")

@@ -51,7 +51,9 @@ def _step_rows(t: Table, r: StepResult) -> None:
                   + " (NCCL kernels hold SMs while hidden communication runs; included above)")
     t.add_row("throughput", f"{r.samples_per_s:,.1f} samples/s"
               + (f", {r.tokens_per_s:,.0f} tokens/s" if r.tokens_per_s else ""))
-    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})")
+    t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})"
+              + ("; counted as 6 x parameters per token, where adapters without weight gradients run about 4 x: "
+                 "compare fine-tuning runs by tokens/s" if (r.plan or {}).get("trainable_params") is not None else ""))
     t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
     for point in r.scaling_skipped:       # left out by the command's answer budget (scalesim/limits.py)
         t.add_row(f"  {point['gpus']:,} GPU{'s' if point['gpus'] > 1 else ''} (scaling point)",
@@ -66,6 +68,11 @@ def _training_rows(t: Table, r: StepResult) -> None:
     if r.time_to_train_s is not None:
         t.add_row("time to train", f"{format_time(r.time_to_train_s)} (failures included; "
                   f"{format_time(rel.get('ideal_time_s') or r.time_to_train_s)} without)")
+    elif not (r.economics or {}).get("ideal_time_s"):
+        price = (r.economics or {}).get("gpu_hour_usd")
+        t.add_row("time, cost and energy to train", "not computed: the scenario gives no budget; set "
+                  "training.tokens (or training.epochs and training.dataset_samples)"
+                  + ("" if price is None else f" (renting the {r.gpus:,} GPUs costs {_usd(r.gpus * price)} an hour)"))
     if rel:
         mtbf, interval = rel.get("mtbf_s"), rel.get("checkpoint_interval_s")
         interruptions = rel.get("expected_interruptions")
@@ -85,6 +92,9 @@ def _training_rows(t: Table, r: StepResult) -> None:
         t.add_row("cost to train (owned)", f"{_usd(own['cost_usd'])}: {_usd(own['amortised_usd'])} of a "
                   f"{_usd(own['capex_total_usd'])} purchase over {own['amortisation_years']:g} years + "
                   f"{_usd(own['power_usd'])} power" + (f" ({_usd(per_m)} per million tokens)" if per_m else ""))
+    elif own.get("capex_usd", 0) is None and r.time_to_train_s is not None:
+        t.add_row("cost to train (owned)", f"n/a: the catalog has no purchase price for {r.gpu_name}; set "
+                  f"pricing.ownership.gpu_usd (power alone: {_usd(own.get('power_usd'))})")
     if r.energy_kwh is not None:
         energy = (r.economics or {}).get("energy_kwh") or {}
         t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "

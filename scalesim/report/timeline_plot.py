@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
+from matplotlib.transforms import offset_copy  # noqa: E402
 
 from scalesim.report.timeline_rows import Columns, bar_spans, columns, identical_ranks, rows_of  # noqa: E402
 from scalesim.timeline import Timeline  # noqa: E402
@@ -27,6 +28,7 @@ GPU_WORK = ("forward", "backward", "recompute", "optimizer", "other")
 WAITING = COLOURS["waiting for host"]
 
 MAX_TIMELINE_GPUS = 16
+LEGEND_BELOW_PT = 40          # the legend's top under the axes: past the tick labels and the axis label
 CROWDED_ROW_BARS = 2000
 
 
@@ -38,8 +40,15 @@ def _scale(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+# What a planner's internal stream name reads as on a row (FSDP1's streams: parallel/fsdp.py, fsdp_limiter.py).
+STREAM_LABELS = {"fsdp_post_backward": "fsdp post-backward", "fsdp_unshard": "fsdp unshard"}
+
+
 def _row_name(stream: str) -> str:
-    return "pp send/recv" if stream.startswith("pp_") else stream      # one row for the pipeline's transfers
+    """The row a stream is drawn on: one row for the pipeline's transfers; words, not identifiers."""
+    if stream.startswith("pp_"):
+        return "pp send/recv"
+    return STREAM_LABELS.get(stream, stream.replace("_", " "))
 
 
 def timeline_plot(timeline: Timeline, path: FilePath, title: str) -> FilePath:
@@ -80,7 +89,10 @@ def timeline_columns_plot(cols: Columns, end_s: float, path: FilePath, title: st
     ax.set_title(title)
     kinds = [k for k in COLOURS if k in used]          # only what the plot shows
     handles = [Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in kinds]
-    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, -0.05 - 0.9 / max(1, len(rows))),
+    # a fixed distance under the axes, below the tick labels and the axis label, whatever the row count
+    # (a fraction of the axes' height put it an inch down on a one-row plot, which tight_layout refused)
+    below = offset_copy(ax.transAxes, fig=fig, y=-LEGEND_BELOW_PT, units="points")
+    ax.legend(handles, kinds, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below,
               ncol=max(1, len(kinds)), frameon=False)
     return save_figure(fig, path, whole_legend=True)      # the legend below the axes is never cut
 

@@ -146,6 +146,16 @@ class TrainingSpec(Strict):
     # instead of two, at the cost of a cast kernel in forward and one back in backward
     # (scalesim/costs/fp8_act_store.py); needs precision fp8 and a dense SwiGLU model.
     fp8_activation_input_store: bool = False
+    # Transformer Engine's op fuser (Megatron-Core / NeMo use_transformer_engine_op_fuser, USE_TE_OPS=1 in
+    # NVIDIA's MLPerf v5.1 LoRA recipe): each LoRA linear's scale and add run in its adapter's and its base's
+    # GEMMs, the adapted linear_qkv's norm writes its FP8 input, and the MLP's activation writes linear_fc2's
+    # FP8 input and linear_fc1's FP8 gradient (scalesim/costs/te_ops.py); needs finetune lora with
+    # lora.layout megatron (NeMo fuses the adapters at tensor parallelism 1 only).
+    te_op_fuser: bool = False
+    # Megatron-Core's fused_single_qkv_rope (FUSED_SINGLE_QKV_ROPE=1): one Transformer Engine kernel splits
+    # linear_qkv's output into q, k, v and rotates q and k, one kernel back in backward (scalesim/costs/te_ops.py);
+    # needs a RoPE model with a fused qkv projection and elementwise_kernels fused.
+    fused_qkv_rope: bool = False
 
     @pydantic.field_validator("fp8_attention")
     @classmethod

@@ -2,7 +2,8 @@
 
 A design names catalog parts (GPU, links) and counts; `build.py` turns it into
 a graph. Designs live in `topologies/*.yaml`, or inline in a scenario under
-`cluster.node`. Wherever a design names a GPU or a link it may instead give a
+`cluster.node` (there also `{base: NAME, <fields to change>}`: a shipped design
+with, e.g., another GPU). Wherever a design names a GPU or a link it may instead give a
 mapping: `{base: NAME, field: value, ...}` (NAME's entry with those fields
 changed) or a full entry (scalesim/hardware/user_catalog.py). Names resolve in
 the `Catalog` passed in [the built-in one].
@@ -142,10 +143,12 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
 
     `file` is the scenario that names it: a relative path resolves against that file's folder.
     """
+    if isinstance(spec, dict) and "base" in spec:
+        return _derived_design(spec, key=key, file=file, catalog=catalog)
     if isinstance(spec, dict):
         data = dict(spec)
         data.setdefault("name", "inline")
-        design = validate(NodeDesign, data, file=file, key_prefix=key)
+        design = validate(NodeDesign, data, file=file, key_prefix=key, also_allowed=("base",))
         return check_catalog_names(design, file=file, key=key, catalog=catalog)
     if not isinstance(spec, str):
         raise InputError("expected a topology name, a .yaml path or a mapping", file=file, key=key)
@@ -164,3 +167,24 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
         raise unknown_name("topology", spec, builtin_topology_names(), key=key, file=file)
     design = validate(NodeDesign, read_yaml(builtin), file=str(builtin))
     return check_catalog_names(design, file=str(builtin), key=None, catalog=catalog)
+
+
+def _derived_design(spec: dict, *, key: str | None, file: str | None, catalog: Catalog | None) -> NodeDesign:
+    """`{base: NAME or path, <fields to change>}`: the base design with those fields changed; a
+    section given as a mapping (host, pcie, nvlink, nics) changes only the fields it names."""
+    base_key = f"{key}.base" if key else "base"
+    if not isinstance(spec["base"], str):
+        raise InputError("expected a node design's name (scalesim topologies lists them) or a .yaml path",
+                         file=file, key=base_key)
+    base = load_node_design(spec["base"], key=base_key, file=file, catalog=catalog)
+    data = base.model_dump(exclude_unset=True)
+    changes = {k: v for k, v in spec.items() if k != "base"}
+    for field, value in changes.items():
+        section = data.get(field)
+        data[field] = {**section, **value} if isinstance(section, dict) and isinstance(value, dict) else value
+    if "name" not in changes:
+        data["name"] = f"{base.name} with {', '.join(sorted(changes)) or 'no change'}"
+    if "description" not in changes:
+        data["description"] = f"{base.name} ({base.description}) with {changes} changed"
+    design = validate(NodeDesign, data, file=file, key_prefix=key, also_allowed=("base",))
+    return check_catalog_names(design, file=file, key=key, catalog=catalog)

@@ -164,7 +164,8 @@ REAL_H100 = Path(__file__).parents[1] / "data" / "nccl-tests-h100-issue290.txt" 
 
 
 def test_a_real_h100_capture_calibrates_nvlink4_and_the_overlay_reproduces_its_plateau(tmp_path):
-    """8x H100 SXM, all_reduce_perf 128 MiB-4 GiB (NVLink SHARP), 383-474 GB/s busbw, as published."""
+    """8x H100 SXM, all_reduce_perf 128 MiB-4 GiB (NVLink SHARP), 383-474 GB/s busbw, as published. NVLS is
+    bounded by the switch, not the NVLink port: the folder holds nvswitch-gen3 (tests/app/test_calibrate_bound.py)."""
     log = parse_nccl_tests(REAL_H100.read_text(), str(REAL_H100))    # no "Collective test" line: see below
     assert (log.op, log.gpus, log.nodes, gpu_of_device(log.device, "x")) == ("all_reduce", 8, 1, "h100-sxm")
     out = tmp_path / "mine"

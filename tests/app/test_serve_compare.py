@@ -48,3 +48,12 @@ def test_designs_with_different_work_or_kinds_exit_2(tmp_path):
     assert result.exit_code == 2 and "serving.requests.output_tokens" in result.output
     result = CliRunner().invoke(main, ["compare", one, "scenarios/8x4090-ddp.yaml", "--no-plots"])
     assert result.exit_code == 2 and "training and serving" in result.output
+
+
+def test_a_differing_slo_is_shown_as_the_file_writes_it(tmp_path):
+    one = write(tmp_path, "one.yaml")
+    looser = write(tmp_path, "looser.yaml", serving={"slo": {"ttft_s": 0.5, "tpot_s": 0.1}})
+    result = CliRunner().invoke(main, ["compare", one, looser, "--no-plots"])
+    assert result.exit_code == 2 and "serving.slo" in result.output
+    assert "tpot_s: 0.05" in result.output and "tpot_s: 0.1" in result.output
+    assert "SloSpec(" not in result.output

@@ -24,3 +24,12 @@ def test_help_says_the_unit_of_what_the_user_types(command, units):
     result = CliRunner().invoke(main, [*command, "--help"], terminal_width=120)
     text = " ".join(result.output.split())
     assert all(u in text for u in units), (units, text)
+
+
+def test_serve_help_says_how_the_rate_search_probes():
+    """The rates table mixes probes on the first requests with full runs; --help says how many."""
+    from scalesim.app.serve import SEARCH_REQUESTS
+
+    result = CliRunner().invoke(main, ["serve", "--help"], terminal_width=120)
+    text = " ".join(result.output.split())
+    assert f"first {SEARCH_REQUESTS} requests" in text and "--max-seconds" in text

@@ -17,3 +17,22 @@ def test_the_highest_throughput_among_designs_that_fit_is_bold():
     throughput = next(r for r in summary_rows(rows) if r[0] == "throughput")
     _name, values, best, lowest = throughput
     assert bold_flags(best, lowest, len(values)) == [False, True, False]
+
+
+def test_a_design_without_a_purchase_price_never_says_renting_is_cheaper():
+    priced = {**_row("a", 1e5), "purchase_usd": 1e5, "break_even_months": None}
+    unpriced = {**_row("b", 1e5), "purchase_usd": None, "break_even_months": None, "on_prem_cost_usd": None}
+    _name, values, _best, _lowest = next(r for r in summary_rows([priced, unpriced])
+                                         if r[0] == "owning beats renting after")
+    assert values[0] == "never (renting is cheaper)"
+    assert "never" not in values[1] and "n/a" in values[1]
+    from scalesim.report.comparison import compare_table
+    assert "pricing.ownership.gpu_usd" in str(compare_table([priced, unpriced]).caption)
+    assert "pricing.ownership.gpu_usd" not in str(compare_table([priced]).caption)
+
+
+def test_a_scaling_efficiency_above_100_percent_is_explained_under_the_table():
+    from scalesim.report.comparison import compare_table
+    above = {**_row("a", 1e5), "scaling_efficiency": 1.016}
+    assert "above 100%" in str(compare_table([above, _row("b", 2e5)]).caption)
+    assert "above 100%" not in str(compare_table([_row("a", 1e5), _row("b", 2e5)]).caption)

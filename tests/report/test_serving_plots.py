@@ -101,3 +101,23 @@ def test_labels_of_points_at_nearly_the_same_place_do_not_cover_each_other(monke
     fig.canvas.draw()
     boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in fig.axes[0].texts]
     assert not [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
+
+
+def test_the_search_probes_on_fewer_requests_are_never_joined_to_the_full_runs(monkeypatch, tmp_path):
+    """The rate search probes on the first 400 requests; its points used to share one line with the
+    full load's runs, a saw-tooth no load makes (throughput falling as the rate rose)."""
+    figures = _figures(monkeypatch)
+    sweep = [{**p, "requests": 400 if p["rate_per_s"] in (1, 8) else 1000, "kv_cache_peak_fraction": 0.1,
+              "preemptions": 0, "meets_slo": True, "cost_per_million_tokens_usd": {"cloud": 1.0}} for p in _points()]
+    r = {"scenario": "1x H100", "sweep": sweep, "slo": {"ttft_s": 1.0, "tpot_s": 0.05}}
+    serving.percentiles_plot(r, tmp_path / "p.png")
+    serving.latency_throughput_plot([r], tmp_path / "l.png")
+    for ax in figures[0].axes + figures[1].axes:
+        for line in ax.get_lines():
+            xs = list(line.get_xdata())
+            if len(xs) > 1 and line.get_linestyle() not in ("None", "none", "") and "SLO" not in line.get_label():
+                # a joined line holds the full runs only: rates 2 and 4 (tokens/s 400 and 800)
+                assert sorted(xs) in ([2, 4], [400.0, 800.0]), xs
+    table = serving.sweep_table(r)
+    assert [c.header for c in table.columns][1] == "requests"
+    assert "probes" in str(table.caption)

@@ -16,3 +16,14 @@ def test_a_gpu_count_with_no_plan_shows_its_node_count():
         console.print(sweep_table(sweep))
     (row,) = [line.split("│")[1:3] for line in out.get().splitlines() if "none" in line]
     assert [cell.strip() for cell in row] == ["16", "2"]
+
+
+def test_an_na_on_prem_cost_names_the_key_that_prices_the_gpu():
+    summary = {"ok": 1, "dominated": 0, "does_not_fit": 0, "not_available": 0}
+    best = {"gpus": 8, "status": "ok", "nodes": 1, "plan": "dp8", "memory_per_gpu_bytes": 1, "step_time_s": 1.0,
+            "tokens_per_s_per_gpu": 1.0, "mfu": 0.5, "time_to_train_s": 10.0, "cost_usd": 5.0}
+    sweep = {"scenario": "8x B200", "rank_by": "time", "summary": {8: summary},
+             "best": [{**best, "on_prem_cost_usd": None}]}
+    assert "pricing.ownership.gpu_usd" in str(sweep_table(sweep).caption)
+    sweep["best"] = [{**best, "on_prem_cost_usd": 3.0}]
+    assert sweep_table(sweep).caption is None
