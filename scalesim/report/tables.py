@@ -8,6 +8,7 @@ from rich.table import Table
 
 from scalesim.result import StepResult
 from scalesim.report.formatting import percent
+from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
 
@@ -43,8 +44,7 @@ def _step_rows(t: Table, r: StepResult) -> None:
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({percent(seconds / r.step_time_s)})")
     if r.breakdown.host_bound > 0:
-        t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} (GPU waits for the CPU to "
-                  "issue kernels; training.cuda_graphs removes most of it)")
+        t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} ({host_bound_note(r)})")
     t.add_row("  communication (total, incl. hidden)", format_time(r.breakdown.total_comm))
     if r.breakdown.compute_slowed_by_comm > 0:
         t.add_row("  GPU work slowed by overlap", format_time(r.breakdown.compute_slowed_by_comm)
