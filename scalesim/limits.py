@@ -239,7 +239,7 @@ class _Ledger:
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self.limit = int(seconds * TASKS_PER_SECOND)
+        self.limit = int(min(seconds * TASKS_PER_SECOND, 2 ** 62))     # --max-seconds inf: no limit
         self.spent = 0.0
 
 

@@ -183,6 +183,10 @@ class StepResult:
     fit_confidence: str = "fits"      # fits | tight | does_not_fit (costs/memory.py, fit_confidence)
     # What PyTorch's caching allocator holds at the peak (torch.cuda.max_memory_reserved), most loaded stage.
     memory_reserved_bytes: float | None = None
+    # The critical rank's host CPU time per step by cause and its blocking syncs, with the plan's
+    # cuda_graphs and fsdp_version (app/host_causes.py): what a report needs to say what would cut
+    # `breakdown.host_bound`. Empty when not known.
+    host: dict[str, Any] = field(default_factory=dict)
 
     @property
     def memory_headroom_fraction(self) -> float:
@@ -221,6 +225,7 @@ class StepResult:
             "economics": self.economics,
             "reliability": self.reliability,
             "assumptions": self.assumptions,
+            "host": self.host,
             **skipped,
         }
 

@@ -185,7 +185,7 @@ def _key_path(model: type[pydantic.BaseModel], loc: tuple) -> tuple:
         if isinstance(part, str) and part in fields:
             annotation = fields[part].annotation
             branches = {getattr(a, "__name__", None) for a in getattr(annotation, "__args__", ()) or ()}
-            if len(branches) > 1 and i + 1 < len(parts) and parts[i + 1] in branches:
+            if len(branches) > 1 and i + 1 < len(parts) and str(parts[i + 1]).split("[")[0] in branches:
                 i += 1
             current = _first_model(annotation)
         elif not isinstance(part, int):

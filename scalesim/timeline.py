@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -46,6 +46,25 @@ class Timeline:
 
 _RANK, _STREAM, _KIND = attrgetter("rank"), attrgetter("stream"), attrgetter("kind")
 _READY, _START, _END = attrgetter("ready_s"), attrgetter("start_s"), attrgetter("end_s")
+# The same fields by position (an Interval is a tuple): cheaper than by name.
+_RANK_AT, _STREAM_AT, _START_AT, _END_AT = itemgetter(0), itemgetter(1), itemgetter(5), itemgetter(6)
+
+
+def in_timeline_order(intervals: list[Interval]) -> tuple[Interval, ...]:
+    """`intervals` sorted by (rank, start, stream, end), ties kept in their order: what
+    `sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s"))` gives, sorted on
+    arrays (a stable lexsort, streams coded in their own order): several times cheaper on a step's
+    tens of thousands of intervals, whose many equal starts made the tuple keys compare streams."""
+    n = len(intervals)
+    if n < 2:
+        return tuple(intervals)
+    streams = list(map(_STREAM_AT, intervals))
+    code = {name: i for i, name in enumerate(sorted(set(streams)))}
+    order = np.lexsort((np.fromiter(map(_END_AT, intervals), np.float64, n),
+                        np.fromiter(map(code.__getitem__, streams), np.int64, n),
+                        np.fromiter(map(_START_AT, intervals), np.float64, n),
+                        np.fromiter(map(_RANK_AT, intervals), np.int64, n)))
+    return tuple(map(intervals.__getitem__, order.tolist()))
 
 
 @dataclass(frozen=True)

@@ -32,15 +32,33 @@ per-task factors by parallel/hbm_contention.py.
 
 A communicator can be given fewer CTAs than that (ncclConfig_t.maxCTAs, NCCL_MAX_CTAS;
 NVIDIA's MLPerf recipes set them per communicator through Megatron-Core's NCCL_CFG_PATH
-yaml). NCCL sizes its default count so it just fills the path: a search channel
-carries the bandwidth of the path it crosses (a 400G NIC: 48 GB/s, sm90/sm100
-speed tables of src/graph/search.cc) and ncclTopoDupChannels doubles the channels
-while halving each one's bandwidth (bwInter /= 2), so one CTA is modelled at half a
-NIC ("the speed of a single channel (single GPU SM) is 24GB/s, but the speed of a
-nic is 400Gbps", nccl#1302; "we need to launch 2 CTAs per NVLink in order to saturate
-the BW", nccl#1703; "NCCL uses the minimal number of SMs to achieve the performance
-of the platform", nccl#689). `cta_limited` therefore gives each CTA the path's
-bandwidth over the default count, and each GPU's flows share its capped CTAs.
+yaml). How NCCL cuts, read at v2.28.3-1 (f1308997, the NCCL NVIDIA's 25.09 MLPerf NeMo
+image builds):
+
+- The ring search finds up to MAXCHANNELS/2 = 32 search channels (init.cc:923), each
+  entering and leaving a node through a NIC pair at a speed-table bandwidth (48 GB/s for a
+  400G NIC on sm90/sm100, search.cc:963); on sm90+ ncclTopoDupChannels leaves them whole
+  when that is below 50 GB/s and there are more than 4 (search.cc:941). connectRings then
+  runs each on two CTAs, channels c and c+n sharing one ring and its NICs (connect.cc:
+  443-452), hence two per NIC ("having two channels per NIC makes the NIC utilization
+  closer to peak", S. Jeaugey, nccl#438), and four below 16 channels across nodes at
+  over 45 GB/s a search channel on sm90+ (connect.cc:472-475; not modelled).
+- With MNNVL an NVLink domain is one node: each rank's topology fuses the clique's trays
+  (topo.cc:1480), so a ring crosses each rack boundary once per channel through one NIC,
+  and the channels are spread GPU first over the rack's NICs (search.cc:507-514).
+- maxCTAs keeps the first maxCTAs channels (connect.cc:487-491). Below the search count
+  those are distinct search channels: each kept CTA is alone on its own NIC pair, and a
+  NIC carries what its one channel carries. NCCL's tuning model does not see the cut
+  (tuning.cc:301 busBw = search channels x their bandwidth).
+- NCCL_MIN_CTAS / NCCL_MAX_CTAS in the environment replace the config's minCTAs /
+  maxCTAs (init.cc:1614-1627, applied after the config at 1868-1879, and to ncclCommSplit
+  children at 2427-2429): an exported NCCL_MAX_CTAS overrides every per-communicator limit.
+
+What one CTA pushes through a NIC it has alone is not in the code. The model keeps one
+CTA at half a NIC, the share NCCL's default gives it (cta_bytes_per_s; "the speed of a
+single channel (single GPU SM) is 24GB/s", a user in nccl#1302); a whole NIC per CTA is
+the other bound. `cta_limited` gives each CTA the path's bandwidth over the default count,
+and each GPU's flows share its capped CTAs.
 """
 
 from __future__ import annotations

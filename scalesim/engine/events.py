@@ -17,6 +17,7 @@ import simpy
 from simpy.events import NORMAL, PENDING, Timeout
 
 _new_timeout = Timeout.__new__
+_new_event = simpy.Event.__new__
 
 
 def run(env: simpy.Environment) -> None:
@@ -56,6 +57,27 @@ def succeed(event: simpy.Event) -> None:
     event._value = None
     env = event.env
     heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
+
+
+def all_of(env: simpy.Environment, pending: list) -> simpy.Event:
+    """`env.all_of(pending)` for pending events that succeed (a walk's dependencies): an event that
+    is triggered, with the same queue entry, when the last of them is processed, and runs its own
+    callbacks in the same place. simpy's condition also makes a tuple of the events, checks each
+    one's environment, counts through a bound method with failure handling, and builds a value
+    nobody reads (a callback of its own) when it is processed."""
+    done = _new_event(simpy.Event)            # simpy.Event(env), without its __init__
+    done.env, done.callbacks, done._value = env, [], PENDING
+    left = len(pending)
+
+    def check(_event) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            succeed(done)
+
+    for event in pending:
+        event.callbacks.append(check)
+    return done
 
 
 def awaited_events(env: simpy.Environment, tasks: tuple, walks: dict[str, list[int]], order_deps: dict[int, int],

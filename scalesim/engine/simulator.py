@@ -22,7 +22,6 @@ times to float rounding (1e-15 relative), with fewer events per task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 import simpy
 from simpy.events import Timeout
@@ -31,15 +30,17 @@ from scalesim.collectives.plan import CollectivePlan
 from scalesim.engine.call_phases import CallPhases
 from scalesim.engine.closed_form import (call_families, inline_blocking_calls, inline_call_chains, isolated_plans,
                                         private_splits)
-from scalesim.engine.events import awaited_events, run as run_events, succeed, timeout
+from scalesim.engine.events import all_of, awaited_events, run as run_events, succeed, timeout
 from scalesim.engine.fast_forward import Beside, Played, exact_requested, fast_forward, fast_forward_end_s
 from scalesim.engine.host_thread import HostThread, host_thread
 from scalesim.engine.network import FluidNetwork
 from scalesim.engine.stretches import (MIN_COMPUTE_RATE, Stretch, StretchWalks, compute_rate, held,
                                       stretch_starts)
-from scalesim.timeline import Interval, Timeline
+from scalesim.timeline import Interval, Timeline, in_timeline_order
 from scalesim.limits import check_time
 from scalesim.program import COMPUTE_STREAM, CollectiveTask, ComputeTask, Program, no_collection
+
+_new_tuple = tuple.__new__
 
 __all__ = ["MIN_COMPUTE_RATE", "compute_rate", "played", "simulate", "step_time_s"]
 
@@ -73,7 +74,7 @@ class _Run(StretchWalks, CallPhases):
     env: simpy.Environment
     net: FluidNetwork
     program: Program
-    calls: dict[str, _Call] = field(default_factory=dict)
+    calls: dict[str, _Call] = field(default_factory=dict)        # key -> a call some members have not reached
     intervals: list[Interval] = field(default_factory=list)
     indices: list[int] = field(default_factory=list)            # per interval, its task's index on its rank
     isolated: dict[int, float] = field(default_factory=dict)   # id(plan) -> time alone
@@ -182,7 +183,9 @@ class _Run(StretchWalks, CallPhases):
 
     def finished(self, rank: int, index: int, events: list, ready_s: float, start_s: float) -> None:
         task = self.program.tasks[rank][index]
-        self.intervals.append(Interval(rank, task.stream, task.name, task.kind, ready_s, start_s, self.env._now))
+        # Interval(...) without its generated __new__ (a Python frame per task): the same tuple.
+        self.intervals.append(_new_tuple(Interval, (rank, task.stream, task.name, task.kind, ready_s, start_s,
+                                                    self.env._now)))
         self.indices.append(index)
         if task.host_sync:
             self.hosts[rank].released_s[index] = self.env._now
@@ -195,10 +198,14 @@ class _Run(StretchWalks, CallPhases):
         if len(deps) == 1:               # the common case, without building a list
             e = events[deps[0]]
             return e if e is not None and e.callbacks is not None else None
-        pending = [e for e in (events[d] for d in deps) if e is not None and e.callbacks is not None]
+        pending = []
+        for d in deps:
+            e = events[d]
+            if e is not None and e.callbacks is not None:
+                pending.append(e)
         if len(pending) == 1:
             return pending[0]
-        return self.env.all_of(pending) if pending else None
+        return all_of(self.env, pending) if pending else None
 
     def issued(self, host: HostThread, index: int, events: list):
         """Wait until the host thread has issued task `index` (after its segment's sync task)."""
@@ -266,6 +273,8 @@ class _Run(StretchWalks, CallPhases):
             call = _Call(waiting=task.participants or len(task.plan.ranks), done=self.env.event())
             self.calls[task.key] = call
         call.waiting -= 1
+        if call.waiting == 0:
+            del self.calls[task.key]      # all arrived: only calls still waiting for members stay
         if task.sm_share > 0:
             call.holders.append((rank, task.sm_share))
         return call
@@ -303,7 +312,7 @@ def _simulated(program: Program, closed_form: bool, stretches: bool, exact: bool
             return timeline
     intervals, _indices, sent, delivered, slowed = played(program, closed_form, stretches)
     end_s = max((iv.end_s for iv in intervals), default=0.0)
-    ordered = tuple(sorted(intervals, key=attrgetter("rank", "start_s", "stream", "end_s")))
+    ordered = in_timeline_order(intervals)
     return Timeline(ordered, end_s, sent, delivered, dict(sorted(slowed.items())))
 
 
@@ -357,7 +366,7 @@ def played(program: Program, closed_form: bool = True, stretches: bool = True) -
             env.process(run.stream(rank, walks[name], events, stretches and (name == COMPUTE_STREAM
                                                                             or rank not in run.sms)))
     run_events(env)
-    unfinished = [key for key, call in run.calls.items() if call.waiting > 0]
+    unfinished = list(run.calls)      # calls some member never reached (`arrive` drops the complete ones)
     if unfinished:
         raise RuntimeError(f"collectives never completed (ranks missing): {unfinished[:3]}")
     expected = sum(len(t) for t in program.tasks.values())

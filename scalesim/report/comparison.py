@@ -24,7 +24,7 @@ from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
 from scalesim.report.figures import save_figure  # noqa: E402
-from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent  # noqa: E402
+from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent, unpriced_notes  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -53,10 +53,14 @@ ABOVE_LINEAR = ("Scaling efficiency above 100%: the plan splits work one GPU doe
                 "updates 1/N of the optimizer state)")
 
 
-def _months(x: float | None, purchase: float | None) -> str:
-    if purchase is None:
-        return "n/a (no GPU price)"
-    return "never (renting is cheaper)" if x is None else f"{x:,.1f} months"
+def _months(r: dict) -> str:
+    """Break-even, or which input it lacks ('never' only when renting really stays cheaper)."""
+    lacks = next((why for key, why in (("time_to_train_s", "training budget"), ("purchase_usd", "GPU price"),
+                                       ("gpu_hour_usd", "GPU-hour price")) if key in r and r[key] is None), None)
+    if lacks:
+        return f"n/a (no {lacks})"
+    months = r.get("break_even_months")
+    return "never (renting is cheaper)" if months is None else f"{months:,.1f} months"
 
 
 def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
@@ -68,8 +72,7 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
                       + (f" {ABOVE_LINEAR}." if above else "")
-                      + (" No GPU price: the catalog has none for that GPU; set pricing.ownership.gpu_usd."
-                         if any(r["fits"] and r.get("purchase_usd") is None for r in rows) else ""))
+                      + "".join(f" {k[0].upper()}{k[1:]}: {v}." for k, v in unpriced_notes(rows).items()))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)
@@ -110,8 +113,7 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          _if_fits(rows, "purchase_usd"), True),
         ("cost (owned)", _mark(rows, [money(r["on_prem_cost_usd"]) for r in rows]),
          _if_fits(rows, "on_prem_cost_usd"), True),
-        ("owning beats renting after", [_months(r.get("break_even_months"), r.get("purchase_usd"))
-                                        if r["fits"] else NO_FIT for r in rows],
+        ("owning beats renting after", [_months(r) if r["fits"] else NO_FIT for r in rows],
          _if_fits(rows, "break_even_months"), True),
         ("cloud $ per M tokens", _mark(rows, ["n/a" if r.get("usd_per_million_tokens") is None
                                               else f"${r['usd_per_million_tokens']:.4f}" for r in rows]),

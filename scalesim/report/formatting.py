@@ -30,3 +30,13 @@ def bold_flags(best: list[float | None] | None, lowest: bool, count: int) -> lis
         return [False] * count
     pick = (min if lowest else max)(v for v in best if v is not None)
     return [v is not None and v == pick for v in best]
+
+
+def unpriced_notes(rows: list[dict]) -> dict[str, str]:
+    """Why a design that fits shows n/a for a cost ('no GPU price', 'no GPU-hour price'), each with
+    what is missing and the scenario key that sets it."""
+    fits = [r for r in rows if r["fits"]]
+    return ({"no GPU price": "the catalog has no purchase price for that GPU; set pricing.ownership.gpu_usd"}
+            if any(r.get("purchase_usd") is None for r in fits) else {}) | (
+        {"no GPU-hour price": "the catalog has no cloud price for that GPU; set pricing.gpu_hour_usd"}
+        if any("gpu_hour_usd" in r and r["gpu_hour_usd"] is None for r in fits) else {})

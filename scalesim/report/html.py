@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scalesim.outputs import HTML_GENERATOR
 from scalesim.report.comparison import ABOVE_LINEAR, summary_rows
-from scalesim.report.formatting import NO_FIT, bold_flags
+from scalesim.report.formatting import NO_FIT, bold_flags, unpriced_notes
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -145,9 +145,7 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
                  "simulated timeline), plus host draw; before PUE.</li>"
                  "<li>Scaling efficiency compares per-GPU throughput with the same plan on one GPU. "
                  f"{ABOVE_LINEAR}.</li>"
-                 + ("<li>n/a (no GPU price): the catalog has no purchase price for that GPU; set "
-                    "pricing.ownership.gpu_usd.</li>" if any(r["fits"] and r.get("purchase_usd") is None
-                                                             for r in rows) else "")
+                 + "".join(f"<li>n/a ({k}): {escape(v)}.</li>" for k, v in unpriced_notes(rows).items())
                  + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

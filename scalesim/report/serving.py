@@ -69,9 +69,12 @@ def serving_table(r: dict) -> Table:
               else ("none of the rates" if best is None else f"{best:,.2f} requests/s"))
     cost = r.get("cost_per_million_tokens_usd") or {}
     hours = r.get("gpu_hours_per_million_tokens")
+    served = (r.get("output_tokens_per_s") or 0) > 0          # a price is missing, not the throughput
+    cloud = _usd(cost.get("cloud")) + (" (no GPU-hour price: set pricing.gpu_hour_usd)"
+                                       if cost.get("cloud") is None and served else "")
     owned = _usd(cost.get("owned")) + (" (no GPU price: set pricing.ownership.gpu_usd)"
-                                       if cost.get("owned") is None and cost.get("cloud") is not None else "")
-    t.add_row("cost per million output tokens", f"cloud {_usd(cost.get('cloud'))}, owned {owned}"
+                                       if cost.get("owned") is None and served else "")
+    t.add_row("cost per million output tokens", f"cloud {cloud}, owned {owned}"
               + ("" if hours is None else f" ({hours:,.3f} GPU-hours)"))
     energy = r.get("energy_kwh_per_million_tokens")
     if energy:

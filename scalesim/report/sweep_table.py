@@ -24,12 +24,13 @@ from scalesim.units import format_bytes  # noqa: E402
 
 def sweep_table(sweep: dict) -> Table:
     """Best plan per GPU count, with how many plans were simulated, pruned, too big or unavailable."""
-    unpriced = any(b.get("status") == "ok" and b.get("cost_usd") is not None and b.get("on_prem_cost_usd") is None
-                   for b in sweep["best"])
+    budgeted = [b for b in sweep["best"] if b.get("status") == "ok" and b.get("time_to_train_s") is not None]
+    notes = ([] if all(b.get("on_prem_cost_usd") is not None for b in budgeted) else
+             ["on-prem cost n/a: the catalog has no purchase price for this GPU; set pricing.ownership.gpu_usd"]) + (
+        [] if all(b.get("cost_usd") is not None for b in budgeted) else
+        ["cloud cost n/a: the catalog has no cloud price for this GPU; set pricing.gpu_hour_usd"])
     t = Table(title=f"{escape(sweep['scenario'])}: best plan per GPU count (ranked by {sweep['rank_by']})",
-              title_justify="left", caption_justify="left",
-              caption="on-prem cost n/a: the catalog has no purchase price for this GPU; set "
-                      "pricing.ownership.gpu_usd" if unpriced else None)
+              title_justify="left", caption_justify="left", caption="; ".join(notes) or None)
     for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",
                 "time to train", "cloud cost", "on-prem cost", "plans: simulated / dominated / too big / n.a."):
         t.add_column(col, justify="left" if col in ("best plan",) else "right", overflow="fold")

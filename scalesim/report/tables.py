@@ -8,6 +8,7 @@ from rich.table import Table
 
 from scalesim.result import StepResult
 from scalesim.report.formatting import percent
+from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
 
@@ -43,8 +44,7 @@ def _step_rows(t: Table, r: StepResult) -> None:
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({percent(seconds / r.step_time_s)})")
     if r.breakdown.host_bound > 0:
-        t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} (GPU waits for the CPU to "
-                  "issue kernels; training.cuda_graphs removes most of it)")
+        t.add_row("    of which host-bound", f"{format_time(r.breakdown.host_bound)} ({host_bound_note(r)})")
     t.add_row("  communication (total, incl. hidden)", format_time(r.breakdown.total_comm))
     if r.breakdown.compute_slowed_by_comm > 0:
         t.add_row("  GPU work slowed by overlap", format_time(r.breakdown.compute_slowed_by_comm)
@@ -86,6 +86,9 @@ def _training_rows(t: Table, r: StepResult) -> None:
         per_m = cloud.get("usd_per_million_tokens")
         t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at ${cloud.get('gpu_hour_usd', 0):.3g}/GPU-hour"
                   + (f" ({_usd(per_m)} per million tokens)" if per_m is not None else ""))
+    elif r.time_to_train_s is not None and cloud.get("gpu_hour_usd", 0) is None:
+        t.add_row("cost to train (cloud)", f"n/a: the catalog has no cloud price for {r.gpu_name}; set "
+                  f"pricing.gpu_hour_usd")
     own = (r.economics or {}).get("on_prem") or {}
     if own.get("cost_usd") is not None:
         per_m = own.get("usd_per_million_tokens")

@@ -171,9 +171,9 @@ def load_node_design(spec: str | dict, *, key: str | None = None, file: str | No
 
 def _derived_design(spec: dict, *, key: str | None, file: str | None, catalog: Catalog | None) -> NodeDesign:
     """`{base: NAME or path, <fields to change>}`: the base design with those fields changed; a
-    section given as a mapping (host, pcie, nvlink, nics) changes only the fields it names."""
+    section given as a mapping (gpu, host, pcie, nvlink, nics) changes only the fields it names."""
     base_key = f"{key}.base" if key else "base"
-    if not isinstance(spec["base"], str):
+    if not isinstance(spec["base"], str) or not spec["base"].strip():
         raise InputError("expected a node design's name (scalesim topologies lists them) or a .yaml path",
                          file=file, key=base_key)
     base = load_node_design(spec["base"], key=base_key, file=file, catalog=catalog)
@@ -181,6 +181,8 @@ def _derived_design(spec: dict, *, key: str | None, file: str | None, catalog: C
     changes = {k: v for k, v in spec.items() if k != "base"}
     for field, value in changes.items():
         section = data.get(field)
+        if field == "gpu" and isinstance(section, str) and isinstance(value, dict) and "base" not in value:
+            section = {"base": section}         # the base design's GPU with the fields named changed
         data[field] = {**section, **value} if isinstance(section, dict) and isinstance(value, dict) else value
     if "name" not in changes:
         data["name"] = f"{base.name} with {', '.join(sorted(changes)) or 'no change'}"

@@ -42,3 +42,15 @@ def test_a_load_over_the_budget_names_max_seconds_and_passes_the_estimate_with_i
 def test_a_simulation_past_the_wall_time_limit_stops_with_exit_2(tmp_path):
     short = serve(load(tmp_path, 2_000, 64), "--rates", "4", "--max-seconds", "0.01")
     assert short.exit_code == 2 and "--max-seconds" in short.output and "longer than" in short.output
+
+
+@pytest.mark.parametrize("command", ["serve", "run"])
+def test_an_infinite_max_seconds_means_no_limit_not_a_traceback(tmp_path, command):
+    with answer_budget(float("inf")):
+        check_serving_size(count=12_000, prompt_tokens=256, output_tokens=256, max_batch_tokens=8192, rates=1,
+                           search=False, search_requests=400, search_probes=0)      # allowed: no OverflowError
+    args = ["--rates", "4"] if command == "serve" else []
+    result = CliRunner().invoke(main, [command, load(tmp_path, 200, 16) if command == "serve" else
+                                       "scenarios/8x4090-ddp.yaml", *args, "--no-plots", "--max-seconds", "inf"])
+    assert "Traceback" not in result.output and not isinstance(result.exception, OverflowError)
+    assert result.exit_code == 0, result.output

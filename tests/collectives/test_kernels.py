@@ -48,8 +48,9 @@ def _time(plan, topology):
 
 
 def test_capping_ctas_below_the_default_slows_a_nic_bound_call_to_its_ctas_share():
-    # NCCL's model: two CTAs per NIC fill it (search.cc ncclTopoDupChannels); 8 CTAs on 8 NICs carry
-    # half a NIC each, so a large reduce-scatter across servers takes about twice as long.
+    # NCCL runs two CTAs per NIC (connectRings, connect.cc:443-452 @v2.28.3-1); cut to 8, each of the 8
+    # kept channels is alone on its NIC and is modelled at half a NIC, so a large reduce-scatter
+    # across servers takes about twice as long.
     from scalesim.collectives.kernels import cta_limited
     two = node("dgx-h100", 2, Fabric(link="ib-ndr", nics_per_node=8))
     plan = plan_collective("reduce_scatter", two, tuple(range(16)), 4 * GiB, "ring")
@@ -66,3 +67,34 @@ def test_one_cta_inside_a_server_gets_one_default_channels_share_of_nvlink():
     plan = plan_collective("all_gather", h100, (0, 1), GiB, "ring")
     one = cta_limited(plan, h100, 1)
     assert _time(one, h100) > 10 * _time(plan, h100)       # 1 of 24 channels
+
+
+def _ring(op="reduce_scatter", servers=2, size=4 * GiB):
+    cluster = node("dgx-h100", servers, Fabric(link="ib-ndr", nics_per_node=8))
+    return cluster, plan_collective(op, cluster, tuple(range(8 * servers)), size, "ring")
+
+
+def test_more_ctas_are_never_slower():
+    from scalesim.collectives.kernels import cta_limited
+    h100 = node("dgx-h100")
+    for topology, plan in (_ring(), _ring("all_gather", 4), (h100, plan_collective("all_gather", h100, tuple(range(8)),
+                                                                                     GiB, "ring"))):
+        times = [_time(cta_limited(plan, topology, k), topology) for k in range(1, 33)]
+        assert all(later <= earlier * (1 + 1e-12) for earlier, later in zip(times, times[1:]))
+        assert times[0] > times[-1] == _time(plan, topology)    # uncut at and above the default
+
+
+def test_a_cut_rings_boundary_bytes_move_at_what_its_channels_carry():
+    # Below the search count each kept CTA is its own ring through its own NIC pair (connect.cc:487-491):
+    # the bytes crossing a server boundary move at k channels x one CTA's rate, never more.
+    from scalesim.collectives.kernels import cta_bytes_per_s, cta_limited
+    topology, plan = _ring()
+    per_cta = cta_bytes_per_s(plan, topology)
+    crossing = sum(f.size_bytes for p in plan.phases for f in p.flows
+                   if f.src.startswith("n0/") and f.dst.startswith("n1/"))
+    assert crossing > 0
+    for k in (1, 2, 4, 8):
+        capped = cta_limited(plan, topology, k)
+        rate = crossing / (_time(capped, topology) - sum(p.latency_s for p in capped.phases))
+        assert rate <= k * per_cta * (1 + 1e-9)
+        assert rate > 0.95 * k * per_cta

@@ -44,6 +44,42 @@ def test_the_loop_timeouts_and_triggers_run_everything_in_simpys_order(seed):
     assert _script(simpy.Environment(), True, seed) == _script(simpy.Environment(), False, seed)
 
 
+def _waits(env: simpy.Environment, fast: bool, seed: int) -> list:
+    """Walks that wait for all of several events at once, triggered at the same instants as others
+    resume; the order things ran in (with what the queue numbered them)."""
+    rng = random.Random(seed)
+    ran: list = []
+    triggers = [env.event() for _ in range(12)]
+
+    def trigger(k: int):
+        for _ in range(k % 3 + 1):
+            delay = rng.choice((0.0, 0.5, 1.0))
+            yield events.timeout(env, delay) if fast else env.timeout(delay)
+        events.succeed(triggers[k]) if fast else triggers[k].succeed()
+        ran.append(("trigger", k, env.now, next(env._eid)))
+
+    def waiter(name: int):
+        for step in range(5):
+            wanted = [e for e in rng.sample(triggers, rng.randrange(1, 5)) if e.callbacks is not None]
+            if wanted:
+                yield events.all_of(env, wanted) if fast else env.all_of(wanted)
+            ran.append((name, step, env.now, next(env._eid)))
+            delay = rng.choice((0.0, 0.5))
+            yield events.timeout(env, delay) if fast else env.timeout(delay)
+
+    for k in range(len(triggers)):
+        env.process(trigger(k))
+        if k % 2:
+            env.process(waiter(k))
+    events.run(env) if fast else env.run()
+    return ran
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_waiting_for_all_of_several_events_runs_as_simpys_condition_does(seed):
+    assert _waits(simpy.Environment(), True, seed) == _waits(simpy.Environment(), False, seed)
+
+
 def test_a_walk_that_raises_stops_the_loop_with_its_error_and_a_negative_delay_is_refused():
     env = simpy.Environment()
 

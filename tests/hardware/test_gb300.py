@@ -58,3 +58,13 @@ def test_every_gb300_number_is_cited_or_marked_estimated(field):
 def test_a_gb300_device_name_is_not_read_as_the_hgx_b300():
     assert gpu_of_device("NVIDIA GB300", "log") == "gb300"
     assert gpu_of_device("NVIDIA B300 SXM6 AC", "log") == "b300"
+
+
+def test_the_gemm_efficiency_note_says_it_is_the_top_of_a_range_of_unstated_shapes_and_type():
+    # triton #2023 gives ~1600-2174 TFLOPS at 1400 W with no shape and no data type: the note must say so
+    # plainly, where a reader of the 0.870 looks (the line's comment and the note that derives it).
+    text = (resources.files("scalesim.hardware") / "data" / "gpus.yaml").read_text(encoding="utf-8")
+    line = next(x for x in text[text.index("\ngb300:"):].splitlines() if x.strip().startswith("gemm_efficiency:"))
+    assert "range" in line and "shape" in line and "type" in line and "estimate" in line
+    note = next(n for n in raw_gb300()["notes"] if "top of that 1400 W range" in n)
+    assert "neither the shapes nor the data type" in note

@@ -168,3 +168,30 @@ def test_a_dgx_spark_log_names_the_gb10():
     # nvidia-smi on a DGX Spark prints 'NVIDIA GB10' (public captures); GB200 and GB300 keep their parts.
     assert gpu_of_device("NVIDIA GB10", "log") == "gb10"
     assert gpu_of_device("NVIDIA GB200", "log") == "gb200" and gpu_of_device("NVIDIA GB300", "log") == "gb300"
+
+
+# A capability (ECC, MIG, NVLink SHARP) is as much a catalog claim as a number: the new parts' entries
+# either name it in their sources and notes or mark it `estimated` (an assumption carried over).
+CAPABILITY_WORDS = {"ecc": ("ecc",), "mig": ("mig",), "pcie_p2p": ("p2p", "peer"),
+                    "in_network_reduction": ("sharp", "nvls", "in-network")}
+
+
+@pytest.mark.parametrize("filename,name", [*(("gpus.yaml", g) for g in NEW_GPUS),
+                                           *(("links.yaml", link) for link in NEW_LINKS)])
+def test_every_new_capability_flag_is_cited_or_marked_estimated(filename, name):
+    entry = raw(filename)[name]
+    cited = " ".join([*entry.get("source", []), *entry.get("notes", [])]).lower()
+    for field, words in CAPABILITY_WORDS.items():
+        if entry.get(field) is None or entry[field] is False and field != "mig" or field in entry["estimated"]:
+            continue
+        assert any(w in cited for w in words), (name, field, entry[field])
+
+
+def test_the_shipped_dgx_spark_scenario_buys_one_machine_not_a_server_around_it():
+    # gb10's list price is the whole DGX Spark (catalog notes): the purchase is that price, and the
+    # host's draw fits inside the machine's 240 W supply beside the 140 W GB10 SoC.
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "1xdgx-spark-llama3-70b-qlora.yaml"
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling", "--json"])
+    own = yaml.safe_load(result.output)["economics"]["on_prem"]
+    assert own["capex_total_usd"] == get_gpu("gb10").list_price_usd
+    assert own["host_power_w_per_node"] + get_gpu("gb10").tdp_w <= 240

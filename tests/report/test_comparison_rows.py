@@ -36,3 +36,27 @@ def test_a_scaling_efficiency_above_100_percent_is_explained_under_the_table():
     above = {**_row("a", 1e5), "scaling_efficiency": 1.016}
     assert "above 100%" in str(compare_table([above, _row("b", 2e5)]).caption)
     assert "above 100%" not in str(compare_table([_row("a", 1e5), _row("b", 2e5)]).caption)
+
+
+def test_a_design_without_a_cloud_price_names_the_key_under_the_table_and_on_the_page():
+    # rubin has no cloud price: its cloud rows say n/a, and the caption (and the HTML page) name the key
+    from scalesim.report.comparison import compare_table
+    from scalesim.report.html import compare_html
+    rented = {**_row("a", 1e5), "file": "a.yaml", "gpu_hour_usd": 2.0, "purchase_usd": 1e5}
+    unrented = {**_row("b", 1e5), "file": "b.yaml", "gpu_hour_usd": None, "cost_usd": None, "purchase_usd": 1e5}
+    assert "pricing.gpu_hour_usd" in str(compare_table([rented, unrented]).caption)
+    assert "pricing.gpu_hour_usd" not in str(compare_table([rented]).caption)
+    page = compare_html({"table": [rented, unrented], "designs": []}, {})
+    assert "pricing.gpu_hour_usd" in page
+
+
+def test_break_even_says_what_it_lacks_and_never_only_when_renting_stays_cheaper():
+    # a DGX Spark has a purchase price but no cloud price; a scenario without tokens has no time to train:
+    # neither is "renting is cheaper"
+    priced = {**_row("a", 1e5), "purchase_usd": 1e5, "gpu_hour_usd": 2.0, "break_even_months": None}
+    unrented = {**priced, "scenario": "b", "gpu_hour_usd": None}
+    unbudgeted = {**priced, "scenario": "c", "time_to_train_s": None}
+    _name, values, _best, _lowest = next(r for r in summary_rows([priced, unrented, unbudgeted])
+                                         if r[0] == "owning beats renting after")
+    assert values[0] == "never (renting is cheaper)"
+    assert values[1] == "n/a (no GPU-hour price)" and values[2] == "n/a (no training budget)"

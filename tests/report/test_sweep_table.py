@@ -27,3 +27,16 @@ def test_an_na_on_prem_cost_names_the_key_that_prices_the_gpu():
     assert "pricing.ownership.gpu_usd" in str(sweep_table(sweep).caption)
     sweep["best"] = [{**best, "on_prem_cost_usd": 3.0}]
     assert sweep_table(sweep).caption is None
+
+
+def test_a_gpu_with_neither_price_names_both_keys_and_no_budget_names_none():
+    # rubin has no cloud and no purchase price: both cost columns say n/a and the caption names both keys
+    summary = {"ok": 1, "dominated": 0, "does_not_fit": 0, "not_available": 0}
+    best = {"gpus": 8, "status": "ok", "nodes": 1, "plan": "tp8", "memory_per_gpu_bytes": 1, "step_time_s": 1.0,
+            "tokens_per_s_per_gpu": 1.0, "mfu": 0.5, "time_to_train_s": 10.0, "cost_usd": None,
+            "on_prem_cost_usd": None}
+    sweep = {"scenario": "8x Rubin", "rank_by": "time", "summary": {8: summary}, "best": [best]}
+    caption = str(sweep_table(sweep).caption)
+    assert "pricing.gpu_hour_usd" in caption and "pricing.ownership.gpu_usd" in caption
+    sweep["best"] = [{**best, "time_to_train_s": None}]      # no training budget: no cost to price at all
+    assert sweep_table(sweep).caption is None

@@ -42,3 +42,29 @@ def test_an_unknown_key_in_an_inline_node_lists_base_among_the_allowed(spec):
 def test_a_misspelt_base_is_pointed_to_it():
     with pytest.raises(InputError, match="Did you mean 'base'"):
         load_node_design({"bsae": "dgx-h100", "gpu": "rtx5090", "gpus": 8}, key="cluster.node", file="s.yaml")
+
+
+def test_a_gpu_mapping_without_base_changes_the_base_designs_gpu():
+    # {base: dgx-h100, gpu: {tdp: 500 W}}: DGX H100 with its H100s capped at 500 W, as a host or pcie
+    # mapping changes only the fields it names (it was refused: "missing required field 'nvlink'")
+    from scalesim.topology import build_cluster
+    derived = load_node_design({"base": "dgx-h100", "gpu": {"tdp": "500 W"}}, key="cluster.node")
+    stock, capped = (build_cluster(load_node_design("dgx-h100")).gpu_spec, build_cluster(derived).gpu_spec)
+    assert capped.tdp_w == 500 and stock.tdp_w == 700
+    assert capped.bf16_flop_per_s == stock.bf16_flop_per_s and capped.nvlink == stock.nvlink
+
+
+@pytest.mark.parametrize("base", ["", "  "])
+def test_an_empty_base_is_refused_as_a_missing_name_not_as_a_folder(base):
+    with pytest.raises(InputError) as err:
+        load_node_design({"base": base}, key="cluster.node", file="s.yaml")
+    assert err.value.key == "cluster.node.base" and "folder" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", [{"name": "x", "gpu": None, "gpus": 8, "pcie": {"link": "pcie-gen4"}},
+                                  {"base": "dgx-h100", "gpu": None}])
+def test_a_null_gpu_names_the_key_without_pydantics_union_tag(spec):
+    # a `str | dict[str, Any]` field: pydantic tags the dict branch 'dict[str,any]', not a key of the file
+    with pytest.raises(InputError) as err:
+        load_node_design(spec, key="cluster.node", file="s.yaml")
+    assert err.value.key == "cluster.node.gpu"

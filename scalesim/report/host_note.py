@@ -1,0 +1,55 @@
+"""What the run table says of host-bound time, from the result alone (`StepResult.host`,
+app/host_causes.py): what would actually cut it, or nothing when it is small or its cause is unknown.
+
+CUDA graphs replace the layers' kernel launches (costs/host.py launch_host_s), so they are named only
+when launching layer kernels is the main host cost and they are off. PyTorch FSDP's hooks and FSDP1's
+rate-limiter waits (costs/fsdp_host.py, parallel/fsdp_limiter.py) run outside any graph: there FSDP2
+(no rate limiter, parallel.fsdp_version: 2), larger units or fewer original parameters per unit help.
+"""
+
+from __future__ import annotations
+
+from scalesim.result import StepResult
+
+# Below this share of the step, host-bound time is reported without advice.
+SMALL_SHARE = 0.05
+# A cause of the host's CPU time is named, with what cuts it, from this share of that time up.
+MAJOR_SHARE = 0.25
+WHAT = "GPU waits for the CPU to issue its work"
+
+
+def host_bound_note(r: StepResult) -> str:
+    """The explanation after the host-bound time in `scalesim run`'s table: the main causes of the
+    host's CPU time, largest first, each with what would cut it."""
+    host, bound = r.host or {}, r.breakdown.host_bound
+    cpu = host.get("cpu_s")
+    total = sum(cpu.values()) if cpu else 0.0
+    if total <= 0 or bound < SMALL_SHARE * r.step_time_s:
+        return WHAT
+    causes = sorted(((seconds / total, name) for name, seconds in cpu.items() if seconds >= MAJOR_SHARE * total),
+                    reverse=True)
+    return f"{WHAT}; the host's CPU time: " + "; ".join(
+        f"{share:.0%} {_CAUSES[name](host)}" for share, name in causes if name in _CAUSES)
+
+
+def _layer_kernels(host: dict) -> str:
+    if host.get("cuda_graphs"):
+        return "launching the layers' kernels, already as CUDA graphs (what is left runs outside the graphs)"
+    return "launching the layers' kernels one by one (training.cuda_graphs removes most of it)"
+
+
+def _fsdp(host: dict) -> str:
+    limiter = (host.get("blocking_syncs") or {}).get("fsdp_rate_limiter", 0)
+    waits = f", FSDP1's rate limiter blocking the host at {limiter:,} unshards" if limiter else ""
+    fixes = ("FSDP2 (parallel.fsdp_version: 2), larger units or fewer parameters per unit do"
+             if host.get("fsdp_version") == 1 else "larger units or fewer parameters per unit do")
+    return f"PyTorch FSDP's hooks{waits} (CUDA graphs do not remove these; {fixes})"
+
+
+def _other(host: dict) -> str:
+    syncs = (host.get("blocking_syncs") or {}).get("other", 0)
+    return ("host work outside the layers: optimizer, gradient hooks, collective calls"
+            + (f", {syncs:,} blocking syncs" if syncs else "") + " (CUDA graphs do not remove it)")
+
+
+_CAUSES = {"layer_kernels": _layer_kernels, "fsdp": _fsdp, "other": _other}
