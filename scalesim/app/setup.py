@@ -168,8 +168,9 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
     if training.fused_qkv_rope:           # Transformer Engine's fused QKV + RoPE kernel (costs/te_ops.py)
         if (fused := fused_qkv_rope_model(model)) is None or training.elementwise_kernels != "fused":
             raise InputError("fused_qkv_rope is Megatron-Core's one Transformer Engine kernel for the split and "
-                             "RoPE of a fused qkv projection: it needs a RoPE model with one (not MLA) and "
-                             f"elementwise_kernels fused ({model.name}, {training.elementwise_kernels}); "
+                             "RoPE of a fused qkv projection: it needs a RoPE model with one (not MLA), "
+                             "fused_projections true and elementwise_kernels fused "
+                             f"({model.name}, {training.elementwise_kernels}); "
                              "allowed here: false", file=file, key="training.fused_qkv_rope")
         model = fused
     if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
