@@ -29,8 +29,7 @@ class AlignedGradSync:
     """Holds each chunk's buckets from its last backward until the pass the schedule launches them after."""
 
     def __init__(self, rp):
-        self.rp = rp
-        self.on = applies(rp)
+        self.on = applies(rp)       # the program itself is not kept: no reference cycle through its tasks
         self.held: dict[int, tuple[list, int | None]] = {}     # global chunk -> (buckets, their gradients' task)
         self.due: dict[int, int] = {}                          # backward pass index -> global chunk
 
@@ -41,13 +40,13 @@ class AlignedGradSync:
         self.held[g] = (pending, dep)
         return []
 
-    def passes(self, passes):
-        """`passes` (p2p_batched.passes) with each held chunk's buckets launched after the backward pass
+    def passes(self, rp, passes):
+        """`passes` (p2p_batched.passes of RankProgram `rp`) with each held chunk's buckets launched after the backward pass
         `stage` passes after the chunk's last, before that pass's batched exchange, and the rest at the end."""
         if not self.on:
             yield from passes
             return
-        rp, last, backwards = self.rp, self.rp.plan.micro_batches - 1, 0
+        last, backwards = rp.plan.micro_batches - 1, 0
         for kind, mb, local_chunk in passes:
             yield kind, mb, local_chunk
             if kind != "B":
@@ -55,12 +54,12 @@ class AlignedGradSync:
             if mb == last:
                 self.due[backwards + rp.stage] = local_chunk * rp.pl.pp + rp.stage
             if backwards in self.due:
-                self._launch(self.due.pop(backwards))
+                self._launch(rp, self.due.pop(backwards))
             backwards += 1
         for g in sorted(self.due.values()):
-            self._launch(g)
+            self._launch(rp, g)
 
-    def _launch(self, g: int) -> None:
+    def _launch(self, rp, g: int) -> None:
         pending, dep = self.held.pop(g, ([], None))
         for size, _, calls in pending:
-            self.rp._reduce_bucket(size, dep, calls)
+            rp._reduce_bucket(size, dep, calls)

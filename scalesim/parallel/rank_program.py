@@ -80,7 +80,7 @@ class RankProgram:
         the same tasks)."""
         passes = self.passes = PassTemplates(self) if templates else None
         last = self.plan.micro_batches - 1
-        for kind, mb, local_chunk in self.aligned.passes(p2p_batched.passes(self)):   # exchanges in between
+        for kind, mb, local_chunk in self.aligned.passes(self, p2p_batched.passes(self)):  # exchanges between
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
