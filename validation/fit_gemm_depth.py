@@ -41,6 +41,22 @@ SM100 = {
             (1024, 512): 613.4, (1024, 1024): 877.8, (1024, 2048): 1131.3, (1024, 4096): 1339.6},
 }
 
+# FP8 (bwsmall): the same table's f8e4m3fnxf8e4m3fn->bf16 rows of sm_100, from a later copy of the file (stored
+# copy read Dec 2026; its bf16 rows differ from SM100's above by up to 3%, so the bf16 rows of that copy are kept
+# beside them and the fp8 K0 is taken relative to them: FP8_K_OVERHEAD_RATIO in scalesim/costs/gemm_depth.py).
+SM100_FP8 = {
+    16384: {(4096, 512): 1712.2, (4096, 1024): 2651.2, (4096, 2048): 3122.5, (4096, 4096): 3279.7,   # b 4, m 4096
+            (2048, 512): 1534.9, (2048, 1024): 2400.8, (2048, 2048): 2884.9, (2048, 4096): 3133.3,
+            (1024, 512): 1046.3, (1024, 1024): 1868.7, (1024, 2048): 2422.3, (1024, 4096): 2662.0},
+    8192: {(4096, 1024): 2398.1, (4096, 2048): 2895.1, (4096, 4096): 3131.4, (2048, 2048): 2416.5,    # b 4, m 2048
+           (2048, 4096): 2788.9, (1024, 1024): 1365.9, (1024, 2048): 1898.7, (1024, 4096): 2472.6},
+    4096: {(4096, 1024): 1895.4, (4096, 2048): 2485.0, (4096, 4096): 2765.0, (2048, 1024): 1332.2,    # b 1, m 4096
+           (2048, 2048): 1833.5, (2048, 4096): 2499.4, (1024, 4096): 1951.8},
+}
+SM100_BF16_SAME_COPY = {(4096, 512): 1090.6, (4096, 1024): 1350.5, (4096, 2048): 1539.9, (4096, 4096): 1670.5,
+                        (2048, 512): 913.2, (2048, 1024): 1163.1, (2048, 2048): 1345.8, (2048, 4096): 1465.7,
+                        (1024, 512): 801.2, (1024, 1024): 1060.5, (1024, 2048): 1265.2, (1024, 4096): 1411.9}
+
 # TFLOP/s measured, {(M, N, K): value}; Azure ND A100 v4, cuBLASLt FP16, random inputs, 10,000 warm-up iterations.
 A100_AZURE = {(1024, 1024, 1024): 119.4, (2048, 2048, 2048): 221.8, (4096, 4096, 4096): 228.0,
               (8192, 8192, 8192): 253.7, (16384, 16384, 16384): 256.5, (1024, 2145, 1024): 132.8,
@@ -89,6 +105,28 @@ def fit_a100() -> None:
           f"(without {a100_rms_log_error(gpu, short, 0):.3f}); catalog value {get_gpu('a100-80gb-sxm').gemm_k_overhead:g}")
 
 
+def fp8_rms_log_error(gpu, table: dict, rows: int, k_overhead: float, precision: str) -> float:
+    """rms log error over `table` (rows x N x K GEMMs) with the raw K0 `k_overhead` (no fp8 ratio applied)."""
+    def tflops(n: int, k: int) -> float:
+        flop = 2.0 * rows * n * k
+        rate = (achieved_peak_flop_per_s(gpu, precision) * relative_shape_efficiency(rows, n, gpu)
+                * depth_efficiency(k, k_overhead, "bf16"))
+        return flop / (flop / rate + KERNEL_OVERHEAD_S) / 1e12
+    errors = [math.log(tflops(n, k) / value) for (n, k), value in table.items()]
+    return math.sqrt(sum(e * e for e in errors) / len(errors))
+
+
+def fit_fp8(gpu) -> None:
+    bf16 = min(range(0, 1001, 10), key=lambda k0: fp8_rms_log_error(gpu, SM100_BF16_SAME_COPY, 16384, k0, "bf16"))
+    fp8 = min(range(0, 1001, 10), key=lambda k0: fp8_rms_log_error(gpu, SM100_FP8[16384], 16384, k0, "fp8"))
+    print(f"fp8 K0 on the same 12 GEMMs: {fp8} (rms {fp8_rms_log_error(gpu, SM100_FP8[16384], 16384, fp8, 'fp8'):.3f}, "
+          f"without {fp8_rms_log_error(gpu, SM100_FP8[16384], 16384, 0, 'fp8'):.3f}); that copy's bf16 rows: {bf16}; "
+          f"ratio {fp8 / bf16:.2f}")
+    for rows in (8192, 4096):
+        print(f"  check on the {rows}-row fp8 GEMMs: rms {fp8_rms_log_error(gpu, SM100_FP8[rows], rows, fp8, 'fp8'):.3f} "
+              f"(without {fp8_rms_log_error(gpu, SM100_FP8[rows], rows, 0, 'fp8'):.3f})")
+
+
 def main() -> None:
     gpu = replace(get_gpu("b200"), training_clock_fraction=1.0)     # a benchmark runs at its own clock
     fitted = min(range(0, 1001, 10), key=lambda k0: rms_log_error(gpu, (16384,), k0))
@@ -96,6 +134,7 @@ def main() -> None:
           f"(rms {rms_log_error(gpu, (16384,), fitted):.3f}, without the depth term {rms_log_error(gpu, (16384,), 0):.3f})")
     print(f"check on the 8192-row GEMMs: rms {rms_log_error(gpu, (8192, -8192), fitted):.3f} "
           f"(without {rms_log_error(gpu, (8192, -8192), 0):.3f}); catalog value {get_gpu('b200').gemm_k_overhead:g}")
+    fit_fp8(gpu)
     fit_a100()
 
 

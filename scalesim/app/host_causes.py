@@ -3,7 +3,10 @@
 
 Causes (the tasks' `host_s`, costs/host.py, costs/fsdp_host.py, costs/coalesced.py):
 - `layer_kernels`: launching the layers' forward, backward and recompute kernels one by one, the
-  time `training.cuda_graphs` shrinks (parallel/builder.py: graphs replace the layers' launches only);
+  time `training.cuda_graphs` shrinks (parallel/builder.py: graphs replace the layers' launches only),
+  except in the parts of dropless MoE layers that run eagerly even with graphs (the experts and the
+  combine, whose token counts the host reads every step: costs/host.py outside_cuda_graphs); that
+  part is also given apart, as `layer_kernels_outside_graphs_s`;
 - `fsdp`: PyTorch FSDP's hooks and the copy and cast kernels it issues itself (tasks named "fsdp...":
   parallel/fsdp.py, parallel/fsdp_limiter.py), which CUDA graphs do not capture;
 - `other`: the rest (optimizer step, DDP/ZeRO gradient hooks, collective calls, copies).
@@ -16,12 +19,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from scalesim.costs.host import outside_cuda_graphs
+from scalesim.models.spec import ModelSpec
+from scalesim.parallel.sharding import split_moe
+
 LAYER_KINDS = frozenset(("forward", "backward", "recompute"))
 FSDP_PREFIX = "fsdp"                 # parallel/fsdp.py, fsdp_limiter.py name every task they add so
 RATE_LIMITER = "rate limiter"        # parallel/fsdp_limiter.py: the unshard that blocks on a free event
 
 
-def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None) -> dict[str, Any]:
+def eager_parts(model: ModelSpec) -> frozenset[str]:
+    """Names of the layer parts that run eagerly even with `training.cuda_graphs` (the builder's
+    `outside_cuda_graphs` on split_moe's parts, named as the rank program names their tasks).
+
+    >>> from scalesim.models import get_model
+    >>> sorted(eager_parts(get_model("mixtral-8x7b", seq_len=64)))[:2], eager_parts(get_model("llama2-7b", seq_len=64))
+    (['block0.2', 'block0.3'], frozenset())
+    """
+    moe = model.moe
+    if moe is None:
+        return frozenset()
+    return frozenset(f"{layer.name}.{i}" for layer in model.layers if layer.expert_params > 0
+                     for i, part in enumerate(split_moe(layer)) if outside_cuda_graphs(part, moe.capacity_factor))
+
+
+def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None,
+                eager: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The host's CPU time per step by cause and its blocking syncs, for one rank's `tasks` (program
     order), with the plan's flags a report needs to say what would help.
 
@@ -33,7 +56,7 @@ def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None) ->
     >>> h["cpu_s"] == {"layer_kernels": 2e-5, "fsdp": 1e-5, "other": 5e-6}, h["blocking_syncs"]
     (True, {'fsdp_rate_limiter': 1, 'other': 0})
     """
-    layer = fsdp = other = 0.0
+    layer = fsdp = other = outside = 0.0
     limiter = syncs = 0
     for task in tasks:
         is_fsdp = task.name.startswith(FSDP_PREFIX)
@@ -42,6 +65,8 @@ def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None) ->
                 fsdp += task.host_s
             elif task.kind in LAYER_KINDS:
                 layer += task.host_s
+                if eager and _part_name(task.name) in eager:
+                    outside += task.host_s
             else:
                 other += task.host_s
         if task.host_sync:
@@ -51,4 +76,12 @@ def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None) ->
                 syncs += 1
     return {"cuda_graphs": cuda_graphs, "fsdp_version": fsdp_version,
             "cpu_s": {"layer_kernels": layer, "fsdp": fsdp, "other": other},
+            "layer_kernels_outside_graphs_s": outside,
             "blocking_syncs": {"fsdp_rate_limiter": limiter, "other": syncs}}
+
+
+def _part_name(task_name: str) -> str:
+    """The layer part a layer task runs: "fwd block0.2 + token-count sync" -> "block0.2"
+    (parallel/rank_program.py run_layer)."""
+    words = task_name.split(" ", 2)
+    return words[1] if len(words) > 1 else ""

@@ -13,7 +13,7 @@ from functools import partial
 from scalesim.app.caches import Caches
 from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
 from scalesim.app.forked import Forked
-from scalesim.app.host_causes import host_causes
+from scalesim.app.host_causes import eager_parts, host_causes
 from scalesim.app.procurement import run_inputs
 from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup, step_time_of
 from scalesim.costs.economics import training_economics
@@ -194,7 +194,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
         fit_confidence=fit_confidence(memory.total, capacity) if reason is None or memory.total > capacity
         else "does_not_fit",
-        host=host_causes(setup.step.program.tasks.get(rank, ()), setup.plan.cuda_graphs, setup.plan.fsdp_version),
+        host=host_causes(setup.step.program.tasks.get(rank, ()), setup.plan.cuda_graphs, setup.plan.fsdp_version,
+                         eager_parts(model)),
     )
 
 

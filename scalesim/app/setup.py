@@ -168,8 +168,9 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
     if training.fused_qkv_rope:           # Transformer Engine's fused QKV + RoPE kernel (costs/te_ops.py)
         if (fused := fused_qkv_rope_model(model)) is None or training.elementwise_kernels != "fused":
             raise InputError("fused_qkv_rope is Megatron-Core's one Transformer Engine kernel for the split and "
-                             "RoPE of a fused qkv projection: it needs a RoPE model with one (not MLA) and "
-                             f"elementwise_kernels fused ({model.name}, {training.elementwise_kernels}); "
+                             "RoPE of a fused qkv projection: it needs a RoPE model with one (not MLA), "
+                             "fused_projections true and elementwise_kernels fused "
+                             f"({model.name}, {training.elementwise_kernels}); "
                              "allowed here: false", file=file, key="training.fused_qkv_rope")
         model = fused
     if not training.rope_fusion:          # MLA's eager RoPE path (costs/mla_rope.py)
@@ -303,6 +304,10 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
         raise InputError("te_op_fuser is Transformer Engine's op fuser under NeMo's Megatron-core LoRA "
                          f"(costs/te_ops.py): it needs lora.layout megatron (got {training.lora.layout}); "
                          "allowed here: false", file=file, key="training.te_op_fuser")
+    if training.te_op_fuser and training.fp8_recipe != "transformer-engine":
+        raise InputError("te_op_fuser is Transformer Engine's op fuser: its linears cast with Transformer Engine, "
+                         f"not fp8_recipe {training.fp8_recipe} (costs/te_ops.py); allowed here: false",
+                         file=file, key="training.te_op_fuser")
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
                          training.lora.layout, training.lora.dropout, scenario.parallel.tp,
                          input_bytes=FP8_SAVED_BYTES if te_fp8 else 2.0, te_op_fuser=training.te_op_fuser)

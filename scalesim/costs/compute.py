@@ -374,6 +374,7 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
         elif backward_gemms(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
             bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d, tiles)
                        for p in gemm_parts(op) for d, tiles in backward_gemms(p, gpu, precision, batch))
+            bwd += fp8_grad_cast_s(op, gpu, batch, held_sms) if precision == "fp8" else 0.0   # costs/fp8_grad_casts.py
         elif op.kind in MATMUL_KINDS:   # twice the forward's GEMM; the FP8 casts its gradient, not its input
             cast = fp8_cast_s(op, gpu, batch, held_sms) if precision == "fp8" else 0.0
             bwd += ((t - cast - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S

@@ -125,7 +125,7 @@ def _fused_rope_layer(layer: LayerSpec) -> LayerSpec:
     ops = {op.name: op for op in layer.ops}
     qkv = ops.get("qkv")
     if (layer.kind != "transformer_block" or "rope" not in ops or qkv is None or qkv.gemm_mnk is None
-            or "mla_q_up" in ops):
+            or qkv.parts or "mla_q_up" in ops):     # parts: separate wq, wk, wv (costs/projections.py)
         return layer
     m, n, _ = qkv.gemm_mnk
     moved = 2.0 * m * n          # reads q, k, v as linear_qkv wrote them, writes q, k (rotated) and v
@@ -135,7 +135,8 @@ def _fused_rope_layer(layer: LayerSpec) -> LayerSpec:
 
 def fused_qkv_rope_model(model: ModelSpec) -> ModelSpec | None:
     """`model` with each dense block's RoPE as Transformer Engine's fused QKV + RoPE kernel (module
-    docstring); None when no block has a RoPE beside a fused qkv projection.
+    docstring); None when no block has a RoPE beside a fused qkv projection (not with
+    training.fused_projections false: separate q, k, v GEMMs leave no linear_qkv output to split).
 
     >>> from scalesim.models import get_model
     >>> llama = get_model("llama2-7b", seq_len=512)

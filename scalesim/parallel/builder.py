@@ -21,8 +21,8 @@ pipeline schedule:
   collectives; ZeRO-3 reduce-scatters each layer's gradients; otherwise the
   last micro-batch's backward launches DDP-style bucketed reductions
   (all-reduce; ZeRO-1/2: reduce-scatter) over the ranks holding the same
-  parameters (data x context parallel), overlapping what backward remains;
-  send the gradient to the previous stage.
+  parameters (data x context parallel), overlapping what backward remains
+  (interleaved: `stage` passes later, aligned_grad_sync.py); send back.
 - then the optimizer step over the rank's shard; ZeRO-1/2 all-gather the
   updated parameters.
 """

@@ -23,6 +23,7 @@ from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, g
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import p2p_batched
+from scalesim.parallel.aligned_grad_sync import AlignedGradSync
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.parallel import cp_exchange, mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
@@ -63,6 +64,7 @@ class RankProgram:
         self.dp_buckets: dict = {}              # each layer's Megatron-Core buckets (megatron_dp.layer_buckets)
         self.passes = None                      # the PassTemplates of tasks(), once called
         self.batched = p2p_batched.applies(self.plan)   # P2P in the schedule's batched exchanges
+        self.aligned = AlignedGradSync(self)      # interleaved: buckets launched staggered by rank
 
     def peers_key(self) -> tuple | None:
         """What this rank's tasks depend on, when that is only its groups (no pipeline neighbours,
@@ -78,7 +80,7 @@ class RankProgram:
         the same tasks)."""
         passes = self.passes = PassTemplates(self) if templates else None
         last = self.plan.micro_batches - 1
-        for kind, mb, local_chunk in p2p_batched.passes(self):    # batched exchanges appended in between
+        for kind, mb, local_chunk in self.aligned.passes(self, p2p_batched.passes(self)):  # exchanges between
             g = local_chunk * self.pl.pp + self.stage
             build = self._forward if kind == "F" else self._backward
             if passes is None:
@@ -268,10 +270,10 @@ class RankProgram:
                 following = regathered(self, ahead)
             gathered = following
             self._reduce_layer(w, dep, final)
-            while plan.overlap_grad_reduce and pending and pending[0][1] == position:
+            while plan.overlap_grad_reduce and not self.aligned.on and pending and pending[0][1] == position:
                 size, _, calls = pending.pop(0)
                 self._reduce_bucket(size, dep, calls)
-        for size, _, calls in pending:
+        for size, _, calls in self.aligned.hold(g, pending, dep):
             self._reduce_bucket(size, dep, calls)
         self._accumulate(work, dep, mb)
         if g > 0 and not self.batched:

@@ -2,7 +2,8 @@
 app/host_causes.py): what would actually cut it, or nothing when it is small or its cause is unknown.
 
 CUDA graphs replace the layers' kernel launches (costs/host.py launch_host_s), so they are named only
-when launching layer kernels is the main host cost and they are off. PyTorch FSDP's hooks and FSDP1's
+when launching layer kernels is the main host cost, they are off, and most of those launches are not in
+dropless MoE experts, which run eagerly even with graphs (costs/host.py outside_cuda_graphs). PyTorch FSDP's hooks and FSDP1's
 rate-limiter waits (costs/fsdp_host.py, parallel/fsdp_limiter.py) run outside any graph: there FSDP2
 (no rate limiter, parallel.fsdp_version: 2), larger units or fewer original parameters per unit help.
 """
@@ -35,6 +36,11 @@ def host_bound_note(r: StepResult) -> str:
 def _layer_kernels(host: dict) -> str:
     if host.get("cuda_graphs"):
         return "launching the layers' kernels, already as CUDA graphs (what is left runs outside the graphs)"
+    layer = (host.get("cpu_s") or {}).get("layer_kernels", 0.0)
+    eager = host.get("layer_kernels_outside_graphs_s") or 0.0
+    if layer > 0 and eager >= 0.5 * layer:
+        return (f"launching the layers' kernels one by one, {eager / layer:.0%} of it in dropless MoE experts "
+                "(the host reads their token counts every step: CUDA graphs do not capture them)")
     return "launching the layers' kernels one by one (training.cuda_graphs removes most of it)"
 
 

@@ -84,3 +84,31 @@ def test_fsdp2_hooks_are_not_told_to_move_to_fsdp2():
     one = host_bound_note(result(0.3, cuda_graphs=False, fsdp_version=1, **hooks))
     assert "larger units" in two and "FSDP2" not in two and "FSDP2" in one
     assert "cuda_graphs" not in two + one
+
+
+def test_a_dropless_moe_step_is_not_told_cuda_graphs_remove_its_launches():
+    # dropless MoE experts run eagerly even with training.cuda_graphs (costs/host.py outside_cuda_graphs):
+    # turning graphs on leaves most of the layers' launch time, so the hint must not promise it (review13b)
+    scenario, file = load_scenario(ROOT / "scenarios" / "64xh100-mixtral-8x7b-ep8.yaml")
+    eager, graphed = (run(scenario.with_changes(training={"cuda_graphs": on}), file, baseline=False)
+                      for on in (False, True))
+    layer, outside = eager.host["cpu_s"]["layer_kernels"], eager.host["layer_kernels_outside_graphs_s"]
+    assert eager.breakdown.host_bound > 0.05 * eager.step_time_s
+    assert graphed.host["cpu_s"]["layer_kernels"] > 0.5 * layer            # graphs leave most of it
+    assert outside <= graphed.host["cpu_s"]["layer_kernels"] <= layer      # what they leave includes the eager part
+    assert outside > 0.5 * layer
+    note = host_bound_note(eager)
+    assert "training.cuda_graphs" not in note and "MoE" in note
+
+
+def test_a_dense_step_has_no_launch_time_outside_the_graphs():
+    r = tiny_single_gpu()
+    assert r.host["layer_kernels_outside_graphs_s"] == 0.0 < r.host["cpu_s"]["layer_kernels"]
+
+
+def test_the_cuda_graphs_hint_is_not_given_when_most_launches_are_in_eager_moe_experts():
+    moe = {**LAYER_BOUND, "layer_kernels_outside_graphs_s": 0.6}
+    note = host_bound_note(result(0.3, cuda_graphs=False, fsdp_version=None, **moe))
+    assert "training.cuda_graphs" not in note and "75% of it in dropless MoE experts" in note
+    few = {**LAYER_BOUND, "layer_kernels_outside_graphs_s": 0.1}
+    assert "training.cuda_graphs" in host_bound_note(result(0.3, cuda_graphs=False, fsdp_version=None, **few))

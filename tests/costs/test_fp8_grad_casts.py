@@ -37,11 +37,12 @@ def test_the_backward_cast_is_of_the_output_gradient_not_the_input():
     wide, narrow = gemm_op("up", 512, 4096, 1024), gemm_op("down", 512, 1024, 4096)   # same FLOP, n and k swapped
     assert fp8_cast_s(wide, B200, 1) < fp8_cast_s(narrow, B200, 1)                    # forward: its input
     assert fp8_grad_cast_s(wide, B200, 1) > fp8_grad_cast_s(narrow, B200, 1)          # backward: its output's gradient
+    flat = replace(B200, gemm_k_overhead=0.0)       # backward GEMMs twice the forward's (no depth cost)
     for op in (wide, narrow):       # the layer's backward: twice the GEMM, one gradient cast, no input cast again
         layer = LayerSpec("l", "linear", 0, (op,), 0.0)
-        fp8 = layer_time(layer, B200, "fp8", 1)
-        gemm = fp8.forward_s - fp8_cast_s(op, B200, 1) - KERNEL_OVERHEAD_S
-        assert fp8.backward_s == pytest.approx(2 * gemm + 2 * KERNEL_OVERHEAD_S + fp8_grad_cast_s(op, B200, 1))
+        fp8 = layer_time(layer, flat, "fp8", 1)
+        gemm = fp8.forward_s - fp8_cast_s(op, flat, 1) - KERNEL_OVERHEAD_S
+        assert fp8.backward_s == pytest.approx(2 * gemm + 2 * KERNEL_OVERHEAD_S + fp8_grad_cast_s(op, flat, 1))
 
 
 def test_the_gated_fc1_casts_its_input_once_and_each_gradient_once():

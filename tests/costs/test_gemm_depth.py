@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from scalesim.costs.compute import KERNEL_OVERHEAD_S, layer_time, op_time_s
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, fp8_cast_s, fp8_grad_cast_s, layer_time, op_time_s
 from scalesim.costs.finetune import FinetuneSpec, finetune_layer_time
 from scalesim.costs.gemm_depth import REFERENCE_DEPTH, depth_efficiency
 from scalesim.hardware import get_gpu
@@ -42,9 +42,34 @@ def test_the_reference_depth_runs_at_the_catalog_efficiency():
     assert depth_efficiency(512, B200.gemm_k_overhead) < depth_efficiency(1024, B200.gemm_k_overhead) < 1.0
 
 
-def test_fp8_and_convolutions_keep_their_rates():
-    assert depth_efficiency(1024, 390.0, "fp8") == 1.0
+def test_tf32_and_convolutions_keep_their_rates():
+    assert depth_efficiency(1024, 390.0, "tf32") == 1.0
     assert depth_efficiency(1024, 390.0, "bf16", kind="conv") == 1.0
+
+
+def test_b200_fp8_gemms_of_4096_tokens_slow_down_with_depth_as_measured():
+    # XLA's sm_100 table, f8e4m3fn x f8e4m3fn -> bf16: 4096 x 4096 x K runs 1895 TFLOPS at K = 1024, 2765 at K = 4096
+    # (M = 4096: the tokens per GPU of the MLPerf Llama 3.1 8B recipes at cp 2)
+    # (the benchmark times the GEMM alone: no cast of its input)
+    alone = [replace(gemm(4096, 4096, k), cast_share=0.0) for k in (1024, 4096)]
+    shallow, deep = rate(alone[0], B200, "fp8"), rate(alone[1], B200, "fp8")
+    assert shallow / deep == pytest.approx(1895.4 / 2765.0, rel=0.05)
+    # the fixed per-tile cost covers more depth than in 16-bit, where the MMA does half the work per cycle
+    assert depth_efficiency(1024, 390.0, "fp8") < depth_efficiency(1024, 390.0, "bf16") < 1.0
+
+
+def test_fp8_weight_gradients_reduce_over_the_tokens():
+    # An FP8 linear over 2048 tokens (tp 2, cp 4): its weight gradient reduces over 2048, shallower than the
+    # forward's 4096, so backward takes more than twice the forward on B200, exactly twice without a depth cost
+    # (the GEMMs; one FP8 cast each way: of the input forward, of the output gradient backward, costs/fp8_grad_casts.py)
+    op = gemm(2048, 4096, 4096)
+    block = LayerSpec("b", "transformer_block", 0, (op,), op.flop)
+    flat_b200 = replace(B200, gemm_k_overhead=0.0)
+    flat = layer_time(block, flat_b200, "fp8", 1)
+    cast, grad_cast = fp8_cast_s(op, flat_b200, 1), fp8_grad_cast_s(op, flat_b200, 1)
+    assert flat.backward_s == pytest.approx(2 * (flat.forward_s - cast) + grad_cast, rel=1e-12)
+    deep = layer_time(block, B200, "fp8", 1)
+    assert deep.backward_s > flat.backward_s and deep.forward_s > flat.forward_s
 
 
 def test_backward_gemms_run_at_their_own_depths():
@@ -66,13 +91,14 @@ def test_a_gpu_built_on_b200_keeps_its_gemm_depth_overhead():
 
 def test_serving_prefill_pays_the_depth_cost_too():
     # A 4096-token bf16 prefill of Llama 3 8B (GEMMs of K 4096 and 14336) on B200 takes longer
-    # with the measured per-tile cost than without it; FP8 weights (FP8 MMAs, unmeasured) do not.
+    # with the measured per-tile cost than without it, and so do FP8 weights (FP8 MMAs, XLA's fp8 rows); INT8
+    # (unmeasured) does not.
     from scalesim.costs.inference import ServingShard, iteration_compute_s, iteration_work
     from scalesim.models import get_model
     llama = get_model("llama3-8b", seq_len=1)
     work = iteration_work([(4096, 4096, True)])
     flat = replace(B200, gemm_k_overhead=0.0)
-    for weights, slower in (("bf16", True), ("fp8", False)):
+    for weights, slower in (("bf16", True), ("fp8", True), ("int8", False)):
         shard = ServingShard(llama, weights=weights)
         assert (iteration_compute_s(work, shard, B200) > iteration_compute_s(work, shard, flat)) is slower
 

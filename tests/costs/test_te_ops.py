@@ -134,6 +134,8 @@ def test_the_fused_rope_is_one_kernel_each_way_over_q_k_and_v():
     ({"te_op_fuser": True}, {"finetune": "none"}, "finetune lora"),
     ({"te_op_fuser": True}, {"lora": {"layout": "peft"}}, "lora.layout megatron"),
     ({"fused_qkv_rope": True}, {"elementwise_kernels": "eager"}, "elementwise_kernels fused"),
+    # torchao's Float8Linear casts its own way: no Transformer Engine op to fuse (review13b)
+    ({"te_op_fuser": True}, {"fp8_recipe": "torchao-tensorwise", "saved_activations": "megatron"}, "fp8_recipe"),
 ])
 def test_the_switches_are_refused_where_the_code_has_no_such_path(tmp_path, keys, extra, words):
     path = _scenario(tmp_path, keys=keys, extra=extra)
@@ -148,3 +150,12 @@ def test_fused_qkv_rope_needs_a_rope_model(tmp_path):
     path = _scenario(tmp_path, model="gpt3-1.3b", keys={"fused_qkv_rope": True}, extra={"seq_len": 2048})
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling"])
     assert result.exit_code == 2 and "training.fused_qkv_rope" in result.output, result.output
+
+
+def test_fused_qkv_rope_is_refused_with_separate_q_k_v_projections(tmp_path):
+    # Megatron-Core's fused_single_qkv_rope splits linear_qkv's one output; torchtitan's wq, wk, wv have none
+    path = _scenario(tmp_path, keys={"fused_qkv_rope": True}, extra={"fused_projections": False})
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling"])
+    assert result.exit_code == 2, result.output
+    assert "training.fused_qkv_rope" in result.output and "fused_projections true" in result.output
+    assert "Traceback" not in result.output
