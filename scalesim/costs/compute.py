@@ -19,6 +19,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
                                   causal_rate, flash_efficiency)
 from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
+from scalesim.costs.fp8_grad_casts import any_layout_fp8, backward_cast_bytes
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
@@ -216,6 +217,15 @@ def fp8_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0) -> float
     return _stream_s(3 * m * batch * k * op.groups * op.cast_share, gpu, held_sms) + KERNEL_OVERHEAD_S
 
 
+def fp8_grad_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0, weight_gradient: bool = True) -> float:
+    """The backward FP8 casts of a GEMM (its output gradient; transposed copies on TN-only GPUs), for `batch`
+    samples: costs/fp8_grad_casts.py. 0 for ops that are not GEMMs."""
+    if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.grad_cast_share <= 0:
+        return 0.0
+    moved = backward_cast_bytes(op, any_layout_fp8(gpu), weight_gradient) * batch
+    return _stream_s(moved, gpu, held_sms) + KERNEL_OVERHEAD_S
+
+
 def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,
                      backward: bool = False, held_sms: int = 0) -> float:
     """Forward (or backward) time of the attention core (QK^T, softmax, AV) for a micro-batch.
@@ -316,7 +326,7 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
         shape = (relative_shape_efficiency(*(tiles or (m, n)), gpu, op.groups, held_sms) * depth_factor(op, gpu, precision, depth)
                  if op.gemm_mnk is not None else sm_fraction(gpu, held_sms))
         compute_s = flop / (achieved_peak_flop_per_s(gpu, precision) * shape)
-        if precision == "fp8":
+        if precision == "fp8" and depth is None:        # forward only: backward casts its gradient
             cast_s = fp8_cast_s(op, gpu, batch, held_sms)
     else:
         compute_s = flop / (gpu.fp32_flop_per_s * gpu.training_clock_fraction * sm_fraction(gpu, held_sms))
@@ -364,8 +374,11 @@ def layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int, check
         elif backward_gemms(op, gpu, precision, batch):   # data gradient over n, weight gradient over m
             bwd += sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, d, tiles)
                        for p in gemm_parts(op) for d, tiles in backward_gemms(p, gpu, precision, batch))
-        elif op.kind in MATMUL_KINDS:
-            bwd += (t - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
+            bwd += fp8_grad_cast_s(op, gpu, batch, held_sms) if precision == "fp8" else 0.0   # costs/fp8_grad_casts.py
+        elif op.kind in MATMUL_KINDS:   # twice the forward's GEMM; the FP8 casts its gradient, not its input
+            cast = fp8_cast_s(op, gpu, batch, held_sms) if precision == "fp8" else 0.0
+            bwd += ((t - cast - KERNEL_OVERHEAD_S) * BACKWARD_FLOP_RATIO + 2 * KERNEL_OVERHEAD_S
+                    + (fp8_grad_cast_s(op, gpu, batch, held_sms) if precision == "fp8" else 0.0))
         else:       # memory-bound: twice its forward, or backward kernels of its own (costs/nanotron_kernels.py)
             own = op.backward_elements
             bwd += ((t - KERNEL_OVERHEAD_S) * BACKWARD_BYTES_RATIO if own is None

@@ -34,7 +34,8 @@ from scalesim.costs.adapters import (ALL_LINEAR, ATTENTION_TARGETS, BLOCK_GEMMS,
                                      LAYOUTS, TARGET_OPS, adapter_ops, adapter_shapes,
                                      dropout_activation_bytes, resolve_targets)
 from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KINDS, LayerTime,
-                                    attention_time_s, op_time_s, streaming_bw_bytes_per_s)
+                                    attention_time_s, fp8_cast_s, fp8_grad_cast_s, op_time_s,
+                                    streaming_bw_bytes_per_s)
 from scalesim.costs.gemm_depth import DATA_GRADIENT, backward_gemms
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    activation_peaks, state_bytes_per_param)
@@ -173,6 +174,9 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
                 gemms = backward_gemms(op, gpu, precision, batch)
                 bwd += (op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms, DATA_GRADIENT, gemms[0][1])
                         if gemms else t)
+                if precision == "fp8":  # FP8 casts its output gradient, not its input again (costs/fp8_grad_casts.py)
+                    bwd += (fp8_grad_cast_s(op, gpu, batch, held_sms, weight_gradient=False)
+                            - (0.0 if gemms else fp8_cast_s(op, gpu, batch, held_sms)))
             elif op.backward_elements is None:
                 bwd += (t - KERNEL_OVERHEAD_S) * 2.0 + KERNEL_OVERHEAD_S
             else:                       # backward kernels of its own size (costs/fp8_act_store.py's cast back)

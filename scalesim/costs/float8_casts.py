@@ -51,9 +51,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.fp8_grad_casts import mxfp8_model
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 
-RECIPES = ("transformer-engine", "torchao-tensorwise")
+RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8")
 
 # Bytes per element (the ops count elements at the training precision's 2 bytes: compute.py ELEMENT_BYTES).
 CAST_BYTES = 2.0 + 1.0                  # cast read + write (amax: in the producing kernel)
@@ -117,7 +118,7 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
     ops = []
     for op in layer.ops:
         ops.extend(before.get(id(op), ()))
-        ops.append(replace(op, cast_share=0.0) if id(op) in gemms else op)
+        ops.append(replace(op, cast_share=0.0, grad_cast_share=0.0) if id(op) in gemms else op)
         ops.extend(after.get(id(op), ()))
     return replace(layer, ops=tuple(ops))
 
@@ -129,4 +130,6 @@ def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str) -> ModelSpec:
         raise ValueError(f"fp8 recipe must be one of {RECIPES}, not {recipe!r}")
     if precision != "fp8" or recipe == "transformer-engine":
         return model
+    if recipe == "transformer-engine-mxfp8":        # the GEMMs' own casts, both layouts written (fp8_grad_casts.py)
+        return mxfp8_model(model)
     return replace(model, layers=tuple(torchao_block_casts(layer) for layer in model.layers))

@@ -61,7 +61,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scalesim.costs.adapters import adapter_shapes, fused_adapters, megatron_widths
-from scalesim.costs.compute import ELEMENT_BYTES, fp8_cast_s, streaming_bw_bytes_per_s
+from scalesim.costs.compute import ELEMENT_BYTES, fp8_cast_s, fp8_grad_cast_s, streaming_bw_bytes_per_s
 from scalesim.hardware import GpuSpec
 from scalesim.models.spec import LayerSpec, ModelSpec
 
@@ -117,7 +117,7 @@ def op_fuser_saved_s(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: int,
         forward += fp8_cast_s(down, gpu, batch, held_sms) + m * batch * k * halved / stream
         for op in (ops[name] for name in FC1 if name in ops and ops[name].gemm_mnk is not None):
             m, n, _ = op.gemm_mnk
-            backward += fp8_cast_s(op, gpu, batch, held_sms) + m * batch * n * halved / stream
+            backward += fp8_grad_cast_s(op, gpu, batch, held_sms, weight_gradient=False) + m * batch * n * halved / stream
     return forward, backward
 
 

@@ -65,10 +65,12 @@ def moe_mlp_ops(*, s: int, h: int, moe: MoESpec, bias: bool) -> list[OpSpec]:
     """The MoE MLP's forward ops for one sample, after the MLP norm and before the residual."""
     e, k, f = moe.experts, moe.top_k, moe.expert_ffn_hidden
     routed = s * k                                   # token copies the experts process
-    ops = [gemm_op("router", s, e, h, bias=router_bias(moe, bias)),
+    # the router is no FP8 linear (Megatron-Core's TopKRouter: torch's linear, in fp32 or 16 bits): casts nothing
+    ops = [replace(gemm_op("router", s, e, h, bias=router_bias(moe, bias)), cast_share=0.0, grad_cast_share=0.0),
            elementwise_op("router_topk", s * e, flop_per_element=ROUTER_FLOP_PER_SCORE),
            elementwise_op("moe_permute", routed * h)]
-    ops += [grouped_gemm_op("expert_gate", e, routed, f, h), grouped_gemm_op("expert_up", e, routed, f, h),
+    ops += [grouped_gemm_op("expert_gate", e, routed, f, h),      # one fc1 GEMM in TE: one FP8 cast of its input
+            replace(grouped_gemm_op("expert_up", e, routed, f, h), cast_share=0.0),
             elementwise_op("expert_swiglu", routed * f, inputs=2, flop_per_element=SWIGLU_FLOP_PER_ELEMENT),
             grouped_gemm_op("expert_down", e, routed, h, f)]
     if bias:
@@ -77,7 +79,7 @@ def moe_mlp_ops(*, s: int, h: int, moe: MoESpec, bias: bool) -> list[OpSpec]:
     ops.append(elementwise_op("moe_unpermute", s * h, inputs=k + 1, flop_per_element=2 * k))
     if moe.shared_experts:
         fs = (moe.shared_ffn_hidden or f) * moe.shared_experts
-        ops += [gemm_op("shared_gate", s, fs, h), gemm_op("shared_up", s, fs, h),
+        ops += [gemm_op("shared_gate", s, fs, h), replace(gemm_op("shared_up", s, fs, h), cast_share=0.0),
                 elementwise_op("shared_swiglu", s * fs, inputs=2, flop_per_element=SWIGLU_FLOP_PER_ELEMENT),
                 gemm_op("shared_down", s, h, fs)]
     return ops

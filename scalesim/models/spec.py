@@ -65,6 +65,12 @@ class OpSpec:
     # FP8 GEMMs: share of its input (m x k) the GEMM casts to FP8 itself; less than 1 when the cast
     # is done once on a sequence-parallel shard before an FP8 all-gather (parallel/sharding.py)
     cast_share: float = 1.0
+    # FP8 GEMMs: share of its output gradient (m x n) it casts in backward; 1/tp for a row-parallel GEMM
+    # whose gradient is cast on its sequence-parallel shard and all-gathered in FP8 (costs/fp8_grad_casts.py)
+    grad_cast_share: float = 1.0
+    # FP8 GEMMs: MXFP8 (block scales): the cast writes the columnwise copy itself on any GPU, and it is all-gathered
+    # with the rowwise one (costs/fp8_grad_casts.py)
+    fp8_both_layouts: bool = False
     score_ops: tuple[str, ...] | None = None
     backward_only: bool = False
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's

@@ -17,6 +17,8 @@ True
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 from scalesim.models.softcap import SOFTCAP_SAVED_BYTES, final_softcap_ops
 
@@ -176,8 +178,8 @@ def transformer_block(name: str, *, s: int, h: int, heads: int, kv_heads: int, f
                gemm_op("mlp_down", s, h, f, bias=bias)]
         mlp_params = 2 * h * f + ((f + h) if bias else 0)
     elif ffn == "swiglu":                           # Shazeer 2020, "GLU Variants"; Llama
-        mlp = [gemm_op("mlp_gate", s, f, h, bias=bias),
-               gemm_op("mlp_up", s, f, h, bias=bias),
+        mlp = [gemm_op("mlp_gate", s, f, h, bias=bias),     # one fc1 GEMM in TE: one FP8 cast of its input
+               replace(gemm_op("mlp_up", s, f, h, bias=bias), cast_share=0.0),
                elementwise_op("swiglu", s * f, inputs=2, flop_per_element=SWIGLU_FLOP_PER_ELEMENT),
                gemm_op("mlp_down", s, h, f, bias=bias)]
         mlp_params = 3 * h * f + ((2 * f + h) if bias else 0)
@@ -246,12 +248,13 @@ def lm_head(s: int, h: int, vocab: int, *, tied: bool, softcap: float | None = N
     """Output projection to the vocabulary and the loss. Tied embeddings reuse the
     token-embedding matrix, so 0 parameters here (GPT-2, GPT-3; Llama unties).
 
-    Activations (Korthikanti et al. 2022, Sec. 4.3): projection input 2sh, and
-    the cross-entropy loss keeps the logits in fp32, 4*s*v bytes. `softcap`: Gemma 2's
-    final-logit soft-capping between the two (models/softcap.py), whose tanh keeps 2*s*v more.
+    Activations (Korthikanti et al. 2022, Sec. 4.3): projection input 2sh, and the cross-entropy loss keeps the
+    logits in fp32, 4*s*v bytes. `softcap`: Gemma 2's final-logit soft-capping between the two (models/softcap.py),
+    whose tanh keeps 2*s*v more. (*) No FP8 casts: Megatron's output layer is no TE module, torchtitan skips "output".
     """
     capped = final_softcap_ops(s, vocab) if softcap else ()
-    ops = (gemm_op("lm_head", s, vocab, h), *capped, _loss_op(s, vocab))
+    head = replace(gemm_op("lm_head", s, vocab, h), cast_share=0.0, grad_cast_share=0.0)  # no FP8 linear (*)
+    ops = (head, *capped, _loss_op(s, vocab))
     return LayerSpec("lm_head", "head", 0 if tied else vocab * h, ops, activation_bytes=float(
         2 * s * h + 4 * s * vocab + (SOFTCAP_SAVED_BYTES * s * vocab if softcap else 0)))
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from scalesim.costs.compute import KERNEL_OVERHEAD_S, layer_time, op_time_s
+from scalesim.costs.compute import KERNEL_OVERHEAD_S, fp8_cast_s, fp8_grad_cast_s, layer_time, op_time_s
 from scalesim.costs.finetune import FinetuneSpec, finetune_layer_time
 from scalesim.costs.gemm_depth import REFERENCE_DEPTH, depth_efficiency
 from scalesim.hardware import get_gpu
@@ -60,11 +60,14 @@ def test_b200_fp8_gemms_of_4096_tokens_slow_down_with_depth_as_measured():
 
 def test_fp8_weight_gradients_reduce_over_the_tokens():
     # An FP8 linear over 2048 tokens (tp 2, cp 4): its weight gradient reduces over 2048, shallower than the
-    # forward's 4096, so backward takes more than twice the forward on B200, exactly twice without a depth cost.
+    # forward's 4096, so backward takes more than twice the forward on B200, exactly twice without a depth cost
+    # (the GEMMs; one FP8 cast each way: of the input forward, of the output gradient backward, costs/fp8_grad_casts.py)
     op = gemm(2048, 4096, 4096)
     block = LayerSpec("b", "transformer_block", 0, (op,), op.flop)
-    flat = layer_time(block, replace(B200, gemm_k_overhead=0.0), "fp8", 1)
-    assert flat.backward_s == pytest.approx(2 * flat.forward_s, rel=1e-12)
+    flat_b200 = replace(B200, gemm_k_overhead=0.0)
+    flat = layer_time(block, flat_b200, "fp8", 1)
+    cast, grad_cast = fp8_cast_s(op, flat_b200, 1), fp8_grad_cast_s(op, flat_b200, 1)
+    assert flat.backward_s == pytest.approx(2 * (flat.forward_s - cast) + grad_cast, rel=1e-12)
     deep = layer_time(block, B200, "fp8", 1)
     assert deep.backward_s > flat.backward_s and deep.forward_s > flat.forward_s
 
