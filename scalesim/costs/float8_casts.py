@@ -51,10 +51,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.fp8_current_scaling import current_scaling_model
 from scalesim.costs.fp8_grad_casts import mxfp8_model
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 
-RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8")
+RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8", "transformer-engine-current")
 
 # Bytes per element (the ops count elements at the training precision's 2 bytes: compute.py ELEMENT_BYTES).
 CAST_BYTES = 2.0 + 1.0                  # cast read + write (amax: in the producing kernel)
@@ -132,4 +133,6 @@ def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str) -> ModelSpec:
         return model
     if recipe == "transformer-engine-mxfp8":        # the GEMMs' own casts, both layouts written (fp8_grad_casts.py)
         return mxfp8_model(model)
+    if recipe == "transformer-engine-current":      # TE's casts, each after an amax pass (fp8_current_scaling.py)
+        return current_scaling_model(model)
     return replace(model, layers=tuple(torchao_block_casts(layer) for layer in model.layers))
