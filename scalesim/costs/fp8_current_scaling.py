@@ -34,6 +34,9 @@ from dataclasses import replace
 from scalesim.models.spec import ModelSpec, OpSpec
 
 AMAX_READ_BYTES = 2.0      # nvte_compute_amax reads the 16-bit tensor once, per element
+# Kernels the pass adds before the cast (common/recipe/current_scaling.cu @40c69e75): zero_amax_kernel (:75), the
+# amax kernel (:97-107) and compute_scale_from_amax_kernel (:258)
+AMAX_KERNELS = 3
 # GEMMs whose FP8 input a TE norm writes with its amax (LayerNormLinear / LayerNormMLP fc1: FUSED_NORM_AMAX_FP8)
 NORM_FED = ("qkv", "mlp_gate", "mlp_up")
 

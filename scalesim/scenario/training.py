@@ -142,9 +142,9 @@ class TrainingSpec(Strict):
     # the float8 all-gathered tensors transposed for the weight gradient (scalesim/costs/float8_casts.py).
     # transformer-engine-mxfp8 = TE's MXFP8BlockScaling: the GEMMs' own casts, the columnwise copy for the weight
     # gradient written by the cast on any GPU (scalesim/costs/fp8_grad_casts.py).
-    # transformer-engine-current = TE's Float8CurrentScaling (NeMo / MLPerf FP8_RECIPE=tensorwise): as transformer-engine,
-    # each tensor's amax computed in a pass of its own before its cast, except where a TE norm writes it
-    # (scalesim/costs/fp8_current_scaling.py).
+    # transformer-engine-current = TE's Float8CurrentScaling (NeMo / MLPerf FP8_RECIPE=tensorwise): as
+    # transformer-engine, each tensor's amax computed in a pass of its own before its cast, except where a TE norm
+    # writes it (scalesim/costs/fp8_current_scaling.py).
     fp8_recipe: Literal["transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8",
                         "transformer-engine-current"] = "transformer-engine"
     # Megatron-Core's activation_func_fp8_input_store (FP8_ACT=1 in NVIDIA's MLPerf LoRA configs): the fused
