@@ -124,9 +124,11 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
     return replace(layer, ops=tuple(ops))
 
 
-def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str) -> ModelSpec:
+def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str,
+                    amax_fused: tuple[str, ...] = ("norm",)) -> ModelSpec:
     """`model` with the casts of `recipe` (RECIPES) when it trains in fp8; Transformer Engine's are
-    the GEMMs' own (compute.py) and change nothing here."""
+    the GEMMs' own (compute.py) and change nothing here; under current scaling `amax_fused` names the
+    producers that write the amax (fp8_current_scaling.py)."""
     if recipe not in RECIPES:
         raise ValueError(f"fp8 recipe must be one of {RECIPES}, not {recipe!r}")
     if precision != "fp8" or recipe == "transformer-engine":
@@ -134,5 +136,5 @@ def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str) -> ModelSpec:
     if recipe == "transformer-engine-mxfp8":        # the GEMMs' own casts, both layouts written (fp8_grad_casts.py)
         return mxfp8_model(model)
     if recipe == "transformer-engine-current":      # TE's casts, each after an amax pass (fp8_current_scaling.py)
-        return current_scaling_model(model)
+        return current_scaling_model(model, tuple(amax_fused))
     return replace(model, layers=tuple(torchao_block_casts(layer) for layer in model.layers))

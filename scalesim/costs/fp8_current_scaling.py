@@ -12,13 +12,21 @@ Float8CurrentScalingQuantizer "computed directly by scanning the input high-prec
 element fp8_grad_casts.py already counts). So each tensor cast by TE's own quantize is read once more.
 
 Where the producing kernel computes the amax, there is no such pass (`quantize_with_amax`, quantizer.cpp:543,
-`compute_amax` false): TE's LayerNorm/RMSNorm forward writes its 16-bit output with the amax
-(csrc/extensions/normalization.cpp:116-120 FUSED_NORM_AMAX_FP8), so the inputs of LayerNormLinear /
-LayerNormMLP's fc1 (Megatron-Core's TELayerNormColumnParallelLinear linear_qkv and linear_fc1: here `qkv`,
-`mlp_gate`, `mlp_up`) pay none. linear_proj's input (the attention output) and linear_fc2's (Megatron's own
-fused SwiGLU, not TE's) go through `tex.quantize` (csrc/extensions/cast.cpp:71-76) and pay it, as does every
-GEMM's output gradient in backward (module/base.py grad_output_preprocess: `quantizer(grad_output)`; Llama's
-linears have no bias, so no `bgrad_quantize`). The pass reads the tensor on the share the GEMM casts
+`compute_amax` false); which producers do is the scenario's `fp8_amax_fused` (AMAX_PRODUCERS):
+
+- `norm`: TE's RMSNorm (LayerNorm) forward writes its 16-bit output with the amax (csrc/extensions/
+  normalization.cpp:340-344, :116-120 FUSED_NORM_AMAX_FP8), unless `NVTE_NORM_FWD_USE_CUDNN` is set (cuDNN's norm:
+  UNFUSED, then `quantize` with its amax pass, :408, :186). Then the inputs of LayerNormLinear (Megatron-Core's
+  TELayerNormColumnParallelLinear linear_qkv and linear_fc1: here `qkv`, `mlp_gate`, `mlp_up`) pay none;
+- `activation`: under Transformer Engine's op fuser (Megatron-Core's TEFusedMLP, USE_TE_OPS=True) the SwiGLU is
+  TE's (ops/basic/activation.py:104, :138), its forward writing its output with the amax (csrc/extensions/
+  activation.cpp:39-40, :69-77 FUSED_ACTIVATION_AMAX_FP8: linear_fc2's input, `mlp_down`) and its backward its
+  gradient (:124-125, :159-168: linear_fc1's output gradient, `mlp_gate` / `mlp_up`).
+
+Every other cast goes through `tex.quantize` (csrc/extensions/cast.cpp:71-76) or the quantizer's `__call__` and pays
+the pass: linear_proj's input (the attention output), linear_fc2's without the op fuser (Megatron's own fused
+SwiGLU), and the output gradients in backward (module/base.py grad_output_preprocess: `quantizer(grad_output)`;
+Llama's linears have no bias, so no `bgrad_quantize`). The pass reads the tensor on the share the GEMM casts
 (`cast_share`, `grad_cast_share`: the sequence-parallel shard where it is cast before an FP8 all-gather).
 
 Left out: the amax all-reduce over the tensor-parallel group (module/linear.py:1637-1644 and :1654-1661: the
@@ -37,8 +45,11 @@ AMAX_READ_BYTES = 2.0      # nvte_compute_amax reads the 16-bit tensor once, per
 # Kernels the pass adds before the cast (common/recipe/current_scaling.cu @40c69e75): zero_amax_kernel (:75), the
 # amax kernel (:97-107) and compute_scale_from_amax_kernel (:258)
 AMAX_KERNELS = 3
+AMAX_PRODUCERS = ("norm", "activation")
 # GEMMs whose FP8 input a TE norm writes with its amax (LayerNormLinear / LayerNormMLP fc1: FUSED_NORM_AMAX_FP8)
 NORM_FED = ("qkv", "mlp_gate", "mlp_up")
+# ... whose input TE's SwiGLU writes with its amax, and those whose output gradient its backward writes (TE ops)
+ACTIVATION_FED, ACTIVATION_GRAD_FED = ("mlp_down",), ("mlp_gate", "mlp_up")
 
 
 def amax_bytes(op: OpSpec, gradient: bool) -> float:
@@ -59,18 +70,24 @@ def amax_bytes(op: OpSpec, gradient: bool) -> float:
     return AMAX_READ_BYTES * m * k * op.cast_share * op.groups if op.fp8_amax_input else 0.0
 
 
-def current_scaling_model(model: ModelSpec) -> ModelSpec:
-    """`model` with every GEMM that casts to FP8 computing its amax in a pass of its own (module docstring).
+def current_scaling_model(model: ModelSpec, amax_fused: tuple[str, ...] = ("norm",)) -> ModelSpec:
+    """`model` with every GEMM that casts to FP8 computing its amax in a pass of its own, except where a producer
+    in `amax_fused` (AMAX_PRODUCERS) writes it (module docstring).
 
     >>> from scalesim.models import get_model
     >>> ops = [op for layer in current_scaling_model(get_model("llama2-7b", seq_len=64)).layers for op in layer.ops]
     >>> sorted({op.name for op in ops if op.fp8_amax_input}), sorted({op.name for op in ops if op.fp8_amax_grad})
     (['attn_out', 'mlp_down'], ['attn_out', 'mlp_down', 'mlp_gate', 'mlp_up', 'qkv'])
     """
+    if not set(amax_fused) <= set(AMAX_PRODUCERS):
+        raise ValueError(f"fp8_amax_fused must be a list of {AMAX_PRODUCERS}, not {amax_fused!r}")
+    no_input = (NORM_FED if "norm" in amax_fused else ()) + (ACTIVATION_FED if "activation" in amax_fused else ())
+    no_grad = ACTIVATION_GRAD_FED if "activation" in amax_fused else ()
+
     def cs(op: OpSpec) -> OpSpec:
         if op.gemm_mnk is None:
             return op
-        return replace(op, fp8_amax_input=op.cast_share > 0 and op.name not in NORM_FED,
-                       fp8_amax_grad=op.grad_cast_share > 0)
+        return replace(op, fp8_amax_input=op.cast_share > 0 and op.name not in no_input,
+                       fp8_amax_grad=op.grad_cast_share > 0 and op.name not in no_grad)
     return replace(model, layers=tuple(replace(layer, ops=tuple(cs(op) for op in layer.ops))
                                        for layer in model.layers))

@@ -61,3 +61,34 @@ def test_a_bad_recipe_exits_2_naming_the_key(tmp_path, training):
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
     assert result.exit_code == 2 and "training.fp8_recipe" in result.output and "Traceback" not in result.output
+
+
+def _passes(amax_fused):
+    model = with_fp8_recipe(get_model("llama3-8b", seq_len=2048), "transformer-engine-current", "fp8", amax_fused)
+    ops = [op for layer in model.layers for op in layer.ops if op.gemm_mnk is not None and op.name != "lm_head"]
+    return {op.name for op in ops if op.fp8_amax_input}, {op.name for op in ops if op.fp8_amax_grad}
+
+
+def test_a_producer_that_writes_the_amax_removes_the_pass_of_the_tensor_it_writes():
+    model = get_model("llama3-8b", seq_len=2048)
+    ops = [op for layer in model.layers for op in layer.ops if op.gemm_mnk is not None and op.name != "lm_head"]
+    cast = {op.name for op in ops if op.cast_share > 0}           # gate and up share one cast input
+    every = {op.name for op in ops if op.grad_cast_share > 0}
+    assert {"qkv", "attn_out", "mlp_down"} <= cast and {"qkv", "attn_out", "mlp_up", "mlp_down"} <= every
+    assert _passes(()) == (cast, every)                           # cuDNN norms, Megatron's SwiGLU: every cast
+    inputs, grads = _passes(("norm",))                            # TE's norms write linear_qkv's / linear_fc1's
+    assert inputs == cast - set(NORM_FED) and grads == every
+    inputs, grads = _passes(("norm", "activation"))               # TE's SwiGLU writes fc2's input, fc1's gradient
+    assert inputs == {"attn_out"} and grads == every - {"mlp_gate", "mlp_up"}
+
+
+@pytest.mark.parametrize("training", [
+    {"precision": "fp8", "fp8_recipe": "transformer-engine-current", "fp8_amax_fused": ["cudnn"]},
+    {"precision": "fp8", "fp8_amax_fused": []}])
+def test_a_bad_amax_producer_exits_2_naming_the_key(tmp_path, training):
+    data = {"name": "bad", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "llama2-7b",
+            "training": {"seq_len": 1024, "global_batch": 8, **training}, "parallel": {"dp": 8}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    assert result.exit_code == 2 and "training.fp8_amax_fused" in result.output and "Traceback" not in result.output
