@@ -159,7 +159,8 @@ def _trained_model(scenario: Scenario, file: str | None) -> ModelSpec:
     elif training.elementwise_kernels == "compiled-complex-rope":
         model = compiled_saves(eager_rope_model(model, training.precision))
     model = with_nanotron_kernels(model, training.elementwise_kernels, training.cross_entropy, training.precision)
-    model = with_fp8_recipe(model, training.fp8_recipe, training.precision)       # costs/float8_casts.py
+    model = with_fp8_recipe(model, training.fp8_recipe, training.precision,       # costs/float8_casts.py
+                            tuple(training.fp8_amax_fused))
     if (separate := with_separate_projections(model, training.fused_projections, training.elementwise_kernels)) is model \
             and not training.fused_projections:
         raise InputError(f"fused_projections: false splits a dense transformer block's q/k/v projection; {model.name} "

@@ -19,6 +19,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
                                   causal_rate, flash_efficiency)
 from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
+from scalesim.costs.fp8_current_scaling import AMAX_KERNELS, amax_bytes
 from scalesim.costs.fp8_grad_casts import any_layout_fp8, backward_cast_bytes
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
@@ -214,7 +215,9 @@ def fp8_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0) -> float
     if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.cast_share <= 0:
         return 0.0
     m, _, k = op.gemm_mnk
-    return _stream_s(3 * m * batch * k * op.groups * op.cast_share, gpu, held_sms) + KERNEL_OVERHEAD_S
+    amax = amax_bytes(op, False) * batch        # current scaling: the amax pass first (costs/fp8_current_scaling.py)
+    return (_stream_s(3 * m * batch * k * op.groups * op.cast_share + amax, gpu, held_sms) + KERNEL_OVERHEAD_S
+            + (AMAX_KERNELS * KERNEL_OVERHEAD_S if amax else 0.0))
 
 
 def fp8_grad_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0, weight_gradient: bool = True) -> float:
@@ -223,7 +226,9 @@ def fp8_grad_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0, wei
     if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.grad_cast_share <= 0:
         return 0.0
     moved = backward_cast_bytes(op, any_layout_fp8(gpu), weight_gradient) * batch
-    return _stream_s(moved, gpu, held_sms) + KERNEL_OVERHEAD_S
+    amax = amax_bytes(op, True) * batch         # current scaling: the amax pass first (costs/fp8_current_scaling.py)
+    return (_stream_s(moved + amax, gpu, held_sms) + KERNEL_OVERHEAD_S
+            + (AMAX_KERNELS * KERNEL_OVERHEAD_S if amax else 0.0))
 
 
 def attention_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: str,

@@ -51,10 +51,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.fp8_current_scaling import current_scaling_model
 from scalesim.costs.fp8_grad_casts import mxfp8_model
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 
-RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8")
+RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8", "transformer-engine-current")
 
 # Bytes per element (the ops count elements at the training precision's 2 bytes: compute.py ELEMENT_BYTES).
 CAST_BYTES = 2.0 + 1.0                  # cast read + write (amax: in the producing kernel)
@@ -123,13 +124,17 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
     return replace(layer, ops=tuple(ops))
 
 
-def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str) -> ModelSpec:
+def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str,
+                    amax_fused: tuple[str, ...] = ("norm",)) -> ModelSpec:
     """`model` with the casts of `recipe` (RECIPES) when it trains in fp8; Transformer Engine's are
-    the GEMMs' own (compute.py) and change nothing here."""
+    the GEMMs' own (compute.py) and change nothing here; under current scaling `amax_fused` names the
+    producers that write the amax (fp8_current_scaling.py)."""
     if recipe not in RECIPES:
         raise ValueError(f"fp8 recipe must be one of {RECIPES}, not {recipe!r}")
     if precision != "fp8" or recipe == "transformer-engine":
         return model
     if recipe == "transformer-engine-mxfp8":        # the GEMMs' own casts, both layouts written (fp8_grad_casts.py)
         return mxfp8_model(model)
+    if recipe == "transformer-engine-current":      # TE's casts, each after an amax pass (fp8_current_scaling.py)
+        return current_scaling_model(model, tuple(amax_fused))
     return replace(model, layers=tuple(torchao_block_casts(layer) for layer in model.layers))

@@ -71,6 +71,10 @@ class OpSpec:
     # FP8 GEMMs: MXFP8 (block scales): the cast writes the columnwise copy itself on any GPU, and it is all-gathered
     # with the rowwise one (costs/fp8_grad_casts.py)
     fp8_both_layouts: bool = False
+    # FP8 GEMMs, TE current scaling: its input's / its output gradient's amax is computed in a pass of its own before
+    # the cast, reading the 16-bit tensor once more (costs/fp8_current_scaling.py)
+    fp8_amax_input: bool = False
+    fp8_amax_grad: bool = False
     score_ops: tuple[str, ...] | None = None
     backward_only: bool = False
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's

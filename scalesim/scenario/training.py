@@ -142,7 +142,16 @@ class TrainingSpec(Strict):
     # the float8 all-gathered tensors transposed for the weight gradient (scalesim/costs/float8_casts.py).
     # transformer-engine-mxfp8 = TE's MXFP8BlockScaling: the GEMMs' own casts, the columnwise copy for the weight
     # gradient written by the cast on any GPU (scalesim/costs/fp8_grad_casts.py).
-    fp8_recipe: Literal["transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8"] = "transformer-engine"
+    # transformer-engine-current = TE's Float8CurrentScaling (NeMo / MLPerf FP8_RECIPE=tensorwise): as
+    # transformer-engine, each tensor's amax computed in a pass of its own before its cast, except where a TE norm
+    # writes it (scalesim/costs/fp8_current_scaling.py).
+    fp8_recipe: Literal["transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8",
+                        "transformer-engine-current"] = "transformer-engine"
+    # With fp8_recipe transformer-engine-current: the kernels that write the amax of the tensor they produce, so its
+    # cast needs no amax pass: norm = TE's LayerNorm/RMSNorm (not under NVTE_NORM_FWD_USE_CUDNN=1), activation = TE's
+    # SwiGLU under the op fuser (USE_TE_OPS=True: linear_fc2's input, linear_fc1's output gradient)
+    # (scalesim/costs/fp8_current_scaling.py).
+    fp8_amax_fused: list[Literal["norm", "activation"]] = ["norm"]
     # Megatron-Core's activation_func_fp8_input_store (FP8_ACT=1 in NVIDIA's MLPerf LoRA configs): the fused
     # SwiGLU keeps its input (linear_fc1's output, 2 x ffn wide) in FP8 for backward, one byte an element
     # instead of two, at the cost of a cast kernel in forward and one back in backward
@@ -178,6 +187,15 @@ class TrainingSpec(Strict):
         if value != "transformer-engine" and info.data.get("precision") != "fp8":
             raise ValueError(f"fp8_recipe {value} is how FP8 linears cast their tensors: it needs training.precision: "
                              f"fp8 (got {info.data.get('precision')}); allowed here: transformer-engine (the default)")
+        return value
+
+    @pydantic.field_validator("fp8_amax_fused")
+    @classmethod
+    def _amax_fused_in_current_scaling(cls, value: list[str], info: pydantic.ValidationInfo) -> list[str]:
+        if value != ["norm"] and info.data.get("fp8_recipe") != "transformer-engine-current":
+            raise ValueError("fp8_amax_fused is which kernels write the amax under Transformer Engine's current scaling: "
+                             f"it needs fp8_recipe: transformer-engine-current (got {info.data.get('fp8_recipe')}); "
+                             "allowed here: [norm] (the default)")
         return value
 
     @pydantic.field_validator("fp8_activation_input_store")
