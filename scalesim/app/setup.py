@@ -312,8 +312,9 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
                          f"(costs/te_ops.py): it needs lora.layout megatron (got {training.lora.layout}); "
                          "allowed here: false", file=file, key="training.te_op_fuser")
     if training.te_op_fuser and training.fp8_recipe != "transformer-engine":
-        raise InputError("te_op_fuser is Transformer Engine's op fuser: its linears cast with Transformer Engine, "
-                         f"not fp8_recipe {training.fp8_recipe} (costs/te_ops.py); allowed here: false",
+        raise InputError("te_op_fuser is Transformer Engine's op fuser, whose saved casts are modelled for TE's delayed "
+                         f"scaling (fp8_recipe transformer-engine) only, not {training.fp8_recipe} (costs/te_ops.py); "
+                         "allowed here: false",
                          file=file, key="training.te_op_fuser")
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
                          training.lora.layout, training.lora.dropout, scenario.parallel.tp,
