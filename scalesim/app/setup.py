@@ -19,6 +19,7 @@ from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model,
 from scalesim.costs.finetune import FinetuneSpec, finetune_spec, host_weight_bytes, trainable_params
 from scalesim.costs.float8_casts import with_fp8_recipe
 from scalesim.costs.fp8_act_store import store_refusal, with_fp8_activation_store
+from scalesim.costs.fp8_grad_casts import mxfp8_runs
 from scalesim.costs.projections import with_separate_projections
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
 from scalesim.costs.memory import FP8_SAVED_BYTES, MemoryBreakdown, with_saved_activations
@@ -198,6 +199,11 @@ def _check_gpu(gpu: GpuSpec, training, file: str | None) -> None:
                          "sm_120 Blackwell, where Transformer Engine has no FP8 attention); allowed GPUs: "
                          f"{', '.join(fp8_attention_gpus())}: use fp8_attention: false", file=file,
                          key="training.fp8_attention")
+    if training.fp8_recipe == "transformer-engine-mxfp8" and not mxfp8_runs(gpu):
+        raise InputError(f"Transformer Engine's MXFP8 needs a Blackwell datacenter part (sm_100) or CDNA 4 "
+                         f"(costs/fp8_grad_casts.py); {gpu.full_name} ({gpu.name}, {gpu.arch}) has none; allowed "
+                         "here: transformer-engine, transformer-engine-current, torchao-tensorwise",
+                         file=file, key="training.fp8_recipe")
 
 
 def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: int, dp: int,
@@ -306,8 +312,9 @@ def _finetune_of(scenario: Scenario, model: ModelSpec, file: str | None):
                          f"(costs/te_ops.py): it needs lora.layout megatron (got {training.lora.layout}); "
                          "allowed here: false", file=file, key="training.te_op_fuser")
     if training.te_op_fuser and training.fp8_recipe != "transformer-engine":
-        raise InputError("te_op_fuser is Transformer Engine's op fuser: its linears cast with Transformer Engine, "
-                         f"not fp8_recipe {training.fp8_recipe} (costs/te_ops.py); allowed here: false",
+        raise InputError("te_op_fuser is Transformer Engine's op fuser, whose saved casts are modelled for TE's delayed "
+                         f"scaling (fp8_recipe transformer-engine) only, not {training.fp8_recipe} (costs/te_ops.py); "
+                         "allowed here: false",
                          file=file, key="training.te_op_fuser")
     spec = finetune_spec(model, training.finetune, training.lora.rank, training.lora.targets,
                          training.lora.layout, training.lora.dropout, scenario.parallel.tp,

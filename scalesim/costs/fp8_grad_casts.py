@@ -57,6 +57,18 @@ def any_layout_fp8(gpu) -> bool:
     return gpu.arch == "blackwell" and gpu.name not in TN_ONLY_BLACKWELL
 
 
+def mxfp8_runs(gpu) -> bool:
+    """Whether Transformer Engine runs MXFP8 on `gpu`: compute capability 10.x-11.x (transformer_engine/pytorch/
+    quantization.py `_compute_mxfp8_support`: "Device compute capability 10.0 or higher required", and
+    "not supported on 12.0+ architectures yet": the any-layout parts above), or gfx950 in ROCm's TE (CDNA 4).
+
+    >>> from scalesim.hardware import get_gpu
+    >>> [mxfp8_runs(get_gpu(g)) for g in ("gb200", "mi355x", "rtx5090", "h100-sxm", "mi300x")]
+    [True, True, False, False, False]
+    """
+    return any_layout_fp8(gpu) or gpu.arch == "cdna4"
+
+
 def _transposed(elements: float, share: float, both_layouts: bool) -> float:
     if share <= 0:
         return 0.0

@@ -99,9 +99,10 @@ def _sp_fp8_casts(ops: tuple[OpSpec, ...], tp: int) -> tuple[OpSpec, ...]:
         first = caster == op.name or caster not in names
         out.append(replace(op, cast_share=op.cast_share / tp if first else 0.0))
     # a row-parallel GEMM's output gradient is cast on its shard and all-gathered in FP8 (TE
-    # grad_output_preprocess, costs/fp8_grad_casts.py)
-    return tuple(replace(op, grad_cast_share=op.grad_cast_share / tp) if op.name in ROW_PARALLEL else op
-                 for op in out)
+    # grad_output_preprocess, costs/fp8_grad_casts.py); not the routed experts': Megatron-Core builds their TE
+    # linears with parallel_mode None (explicit_expert_comm), the token dispatcher gathers their gradient in 16 bits
+    return tuple(replace(op, grad_cast_share=op.grad_cast_share / tp)
+                 if op.name in ROW_PARALLEL and op.name != "expert_down" else op for op in out)
 
 
 def _shard_ops(ops: tuple[OpSpec, ...], tp: int, cp: int, sp: bool) -> tuple[OpSpec, ...]:

@@ -84,3 +84,15 @@ def test_mxfp8_writes_the_columnwise_copy_on_any_gpu_and_gathers_it():
         extra = m * n * op.grad_cast_share + m * k * op.cast_share
         assert backward_cast_bytes(op, True) - backward_cast_bytes(te, True) == pytest.approx(extra)
         assert backward_cast_bytes(op, False) <= backward_cast_bytes(te, False)
+
+
+def test_a_routed_experts_gradient_is_cast_whole_under_sequence_parallelism():
+    # Megatron-Core's expert linears run with TE's parallel_mode None (explicit_expert_comm): the dispatcher
+    # all-gathers their output gradient in 16 bits, so TE casts all of it; the shared experts' TE row-parallel
+    # linear casts its sequence shard as a dense MLP's does
+    block = next(layer for layer in get_model("llama4-scout", seq_len=1024).layers
+                 if any(op.name == "shared_down" for op in layer.ops))
+    sp, plain = shard_layer(block, 4, 1, True), shard_layer(block, 4, 1, False)
+    ops, flat = ({op.name: op for op in layer.ops} for layer in (sp, plain))
+    assert backward_cast_bytes(ops["expert_down"], True) == backward_cast_bytes(flat["expert_down"], True)
+    assert backward_cast_bytes(ops["shared_down"], True) == pytest.approx(backward_cast_bytes(flat["shared_down"], True) / 4)

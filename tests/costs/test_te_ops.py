@@ -136,6 +136,8 @@ def test_the_fused_rope_is_one_kernel_each_way_over_q_k_and_v():
     ({"fused_qkv_rope": True}, {"elementwise_kernels": "eager"}, "elementwise_kernels fused"),
     # torchao's Float8Linear casts its own way: no Transformer Engine op to fuse (review13b)
     ({"te_op_fuser": True}, {"fp8_recipe": "torchao-tensorwise", "saved_activations": "megatron"}, "fp8_recipe"),
+    # TE's own other recipes: refused as not modelled, not as "not Transformer Engine" (review13c)
+    ({"te_op_fuser": True}, {"fp8_recipe": "transformer-engine-current"}, "modelled for TE's delayed scaling"),
 ])
 def test_the_switches_are_refused_where_the_code_has_no_such_path(tmp_path, keys, extra, words):
     path = _scenario(tmp_path, keys=keys, extra=extra)
