@@ -55,12 +55,17 @@ def test_delayed_scaling_and_16_bit_runs_are_unchanged():
 @pytest.mark.parametrize("training", [{"precision": "fp8", "fp8_recipe": "tensorwise"},
                                       {"precision": "bf16", "fp8_recipe": "transformer-engine-current"}])
 def test_a_bad_recipe_exits_2_naming_the_key(tmp_path, training):
+    result = _run_8x_h100(tmp_path, training)
+    assert result.exit_code == 2 and "training.fp8_recipe" in result.output and "Traceback" not in result.output
+
+
+def _run_8x_h100(tmp_path, training):
+    """`scalesim run` on Llama 2 7B, dp 8 on a DGX H100, with these `training` keys."""
     data = {"name": "bad", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "llama2-7b",
             "training": {"seq_len": 1024, "global_batch": 8, **training}, "parallel": {"dp": 8}}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
-    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
-    assert result.exit_code == 2 and "training.fp8_recipe" in result.output and "Traceback" not in result.output
+    return CliRunner().invoke(main, ["run", str(path), "--no-plots"])
 
 
 def _passes(amax_fused):
@@ -86,9 +91,5 @@ def test_a_producer_that_writes_the_amax_removes_the_pass_of_the_tensor_it_write
     {"precision": "fp8", "fp8_recipe": "transformer-engine-current", "fp8_amax_fused": ["cudnn"]},
     {"precision": "fp8", "fp8_amax_fused": []}])
 def test_a_bad_amax_producer_exits_2_naming_the_key(tmp_path, training):
-    data = {"name": "bad", "cluster": {"node": "dgx-h100", "gpus": 8}, "model": "llama2-7b",
-            "training": {"seq_len": 1024, "global_batch": 8, **training}, "parallel": {"dp": 8}}
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(data))
-    result = CliRunner().invoke(main, ["run", str(path), "--no-plots"])
+    result = _run_8x_h100(tmp_path, training)
     assert result.exit_code == 2 and "training.fp8_amax_fused" in result.output and "Traceback" not in result.output
