@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalesim.models.spec import ModelSpec, OpSpec
+from scalesim.models.spec import ModelSpec, OpSpec, with_each_op
 
 AMAX_READ_BYTES = 2.0      # nvte_compute_amax reads the 16-bit tensor once, per element
 # Kernels the pass adds before the cast (common/recipe/current_scaling.cu @40c69e75): zero_amax_kernel (:75), the
@@ -89,5 +89,4 @@ def current_scaling_model(model: ModelSpec, amax_fused: tuple[str, ...] = ("norm
             return op
         return replace(op, fp8_amax_input=op.cast_share > 0 and op.name not in no_input,
                        fp8_amax_grad=op.grad_cast_share > 0 and op.name not in no_grad)
-    return replace(model, layers=tuple(replace(layer, ops=tuple(cs(op) for op in layer.ops))
-                                       for layer in model.layers))
+    return with_each_op(model, cs)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalesim.models.spec import ModelSpec, OpSpec
+from scalesim.models.spec import ModelSpec, OpSpec, with_each_op
 
 CAST_BYTES = 3.0              # read 2 (bf16/fp16), write 1 (FP8), per element
 TRANSPOSED_COPY_BYTES = 1.0   # the columnwise copy a fused cast + transpose writes beside the rowwise one
@@ -107,5 +107,4 @@ def mxfp8_model(model: ModelSpec) -> ModelSpec:
     def mx(op: OpSpec) -> OpSpec:
         casts = op.gemm_mnk is not None and (op.cast_share > 0 or op.grad_cast_share > 0)
         return replace(op, fp8_both_layouts=True) if casts else op
-    return replace(model, layers=tuple(replace(layer, ops=tuple(mx(op) for op in layer.ops))
-                                       for layer in model.layers))
+    return with_each_op(model, mx)

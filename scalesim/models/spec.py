@@ -9,7 +9,8 @@ training precision that the cost model knows and the model does not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 # Eager kernels attention code can run on its materialised scores (OpSpec.score_ops):
 # "/ sqrt(d)" or "* scale" (scale), "+ mask" (mask_add), torch.max(scores, finfo.min)
@@ -181,3 +182,9 @@ class MoESpec:
     def is_moe_layer(self, index: int) -> bool:
         """Whether block `index` (from 0) has the MoE MLP."""
         return index >= self.first_dense and (index - self.first_dense) % self.every == self.every - 1
+
+
+def with_each_op(model: ModelSpec, change: Callable[[OpSpec], OpSpec]) -> ModelSpec:
+    """`model` with `change` applied to every op of every layer (the layers' other fields as they were)."""
+    return replace(model, layers=tuple(replace(layer, ops=tuple(change(op) for op in layer.ops))
+                                       for layer in model.layers))
