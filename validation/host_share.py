@@ -1,0 +1,71 @@
+"""How much of each case's predicted step the host decides: which cases can test the host model (issue 17).
+
+Run: python validation/host_share.py [ID_PREFIX ...]      (default: neusight-)
+Prints, for every step-time case whose id starts with a prefix: measured and predicted step, the error, the
+host's CPU time per step (`StepResult.host["cpu_s"]`: the layers' kernel launches, FSDP hooks, the rest) as a
+share of the predicted step, and the time the GPU waited for the host (`breakdown.host_bound`) as a share.
+A case whose host-bound share is near zero cannot say anything about the host's per-op dispatch cost
+(scalesim/costs/host.py, DISPATCH_S_PER_OP): its error is the kernels' and the links'. Then the cases'
+errors grouped by GPU and by parallelism (the largest of dp / tp / pp).
+A diagnostic only: nothing here changes what `run` or `validate` compute.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scalesim.app.run import run  # noqa: E402
+from scalesim.app.validate import load_cases  # noqa: E402
+from scalesim.scenario import load_scenario  # noqa: E402
+
+VALIDATION = ROOT / "validation"
+
+
+def rows(prefixes: tuple[str, ...]) -> list[dict]:
+    out = []
+    for case in load_cases():
+        if not case.id.startswith(prefixes) or case.metric != "step_time_s" or not case.scenario:
+            continue
+        scenario, file = load_scenario(VALIDATION / case.scenario)
+        r = run(scenario, file, baseline=False)
+        cpu = sum(r.host["cpu_s"].values()) if r.host else 0.0
+        p = scenario.parallel
+        split = max((("dp", p.dp), ("tp", p.tp), ("pp", p.pp)), key=lambda kv: kv[1])
+        out.append({"id": case.id, "measured": case.measured, "predicted": r.step_time_s,
+                    "error": (r.step_time_s - case.measured) / case.measured,
+                    "host_cpu": cpu / r.step_time_s, "host_bound": r.breakdown.host_bound / r.step_time_s,
+                    "gpu": f"{r.gpus}x {r.gpu_name}",
+                    "split": f"{split[0]}{split[1]}" if split[1] > 1 else "1 GPU",
+                    "disputed": bool(case.disputed)})
+    return out
+
+
+def grouped(table: list[dict], key: str) -> None:
+    groups: dict[str, list[float]] = {}
+    for row in table:
+        if not row["disputed"]:
+            groups.setdefault(row[key], []).append(row["error"])
+    for name, errors in sorted(groups.items()):
+        print(f"  {name:<28} n={len(errors):<3} median {100 * statistics.median(errors):+6.1f}%  "
+              f"range {100 * min(errors):+6.1f} .. {100 * max(errors):+6.1f}%")
+
+
+def main(argv: list[str]) -> None:
+    table = rows(tuple(argv) or ("neusight-",))
+    print(f"{'case':<54} {'measured':>9} {'predicted':>9} {'error':>7} {'host cpu':>8} {'host-bound':>10}")
+    for row in table:
+        print(f"{row['id']:<54} {row['measured']:>9.4f} {row['predicted']:>9.4f} {100 * row['error']:>+6.1f}% "
+              f"{100 * row['host_cpu']:>7.1f}% {100 * row['host_bound']:>9.1f}%{'  disputed' if row['disputed'] else ''}")
+    print("by GPU (disputed left out):")
+    grouped(table, "gpu")
+    print("by parallelism (disputed left out):")
+    grouped(table, "split")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
