@@ -1,12 +1,12 @@
 """How much of each case's predicted step the host decides: which cases can test the host model (issue 17).
 
 Run: python validation/host_share.py [ID_PREFIX ...]      (default: neusight-)
-Prints, for every step-time case whose id starts with a prefix: measured and predicted step, the error, the
-host's CPU time per step (`StepResult.host["cpu_s"]`: the layers' kernel launches, FSDP hooks, the rest) as a
+Prints, for every step-time or throughput case whose id starts with a prefix: measured and predicted value and the
+error in the case's metric (validate's sign), the host's CPU time per step (`StepResult.host["cpu_s"]`: the layers' kernel launches, FSDP hooks, the rest) as a
 share of the predicted step, and the time the GPU waited for the host (`breakdown.host_bound`) as a share.
 A case whose host-bound share is near zero cannot say anything about the host's per-op dispatch cost
 (scalesim/costs/host.py, DISPATCH_S_PER_OP): its error is the kernels' and the links'. Then the cases'
-errors grouped by GPU and by parallelism (the largest of dp / tp / pp).
+errors grouped by GPU and by parallelism (the largest of dp / tp / pp, "zero3" for FSDP).
 A diagnostic only: nothing here changes what `run` or `validate` compute.
 """
 
@@ -24,23 +24,27 @@ from scalesim.app.validate import load_cases  # noqa: E402
 from scalesim.scenario import load_scenario  # noqa: E402
 
 VALIDATION = ROOT / "validation"
+# The case metrics read off a run (validate's sign: step time negative = predicted too fast, rates positive).
+METRICS = {"step_time_s": lambda r: r.step_time_s, "samples_per_s": lambda r: r.samples_per_s,
+           "tokens_per_s_per_gpu": lambda r: r.tokens_per_s / r.gpus if r.tokens_per_s else float("nan")}
 
 
 def rows(prefixes: tuple[str, ...]) -> list[dict]:
     out = []
     for case in load_cases():
-        if not case.id.startswith(prefixes) or case.metric != "step_time_s" or not case.scenario:
+        if not case.id.startswith(prefixes) or case.metric not in METRICS or not case.scenario:
             continue
         scenario, file = load_scenario(VALIDATION / case.scenario)
         r = run(scenario, file, baseline=False)
+        predicted = METRICS[case.metric](r)
         cpu = sum(r.host["cpu_s"].values()) if r.host else 0.0
         p = scenario.parallel
         split = max((("dp", p.dp), ("tp", p.tp), ("pp", p.pp)), key=lambda kv: kv[1])
-        out.append({"id": case.id, "measured": case.measured, "predicted": r.step_time_s,
-                    "error": (r.step_time_s - case.measured) / case.measured,
+        out.append({"id": case.id, "measured": case.measured, "predicted": predicted,
+                    "error": (predicted - case.measured) / case.measured,
                     "host_cpu": cpu / r.step_time_s, "host_bound": r.breakdown.host_bound / r.step_time_s,
                     "gpu": f"{r.gpus}x {r.gpu_name}",
-                    "split": f"{split[0]}{split[1]}" if split[1] > 1 else "1 GPU",
+                    "split": (f"{split[0]}{split[1]}" + (" zero3" if p.zero >= 3 else "")) if split[1] > 1 else "1 GPU",
                     "disputed": bool(case.disputed)})
     return out
 
@@ -57,9 +61,9 @@ def grouped(table: list[dict], key: str) -> None:
 
 def main(argv: list[str]) -> None:
     table = rows(tuple(argv) or ("neusight-",))
-    print(f"{'case':<54} {'measured':>9} {'predicted':>9} {'error':>7} {'host cpu':>8} {'host-bound':>10}")
+    print(f"{'case':<54} {'measured':>10} {'predicted':>10} {'error':>7} {'host cpu':>8} {'host-bound':>10}")
     for row in table:
-        print(f"{row['id']:<54} {row['measured']:>9.4f} {row['predicted']:>9.4f} {100 * row['error']:>+6.1f}% "
+        print(f"{row['id']:<54} {row['measured']:>10.5g} {row['predicted']:>10.5g} {100 * row['error']:>+6.1f}% "
               f"{100 * row['host_cpu']:>7.1f}% {100 * row['host_bound']:>9.1f}%{'  disputed' if row['disputed'] else ''}")
     print("by GPU (disputed left out):")
     grouped(table, "gpu")
