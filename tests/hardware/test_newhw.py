@@ -23,10 +23,10 @@ from scalesim.topology import build_cluster, builtin_topology_names, load_node_d
 PF = 1e15
 TB = 1e12
 GIB = 2 ** 30
-NEW_GPUS = ("rubin", "gb10")
+NEW_GPUS = ("rubin", "gb10", "mi455x")
 NEW_LINKS = ("nvlink6", "nvswitch-vr-nvl72", "nvlink-c2c-vera", "nvlink-c2c-gb10", "lpddr5x-vera",
-             "lpddr5x-gb10", "lpddr5x-station", "roce-1600g")
-NEW_DESIGNS = ("vera-rubin-nvl72", "dgx-spark", "dgx-station-gb300")
+             "lpddr5x-gb10", "lpddr5x-station", "roce-1600g", "ualink-mi455x", "ualoe-helios", "roce-2400g")
+NEW_DESIGNS = ("vera-rubin-nvl72", "dgx-spark", "dgx-station-gb300", "helios-72")
 
 
 def raw(filename: str) -> dict:
@@ -131,7 +131,8 @@ def _small(node: str, gpus: int) -> dict:
             "parallel": {"dp": gpus}}
 
 
-@pytest.mark.parametrize("node, gpus", [("vera-rubin-nvl72", 8), ("dgx-spark", 1), ("dgx-station-gb300", 1)])
+@pytest.mark.parametrize("node, gpus", [("vera-rubin-nvl72", 8), ("dgx-spark", 1), ("dgx-station-gb300", 1),
+                                        ("helios-72", 8)])
 def test_a_training_scenario_runs_on_each_new_design(tmp_path, node, gpus):
     assert node in builtin_topology_names()
     build_cluster(load_node_design(node))
