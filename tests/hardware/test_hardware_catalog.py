@@ -127,7 +127,7 @@ def test_fp8_doubles_bf16_where_present():
 def test_cdna5_runs_fp8_at_least_four_times_its_bf16_rate():
     for name in FP8_AT_LEAST_FOUR_TIMES_BF16:
         gpu = get_gpu(name)
-        assert gpu.fp8_flop_per_s >= 4 * gpu.bf16_flop_per_s, name
+        assert gpu.fp8_flop_per_s >= 4 * gpu.bf16_flop_per_s * (1 - 1e-4), name   # 4 x 5033.2 vs 20132.7
 
 
 def test_fp8_absent_exactly_on_ampere():
