@@ -243,9 +243,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         fp32_weights=autocast_style(training.precision, par),
         host_dispatch_s=DISPATCH_S_PER_OP if design.host.dispatch_us_per_op is None
         else design.host.dispatch_us_per_op * 1e-6,
-        cuda_graphs=training.cuda_graphs,
-        grad_clip_host_sync=grad_clip_host_sync(training.grad_clip_host_sync, par.zero, par.zero1_over_ddp,
-                                                training.optimizer, par.offload_optimizer or par.offload_params),
+        cuda_graphs=training.cuda_graphs, grad_clip_host_sync=_clip_host_sync(training, par),
         moe_imbalance=moe_imbalance(scenario, model),
         moe_overlap=par.moe_overlap,
         moe_dispatcher=par.moe_dispatcher,
@@ -269,6 +267,12 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sp_backward="split" if par.tp_linear_async_communication else par.sequence_parallel_backward,
         mla_down_proj=par.mla_down_proj,
     )
+
+
+def _clip_host_sync(training, par) -> bool:
+    """Whether the step reads the gradient norm on the host before the update (costs/optimizer_tail.py)."""
+    return grad_clip_host_sync(training.grad_clip_host_sync, par.zero, par.zero1_over_ddp, training.optimizer,
+                               par.offload_optimizer or par.offload_params)
 
 
 def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
