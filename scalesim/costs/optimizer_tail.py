@@ -18,8 +18,10 @@ model (MFSDP v2, H100): 39.45 -> 33.07 ms a step.
 
 Other frameworks' clipping does not read the norm on the host: torch.nn.utils.clip_grad_norm_ (DDP,
 FSDP, torchtitan) multiplies by a clamped device tensor unless error_if_nonfinite=True; nanotron's
-clip_grad_norm likewise (nanotron/optim/clip_grads.py). Pure functions; parallel/optimizer_tail.py
-builds the tasks.
+clip_grad_norm likewise (nanotron/optim/clip_grads.py). DeepSpeed's ZeRO-1/2 (stage_1_and_2.py) read it in
+older releases (`total_norm_cuda[0].item()` in get_grad_norm_direct) and keep it a device tensor in newer
+ones (scaled_global_norm: torch.norm of the stacked group norms): a DeepSpeed scenario should say which.
+Pure functions; parallel/optimizer_tail.py builds the tasks.
 """
 
 from __future__ import annotations
