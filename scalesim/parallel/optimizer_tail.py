@@ -54,7 +54,9 @@ def updated(rp, params: float, local_works, done: tuple) -> int:
     reduced = rp.call("grad_norm", "all_reduce", rp.grad_group, 4.0, "comm", (norm,), ("dp", "cp"))
     read = rp.compute("grad norm read", "other", 0.0, 0.0, deps=(norm if reduced is None else reduced,),
                       host_sync=True)
-    dispatches = tail_dispatches(buckets, shard, plan.fp8_param_gather and plan.precision == "fp8")
+    # FP8 master weights only in full training: LoRA's optimizer holds the adapters, the FP8 base is frozen
+    dispatches = tail_dispatches(buckets, shard, plan.fp8_param_gather and plan.precision == "fp8"
+                                 and plan.finetune is None)
     update = rp.compute("optimizer step", "optimizer", seconds, 0.0, deps=(read,), timing=timing)
     # The update's kernels run as the host issues them; the last of them is issued after all its dispatches.
     return rp.compute("optimizer tail", "other", 0.0, 0.0, deps=(update,),
