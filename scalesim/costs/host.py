@@ -21,10 +21,7 @@ from scalesim.models.spec import LayerSpec
 # per call over 8 sizes, median 13.0 us (NVIDIA/dgxc-benchmarking,
 # microbenchmarks/cpu_overhead/README.md @ c3594cbd; run on the recipe's
 # GB200/B200/H100 hosts). A node design may give its own figure
-# (`host.dispatch_us_per_op`) for a faster or slower CPU: the Grace trays of
-# GB200/GB300 NVL72 give 35.8 us, this figure x 37.08 / 13.48, the CPU time of
-# one torch.nn.Linear forward on GB200 against an x86 H100 DGX (NVIDIA/
-# TransformerEngine issue #2053; GH200 33.17 us).
+# (`host.dispatch_us_per_op`) for a faster or slower CPU.
 DISPATCH_S_PER_OP = 13.0e-6
 
 # Backward kernels are issued by autograd's C++ engine, not by Python: each
