@@ -34,7 +34,7 @@ import math
 from scalesim.collectives.kernels import NVLS_CHANNELS
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.collectives.protocol import base_latency_s, step_latency_s
-from scalesim.collectives.ring import flow, plugin_latency_s
+from scalesim.collectives.ring import channel_count, flow, plugin_latency_s
 from scalesim.collectives.tree import nccl_dtree_edges
 from scalesim.topology import Topology
 
@@ -52,15 +52,34 @@ def nvls_switch(topology: Topology, ranks: tuple[int, ...]) -> str | None:
     return min(switches) if switches else None
 
 
-def _switch_flows(topology: Topology, ranks: list[int], switch: str, per_port_bytes: float) -> list[Flow]:
+def _switch_flows(topology: Topology, ranks: list[int], switch: str, per_port_bytes: float,
+                  rate_cap: float = float("inf")) -> list[Flow]:
     g = topology.graph
     flows = []
     for r in ranks:
         gpu = topology.node_of(r)
-        cap = g.edges[gpu, switch]["link"].bw_bytes_per_s * g.nodes[switch]["link"].efficiency
+        cap = min(rate_cap, g.edges[gpu, switch]["link"].bw_bytes_per_s * g.nodes[switch]["link"].efficiency)
         flows.append(Flow(gpu, switch, topology.hop(gpu, switch), per_port_bytes, cap))
         flows.append(Flow(switch, gpu, topology.hop(switch, gpu), per_port_bytes, cap))
     return flows
+
+
+# NCCL perChMaxNVLSTreeBws (src/graph/tuning.cc @v2.28.3-1, ncclTunerConstantsDefaults): the bus
+# bandwidth NVLSTree reaches per NVLS channel (head), GB/s, on (two nodes, more than two).
+PER_CHANNEL_MAX_NVLS_TREE_BUSBW_BYTES_PER_S = {"hopper": (57.7e9, 45.5e9), "blackwell": (96.0e9, 43.1e9)}
+
+
+def max_nvls_tree_busbw_bytes_per_s(arch: str, servers: int, channels: int) -> float:
+    """NCCL's cap on NVLSTree's bus bandwidth: its per-channel figure for the GPU generation and
+    server count, times the channels (one NVLS head per NIC, at most one per GPU).
+
+    >>> round(max_nvls_tree_busbw_bytes_per_s("hopper", 2, 8) / 1e9, 1)
+    461.6
+    """
+    per_channel = PER_CHANNEL_MAX_NVLS_TREE_BUSBW_BYTES_PER_S.get(arch)
+    if per_channel is None or servers < 2:
+        return float("inf")
+    return channels * per_channel[0 if servers == 2 else 1]
 
 
 NVLS_MAX_CHUNK_BYTES = 128 * 1024   # NCCL enqueue.cc maxChunkSize 131072 (NCCL_NVLS_CHUNKSIZE's default in 2.21+)
@@ -140,14 +159,25 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     A net plugin's reported latency (collectives/protocol.py) enters as NCCL
     2.19+ counts NVLSTree's inter-node steps: 2 * log2(servers) of them, each
     taking it twice (Simple), on top of the step latencies below.
+
+    NCCL's tuner caps NVLSTree's bus bandwidth per NVLS channel by GPU
+    generation and server count (perChMaxNVLSTreeBws, NCCL 2.28+): on Hopper
+    57.7 GB/s a channel on two servers, so 8 heads reach ~462 GB/s busbw,
+    about one server's NVLS busbw, not its algbw, whatever the NVLS stage's
+    own rate. The cap rides on the switch flows (each moves S(k+1)/k), so the
+    call cannot beat it.
     """
     groups = nvls_tree_servers(topology, ranks)
     if op != "all_reduce" or groups is None:
         raise ValueError("NVLSTree needs an all_reduce over servers with NVLS and equal GPU counts")
     k, m = len(groups[0][0]), len(groups)
+    n = k * m
+    arch = getattr(topology.gpu_spec, "arch", "")
+    busbw_cap = max_nvls_tree_busbw_bytes_per_s(arch, m, channel_count(topology, [local for local, _ in groups]))
+    port_cap = busbw_cap * n / (2 * (n - 1)) * (k + 1) / k     # the port rate at which the call runs at the cap
     flows: list[Flow] = []
     for local, switch in groups:
-        flows += _switch_flows(topology, local, switch, size_bytes * (k + 1) / k)
+        flows += _switch_flows(topology, local, switch, size_bytes * (k + 1) / k, port_cap)
     half = size_bytes / k / 2
     trees = nccl_dtree_edges(m)
     for i in range(k):

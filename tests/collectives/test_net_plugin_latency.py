@@ -55,7 +55,10 @@ def test_zero_plugin_latency_changes_nothing():
 
 def test_plugin_latency_matters_less_for_bigger_messages():
     slow, fast = p5_cluster(8, 75), p5_cluster(8, 0)
-    ratios = [call_s(slow, "all_reduce", size) / call_s(fast, "all_reduce", size) for size in (MiB, 64 * MiB, 4096 * MiB)]
+    # up to 16 GiB: at 4 GiB over 64 ranks NVLSTree runs at NCCL's per-channel busbw cap (collectives/nvls.py),
+    # so the latency-free ring wins there and the plugin still costs ~5%
+    sizes = (MiB, 64 * MiB, 4096 * MiB, 16384 * MiB)
+    ratios = [call_s(slow, "all_reduce", size) / call_s(fast, "all_reduce", size) for size in sizes]
     assert ratios == sorted(ratios, reverse=True) and ratios[-1] < 1.05
 
 
