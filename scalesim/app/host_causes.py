@@ -44,9 +44,10 @@ def eager_parts(model: ModelSpec) -> frozenset[str]:
 
 
 def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None,
-                eager: frozenset[str] = frozenset()) -> dict[str, Any]:
+                eager: frozenset[str] = frozenset(), graphs_blocked_by: str | None = None) -> dict[str, Any]:
     """The host's CPU time per step by cause and its blocking syncs, for one rank's `tasks` (program
-    order), with the plan's flags a report needs to say what would help.
+    order), with the plan's flags a report needs to say what would help (`graphs_blocked_by`: what in
+    the plan keeps CUDA graphs from capturing its layers, scenario/graphs.py).
 
     >>> from scalesim.program import ComputeTask
     >>> tasks = [ComputeTask("fwd block 0", "forward", 1e-3, host_s=2e-5),
@@ -74,7 +75,7 @@ def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None,
                 limiter += 1
             else:
                 syncs += 1
-    return {"cuda_graphs": cuda_graphs, "fsdp_version": fsdp_version,
+    return {"cuda_graphs": cuda_graphs, "fsdp_version": fsdp_version, "cuda_graphs_blocked_by": graphs_blocked_by,
             "cpu_s": {"layer_kernels": layer, "fsdp": fsdp, "other": other},
             "layer_kernels_outside_graphs_s": outside,
             "blocking_syncs": {"fsdp_rate_limiter": limiter, "other": syncs}}

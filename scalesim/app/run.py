@@ -28,6 +28,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
+from scalesim.scenario.graphs import graphs_blocked_by
 from scalesim.timeline import Columns, Timeline, columns
 from scalesim.units import format_bytes
 
@@ -195,7 +196,7 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         fit_confidence=fit_confidence(memory.total, capacity) if reason is None or memory.total > capacity
         else "does_not_fit",
         host=host_causes(setup.step.program.tasks.get(rank, ()), setup.plan.cuda_graphs, setup.plan.fsdp_version,
-                         eager_parts(model)),
+                         eager_parts(model), graphs_blocked_by(setup.plan.zero, setup.plan.fsdp_version)),
     )
 
 
