@@ -198,7 +198,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         plan=_with_trainable(plan_summary(setup.plan), setup),
         scaling=scaling, scaling_skipped=skipped,
         timeline=timeline,
-        economics={**money.as_json(), **_cost_basis(setup)}, reliability=money.reliability.as_json() if money.reliability else {},
+        economics={**money.as_json(), **_cost_basis(setup)},
+        reliability=money.reliability.as_json() if money.reliability else {},
         assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
         fit_confidence=fit_confidence(memory.total, capacity) if reason is None or memory.total > capacity
         else "does_not_fit",

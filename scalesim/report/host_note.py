@@ -30,10 +30,11 @@ def host_bound_note(r: StepResult) -> str:
     total = sum(cpu.values()) if cpu else 0.0
     if total <= 0 or bound < SMALL_SHARE * r.step_time_s:
         return WHAT
+    plan = getattr(r, "plan", None) or {}
     causes = sorted(((seconds / total, name) for name, seconds in cpu.items() if seconds >= MAJOR_SHARE * total),
                     reverse=True)
     return f"{WHAT}; the host's CPU time: " + "; ".join(
-        f"{share:.0%} {_CAUSES[name](host, getattr(r, 'plan', None) or {})}" for share, name in causes if name in _CAUSES)
+        f"{share:.0%} {_CAUSES[name](host, plan)}" for share, name in causes if name in _CAUSES)
 
 
 def _layer_kernels(host: dict, plan: dict) -> str:
