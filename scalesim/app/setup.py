@@ -22,6 +22,7 @@ from scalesim.costs.fp8_act_store import store_refusal, with_fp8_activation_stor
 from scalesim.costs.fp8_grad_casts import mxfp8_runs
 from scalesim.costs.projections import with_separate_projections
 from scalesim.costs.host import DISPATCH_S_PER_OP, nanotron_pipeline_layer_s
+from scalesim.costs.optimizer_tail import grad_clip_host_sync
 from scalesim.costs.memory import FP8_SAVED_BYTES, MemoryBreakdown, with_saved_activations
 from scalesim.costs.mla_rope import unfused_mla_rope_model
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
@@ -242,7 +243,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         fp32_weights=autocast_style(training.precision, par),
         host_dispatch_s=DISPATCH_S_PER_OP if design.host.dispatch_us_per_op is None
         else design.host.dispatch_us_per_op * 1e-6,
-        cuda_graphs=training.cuda_graphs,
+        cuda_graphs=training.cuda_graphs, grad_clip_host_sync=_clip_host_sync(training, par),
         moe_imbalance=moe_imbalance(scenario, model),
         moe_overlap=par.moe_overlap,
         moe_dispatcher=par.moe_dispatcher,
@@ -266,6 +267,12 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         sp_backward="split" if par.tp_linear_async_communication else par.sequence_parallel_backward,
         mla_down_proj=par.mla_down_proj,
     )
+
+
+def _clip_host_sync(training, par) -> bool:
+    """Whether the step reads the gradient norm on the host before the update (costs/optimizer_tail.py)."""
+    return grad_clip_host_sync(training.grad_clip_host_sync, par.zero, par.zero1_over_ddp, training.optimizer,
+                               par.offload_optimizer or par.offload_params)
 
 
 def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:

@@ -53,6 +53,9 @@ class ParallelPlan:
     # CPU time to issue one eager op (costs/host.py); 0 leaves the host out of the simulation.
     host_dispatch_s: float = 0.0
     cuda_graphs: bool = False       # each layer's kernels launched as one CUDA graph (costs/host.py)
+    # The gradient norm read on the host before the update (Megatron-Core's clip): the update's host time
+    # after it is exposed (parallel/optimizer_tail.py, costs/optimizer_tail.py).
+    grad_clip_host_sync: bool = False
     # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
     # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
     moe_imbalance: float = 1.0

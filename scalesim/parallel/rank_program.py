@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from scalesim.collectives.server_share import scale_between_servers
 from scalesim.costs.accumulation import grad_accumulation_time_s
-from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.costs.host import dispatcher_host_sync, launch_host_s
 from scalesim.models.spec import LayerSpec
 from scalesim.parallel.experts import expert_groups, experts_whole, network_share
@@ -22,7 +21,7 @@ from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, g
                                           reduce_prepared)
 from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
 from scalesim.parallel.offload import offloaded_step
-from scalesim.parallel import p2p_batched
+from scalesim.parallel import optimizer_tail, p2p_batched
 from scalesim.parallel.aligned_grad_sync import AlignedGradSync
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.parallel import cp_exchange, mla_tp, sp_backward, tp_async, tp_overlap
@@ -375,17 +374,8 @@ class RankProgram:
         params = params_local / shard + experts_local / expert_shard
         if plan.offload_optimizer:
             opt = offloaded_step(b, self.list, self.rank, params, done)
-        else:
-            # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step
-            # ends on a sync (gradient norm or loss `.item()`), so the next step's first kernels
-            # are issued only after it.
-            timing = (("optimizer", params), ("optimizer", params),
-                      lambda held_sms, gpu: optimizer_time_s(params, gpu, plan.precision, plan.optimizer, held_sms))
-            opt = self.compute("optimizer step", "optimizer",
-                               optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer), 0.0,
-                               deps=done, timing=timing,
-                               host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
-                               host_sync=plan.host_dispatch_s > 0)
+        else:       # on the GPU, split at the gradient-norm read where the step clips on the host
+            opt = optimizer_tail.updated(self, params, local_works, done)
         if 1 <= plan.zero <= 2 and not plan.overlap_param_gather and plan.optimizer != "none":   # no update
             # the updated parameters at the bytes they are gathered in (fp8_param_gather: the blocks' in FP8)
             per_param = [b.weight_bytes_per_param if plan.finetune is not None else

@@ -9,7 +9,7 @@ parallel gathers and their layout copies, context-parallel exchanges, expert all
 gathers and reductions (with FSDP's copies and casts) and offloaded-weight fetches; each chunk receives and
 sends its activations and gradients (four pipeline messages per chunk and
 micro-batch). Once per step: the gradient buckets' reductions, the optimizer
-step and ZeRO-1/2 gathers. Every term is the most the builder
+step (with its gradient-norm tasks where it clips on the host) and ZeRO-1/2 gathers. Every term is the most the builder
 (scalesim/parallel/rank_program.py) can emit, so the count is an upper bound
 of the built program's, within about 2x of it (tests/parallel/test_size.py
 checks both on shipped and validation plans).
@@ -133,6 +133,7 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
         messages = 4 * v if pl.pp > 1 else 0
         stage_mb = sum(c[0] for c in counts) + messages
         stage_once = sum(c[1] for c in counts) + 3 + 2 * (plan.zero in (1, 2))   # optimizer (offloaded: 3)
+        stage_once += 4 * plan.grad_clip_host_sync          # its norm, all-reduce, read and tail (optimizer_tail.py)
         stage_buckets = _bucket_count(layers, plan)
         if stage_mb * plan.micro_batches + stage_once + stage_buckets > \
                 per_mb * plan.micro_batches + once + buckets:

@@ -130,6 +130,11 @@ class TrainingSpec(Strict):
     # layers, MLPerf-style) instead of one by one from eager PyTorch: the host's per-kernel
     # dispatch cost mostly disappears (scalesim/costs/host.py).
     cuda_graphs: bool = False
+    # Whether the step reads the clipped gradient norm on the host before the update (Megatron-Core's
+    # get_grad_norm_fp32 `.item()` at clip_grad > 0): the update's Python dispatches after the read are then
+    # exposed (scalesim/costs/optimizer_tail.py). null: Megatron-Core's distributed optimizer (zero 1 or 2,
+    # not nanotron's zero1_over_ddp) clips at its default 1.0; false for frameworks clipping on the device.
+    grad_clip_host_sync: bool | None = None
     # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
     # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
     # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a

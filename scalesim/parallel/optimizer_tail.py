@@ -1,0 +1,63 @@
+"""A rank's optimizer update on the GPU, split at the gradient-norm read where the step clips on the host.
+
+Without `plan.grad_clip_host_sync` the update is one task whose host time (a launch per layer) is
+issued before the step's closing sync (a gradient norm or loss `.item()`) and hidden while the GPU
+runs the passes. With it (Megatron-Core's distributed optimizer, costs/optimizer_tail.py) the update
+follows a sync of its own: the l2 norm over the rank's shard, the one-float all-reduce over the
+gradient group, the host's read; then the update, whose kernels the host issues one Python dispatch at
+a time (costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus
+that host time, so a host still issuing when the GPU is done ends the step late by the difference.
+"""
+
+from __future__ import annotations
+
+from scalesim.costs.coalesced import param_tensor_shares, param_tensor_weights
+from scalesim.costs.host import launch_host_s
+from scalesim.costs.optimizer import optimizer_time_s
+from scalesim.costs.optimizer_tail import grad_norm_time_s, prepare_dispatches, tail_dispatches
+from scalesim.parallel.ddp import tensor_buckets
+
+
+def rank_buckets(rp, local_works) -> list[list[tuple[float, bool]]]:
+    """The rank's gradient buckets of whole tensors in backward order, each tensor as (parameters, is a
+    block GEMM weight): `parallel.bucket_params` parameters a bucket (Megatron-Core), else `bucket_mb`
+    of gradients; tensors from costs/coalesced.py param_tensor_shares."""
+    b, plan = rp.b, rp.plan
+    tensors = [tuple((share * b._trained(w.layer), weight and w.layer.kind == "transformer_block")
+                     for share, weight in zip(param_tensor_shares(w.layer), param_tensor_weights(w.layer)))[::-1]
+               for w in reversed(local_works)]
+    cap = plan.bucket_params if plan.bucket_params is not None else plan.bucket_bytes / b.grad_bytes_per_param
+    flat = [t for layer in tensors for t in layer]
+    out, start = [], 0
+    for _, _, count in tensor_buckets([tuple(size for size, _ in layer) for layer in tensors], cap, cap):
+        out.append(flat[start:start + count])
+        start += count
+    return out
+
+
+def updated(rp, params: float, local_works, done: tuple) -> int:
+    """The update of `params` parameters after the tasks `done`; returns the task that ends it."""
+    plan, b = rp.plan, rp.b
+    timing = (("optimizer", params), ("optimizer", params),
+              lambda held_sms, gpu: optimizer_time_s(params, gpu, plan.precision, plan.optimizer, held_sms))
+    seconds = optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer)
+    if not (plan.grad_clip_host_sync and plan.host_dispatch_s > 0):
+        # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step ends on a
+        # sync (gradient norm or loss `.item()`), so the next step's first kernels are issued only after it.
+        return rp.compute("optimizer step", "optimizer", seconds, 0.0, deps=done, timing=timing,
+                          host_s=launch_host_s(len(local_works), plan.host_dispatch_s, False),
+                          host_sync=plan.host_dispatch_s > 0)
+    buckets = rank_buckets(rp, local_works)
+    shard = len(rp.grad_group) if plan.zero >= 1 else 1
+    norm = rp.compute("grad norm", "optimizer", grad_norm_time_s(params, b.gpu), 0.0, deps=done,
+                      host_s=prepare_dispatches(buckets, shard) * plan.host_dispatch_s)
+    reduced = rp.call("grad_norm", "all_reduce", rp.grad_group, 4.0, "comm", (norm,), ("dp", "cp"))
+    read = rp.compute("grad norm read", "other", 0.0, 0.0, deps=(norm if reduced is None else reduced,),
+                      host_sync=True)
+    # FP8 master weights only in full training: LoRA's optimizer holds the adapters, the FP8 base is frozen
+    dispatches = tail_dispatches(buckets, shard, plan.fp8_param_gather and plan.precision == "fp8"
+                                 and plan.finetune is None)
+    update = rp.compute("optimizer step", "optimizer", seconds, 0.0, deps=(read,), timing=timing)
+    # The update's kernels run as the host issues them; the last of them is issued after all its dispatches.
+    return rp.compute("optimizer tail", "other", 0.0, 0.0, deps=(update,),
+                      host_s=dispatches * plan.host_dispatch_s, host_sync=True)

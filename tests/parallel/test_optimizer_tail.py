@@ -1,0 +1,91 @@
+"""Megatron-Core's update after its gradient-norm read (parallel/optimizer_tail.py, costs/optimizer_tail.py):
+the host issues the update's dispatches only after the read, so the step ends no earlier than the read
+plus their CPU time, and the tail grows with the FP8 weights and shrinks with a faster host."""
+
+from dataclasses import replace
+
+import pytest
+
+from scalesim.costs.host import DISPATCH_S_PER_OP, launch_host_s
+from scalesim.costs.optimizer_tail import tail_dispatches
+from scalesim.engine import simulate
+from scalesim.models import get_model
+from scalesim.parallel import ParallelPlan, Placement, build_program
+from scalesim.parallel.builder import StepBuilder
+from scalesim.parallel.optimizer_tail import rank_buckets
+from scalesim.parallel.rank_program import RankProgram
+from scalesim.topology import build_cluster, load_node_design
+
+DGX = build_cluster(load_node_design("dgx-h100"))
+MODEL = get_model({"kind": "transformer", "layers": 8, "hidden": 1024, "heads": 8, "vocab": 32000, "ffn": "swiglu",
+                   "ffn_hidden": 2816, "kv_heads": 8}, seq_len=2048)
+
+
+def plan(clip=True, host=DISPATCH_S_PER_OP, fp8=True, graphs=True):
+    return ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 1, "fp8" if fp8 else "bf16", "adamw", "none", "flash",
+                        zero=1, overlap_param_gather=True, fp8_param_gather=fp8, bucket_params=10_000_000,
+                        host_dispatch_s=host, cuda_graphs=graphs, grad_clip_host_sync=clip)
+
+
+def played(p):
+    prog = build_program(MODEL, DGX.gpu_spec, DGX, p)
+    return prog, [i for i in simulate(prog, exact=True).intervals if i.rank == 0]
+
+
+def works():
+    """The layers (embedding, blocks, norm, head) whose launches the unsplit update counts."""
+    return len(StepBuilder(MODEL, DGX.gpu_spec, DGX, plan()).chunk_work[0])
+
+
+def test_a_clipped_step_under_cuda_graphs_ends_no_earlier_than_the_read_plus_the_host_tail():
+    prog, intervals = played(plan())
+    tasks = prog.tasks[0]
+    tail = next(t for t in tasks if t.name == "optimizer tail")
+    read = next(i for i in intervals if i.name == "grad norm read")
+    end_s = max(i.end_s for i in intervals)
+    backward_end = max(i.end_s for i in intervals if i.name.startswith("bwd"))
+    assert tail.host_s > 0 and read.end_s >= backward_end          # the read waits for the graph's work
+    assert end_s >= read.end_s + tail.host_s                         # and the host's tail comes after it
+    update = next(i for i in intervals if i.name == "optimizer step")
+    assert end_s > update.end_s                                      # longer than the GPU's update: the host sets it
+
+
+def test_more_fp8_weights_never_make_the_tail_shorter():
+    base = [[(50.0, True), (1.0, False), (50.0, True)], [(80.0, True)]]
+    for shard in (1, 2, 8, 64):
+        count = tail_dispatches(base, shard, True)
+        for bucket in range(len(base)):
+            more = [list(b) for b in base]
+            more[bucket].append((30.0, True))
+            assert tail_dispatches(more, shard, True) >= count
+        assert tail_dispatches(base, shard, True) >= tail_dispatches(base, shard, False)
+    # and a step whose blocks keep FP8 parameters issues a longer tail than the same step without them
+    fp8_tail = next(t for t in played(plan())[0].tasks[0] if t.name == "optimizer tail")
+    plain = replace(plan(), fp8_param_gather=False)
+    assert fp8_tail.host_s > next(t for t in played(plain)[0].tasks[0] if t.name == "optimizer tail").host_s
+
+
+def test_a_faster_host_never_makes_the_step_longer():
+    ends = [max(i.end_s for i in played(plan(host=host))[1]) for host in (26e-6, 13e-6, 6.5e-6, 3e-6)]
+    assert ends == sorted(ends, reverse=True)
+    assert ends[0] > ends[-1]                  # the tail is on the critical path of this small step
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_without_clipping_the_update_is_the_one_task_it_was(graphs):
+    prog, intervals = played(plan(clip=False, graphs=graphs))
+    names = [t.name for t in prog.tasks[0]]
+    assert "grad norm" not in names and "optimizer tail" not in names
+    update = next(t for t in prog.tasks[0] if t.name == "optimizer step")
+    assert update.host_sync and update.host_s == launch_host_s(works(), DISPATCH_S_PER_OP, False)
+    clipped = max(i.end_s for i in played(plan(clip=True, graphs=graphs))[1])
+    assert max(i.end_s for i in intervals) < clipped
+
+
+def test_buckets_hold_every_trained_parameter_once():
+    builder = StepBuilder(MODEL, DGX.gpu_spec, DGX, plan())
+    rp = RankProgram(builder, 0)
+    works = [w for w in builder.chunk_work[0]]
+    buckets = rank_buckets(rp, works)
+    assert sum(size for b in buckets for size, _ in b) == pytest.approx(sum(builder._trained(w.layer) for w in works))
+    assert len(buckets) > 1 and all(fp8 is False for size, fp8 in buckets[0] if size < 1e4)   # norms are not FP8
