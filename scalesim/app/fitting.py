@@ -11,13 +11,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom, own_plan_point,
-                                plan_keys_cleared, recompute_keys_cleared, scenario_for, schedule_for, search_points)
+from scalesim.app.plans import (FINETUNE, OFFLOAD, RECOMPUTE, check_points, memory_headroom,
+                                own_plan_point, plan_keys_cleared, recompute_keys_cleared, scenario_for, schedule_for,
+                                search_points)
 from scalesim.app.setup import Setup, prepare, step_time_of
 from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
 from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.bounds import fastest
+from scalesim.scenario.graphs import graphs_cleared
 from scalesim.units import format_bytes, format_time
 
 
@@ -132,7 +134,8 @@ def _budgeted_step(setup: Setup, over: dict[int, str]) -> float:
 def _keys_that_go_with(setup: Setup, sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """`sections` with the keys the changed plan no longer takes cleared: recompute_modules go with
     selective full training only, recompute_num_layers with full; the framework keys tied to one ZeRO
-    stage, to tp > 1 or to virtual stages (plans.py plan_keys_cleared). The schedule is the plan's, run
+    stage, to tp > 1 or to virtual stages (plans.py plan_keys_cleared), CUDA graphs where the plan's ZeRO-3
+    cannot run them (scenario/graphs.py). The schedule is the plan's, run
     as 1F1B where the changed split cannot fill its interleaved one (plans.py schedule_for, as searches do)."""
     scenario = setup.scenario
     training, parallel = sections.get("training", {}), sections.get("parallel", {})
@@ -142,7 +145,9 @@ def _keys_that_go_with(setup: Setup, sections: dict[str, dict[str, Any]]) -> dic
     cleared = plan_keys_cleared(parallel.get("zero", setup.plan.zero), parallel.get("tp", setup.plan.placement.tp),
                                 setup.plan.chunks_per_stage > 1 and not schedule,
                                 parallel.get("pp", setup.plan.placement.pp))
-    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **training},
+    fsdp = parallel.get("fsdp_version", cleared.get("fsdp_version", scenario.parallel.fsdp_version))
+    graphs = graphs_cleared(parallel.get("zero", setup.plan.zero), fsdp)     # scenario/graphs.py
+    return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **graphs, **training},
             "parallel": {**schedule, **cleared, **parallel}}
 
 

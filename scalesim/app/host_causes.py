@@ -44,9 +44,10 @@ def eager_parts(model: ModelSpec) -> frozenset[str]:
 
 
 def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None,
-                eager: frozenset[str] = frozenset()) -> dict[str, Any]:
+                eager: frozenset[str] = frozenset(), graphs_blocked_by: str | None = None) -> dict[str, Any]:
     """The host's CPU time per step by cause and its blocking syncs, for one rank's `tasks` (program
-    order), with the plan's flags a report needs to say what would help.
+    order), with the plan's flags a report needs to say what would help (`graphs_blocked_by`: what in
+    the plan keeps CUDA graphs from capturing its layers, scenario/graphs.py).
 
     >>> from scalesim.program import ComputeTask
     >>> tasks = [ComputeTask("fwd block 0", "forward", 1e-3, host_s=2e-5),
@@ -56,31 +57,38 @@ def host_causes(tasks: Iterable, cuda_graphs: bool, fsdp_version: int | None,
     >>> h["cpu_s"] == {"layer_kernels": 2e-5, "fsdp": 1e-5, "other": 5e-6}, h["blocking_syncs"]
     (True, {'fsdp_rate_limiter': 1, 'other': 0})
     """
-    layer = fsdp = other = outside = 0.0
+    cpu = {"layer_kernels": 0.0, "fsdp": 0.0, "other": 0.0}
+    outside = 0.0
     limiter = syncs = 0
     for task in tasks:
-        is_fsdp = task.name.startswith(FSDP_PREFIX)
+        cause = task_cause(task)
         if task.host_s:
-            if is_fsdp:
-                fsdp += task.host_s
-            elif task.kind in LAYER_KINDS:
-                layer += task.host_s
-                if eager and _part_name(task.name) in eager:
-                    outside += task.host_s
-            else:
-                other += task.host_s
+            cpu[cause] += task.host_s
+            if cause == "layer_kernels" and eager and part_name(task.name) in eager:
+                outside += task.host_s
         if task.host_sync:
-            if is_fsdp and RATE_LIMITER in task.name:
+            if cause == "fsdp" and RATE_LIMITER in task.name:
                 limiter += 1
             else:
                 syncs += 1
-    return {"cuda_graphs": cuda_graphs, "fsdp_version": fsdp_version,
-            "cpu_s": {"layer_kernels": layer, "fsdp": fsdp, "other": other},
+    return {"cuda_graphs": cuda_graphs, "fsdp_version": fsdp_version, "cuda_graphs_blocked_by": graphs_blocked_by,
+            "cpu_s": cpu,
             "layer_kernels_outside_graphs_s": outside,
             "blocking_syncs": {"fsdp_rate_limiter": limiter, "other": syncs}}
 
 
-def _part_name(task_name: str) -> str:
+def task_cause(task) -> str:
+    """The cause a task's host time goes to, by how the builder names and kinds it: "fsdp" for the tasks
+    parallel/fsdp.py and fsdp_limiter.py add (all named "fsdp..."), "layer_kernels" for a layer's forward,
+    backward and recompute, "other" for the rest. Names are the builder's contract with this module:
+    tests/app/test_host_cause_names.py fails if a task the builder makes for FSDP or MoE steps is renamed
+    out of its cause."""
+    if task.name.startswith(FSDP_PREFIX):
+        return "fsdp"
+    return "layer_kernels" if task.kind in LAYER_KINDS else "other"
+
+
+def part_name(task_name: str) -> str:
     """The layer part a layer task runs: "fwd block0.2 + token-count sync" -> "block0.2"
     (parallel/rank_program.py run_layer)."""
     words = task_name.split(" ", 2)

@@ -45,6 +45,25 @@ def nodes_used(scenario: Scenario, gpus: int, file: str | None = None, catalog: 
     return max(1, math.ceil(gpus / _design(scenario, file, catalog, caches).gpus))
 
 
+def nodes_charged(scenario: Scenario, gpus: int, file: str | None = None, catalog: Catalog | None = None,
+                  caches=None) -> tuple[float, str]:
+    """Nodes whose server, network ports and host power the run is charged for, and on what basis:
+    `whole_nodes` when its GPUs fill whole nodes; `per_gpu_share` when it uses part of a node, charged
+    its GPUs' share of it (1 GPU of an 8-GPU node: 1/8), as a cloud prices a GPU of a shared node and as
+    an owner's other jobs use the rest (the GPUs themselves are always charged one by one).
+
+    >>> from scalesim.scenario import Scenario
+    >>> s = Scenario.model_validate({"name": "x", "cluster": {"node": "dgx-h100"}, "model": "gpt2-350m",
+    ...                              "training": {"global_batch": 8}})
+    >>> nodes_charged(s, 1), nodes_charged(s, 8), nodes_charged(s, 12)
+    ((0.125, 'per_gpu_share'), (1, 'whole_nodes'), (1.5, 'per_gpu_share'))
+    """
+    per_node = _design(scenario, file, catalog, caches).gpus
+    if gpus % per_node == 0:
+        return gpus // per_node, "whole_nodes"
+    return gpus / per_node, "per_gpu_share"
+
+
 def ownership(scenario: Scenario, gpu_list_price: float | None, nodes: int, file: str | None = None,
               catalog: Catalog | None = None, caches=None) -> tuple[Ownership, dict[str, str]]:
     """The scenario's ownership costs with defaults filled in, and where each number comes from."""
@@ -126,12 +145,16 @@ def run_inputs(setup, timeline: Timeline, *, samples_per_s: float, tokens_per_s:
     failures, fail_sources, size = failure_model(scenario, ecc=gpu.ecc, params=saved, nodes=nodes,
                                                  adapters_only=finetune is not None)
     prices = Prices(scenario.pricing.gpu_hour_usd, scenario.pricing.electricity_usd_per_kwh)
-    inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=nodes, samples_per_s=samples_per_s,
+    charged, basis = nodes_charged(scenario, setup.gpus, file, catalog, caches)
+    inputs = RunInputs(gpu=gpu, gpus=setup.gpus, nodes=charged, samples_per_s=samples_per_s,
                        tokens_per_s=tokens_per_s, busy_fraction=busy,
                        budget=Budget(training.tokens, training.epochs, training.dataset_samples),
                        prices=prices, ownership=own, failures=failures)
     gpu_hour = prices.gpu_hour_usd if prices.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
     rows = [
+        ("nodes charged (server, network, host power)", charged,
+         "the GPUs' share of a partly used node (per_gpu_share)" if basis == "per_gpu_share"
+         else "whole nodes (whole_nodes)"),
         ("GPU-hour price (USD)", gpu_hour,
          "scenario" if prices.gpu_hour_usd is not None else econ.SOURCES["gpu_hour_usd"]),
         ("electricity (USD/kWh)", prices.electricity_usd_per_kwh, econ.SOURCES["electricity_usd_per_kwh"]),

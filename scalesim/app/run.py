@@ -14,7 +14,7 @@ from scalesim.app.caches import Caches
 from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
 from scalesim.app.forked import Forked
 from scalesim.app.host_causes import eager_parts, host_causes
-from scalesim.app.procurement import run_inputs
+from scalesim.app.procurement import nodes_charged, run_inputs
 from scalesim.app.setup import Setup, host_fit_reason, prepare, simulate_setup, step_time_of
 from scalesim.costs.economics import training_economics
 from scalesim.costs.finetune import trained_params
@@ -28,6 +28,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
+from scalesim.scenario.graphs import graphs_blocked_by
 from scalesim.timeline import Columns, Timeline, columns
 from scalesim.units import format_bytes
 
@@ -81,6 +82,13 @@ def _rate(setup: Setup) -> float:
     """Samples/s per GPU of the prepared setup, simulated."""
     plan = setup.plan
     return plan.micro_batch * plan.micro_batches * plan.placement.dp / step_time_of(setup) / setup.gpus
+
+
+def _cost_basis(setup: Setup) -> dict:
+    """How the run is charged for its nodes' servers, network and host power (procurement.py nodes_charged)."""
+    nodes, basis = nodes_charged(setup.scenario, setup.gpus, setup.file, getattr(setup, "catalog", None),
+                                 getattr(setup, "caches", None))
+    return {"cost_basis": basis, "nodes_charged": nodes}
 
 
 def plan_summary(plan: ParallelPlan) -> dict:
@@ -190,12 +198,13 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         plan=_with_trainable(plan_summary(setup.plan), setup),
         scaling=scaling, scaling_skipped=skipped,
         timeline=timeline,
-        economics=money.as_json(), reliability=money.reliability.as_json() if money.reliability else {},
+        economics={**money.as_json(), **_cost_basis(setup)},
+        reliability=money.reliability.as_json() if money.reliability else {},
         assumptions=assumptions, inputs=inputs, slowest_gpu_factor=setup.plan.slowest_gpu_factor,
         fit_confidence=fit_confidence(memory.total, capacity) if reason is None or memory.total > capacity
         else "does_not_fit",
         host=host_causes(setup.step.program.tasks.get(rank, ()), setup.plan.cuda_graphs, setup.plan.fsdp_version,
-                         eager_parts(model)),
+                         eager_parts(model), graphs_blocked_by(setup.plan.zero, setup.plan.fsdp_version)),
     )
 
 

@@ -139,7 +139,7 @@ class RunInputs:
 
     gpu: GpuSpec
     gpus: int
-    nodes: int
+    nodes: float           # servers charged: whole nodes, or the GPUs' share of a partly used node (app/procurement.py)
     samples_per_s: float
     tokens_per_s: float | None
     busy_fraction: float                      # mean over GPUs of kernel-busy time / step time

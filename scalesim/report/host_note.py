@@ -6,6 +6,9 @@ when launching layer kernels is the main host cost, they are off, and most of th
 dropless MoE experts, which run eagerly even with graphs (costs/host.py outside_cuda_graphs). PyTorch FSDP's hooks and FSDP1's
 rate-limiter waits (costs/fsdp_host.py, parallel/fsdp_limiter.py) run outside any graph: there FSDP2
 (no rate limiter, parallel.fsdp_version: 2), larger units or fewer original parameters per unit help.
+CUDA graphs are named only for a plan that can run them (`cuda_graphs_blocked_by`, scenario/graphs.py):
+FSDP1 and DeepSpeed ZeRO-3 cannot, and FSDP2 runs them as torch.compile's per-block graphs. For the
+others, fewer micro-batches per step (a larger micro-batch) launch each layer's kernels fewer times.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ def host_bound_note(r: StepResult) -> str:
     total = sum(cpu.values()) if cpu else 0.0
     if total <= 0 or bound < SMALL_SHARE * r.step_time_s:
         return WHAT
+    plan = getattr(r, "plan", None) or {}
     causes = sorted(((seconds / total, name) for name, seconds in cpu.items() if seconds >= MAJOR_SHARE * total),
                     reverse=True)
     return f"{WHAT}; the host's CPU time: " + "; ".join(
-        f"{share:.0%} {_CAUSES[name](host)}" for share, name in causes if name in _CAUSES)
+        f"{share:.0%} {_CAUSES[name](host, plan)}" for share, name in causes if name in _CAUSES)
 
 
-def _layer_kernels(host: dict) -> str:
+def _layer_kernels(host: dict, plan: dict) -> str:
     if host.get("cuda_graphs"):
         return "launching the layers' kernels, already as CUDA graphs (what is left runs outside the graphs)"
     layer = (host.get("cpu_s") or {}).get("layer_kernels", 0.0)
@@ -41,10 +45,18 @@ def _layer_kernels(host: dict) -> str:
     if layer > 0 and eager >= 0.5 * layer:
         return (f"launching the layers' kernels one by one, {eager / layer:.0%} of it in dropless MoE experts "
                 "(the host reads their token counts every step: CUDA graphs do not capture them)")
-    return "launching the layers' kernels one by one (training.cuda_graphs removes most of it)"
+    blocker = host.get("cuda_graphs_blocked_by")
+    if blocker is None:
+        graphs = ("training.cuda_graphs, each block under torch.compile(mode=\"reduce-overhead\"), removes most of it"
+                  if host.get("fsdp_version") == 2 else "training.cuda_graphs removes most of it")
+        return f"launching the layers' kernels one by one ({graphs})"
+    fewer = ("a larger training.micro_batch (fewer micro-batches per step) launches them fewer times; "
+             if (plan.get("micro_batches") or 1) > 1 else "")
+    return (f"launching the layers' kernels one by one (CUDA graphs cannot capture {blocker}'s layers: {fewer}"
+            "FSDP2, parallel.fsdp_version: 2 with training.cuda_graphs, runs each block as torch.compile's graphs)")
 
 
-def _fsdp(host: dict) -> str:
+def _fsdp(host: dict, plan: dict) -> str:
     limiter = (host.get("blocking_syncs") or {}).get("fsdp_rate_limiter", 0)
     waits = f", FSDP1's rate limiter blocking the host at {limiter:,} unshards" if limiter else ""
     fixes = ("FSDP2 (parallel.fsdp_version: 2), larger units or fewer parameters per unit do"
@@ -52,7 +64,7 @@ def _fsdp(host: dict) -> str:
     return f"PyTorch FSDP's hooks{waits} (CUDA graphs do not remove these; {fixes})"
 
 
-def _other(host: dict) -> str:
+def _other(host: dict, plan: dict) -> str:
     syncs = (host.get("blocking_syncs") or {}).get("other", 0)
     return ("host work outside the layers: optimizer, gradient hooks, collective calls"
             + (f", {syncs:,} blocking syncs" if syncs else "") + " (CUDA graphs do not remove it)")

@@ -94,7 +94,8 @@ def _training_rows(t: Table, r: StepResult) -> None:
         per_m = own.get("usd_per_million_tokens")
         t.add_row("cost to train (owned)", f"{_usd(own['cost_usd'])}: {_usd(own['amortised_usd'])} of a "
                   f"{_usd(own['capex_total_usd'])} purchase over {own['amortisation_years']:g} years + "
-                  f"{_usd(own['power_usd'])} power" + (f" ({_usd(per_m)} per million tokens)" if per_m else ""))
+                  f"{_usd(own['power_usd'])} power" + (f" ({_usd(per_m)} per million tokens)" if per_m else "")
+                  + _share_note(r.economics))
     elif own.get("capex_usd", 0) is None and r.time_to_train_s is not None:
         t.add_row("cost to train (owned)", f"n/a: the catalog has no purchase price for {r.gpu_name}; set "
                   f"pricing.ownership.gpu_usd (power alone: {_usd(own.get('power_usd'))})")
@@ -102,6 +103,14 @@ def _training_rows(t: Table, r: StepResult) -> None:
         energy = (r.economics or {}).get("energy_kwh") or {}
         t.add_row("energy", f"{r.energy_kwh:,.1f} kWh (GPUs {energy.get('gpu', 0):,.1f}, hosts "
                   f"{energy.get('host', 0):,.1f}; {energy.get('facility', 0):,.1f} with PUE)")
+
+
+def _share_note(economics: dict) -> str:
+    """How a run on part of a node is charged for the node (economics.cost_basis, app/procurement.py)."""
+    if economics.get("cost_basis") != "per_gpu_share":
+        return ""
+    return (f"; server, network and host power of {economics['nodes_charged']:.3g} nodes, the run's share of "
+            "its GPUs' nodes (cost_basis: per_gpu_share)")
 
 
 def _usd(x: float | None) -> str:

@@ -13,6 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
+from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.scenario.training import LORA_TARGETS, LoraSpec, TrainingSpec, resolved_attention  # noqa: F401
@@ -231,6 +232,9 @@ class Scenario(Strict):
     @pydantic.model_validator(mode="after")
     def _within_limits(self) -> "Scenario":
         check_limits(self, SCENARIO_LIMITS)     # values far beyond real systems (scalesim/limits.py)
+        refusal = self.training.cuda_graphs and graphs_refusal(self.parallel.zero, self.parallel.fsdp_version)
+        if refusal:     # graphs that cannot capture the plan's layers (scenario/graphs.py)
+            raise InputError(refusal, key="training.cuda_graphs")
         return self
 
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":
