@@ -39,10 +39,16 @@ from scalesim.collectives.tree import nccl_dtree_edges
 from scalesim.topology import Topology
 
 
+# NCCL enables NVLS only for a communicator with more than two GPUs on the node (MNNVL: in the NVLink
+# clique): ncclNvlsInit returns without NVLS at gpuCount <= 2 (src/transport/nvls.cc, v2.18.5-1 to v2.28.3-1).
+NVLS_MIN_LOCAL_RANKS = 3
+
+
 def nvls_switch(topology: Topology, ranks: tuple[int, ...]) -> str | None:
-    """The NVSwitch all `ranks` hang off, if it can reduce in-network (None across servers)."""
+    """The NVSwitch all `ranks` hang off, if it can reduce in-network (None across servers, or for
+    two GPUs or fewer: NCCL runs no NVLS there)."""
     g = topology.graph
-    if len(topology.ranks_by_server(ranks)) != 1:
+    if len(ranks) < NVLS_MIN_LOCAL_RANKS or len(topology.ranks_by_server(ranks)) != 1:
         return None
     switches = None
     for r in ranks:
