@@ -167,7 +167,8 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     taking it twice (Simple), on top of the step latencies below.
 
     NCCL's tuner caps NVLSTree's bus bandwidth per NVLS channel by GPU
-    generation and server count (perChMaxNVLSTreeBws, NCCL 2.28+): on Hopper
+    generation and server count (perChMaxNVLSTreeBws, NCCL 2.28.3's figures; 2.28.9
+    raised Blackwell's beyond two nodes from 43.1 to 43.8 and 2.30 to 80.0): on Hopper
     57.7 GB/s a channel on two servers, so 8 heads reach ~462 GB/s busbw,
     about one server's NVLS busbw, not its algbw, whatever the NVLS stage's
     own rate. The cap rides on the switch flows (each moves S(k+1)/k), so the
