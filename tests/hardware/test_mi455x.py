@@ -30,7 +30,7 @@ def test_mi455x_is_amds_published_part_and_the_helios_rack_is_72_of_them():
     gpu, mi355x = get_gpu("mi455x"), get_gpu("mi355x")
     assert gpu.sms == 256 and gpu.sm_clock_hz == pytest.approx(2.4e9)
     assert gpu.memory_bytes == 463_856_467_968 == 432 * GIB          # the bytes the device reports
-    assert RACK * 432e9 == pytest.approx(31 * TB, rel=0.01)
+    assert RACK * (gpu.memory_bytes / GIB) * 1e9 == pytest.approx(31 * TB, rel=0.01)   # AMD's 432 GB x 72
     assert gpu.memory_bw_bytes_per_s == pytest.approx(2.91 * mi355x.memory_bw_bytes_per_s, rel=0.01)
     assert gpu.bf16_flop_per_s == pytest.approx(5.0 * PF, rel=0.01)
     assert gpu.fp8_flop_per_s == pytest.approx(20.1 * PF, rel=0.002)
