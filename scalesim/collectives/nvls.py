@@ -39,10 +39,16 @@ from scalesim.collectives.tree import nccl_dtree_edges
 from scalesim.topology import Topology
 
 
+# NCCL enables NVLS only for a communicator with more than two GPUs on the node (MNNVL: in the NVLink
+# clique): ncclNvlsInit returns without NVLS at gpuCount <= 2 (src/transport/nvls.cc, v2.18.5-1 to v2.28.3-1).
+NVLS_MIN_LOCAL_RANKS = 3
+
+
 def nvls_switch(topology: Topology, ranks: tuple[int, ...]) -> str | None:
-    """The NVSwitch all `ranks` hang off, if it can reduce in-network (None across servers)."""
+    """The NVSwitch all `ranks` hang off, if it can reduce in-network (None across servers, or for
+    two GPUs or fewer: NCCL runs no NVLS there)."""
     g = topology.graph
-    if len(topology.ranks_by_server(ranks)) != 1:
+    if len(ranks) < NVLS_MIN_LOCAL_RANKS or len(topology.ranks_by_server(ranks)) != 1:
         return None
     switches = None
     for r in ranks:
@@ -161,7 +167,8 @@ def nvls_tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_byt
     taking it twice (Simple), on top of the step latencies below.
 
     NCCL's tuner caps NVLSTree's bus bandwidth per NVLS channel by GPU
-    generation and server count (perChMaxNVLSTreeBws, NCCL 2.28+): on Hopper
+    generation and server count (perChMaxNVLSTreeBws, NCCL 2.28.3's figures; 2.28.9
+    raised Blackwell's beyond two nodes from 43.1 to 43.8 and 2.30 to 80.0): on Hopper
     57.7 GB/s a channel on two servers, so 8 heads reach ~462 GB/s busbw,
     about one server's NVLS busbw, not its algbw, whatever the NVLS stage's
     own rate. The cap rides on the switch flows (each moves S(k+1)/k), so the

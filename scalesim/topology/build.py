@@ -102,18 +102,23 @@ def _add_pcie(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str):
 
 def _add_nics(g: nx.Graph, design: NodeDesign, slot, nic_count: int | None, nic_link: str | None, get_link,
               p: str) -> None:
-    """The NICs on the PCIe switches (or the sockets), `nic_count` and `nic_link` over the design's."""
+    """The NICs on the PCIe switches (or the sockets), `nic_count` and `nic_link` over the design's.
+    `attach: gpu`: each NIC on a GPU's own I/O (in GPU order), joined at the NIC's own rate, so the
+    GPU's host slot does not carry its scale-out traffic (AMD Helios: 300 GB/s a GPU over a
+    PCIe 6.0 host slot of 121)."""
     nics, sockets, switches = design.nics, design.host.sockets, design.pcie.switches
     count = nics.count if nic_count is None else nic_count
     link_name = nic_link or nics.link
     network = get_link(link_name, key="nics.link") if link_name else None
     for k in range(count):
-        if nics.attach == "pcie-switch" and switches:
+        if nics.attach == "gpu":
+            parent = f"{p}gpu{k * design.gpus // count}"
+        elif nics.attach == "pcie-switch" and switches:
             parent = f"{p}sw{k * switches // count}"
         else:
             parent = f"{p}cpu{k * sockets // count}"
         g.add_node(f"{p}nic{k}", kind="nic", index=k, link=network, socket=g.nodes[parent]["socket"])
-        g.add_edge(f"{p}nic{k}", parent, link=slot, duplex=True)
+        g.add_edge(f"{p}nic{k}", parent, link=network if nics.attach == "gpu" and network else slot, duplex=True)
 
 
 def _add_nvlink(g: nx.Graph, design: NodeDesign, gpu: GpuSpec, get_link, p: str) -> None:

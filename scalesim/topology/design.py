@@ -60,7 +60,7 @@ class NvlinkDesign(Strict):
 class NicDesign(Strict):
     count: pydantic.NonNegativeInt = 0
     link: Part | None = None              # catalog network link of each NIC (used between nodes)
-    attach: Literal["pcie-switch", "host"] = "pcie-switch"
+    attach: Literal["pcie-switch", "host", "gpu"] = "pcie-switch"   # gpu: on the GPU's own I/O, at the NIC's rate
 
 
 class NodeDesign(Strict):

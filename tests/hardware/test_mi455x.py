@@ -30,7 +30,7 @@ def test_mi455x_is_amds_published_part_and_the_helios_rack_is_72_of_them():
     gpu, mi355x = get_gpu("mi455x"), get_gpu("mi355x")
     assert gpu.sms == 256 and gpu.sm_clock_hz == pytest.approx(2.4e9)
     assert gpu.memory_bytes == 463_856_467_968 == 432 * GIB          # the bytes the device reports
-    assert RACK * 432e9 == pytest.approx(31 * TB, rel=0.01)
+    assert RACK * (gpu.memory_bytes / GIB) * 1e9 == pytest.approx(31 * TB, rel=0.01)   # AMD's 432 GB x 72
     assert gpu.memory_bw_bytes_per_s == pytest.approx(2.91 * mi355x.memory_bw_bytes_per_s, rel=0.01)
     assert gpu.bf16_flop_per_s == pytest.approx(5.0 * PF, rel=0.01)
     assert gpu.fp8_flop_per_s == pytest.approx(20.1 * PF, rel=0.002)
@@ -105,3 +105,16 @@ def test_432_gib_holds_a_plan_288_gb_does_not(tmp_path):
     mi355x = _run(tmp_path, {**scenario, "cluster": {"node": "mi355x-8", "gpus": 8}})
     assert helios["memory_per_gpu_bytes"] == pytest.approx(mi355x["memory_per_gpu_bytes"], rel=0.05)
     assert helios["fits"] and not mi355x["fits"]
+
+
+def test_two_helios_racks_move_amds_300_gb_a_gpu_not_its_pcie_slots_rate():
+    # AMD: 300 GB/s of scale-out a GPU; the GPU's host slot (PCIe 6.0, 121 GB/s) must not carry it
+    from scalesim.collectives import plan_collective, plan_time_s
+    from scalesim.collectives.busbw import busbw_bytes_per_s
+    from scalesim.topology import Fabric
+    topo = build_cluster(load_node_design("helios-72"), nodes=2, fabric=Fabric("roce-2400g", RACK))
+    nic, slot = get_link("roce-2400g"), get_link(load_node_design("helios-72").pcie.link)
+    plan = plan_collective("all_gather", topo, (0, RACK), 4 * GIB, "ring")
+    busbw = busbw_bytes_per_s("all_gather", 2, 4 * GIB, plan_time_s(plan, topo.capacity_bytes_per_s))
+    assert busbw > slot.bw_bytes_per_s
+    assert busbw == pytest.approx(nic.bw_bytes_per_s * nic.efficiency, rel=0.03)
