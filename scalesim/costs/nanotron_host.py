@@ -126,8 +126,8 @@ def nanotron_layer_host_s(model: ModelSpec | None, par, servers: int, attention:
     """Host seconds per decoder layer and micro-batch to add to scalesim's per-kernel count
     (ParallelPlan.pipeline_layer_host_s), for the scenario's parallel section `par` (tp, pp,
     pipeline_balance) on `servers` servers and a node whose `host` may give its dispatch time: with
-    nanotron's pipeline across servers, its fitted floor (costs/host.py NANOTRON_PP_LAYER_S, fitted over
-    the per-kernel count, so it already holds what the count below adds); else, for a nanotron model
+    nanotron's pipeline across servers, its floor (costs/host.py NANOTRON_PP_LAYER_S, the measured time
+    per layer, so it already holds what the count below adds); else, for a nanotron model
     (`model`; None for others), what `layer_host_s` counts beyond the per-kernel count of its decoder block."""
     floor = nanotron_pipeline_layer_s(par.tp, par.pp, servers) if par.pipeline_balance == "nanotron" else 0.0
     block = next((layer for layer in model.layers if layer.kind == "transformer_block"), None) if model else None
