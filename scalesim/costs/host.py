@@ -248,7 +248,8 @@ def outside_cuda_graphs(layer: LayerSpec, capacity_factor: float | None) -> bool
 # nor do the two runs with a single layer on the fullest stage (3.57B and 8.86B dp1-tp4-pp32: 6 and 10
 # ms per micro-batch). Which part of the engine costs it is not established; it is issued as host
 # time, a floor the GPU work runs under (the sweep's 80B layers at TP 8 take no longer than the 1.34B
-# ones).
+# ones). Being the measured time per layer, it holds every host call of the layer: costs/nanotron_host.py
+# keeps this floor where it applies and adds its own count of a nanotron layer only elsewhere.
 NANOTRON_PP_LAYER_S = 4.63e-3            # seconds per decoder layer and micro-batch
 NANOTRON_PP_LAYER_S_PER_TP = 2.06e-3     # and per tensor-parallel rank
 
