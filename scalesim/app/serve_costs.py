@@ -9,8 +9,10 @@ from scalesim.costs import economics as econ
 
 def per_million_tokens(setup, tokens_per_s: float, busy_fraction: float) -> tuple[dict, dict | None]:
     """({cloud, owned} USD, {it, facility} kWh: GPUs and hosts, before and after PUE) per million
-    output tokens of `setup` (app.serve.ServeSetup); None where there is no throughput or price."""
-    from scalesim.app.procurement import nodes_used, ownership
+    output tokens of `setup` (app.serve.ServeSetup); None where there is no throughput or price. Servers,
+    network and host power are charged as training charges them (app/procurement.py nodes_charged): a run on
+    part of a node pays its GPUs' share of it."""
+    from scalesim.app.procurement import nodes_charged, nodes_used, ownership
 
     if tokens_per_s <= 0:
         return {"cloud": None, "owned": None}, None
@@ -18,8 +20,9 @@ def per_million_tokens(setup, tokens_per_s: float, busy_fraction: float) -> tupl
     per_million = 1e6 / (tokens_per_s * hour)
     price = scenario.pricing.gpu_hour_usd if scenario.pricing.gpu_hour_usd is not None else gpu.cloud_usd_per_gpu_hour
     cloud = None if price is None else econ.cloud_cost_usd(setup.gpus, hour, price)
-    nodes = nodes_used(scenario, setup.gpus, setup.file, setup.catalog)
-    own, _ = ownership(scenario, gpu.list_price_usd, nodes, setup.file, setup.catalog)
+    own, _ = ownership(scenario, gpu.list_price_usd, nodes_used(scenario, setup.gpus, setup.file, setup.catalog),
+                       setup.file, setup.catalog)
+    nodes, _ = nodes_charged(scenario, setup.gpus, setup.file, setup.catalog)
     energy = econ.energy_kwh(gpu=gpu, gpus=setup.gpus, nodes=nodes, host_power_w=own.host_power_w,
                              busy_fraction=busy_fraction, computing_s=hour, stalled_s=0.0)
     it_kwh = energy["gpu"] + energy["host"]
