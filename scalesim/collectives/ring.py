@@ -77,7 +77,7 @@ def _fully_connected(topology: Topology, ranks: tuple[int, ...]) -> bool:
         len(topology.path(a, b)) == 2 for i, a in enumerate(ranks) for b in ranks[i + 1:])
 
 
-def _rccl_mesh_servers(topology: Topology, ranks: tuple[int, ...], servers: list[list[int]]) -> bool:
+def rccl_mesh_servers(topology: Topology, ranks: tuple[int, ...], servers: list[list[int]]) -> bool:
     """True when RCCL runs the ranks on several fully connected boards, the same number of GPUs on each."""
     return (len(servers) > 1 and len({len(s) for s in servers}) == 1 and len(servers[0]) > 1
             and library_of(topology, ranks) == "rccl"
@@ -90,7 +90,7 @@ def ring_orders(topology: Topology, ranks: tuple[int, ...]) -> list[list[int]]:
     servers = topology.ranks_by_server(ranks)
     if len(servers) == 1 and _fully_connected(topology, ranks):
         return [[ranks[i] for i in ring] for ring in mesh_rings(len(ranks))]
-    if _rccl_mesh_servers(topology, ranks, servers):
+    if rccl_mesh_servers(topology, ranks, servers):
         return [[s[i] for k, s in enumerate(servers) for i in (path if k % 2 == 0 else path[::-1])]
                 for path in mesh_paths(len(servers[0]))]
     return [[r for s in servers for r in s[c:] + s[:c]] for c in rotations(topology, servers)]

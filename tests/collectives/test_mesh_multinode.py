@@ -86,3 +86,14 @@ def test_more_nics_never_slower(design):
     rates = [busbw(cluster(design, nics)) for nics in (1, 2, 4, 8)]
     assert all(b >= a * (1 - 1e-9) for a, b in zip(rates, rates[1:]))
     assert rates[-1] > 4 * rates[0]
+
+
+@pytest.mark.parametrize("design", AMD_BOARDS)
+def test_tree_chains_load_every_infinity_fabric_link_equally(design):
+    """RCCL's trees on these boards follow its ring paths (rome_models.cc 'Fall back to tree from ringBase')."""
+    t = cluster(design, 8)
+    plan = plan_collective("all_reduce", t, tuple(range(16)), GiB, algo="tree")
+    nodes = t.graph.nodes
+    uses = Counter(link for f in plan.phases[0].flows if nodes[f.src]["server"] == nodes[f.dst]["server"]
+                   for link in f.links)
+    assert len(uses) == 2 * 8 * 7 and len(set(uses.values())) == 1
