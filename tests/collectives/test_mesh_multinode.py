@@ -31,7 +31,7 @@ def bound(t, nics: int, gpus: int = 8) -> float:
     return min(nics * nic_rate, gpus * xgmi)
 
 
-@pytest.mark.parametrize("n", [2, 4, 6, 8, 10, 12])
+@pytest.mark.parametrize("n", [2, 4, 6, 7, 8, 9, 10, 11, 12])
 def test_paths_use_every_link_once_and_start_and_end_on_every_gpu_once(n):
     paths = mesh_paths(n)
     arcs = Counter((p[i], p[i + 1]) for p in paths for i in range(n - 1))
