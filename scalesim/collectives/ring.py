@@ -22,7 +22,10 @@ GPUs, no switch) are the exception: a ring uses one link out of each GPU, so
 RCCL spreads its channels over rings that use different links. We model that
 with n-1 arc-disjoint rings (`collectives/mesh.py`: 7 on 8 GPUs, every link of
 every GPU carrying data, as RCCL's own MI300X ring set does), each carrying 1/C
-of the data. NCCL's algorithms are taken to be RCCL's otherwise, with RCCL's
+of the data. Across servers of such boards RCCL runs one channel per GPU, each on
+its own path through the server (in on one GPU's NIC, out on another's, no
+link used twice: `mesh_paths`), odd servers in reverse so every hop between
+servers stays on one rail (ROCm/rccl rome_model_81). NCCL's algorithms are taken to be RCCL's otherwise, with RCCL's
 latencies and protocols (scalesim/collectives/protocol.py).
 """
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
 from scalesim.collectives.library import library_of
-from scalesim.collectives.mesh import mesh_rings
+from scalesim.collectives.mesh import mesh_paths, mesh_rings
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, net_step_latency_s, step_latency_s
 from scalesim.topology import Topology
 
@@ -74,12 +77,22 @@ def _fully_connected(topology: Topology, ranks: tuple[int, ...]) -> bool:
         len(topology.path(a, b)) == 2 for i, a in enumerate(ranks) for b in ranks[i + 1:])
 
 
+def rccl_mesh_servers(topology: Topology, ranks: tuple[int, ...], servers: list[list[int]]) -> bool:
+    """True when RCCL runs the ranks on several fully connected boards, the same number of GPUs on each."""
+    return (len(servers) > 1 and len({len(s) for s in servers}) == 1 and len(servers[0]) > 1
+            and library_of(topology, ranks) == "rccl"
+            and all(_fully_connected(topology, tuple(s)) for s in servers))
+
+
 def ring_orders(topology: Topology, ranks: tuple[int, ...]) -> list[list[int]]:
     """One ring order per channel: servers in order, each server's ranks rotated by the channel;
     on a fully connected board, one ring per set of links (`mesh_rings`)."""
     servers = topology.ranks_by_server(ranks)
     if len(servers) == 1 and _fully_connected(topology, ranks):
         return [[ranks[i] for i in ring] for ring in mesh_rings(len(ranks))]
+    if rccl_mesh_servers(topology, ranks, servers):
+        return [[s[i] for k, s in enumerate(servers) for i in (path if k % 2 == 0 else path[::-1])]
+                for path in mesh_paths(len(servers[0]))]
     return [[r for s in servers for r in s[c:] + s[:c]] for c in rotations(topology, servers)]
 
 

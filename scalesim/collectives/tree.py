@@ -11,7 +11,10 @@ latency counts 2 x (chain length + tree depth) steps, NCCL's
 
 Across servers NCCL runs one tree pair per NIC ("channel"), each on 1/C of
 the data and with its chains rotated so that each channel leaves the server
-through a different GPU and NIC. NCCL's tuner rates the tree at 0.9 of the
+through a different GPU and NIC (on AMD's fully connected boards, RCCL's chains are its
+ring paths, ROCm/rccl rome_models.cc @0cbce2a lines 1899-1900, 'Fall back to tree from
+ringBase': channel c's chain is the path `mesh_paths` starts on GPU c, so the channels
+spread over every Infinity Fabric link). NCCL's tuner rates the tree at 0.9 of the
 ring's bus bandwidth (busBw * .9 in ncclTopoTuneModel); that factor is part of
 the protocol's bandwidth fraction here. NCCL's tuner also caps a tree's bus
 bandwidth, an empirical limit of the reduce-broadcast pipeline: maxTreeBw
@@ -38,7 +41,8 @@ import math
 from scalesim.collectives.plan import CollectivePlan, Phase
 from scalesim.collectives.library import library_of
 from scalesim.collectives.protocol import bandwidth_fraction, base_latency_s, net_step_latency_s, step_latency_s
-from scalesim.collectives.ring import flow, plugin_latency_s, rotations
+from scalesim.collectives.mesh import mesh_paths
+from scalesim.collectives.ring import flow, plugin_latency_s, rccl_mesh_servers, rotations
 from scalesim.topology import Topology
 
 # NCCL ncclTopoTuneModel maxTreeBw, GB/s of NCCL "busBw" (algbw = busBw / 2 for trees).
@@ -150,10 +154,11 @@ def tree_plan(op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: f
     arch = getattr(topology.graph.nodes[topology.node_of(ranks[0])].get("spec"), "arch", "")
     algbw_cap = max_tree_busbw_bytes_per_s(arch, protocol, len(servers), len(shifts)) / 2
     cap = algbw_cap / (2 * len(shifts) * fraction)
+    paths = mesh_paths(len(servers[0])) if rccl_mesh_servers(topology, tuple(ranks), servers) else None
     flows = []
     for c in shifts:
         for tree in (0, 1):
-            rotated = [s[c:] + s[:c] for s in servers]
+            rotated = ([[s[i] for i in paths[c]] for s in servers] if paths else [s[c:] + s[:c] for s in servers])
             chains = [s if tree == 0 else s[::-1] for s in rotated]
             heads = [chain[0] for chain in chains]
             edges = binary_tree_edges(heads if tree == 0 else heads[::-1])
