@@ -25,6 +25,14 @@ base.py `initialize_ub` and csrc/comm_gemm_overlap.h, TE v1.9):
 - the data-gradient reduce-scatter of the first GEMM (qkv_wgrad, fc1_wgrad): `bulk`, on num_sm SMs
   beside that GEMM's weight-gradient GEMM; with frozen base weights (LoRA) there is none to hide it.
 
+A chunked GEMM's FP8 input is cast once, before the pipeline, not per chunk: TE quantizes the local input
+(`inputmat = input_quantizer(inputmat)`, transformer_engine/pytorch/module/linear.py @40c69e75 lines 194
+and 227) and then makes the one `general_gemm(..., ub=ub_obj)` call (line 309) whose chunks the userbuffers
+pipeline runs. The chunks of a gated MLP's fc1 are one GEMM of 2 x ffn columns: Megatron-Core builds
+`linear_fc1` with `ffn_hidden_size *= 2` under `gated_linear_unit` (megatron/core/transformer/mlp.py
+@core_v0.14.0 lines 94-97), scalesim's block models it as `mlp_gate` and `mlp_up` (the second sharing the
+first's FP8 cast, `cast_share` 0).
+
 Each pipeline is played as a time-equivalent task graph: the transfers of all but one chunk run on
 the "tp" stream beside the GEMM's other chunks, so the engine still times the transfers on the
 links and slows the GEMM for the SMs a reduce-scatter holds. The transfers are timed as the NCCL
@@ -36,11 +44,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scalesim.costs.compute import op_time_s
+from scalesim.costs.compute import fp8_cast_s, op_time_s
 
 # The GEMM each half's collectives sit beside (scalesim/models/transformer.py op names).
 GEMMS_IN = ("qkv", "mlp_gate", "mlp_up")
 GEMMS_OUT = ("attn_out", "mlp_down")
+# A gated MLP's two input projections, one linear_fc1 GEMM in Megatron-Core (module docstring).
+FUSED_FC1 = ("mlp_gate", "mlp_up")
 UB_MAX_SM = 32          # SMs of the last reduce-scatter chunk (comm_gemm_overlap.h, TE v1.9)
 
 
@@ -113,13 +123,33 @@ def _chunked(b, piece, split: str, parts: int) -> float:
         for op in piece.ops:
             if op.gemm_mnk is None:
                 continue
+            whole += op_time_s(op, b.gpu, plan.precision, plan.micro_batch)
+        for op in _fused_gemms(piece.ops):
             m, n, k = op.gemm_mnk
             shape = (max(1, m // parts), n, k) if split == "m" else (m, max(1, n // parts), k)
-            whole += op_time_s(op, b.gpu, plan.precision, plan.micro_batch)
-            chunked += parts * op_time_s(replace(op, gemm_mnk=shape, flop=op.flop / parts), b.gpu, plan.precision,
-                                         plan.micro_batch)
+            # the input's FP8 cast runs once on the whole input, before the chunks (module docstring)
+            cast = fp8_cast_s(op, b.gpu, plan.micro_batch) if plan.precision == "fp8" else 0.0
+            part = replace(op, gemm_mnk=shape, flop=op.flop / parts, cast_share=0.0)
+            chunked += parts * op_time_s(part, b.gpu, plan.precision, plan.micro_batch) + cast
         b.memo[key] = chunked / whole if whole > 0 else 1.0
     return b.memo[key]
+
+
+def _fused_gemms(ops) -> list:
+    """The GEMMs of `ops` as Megatron-Core runs them: a gated MLP's `mlp_up` joined to the `mlp_gate` before it
+    (same rows and depth), one `linear_fc1` GEMM of their columns (module docstring)."""
+    gemms = []
+    for op in ops:
+        if op.gemm_mnk is None:
+            continue
+        prev = gemms[-1] if gemms else None
+        if (prev is not None and (prev.name, op.name) == FUSED_FC1 and not op.parts and not prev.parts
+                and op.gemm_mnk[0] == prev.gemm_mnk[0] and op.gemm_mnk[2] == prev.gemm_mnk[2]):
+            m, n, k = prev.gemm_mnk
+            gemms[-1] = replace(prev, gemm_mnk=(m, n + op.gemm_mnk[1], k), flop=prev.flop + op.flop)
+        else:
+            gemms.append(op)
+    return gemms
 
 
 def _margin(b, piece, attr: str, sms: int) -> float:

@@ -102,3 +102,55 @@ def test_sm_margin_runs_every_gemm_chunk_on_the_sms_the_reduce_scatter_leaves():
     assert simulate(margin).end_s > simulate(plain).end_s
     assert validate(ParallelSpec, {"tp": 4, "sequence_parallel": True, "tp_comm_overlap": {"sm_margin": True}}) \
         .tp_comm_overlap.sm_margin
+
+
+def _chunk_penalties(precision: str):
+    """Per half of MODEL's block: the seconds the ring exchange's tp chunks of its first GEMM piece add to
+    that piece's forward, and the forward GEMMs of the piece."""
+    from scalesim.parallel.builder import StepBuilder
+    from scalesim.parallel.tp_overlap import _chunked, _pieces
+    plan = ParallelPlan(Placement(tp=4, cp=1, dp=1, pp=1), 1, 1, precision, "adamw", "none", "flash",
+                        sp_backward="split", sequence_parallel=True, tp_overlap=TpOverlapSpec())
+    b = StepBuilder(MODEL, DGX.gpu_spec, DGX, plan)
+    work = next(w for w in b.chunk_work[0] if w.is_block)
+    out = []
+    for half in work.halves:
+        piece = _pieces(b, half)[1]
+        whole = b._layer_time(piece).forward_s
+        out.append((whole * (_chunked(b, piece, "m", 4) - 1), [op for op in piece.ops if op.gemm_mnk]))
+    return out
+
+
+def test_a_chunked_gemm_casts_its_fp8_input_once():
+    # TE quantizes the input once, then runs the userbuffers pipeline's chunks (module/linear.py @40c69e75
+    # 194/227 then general_gemm(ub=...) at 309): chunking adds GEMM launches and tile waves, not casts
+    from dataclasses import replace as with_
+    from scalesim.costs.compute import op_time_s
+    gpu = DGX.gpu_spec
+    for penalty, gemms in _chunk_penalties("fp8"):
+        first = gemms[0]
+        m, n, k = first.gemm_mnk
+        n = sum(op.gemm_mnk[1] for op in gemms)          # a gated fc1 is one GEMM of both projections
+        one = with_(first, gemm_mnk=(m, n, k), flop=sum(op.flop for op in gemms), cast_share=0.0)
+        part = with_(one, gemm_mnk=(m // 4, n, k), flop=one.flop / 4)
+        expected = 4 * op_time_s(part, gpu, "fp8", 1) - sum(op_time_s(with_(op, cast_share=0.0), gpu, "fp8", 1)
+                                                            for op in gemms)
+        assert penalty == pytest.approx(expected, rel=0.02, abs=1e-7)
+
+
+def test_a_gated_fc1_is_chunked_as_one_gemm():
+    # Megatron-Core's linear_fc1 under gated_linear_unit is one GEMM of 2 x ffn columns (mlp.py @core_v0.14.0
+    # 94-97): its row chunks fill the GPU's tiles as that wide GEMM does, not as two half-width ones
+    from dataclasses import replace as with_
+    from scalesim.costs.compute import op_time_s
+    gpu = DGX.gpu_spec
+    (_, _), (penalty, gemms) = _chunk_penalties("bf16")
+    gate, up = gemms
+    m, n, k = gate.gemm_mnk
+    separate = sum(4 * op_time_s(with_(op, gemm_mnk=(m // 4, n, k), flop=op.flop / 4), gpu, "bf16", 1)
+                   - op_time_s(op, gpu, "bf16", 1) for op in (gate, up))
+    fused = with_(gate, gemm_mnk=(m, 2 * n, k), flop=2 * gate.flop)
+    joined = 4 * op_time_s(with_(fused, gemm_mnk=(m // 4, 2 * n, k), flop=fused.flop / 4), gpu, "bf16", 1) \
+        - 2 * op_time_s(gate, gpu, "bf16", 1)
+    assert penalty == pytest.approx(joined, rel=0.02, abs=1e-7)
+    assert joined < separate
