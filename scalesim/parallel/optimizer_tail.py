@@ -3,10 +3,12 @@
 Without `plan.grad_clip_host_sync` the update is one task whose host time (a launch per layer) is
 issued before the step's closing sync (a gradient norm or loss `.item()`) and hidden while the GPU
 runs the passes. With it (Megatron-Core's distributed optimizer, costs/optimizer_tail.py) the update
-follows a sync of its own: the l2 norm over the rank's shard, the one-float all-reduce over the
-gradient group, the host's read; then the update, whose kernels the host issues one Python dispatch at
-a time (costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus
-that host time, so a host still issuing when the GPU is done ends the step late by the difference.
+follows a sync of its own: the fp32 copies of the shard's gradients and the l2 norm over them, the
+one-float all-reduce over the gradient group, the host's read; then the update (Adam and the copy of
+the main weights into the model's, FP8 weights cast by Transformer Engine, whose amaxes one all-reduce
+over the gradient group combines), whose kernels the host issues one Python dispatch at a time
+(costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus that host
+time, so a host still issuing when the GPU is done ends the step late by the difference.
 """
 
 from __future__ import annotations
