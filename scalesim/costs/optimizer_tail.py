@@ -35,10 +35,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, _stream_s
+from scalesim.costs.optimizer import optimizer_time_s
 from scalesim.hardware import GpuSpec
 
 # multi_tensor_l2norm reads each fp32 main gradient of the shard once.
 GRAD_NORM_BYTES_PER_PARAM = 4.0
+
+# The distributed optimizer's other passes over its shard, each memory-bound at costs/compute.py's streaming
+# rate (bytes read + written per shard parameter, from the code; no fitted factor):
+# before the norm, prepare_grads (distrib_optimizer.py _copy_model_grads_to_main_grads) gives each shard its
+# fp32 gradient with `shard_model_grad.float()`: the 16-bit reduced gradient read, its fp32 copy written
+# (none when the gradients are reduced in fp32: .float() returns the tensor itself);
+FP32_BYTES = 4.0
+# after Adam, _copy_main_params_to_model_params copies a 16-bit parameter's shard from its fp32 main
+# (`shard_model_param.data.copy_(shard_main_param)`): 4 bytes read, 2 written;
+PARAM_COPY_BYTES_PER_PARAM = 6.0
+# and an FP8 weight's (fp8_param_gather) goes through TE cast_master_weights_to_fp8, current scaling
+# (transformer_engine/pytorch/tensor/utils.py): `master_weight.to(model_weight.dtype)` (4 read, 2 written),
+# tex.compute_amax over that bf16 copy (2), update_quantized into the FP8 shard (2 read, 1 written).
+FP8_CAST_BYTES_PER_PARAM = 6.0 + 2.0 + 3.0
+# Not counted: the clip's multi_tensor_scale (4 + 4 bytes) runs only when the norm exceeds clip_grad
+# (clip_grads.py `if clip_coeff < 1.0`), which the step's shape does not tell.
 
 # Host dispatches after the norm's read, counted from the code (each a torch op, a Transformer
 # Engine extension call or a small Python block of comparable weight, at costs/host.py's
@@ -80,9 +97,47 @@ def grad_clip_host_sync(setting: bool | None, zero: int, zero1_over_ddp: bool, o
     return zero in (1, 2) and not zero1_over_ddp
 
 
-def grad_norm_time_s(params: float, gpu: GpuSpec, held_sms: int = 0) -> float:
-    """GPU time of the l2 norm over `params` fp32 main gradients."""
-    return _stream_s(params * GRAD_NORM_BYTES_PER_PARAM, gpu, held_sms) + KERNEL_OVERHEAD_S
+def main_grad_copy_bytes(grad_bytes: float) -> float:
+    """Bytes per shard parameter of prepare_grads' fp32 copy of gradients reduced at `grad_bytes` each.
+
+    >>> main_grad_copy_bytes(2.0), main_grad_copy_bytes(4.0)
+    (6.0, 0.0)
+    """
+    return grad_bytes + FP32_BYTES if grad_bytes < FP32_BYTES else 0.0
+
+
+def grad_norm_time_s(params: float, gpu: GpuSpec, grad_bytes: float = FP32_BYTES, held_sms: int = 0) -> float:
+    """GPU time of the fp32 copies of `params` shard gradients reduced at `grad_bytes` each and of the
+    l2 norm over them."""
+    copy = main_grad_copy_bytes(grad_bytes)
+    kernels = 2 if copy else 1
+    return _stream_s(params * (copy + GRAD_NORM_BYTES_PER_PARAM), gpu, held_sms) + kernels * KERNEL_OVERHEAD_S
+
+
+def param_copy_bytes(fp8_share: float, precision: str) -> float:
+    """Bytes per shard parameter of the copy of the updated fp32 main weights into the model's, when
+    `fp8_share` of them are FP8 weights; none in fp32 training (the main weights are the model's).
+
+    >>> param_copy_bytes(0.0, "bf16") < param_copy_bytes(1.0, "fp8"), param_copy_bytes(0.0, "fp32")
+    (True, 0.0)
+    """
+    if precision in ("fp32", "tf32"):
+        return 0.0
+    return fp8_share * FP8_CAST_BYTES_PER_PARAM + (1.0 - fp8_share) * PARAM_COPY_BYTES_PER_PARAM
+
+
+def update_time_s(params: float, gpu: GpuSpec, precision: str, optimizer: str, copy_bytes: float,
+                  held_sms: int = 0) -> float:
+    """GPU time of the update of `params` shard parameters and the copy of `copy_bytes` per parameter
+    (`param_copy_bytes`) into the model's weights."""
+    return optimizer_time_s(params, gpu, precision, optimizer, held_sms) + _stream_s(params * copy_bytes, gpu, held_sms)
+
+
+def fp8_weights(buckets: Sequence[Sequence[tuple[float, bool]]], fp8_params: bool) -> tuple[int, float]:
+    """(how many FP8 weights, the share of the parameters they hold) over `buckets`, under fp8_params."""
+    total = sum(size for tensors in buckets for size, _ in tensors)
+    fp8 = [size for tensors in buckets for size, is_fp8 in tensors if is_fp8] if fp8_params else []
+    return len(fp8), (sum(fp8) / total if total > 0 else 0.0)
 
 
 def owned_shares(sizes: Sequence[float], shard: int) -> tuple[float, ...]:

@@ -3,10 +3,12 @@
 Without `plan.grad_clip_host_sync` the update is one task whose host time (a launch per layer) is
 issued before the step's closing sync (a gradient norm or loss `.item()`) and hidden while the GPU
 runs the passes. With it (Megatron-Core's distributed optimizer, costs/optimizer_tail.py) the update
-follows a sync of its own: the l2 norm over the rank's shard, the one-float all-reduce over the
-gradient group, the host's read; then the update, whose kernels the host issues one Python dispatch at
-a time (costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus
-that host time, so a host still issuing when the GPU is done ends the step late by the difference.
+follows a sync of its own: the fp32 copies of the shard's gradients and the l2 norm over them, the
+one-float all-reduce over the gradient group, the host's read; then the update (Adam and the copy of
+the main weights into the model's, FP8 weights cast by Transformer Engine, whose amaxes one all-reduce
+over the gradient group combines), whose kernels the host issues one Python dispatch at a time
+(costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus that host
+time, so a host still issuing when the GPU is done ends the step late by the difference.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 from scalesim.costs.coalesced import param_tensor_shares, param_tensor_weights
 from scalesim.costs.host import launch_host_s
 from scalesim.costs.optimizer import optimizer_time_s
-from scalesim.costs.optimizer_tail import grad_norm_time_s, prepare_dispatches, tail_dispatches
+from scalesim.costs.optimizer_tail import (fp8_weights, grad_norm_time_s, param_copy_bytes, prepare_dispatches,
+                                           tail_dispatches, update_time_s)
 from scalesim.parallel.ddp import tensor_buckets
 
 
@@ -38,10 +41,10 @@ def rank_buckets(rp, local_works) -> list[list[tuple[float, bool]]]:
 def updated(rp, params: float, local_works, done: tuple) -> int:
     """The update of `params` parameters after the tasks `done`; returns the task that ends it."""
     plan, b = rp.plan, rp.b
-    timing = (("optimizer", params), ("optimizer", params),
-              lambda held_sms, gpu: optimizer_time_s(params, gpu, plan.precision, plan.optimizer, held_sms))
-    seconds = optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer)
     if not (plan.grad_clip_host_sync and plan.host_dispatch_s > 0):
+        timing = (("optimizer", params), ("optimizer", params),
+                  lambda held_sms, gpu: optimizer_time_s(params, gpu, plan.precision, plan.optimizer, held_sms))
+        seconds = optimizer_time_s(params, b.gpu, plan.precision, plan.optimizer)
         # Fused multi-tensor optimizers launch a few kernels per layer's tensors; the step ends on a
         # sync (gradient norm or loss `.item()`), so the next step's first kernels are issued only after it.
         return rp.compute("optimizer step", "optimizer", seconds, 0.0, deps=done, timing=timing,
@@ -49,15 +52,26 @@ def updated(rp, params: float, local_works, done: tuple) -> int:
                           host_sync=plan.host_dispatch_s > 0)
     buckets = rank_buckets(rp, local_works)
     shard = len(rp.grad_group) if plan.zero >= 1 else 1
-    norm = rp.compute("grad norm", "optimizer", grad_norm_time_s(params, b.gpu), 0.0, deps=done,
-                      host_s=prepare_dispatches(buckets, shard) * plan.host_dispatch_s)
+    norm = rp.compute("grad norm", "optimizer", grad_norm_time_s(params, b.gpu, b.grad_bytes_per_param), 0.0,
+                      deps=done, host_s=prepare_dispatches(buckets, shard) * plan.host_dispatch_s)
     reduced = rp.call("grad_norm", "all_reduce", rp.grad_group, 4.0, "comm", (norm,), ("dp", "cp"))
     read = rp.compute("grad norm read", "other", 0.0, 0.0, deps=(norm if reduced is None else reduced,),
                       host_sync=True)
     # FP8 master weights only in full training: LoRA's optimizer holds the adapters, the FP8 base is frozen
-    dispatches = tail_dispatches(buckets, shard, plan.fp8_param_gather and plan.precision == "fp8"
-                                 and plan.finetune is None)
-    update = rp.compute("optimizer step", "optimizer", seconds, 0.0, deps=(read,), timing=timing)
-    # The update's kernels run as the host issues them; the last of them is issued after all its dispatches.
-    return rp.compute("optimizer tail", "other", 0.0, 0.0, deps=(update,),
+    fp8_params = plan.fp8_param_gather and plan.precision == "fp8" and plan.finetune is None
+    dispatches = tail_dispatches(buckets, shard, fp8_params)
+    # Adam, then the copy of the updated main weights into the model's (FP8 weights: cast, amax, quantize)
+    count, share = fp8_weights(buckets, fp8_params)
+    copy = param_copy_bytes(share, plan.precision)
+    key = ("optimizer+copy", params, copy)
+    update = rp.compute("optimizer step", "optimizer",
+                        update_time_s(params, b.gpu, plan.precision, plan.optimizer, copy), 0.0, deps=(read,),
+                        timing=(key, key, lambda held_sms, gpu: update_time_s(params, gpu, plan.precision,
+                                                                              plan.optimizer, copy, held_sms)))
+    # TE's one all-reduce (max) of the FP8 weights' packed amaxes over the gradient group, between its two loops
+    amax = rp.call("fp8_amax", "all_reduce", rp.grad_group, 4.0 * count, "comm", (update,), ("dp", "cp"))
+    # The update's kernels run as the host issues them; the last of them is issued after all its dispatches
+    # (the amax all-reduce's own dispatch, one of FP8_FIXED_OPS, is the collective's).
+    dispatches -= amax is not None
+    return rp.compute("optimizer tail", "other", 0.0, 0.0, deps=(update if amax is None else amax,),
                       host_s=dispatches * plan.host_dispatch_s, host_sync=True)

@@ -97,3 +97,33 @@ def test_buckets_hold_every_trained_parameter_once():
     assert len(norms) == 2 * 8 + 1 and not any(norms)          # two a block and the final norm
     assert len(gemms) == 4 * 8 and all(gemms)                  # qkv, proj, fc1 (gate + up), fc2 a block
     assert not any(fp8 for size, fp8 in tensors if size >= MODEL.vocab * MODEL.hidden)   # embedding, head
+
+
+def _task(p, name):
+    return next(t for t in played(p)[0].tasks[0] if t.name == name)
+
+
+def test_the_update_also_writes_the_model_weights_fp8_ones_at_more_bytes_than_16_bit_ones():
+    from scalesim.costs.compute import streaming_bw_bytes_per_s
+    from scalesim.costs.optimizer import optimizer_time_s
+    shard = sum(StepBuilder(MODEL, DGX.gpu_spec, DGX, plan())._trained(w.layer) for w in
+                StepBuilder(MODEL, DGX.gpu_spec, DGX, plan()).chunk_work[0]) / 8
+    adam = optimizer_time_s(shard, DGX.gpu_spec, "fp8", "adamw")
+    bf16, fp8 = _task(plan(fp8=False), "optimizer step").duration_s, _task(plan(), "optimizer step").duration_s
+    # at least a 16-bit copy (4 bytes read, 2 written) of every shard parameter beyond Adam's own pass
+    assert bf16 >= adam + 6 * shard / streaming_bw_bytes_per_s(DGX.gpu_spec) * 0.999
+    assert fp8 > bf16                   # FP8 weights: the bf16 cast, its amax, then the FP8 write
+
+
+def test_16_bit_gradients_are_copied_to_fp32_before_the_norm_fp32_ones_are_not():
+    reduced_fp32 = replace(plan(), grad_reduce_dtype="fp32")
+    assert _task(plan(), "grad norm").duration_s > _task(reduced_fp32, "grad norm").duration_s
+
+
+def test_fp8_weights_reduce_their_amaxes_across_the_gradient_group_before_the_tail():
+    prog = played(plan())[0]
+    tasks = prog.tasks[0]
+    amax = next(i for i, t in enumerate(tasks) if t.name == "fp8_amax all_reduce")
+    tail = next(t for t in tasks if t.name == "optimizer tail")
+    assert amax in tail.deps
+    assert not any(t.name == "fp8_amax all_reduce" for t in played(plan(fp8=False))[0].tasks[0])
