@@ -306,6 +306,7 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
+    precision = "bf16" if precision == "fp8" and op.fp8_excluded else precision     # a 16-bit GEMM in an FP8 recipe
     if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
         return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, depth, tiles)
                    for p in gemm_parts(op))
