@@ -211,7 +211,7 @@ def _stream_s(bytes_moved: float, gpu: GpuSpec, held_sms: int = 0) -> float:
 def fp8_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0) -> float:
     """The cast of an FP8 GEMM's 16-bit input to FP8 before the GEMM, for `batch` samples (0 for ops that are not
     GEMMs): TE reads 2 bytes and writes 1 per input element, on the local shard (op.cast_share) under sequence
-    parallelism; MXFP8's scales and their swizzles too (costs/fp8_grad_casts.py forward_cast)."""
+    parallelism; MXFP8's scales and swizzles too; none where TE's norm writes FP8 (fp8_grad_casts.py forward_cast)."""
     if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.cast_share <= 0:
         return 0.0
     moved, kernels = forward_cast(op)

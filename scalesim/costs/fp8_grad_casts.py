@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.fp8_norm_fusion import NORM_WRITE_SAVED
 from scalesim.models.spec import ModelSpec, OpSpec, with_each_op
 
 CAST_BYTES = 3.0              # read 2 (bf16/fp16), write 1 (FP8), per element
@@ -75,10 +76,10 @@ def mxfp8_runs(gpu) -> bool:
     return any_layout_fp8(gpu) or gpu.arch == "cdna4"
 
 
-def _transposed(elements: float, share: float, both_layouts: bool) -> float:
+def _transposed(elements: float, share: float, both_layouts: bool, own_kernel: bool = False) -> float:
     if share <= 0:
         return 0.0
-    if share >= 1 or both_layouts:
+    if (share >= 1 and not own_kernel) or both_layouts:
         return elements * share * TRANSPOSED_COPY_BYTES
     return elements * GATHERED_TRANSPOSE_BYTES
 
@@ -98,24 +99,29 @@ def backward_cast_bytes(op: OpSpec, any_layout: bool, weight_gradient: bool = Tr
     both = op.fp8_both_layouts
     moved = (CAST_BYTES + (MX_SCALE_BYTES if both else 0.0)) * m * n * op.grad_cast_share
     if weight_gradient and (both or not any_layout):
-        moved += _transposed(m * n, op.grad_cast_share, both) + _transposed(m * k, op.cast_share, both)
+        # an input a fused norm wrote in FP8 is transposed by a kernel of its own (costs/fp8_norm_fusion.py)
+        moved += (_transposed(m * n, op.grad_cast_share, both)
+                  + _transposed(m * k, op.cast_share, both, op.fp8_norm_input))
     return moved * op.groups
 
 
 def forward_cast(op: OpSpec) -> tuple[float, int]:
     """(bytes per sample, kernels) of GEMM `op`'s forward FP8 cast: a kernel reading 2 and writing 1 byte an
     element of its m x k input on `cast_share`; in MXFP8 also both copies' scales and the two scale swizzles before
-    the forward GEMM (module docstring).
+    the forward GEMM (module docstring); where TE's norm writes it (`fp8_norm_input`, costs/fp8_norm_fusion.py), no
+    kernel and 1 byte an element less written by the norm (negative bytes).
 
     >>> op = OpSpec("qkv", "gemm", 2.0 * 4 * 8 * 16, 0.0, gemm_mnk=(4, 8, 16))
     >>> forward_cast(op), forward_cast(replace(op, fp8_both_layouts=True))
     ((192.0, 1), (196.0, 3))
+    >>> forward_cast(replace(op, fp8_norm_input=True))
+    (-64.0, 0)
     """
     m, _, k = op.gemm_mnk
     elements = m * k * op.groups * op.cast_share
     if op.fp8_both_layouts:
         return (CAST_BYTES + MX_SCALE_BYTES) * elements, 1 + MX_SWIZZLES
-    return CAST_BYTES * elements, 1
+    return (-NORM_WRITE_SAVED * elements, 0) if op.fp8_norm_input else (CAST_BYTES * elements, 1)
 
 
 def backward_cast_kernels(op: OpSpec, weight_gradient: bool = True) -> int:
