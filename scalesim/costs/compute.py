@@ -20,7 +20,7 @@ from scalesim.costs.flash import (FLASH_KERNEL_EFFICIENCY, FLASH_KINDS, backward
 from scalesim.costs.part_attention import attention_speedup
 from scalesim.costs.context_chunks import ring_time_factor, windowed_work
 from scalesim.costs.fp8_current_scaling import AMAX_KERNELS, amax_bytes
-from scalesim.costs.fp8_grad_casts import any_layout_fp8, backward_cast_bytes
+from scalesim.costs.fp8_grad_casts import any_layout_fp8, backward_cast_bytes, backward_cast_kernels, forward_cast
 from scalesim.costs.gemm_depth import backward_gemms, depth_factor
 from scalesim.costs.head_dims import head_dim_factor
 from scalesim.costs.projections import gemm_parts
@@ -209,14 +209,14 @@ def _stream_s(bytes_moved: float, gpu: GpuSpec, held_sms: int = 0) -> float:
 
 
 def fp8_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0) -> float:
-    """The cast of an FP8 GEMM's 16-bit input to FP8 before the GEMM, for a micro-batch of `batch` samples
-    (0 for ops that are not GEMMs): Transformer Engine reads 2 bytes and writes 1 per input element (TE FP8
-    primer); under sequence parallelism once per gathered input, on the local shard (op.cast_share)."""
+    """The cast of an FP8 GEMM's 16-bit input to FP8 before the GEMM, for `batch` samples (0 for ops that are not
+    GEMMs): TE reads 2 bytes and writes 1 per input element, on the local shard (op.cast_share) under sequence
+    parallelism; MXFP8's scales and swizzles too; none where TE's norm writes FP8 (fp8_grad_casts.py forward_cast)."""
     if op.gemm_mnk is None or op.kind not in MATMUL_KINDS or op.cast_share <= 0:
         return 0.0
-    m, _, k = op.gemm_mnk
+    moved, kernels = forward_cast(op)
     amax = amax_bytes(op, False) * batch        # current scaling: the amax pass first (costs/fp8_current_scaling.py)
-    return (_stream_s(3 * m * batch * k * op.groups * op.cast_share + amax, gpu, held_sms) + KERNEL_OVERHEAD_S
+    return (_stream_s(moved * batch + amax, gpu, held_sms) + kernels * KERNEL_OVERHEAD_S
             + (AMAX_KERNELS * KERNEL_OVERHEAD_S if amax else 0.0))
 
 
@@ -227,7 +227,7 @@ def fp8_grad_cast_s(op: OpSpec, gpu: GpuSpec, batch: int, held_sms: int = 0, wei
         return 0.0
     moved = backward_cast_bytes(op, any_layout_fp8(gpu), weight_gradient) * batch
     amax = amax_bytes(op, True) * batch         # current scaling: the amax pass first (costs/fp8_current_scaling.py)
-    return (_stream_s(moved + amax, gpu, held_sms) + KERNEL_OVERHEAD_S
+    return (_stream_s(moved + amax, gpu, held_sms) + backward_cast_kernels(op, weight_gradient) * KERNEL_OVERHEAD_S
             + (AMAX_KERNELS * KERNEL_OVERHEAD_S if amax else 0.0))
 
 
@@ -306,6 +306,7 @@ def op_time_s(op: OpSpec, gpu: GpuSpec, precision: str, batch: int, attention: s
     """
     if op.kind == "attention":
         return attention_time_s(op, gpu, precision, batch, attention, held_sms=held_sms)
+    precision = "bf16" if precision == "fp8" and op.fp8_excluded else precision     # a 16-bit GEMM in an FP8 recipe
     if op.parts:            # separate GEMMs on one input, each at its own shape and depth (costs/projections.py)
         return sum(op_time_s(p, gpu, precision, batch, attention, memory_format, held_sms, depth, tiles)
                    for p in gemm_parts(op))

@@ -37,6 +37,7 @@ from scalesim.costs.compute import (ELEMENT_BYTES, KERNEL_OVERHEAD_S, MATMUL_KIN
                                     attention_time_s, fp8_cast_s, fp8_grad_cast_s, op_time_s,
                                     streaming_bw_bytes_per_s)
 from scalesim.costs.gemm_depth import DATA_GRADIENT, backward_gemms
+from scalesim.costs.fp8_norm_fusion import norm_outputs_asked
 from scalesim.costs.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, MemoryBreakdown, ddp_bucket_bytes,
                                    activation_peaks, state_bytes_per_param)
 from scalesim.costs.recompute import SELECTIVE_OP, recomputed_time_s
@@ -156,6 +157,7 @@ def finetune_layer_time(layer: LayerSpec, gpu: GpuSpec, precision: str, batch: i
     """Forward, backward and recompute time of a layer whose base weights are frozen (module docstring)."""
     fwd = bwd = attention_s = matmul = 0.0
     times = []
+    layer = norm_outputs_asked(layer, adapter_shapes(layer, spec))     # adapters read the 16-bit norm output
     if layer.kind != "embedding":
         for op in layer.ops:
             t = op_time_s(op, gpu, precision, batch, attention, memory_format, held_sms)

@@ -53,6 +53,7 @@ from dataclasses import replace
 
 from scalesim.costs.fp8_current_scaling import current_scaling_model
 from scalesim.costs.fp8_grad_casts import mxfp8_model
+from scalesim.costs.fp8_norm_fusion import norm_fused_model
 from scalesim.models.spec import LayerSpec, ModelSpec, OpSpec
 
 RECIPES = ("transformer-engine", "torchao-tensorwise", "transformer-engine-mxfp8", "transformer-engine-current")
@@ -127,12 +128,14 @@ def torchao_block_casts(layer: LayerSpec) -> LayerSpec:
 def with_fp8_recipe(model: ModelSpec, recipe: str, precision: str,
                     amax_fused: tuple[str, ...] = ("norm",)) -> ModelSpec:
     """`model` with the casts of `recipe` (RECIPES) when it trains in fp8; Transformer Engine's are
-    the GEMMs' own (compute.py) and change nothing here; under current scaling `amax_fused` names the
-    producers that write the amax (fp8_current_scaling.py)."""
+    the GEMMs' own (compute.py), the ones its norms write marked under delayed scaling (fp8_norm_fusion.py);
+    under current scaling `amax_fused` names the producers that write the amax (fp8_current_scaling.py)."""
     if recipe not in RECIPES:
         raise ValueError(f"fp8 recipe must be one of {RECIPES}, not {recipe!r}")
-    if precision != "fp8" or recipe == "transformer-engine":
+    if precision != "fp8":
         return model
+    if recipe == "transformer-engine":              # delayed scaling: norms write their GEMMs' FP8 inputs
+        return norm_fused_model(model)              # (fp8_norm_fusion.py)
     if recipe == "transformer-engine-mxfp8":        # the GEMMs' own casts, both layouts written (fp8_grad_casts.py)
         return mxfp8_model(model)
     if recipe == "transformer-engine-current":      # TE's casts, each after an amax pass (fp8_current_scaling.py)

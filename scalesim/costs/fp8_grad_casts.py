@@ -27,8 +27,12 @@ for the rowwise copy, along the column for the columnwise one) is not a transpos
 quantized from the 16-bit tensor with scales of its own, written by the same kernel on any GPU (csrc/quantizer.cpp
 :934 `if (columnwise_usage)` allocates it, no architecture test), and it is all-gathered with the rowwise one
 (MXFP8Quantizer keeps the base `supports_only_rowwise_all_gather` False, tensor/quantized_tensor.py:263), so
-a gathered tensor needs no transpose of its own: one byte an element of the shard. The scales (1 byte per 32
-elements) are left out.
+a gathered tensor needs no transpose of its own: one byte an element of the shard. Each copy has its scales,
+1 byte (E8M0) per 32 elements (MX_SCALE_BYTES, written by the cast), and before every GEMM TE rearranges both
+operands' scales into the layout cuBLAS reads (transformer_engine/pytorch/csrc/extensions/gemm.cpp:233-236
+`swizzle_scaling_factors(A_tensor, transa)`, `(B_tensor, !transb)`, csrc/util.cpp:11-20: a kernel for MXFP8,
+none for tensorwise scaling; grouped GEMMs one per operand list, gemm.cpp:480-481): two kernels a GEMM
+(MX_SWIZZLES), forward and each backward GEMM, counted with the GEMM that casts the input (`cast_share` > 0).
 
 torchao's recipe casts as ops of its own (costs/float8_casts.py) and sets both shares to 0.
 """
@@ -37,11 +41,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scalesim.costs.fp8_norm_fusion import NORM_WRITE_SAVED
 from scalesim.models.spec import ModelSpec, OpSpec, with_each_op
 
 CAST_BYTES = 3.0              # read 2 (bf16/fp16), write 1 (FP8), per element
 TRANSPOSED_COPY_BYTES = 1.0   # the columnwise copy a fused cast + transpose writes beside the rowwise one
 GATHERED_TRANSPOSE_BYTES = 2.0  # an FP8 transpose of an all-gathered FP8 tensor: read 1, write 1
+MX_SCALE_BYTES = 2.0 / 32       # MXFP8: an E8M0 scale per 32 elements, for each of the two copies
+MX_SWIZZLES = 2                 # MXFP8: scale-swizzle kernels before each GEMM, one per operand
 # FP8 GEMMs in any layout (TE is_non_tn_fp8_gemm_supported: sm_100..sm_11x and sm_130+): the datacenter Blackwell
 # and Rubin parts; not the sm_120/121 ones (RTX 5090, RTX PRO 6000, GB10), nor Hopper, Ada or the AMD parts
 TN_ONLY_BLACKWELL = ("rtx5090", "rtx-pro-6000", "gb10")
@@ -69,10 +76,10 @@ def mxfp8_runs(gpu) -> bool:
     return any_layout_fp8(gpu) or gpu.arch == "cdna4"
 
 
-def _transposed(elements: float, share: float, both_layouts: bool) -> float:
+def _transposed(elements: float, share: float, both_layouts: bool, own_kernel: bool = False) -> float:
     if share <= 0:
         return 0.0
-    if share >= 1 or both_layouts:
+    if (share >= 1 and not own_kernel) or both_layouts:
         return elements * share * TRANSPOSED_COPY_BYTES
     return elements * GATHERED_TRANSPOSE_BYTES
 
@@ -89,11 +96,45 @@ def backward_cast_bytes(op: OpSpec, any_layout: bool, weight_gradient: bool = Tr
     if op.gemm_mnk is None:
         return 0.0
     m, n, k = op.gemm_mnk
-    moved = CAST_BYTES * m * n * op.grad_cast_share
     both = op.fp8_both_layouts
+    moved = (CAST_BYTES + (MX_SCALE_BYTES if both else 0.0)) * m * n * op.grad_cast_share
     if weight_gradient and (both or not any_layout):
-        moved += _transposed(m * n, op.grad_cast_share, both) + _transposed(m * k, op.cast_share, both)
+        # an input a fused norm wrote in FP8 is transposed by a kernel of its own (costs/fp8_norm_fusion.py)
+        moved += (_transposed(m * n, op.grad_cast_share, both)
+                  + _transposed(m * k, op.cast_share, both, op.fp8_norm_input))
     return moved * op.groups
+
+
+def forward_cast(op: OpSpec) -> tuple[float, int]:
+    """(bytes per sample, kernels) of GEMM `op`'s forward FP8 cast: a kernel reading 2 and writing 1 byte an
+    element of its m x k input on `cast_share`; in MXFP8 also both copies' scales and the two scale swizzles before
+    the forward GEMM (module docstring); where TE's norm writes it (`fp8_norm_input`, costs/fp8_norm_fusion.py), no
+    kernel and 1 byte an element less written by the norm (negative bytes).
+
+    >>> op = OpSpec("qkv", "gemm", 2.0 * 4 * 8 * 16, 0.0, gemm_mnk=(4, 8, 16))
+    >>> forward_cast(op), forward_cast(replace(op, fp8_both_layouts=True))
+    ((192.0, 1), (196.0, 3))
+    >>> forward_cast(replace(op, fp8_norm_input=True))
+    (-64.0, 0)
+    """
+    m, _, k = op.gemm_mnk
+    elements = m * k * op.groups * op.cast_share
+    if op.fp8_both_layouts:
+        return (CAST_BYTES + MX_SCALE_BYTES) * elements, 1 + MX_SWIZZLES
+    return (-NORM_WRITE_SAVED * elements, 0) if op.fp8_norm_input else (CAST_BYTES * elements, 1)
+
+
+def backward_cast_kernels(op: OpSpec, weight_gradient: bool = True) -> int:
+    """Kernels of GEMM `op`'s backward FP8 casts: its gradient's cast, and in MXFP8 the scale swizzles of the
+    data-gradient GEMM and, with a weight gradient, of the weight-gradient one (module docstring).
+
+    >>> op = OpSpec("mlp_down", "gemm", 2.0 * 4 * 8 * 16, 0.0, gemm_mnk=(4, 8, 16))
+    >>> backward_cast_kernels(op), backward_cast_kernels(replace(op, fp8_both_layouts=True))
+    (1, 5)
+    """
+    if not op.fp8_both_layouts or op.cast_share <= 0:
+        return 1
+    return 1 + MX_SWIZZLES * (2 if weight_gradient else 1)
 
 
 def mxfp8_model(model: ModelSpec) -> ModelSpec:

@@ -76,6 +76,12 @@ class OpSpec:
     # the cast, reading the 16-bit tensor once more (costs/fp8_current_scaling.py)
     fp8_amax_input: bool = False
     fp8_amax_grad: bool = False
+    # GEMMs: left in 16 bits by an FP8 recipe (Megatron-Core's output layer, torchtitan's "output"): its GEMMs run at the
+    # 16-bit rate (compute.py op_time_s; models/transformer.py lm_head)
+    fp8_excluded: bool = False
+    # FP8 GEMMs, TE delayed scaling: the norm before it writes its FP8 input (LayerNormLinear), no cast kernel of its
+    # own (costs/fp8_norm_fusion.py)
+    fp8_norm_input: bool = False
     score_ops: tuple[str, ...] | None = None
     backward_only: bool = False
     # Memory-bound ops: elements its backward kernels read + write, when they are not the forward's

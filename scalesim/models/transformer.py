@@ -250,10 +250,10 @@ def lm_head(s: int, h: int, vocab: int, *, tied: bool, softcap: float | None = N
 
     Activations (Korthikanti et al. 2022, Sec. 4.3): projection input 2sh, and the cross-entropy loss keeps the
     logits in fp32, 4*s*v bytes. `softcap`: Gemma 2's final-logit soft-capping between the two (models/softcap.py),
-    whose tanh keeps 2*s*v more. (*) No FP8 casts: Megatron's output layer is no TE module, torchtitan skips "output".
+    whose tanh keeps 2*s*v more. (*) 16-bit under FP8: Megatron's output layer is no TE module, torchtitan skips it.
     """
     capped = final_softcap_ops(s, vocab) if softcap else ()
-    head = replace(gemm_op("lm_head", s, vocab, h), cast_share=0.0, grad_cast_share=0.0)  # no FP8 linear (*)
+    head = replace(gemm_op("lm_head", s, vocab, h), cast_share=0.0, grad_cast_share=0.0, fp8_excluded=True)  # (*)
     ops = (head, *capped, _loss_op(s, vocab))
     return LayerSpec("lm_head", "head", 0 if tied else vocab * h, ops, activation_bytes=float(
         2 * s * h + 4 * s * vocab + (SOFTCAP_SAVED_BYTES * s * vocab if softcap else 0)))

@@ -2,6 +2,8 @@
 into the kernel that produces it), the output gradients cast in backward, float8 all-gathered tensors
 transposed for the weight gradient."""
 
+from dataclasses import replace
+
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -30,7 +32,8 @@ def test_16_bit_and_transformer_engine_models_are_left_as_they_are():
     plain = _block("transformer-engine", "fp8")
     assert _block("torchao-tensorwise", "bf16") == _block("transformer-engine", "bf16")
     raw = next(layer for layer in get_model("llama3-8b", seq_len=8192).layers if layer.kind == "transformer_block")
-    assert not _casts(plain) and plain == raw
+    # Transformer Engine adds no cast ops: its casts are the GEMMs' own; only the norm-written inputs are marked
+    assert not _casts(plain) and [replace(op, fp8_norm_input=False) for op in plain.ops] == list(raw.ops)
 
 
 def test_torchao_gemms_cast_nothing_themselves_and_every_gradient_is_cast():
@@ -55,7 +58,8 @@ def test_casts_shard_with_their_tensors():
 
 
 def test_both_recipes_cast_the_same_tensors_forward_and_backward():
-    te, ao = shard_layer(_block("transformer-engine"), 8, 1, True), shard_layer(_block("torchao-tensorwise"), 8, 1, True)
+    # TE's casts each a kernel of its own (the model unmarked: no norm writing FP8, fp8_norm_fusion.py)
+    te, ao = shard_layer(_block("transformer-engine", "bf16"), 8, 1, True), shard_layer(_block("torchao-tensorwise"), 8, 1, True)
     t_te, t_ao = layer_time(te, H100, "fp8", 2, "selective-op"), layer_time(ao, H100, "fp8", 2, "selective-op")
     assert t_ao.forward_s == pytest.approx(t_te.forward_s, rel=0.02)     # one cast pass per input either way
     # backward: the same gradients cast and transposed; the two all-gathered FP8 tensors of each half (the block
