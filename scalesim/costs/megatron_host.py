@@ -47,7 +47,7 @@ def layer_calls(tp: int, sequence_parallel: bool = False) -> dict[str, dict[str,
         "collective": (2 if sharded else 0) + (2 if sp else 0),
         # apex's 3 contiguous calls a norm; 4 weight transposes; the qkv layout's view, split, reshape and
         # 2 squeezes; core attention's 15 views and buffer gets; the RNG tracker's get/set/set (not with SP:
-        # transformer.py:320-325); 2 bias expand_as; make_viewless_tensor; 12 nn.Module calls; with SP the
+        # transformer.py:322-325); 2 bias expand_as; make_viewless_tensor; 12 nn.Module calls; with SP the
         # columns' gather buffers (2) and the reduce-scatters' output allocation and contiguous (4)
         "view": 6 + 4 + 5 + 15 + (0 if sp else 3) + 2 + 1 + 12 + (6 if sp else 0),
     }
