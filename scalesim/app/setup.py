@@ -25,7 +25,7 @@ from scalesim.costs.host import DISPATCH_S_PER_OP
 from scalesim.costs.optimizer_tail import grad_clip_host_sync
 from scalesim.costs.memory import FP8_SAVED_BYTES, MemoryBreakdown, with_saved_activations
 from scalesim.costs.mla_rope import unfused_mla_rope_model
-from scalesim.costs.nanotron_host import nanotron_layer_host_s
+from scalesim.costs.megatron_host import framework_layer_host_s
 from scalesim.costs.nanotron_memory import nanotron_tp_gather_buffers
 from scalesim.costs.recompute import compiled_saves, modules_of
 from scalesim.costs.te_ops import fused_qkv_rope_model
@@ -252,8 +252,8 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
         pipeline_balance=par.pipeline_balance,
-        pipeline_layer_host_s=nanotron_layer_host_s(model if training.elementwise_kernels == "nanotron" else None, par,
-                                                    -(-count // design.gpus), resolved_attention(training), design.host),
+        pipeline_layer_host_s=framework_layer_host_s(model, training.elementwise_kernels, training.cuda_graphs, par,
+                                                     -(-count // design.gpus), resolved_attention(training), design.host),
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,
         pipeline_blocks=pipeline_blocks_of(par, model),

@@ -15,7 +15,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "validation" / "scenarios"
 
 def _step(name: str, monkeypatch=None):
     if monkeypatch is not None:                 # scalesim's per-kernel count alone
-        monkeypatch.setattr(setup, "nanotron_layer_host_s", lambda *args: 0.0)
+        monkeypatch.setattr(setup, "framework_layer_host_s", lambda *args: 0.0)
     return run(*load_scenario(SCENARIOS / f"{name}.yaml"), baseline=False)
 
 
