@@ -8,11 +8,13 @@ states the case's own prediction or error and that figure is more than 1 point o
 
 Conservative on purpose: only the first sentence is read, only a figure that the text attaches
 to the case itself ("Predicted 48% slow", "Over-predicted by ~44%", "Predicted 7.483 s, -19.9%",
-"Predicted 11% fast (88.1 GB/s)", "Now -24.5% (...)"); ranges ("20-24%"), history ("+17.0 ->
--31.4%") and figures quoted for other cases are ignored. A text that already opens with
-"no longer a miss" is left alone.
+"Predicted 11% fast (88.1 GB/s)", "Over-predicted by about half", "Now -24.5% (...)"); ranges
+("20-24%"), history ("+17.0 -> -31.4%", "+30% at the time of adding", "by 27% until ...") and
+figures quoted for other cases are ignored. A text that already opens with "no longer a miss"
+is left alone. To refresh a flagged text, put the current figure first:
+"Now -24.5% (Dec 2026, session 14: what moved it); earlier: <the old text>".
 
-Usage: python validation/stale_known_miss.py [/path/to/validate.json]
+Usage: python validation/stale_known_miss.py [/path/to/validate.json]   (exit 1 if any flagged)
 """
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def quoted_error(text: str, metric: str) -> tuple[float, bool] | None:
         (r"^Predicted\s+too\s+(fast|slow|high|low|short|long)\s*\(\s*~?([+-]?" + _NUM + r")%", "word_first"),
         # "Over-predicted by ~44%", "Under-predicted by ~13%"
         (r"^(Over|Under)-predicted\s+by\s+(?:about\s+|~)?(" + _NUM + r")%(?![-0-9])", "word_first"),
+        # "Over-predicted by about half:" (not "by half to double", a range)
+        (r"^(Over|Under)-predicted\s+by\s+(?:about\s+)?(half)\b(?!\s+to\b)", "word_first"),
     ]
     for pattern, kind in patterns:
         m = re.match(pattern, head, flags=re.IGNORECASE)
@@ -85,7 +89,7 @@ def quoted_error(text: str, metric: str) -> tuple[float, bool] | None:
         if kind == "word":
             value, word = float(m.group(1)), m.group(2)
         else:
-            word, number = m.group(1), m.group(2)
+            word, number = m.group(1), m.group(2).replace("half", "50")
             if number[0] in "+-":
                 return float(number), True
             value = float(number)

@@ -22,11 +22,13 @@ def test_direction_words_follow_the_metric():
     assert skm.quoted_error("Predicted 19% fast (52.7 GB/s): EFA.", "busbw_GBps") == (19.0, True)
     assert skm.quoted_error("Predicted 19% fast: host.", "step_time_s") == (-19.0, True)
     assert skm.quoted_error("Predicted 15% too short (-37% before pcie6).", "step_time_s") == (-15.0, True)
+    assert skm.quoted_error("Over-predicted by about half: eager layers.", "tokens_per_s_per_gpu") == (50.0, True)
 
 
 def test_history_and_ranges_are_not_read_as_the_current_figure():
     for text in ("Over-predicted (+30% at the time of adding; ...)", "Over-predicted by 41% when added (22427 vs 15876)",
                  "under-predicted by 27% until the loss was modelled", "Predicted 8-13% too short (v5.0 -8%)",
+                 "over-predicted by half to double at 32k-256k tokens",
                  "Predicted 9.88 s (-71%) at the time of adding (branch moe)", "no longer a miss at +3.1%: ..."):
         assert skm.quoted_error(text, "tokens_per_s_per_gpu") is None
         assert skm.quoted_prediction(text) is None
