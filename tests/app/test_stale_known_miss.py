@@ -43,3 +43,11 @@ def test_a_stale_opening_is_flagged_and_a_refreshed_one_is_not():
     assert not skm.stale([_result(0.185, 48.31, 40.77)], [_case("Predicted 18% fast (48.3 GB/s; 8 MB a peer).",
                                                                "busbw_GBps")])
     assert skm.stale([_result(-0.40, 0.0042, 0.007)], [_case("short prompt: predicted 4.9 ms of 7.", "ttft_s")])
+
+
+def test_a_settled_case_is_listed_until_its_text_says_so():
+    text = "Over-predicted (+30% at the time of adding; +10% since)."
+    assert [i for i, _ in skm.settled([_result(-0.044)], [_case(text, "tokens_per_s_per_gpu")])] == ["c"]
+    assert not skm.settled([_result(-0.26)], [_case(text, "tokens_per_s_per_gpu")])
+    said = "No longer a miss at -4.4% (Dec 2026, session 14 validate); earlier: " + text
+    assert not skm.settled([_result(-0.044)], [_case(said, "tokens_per_s_per_gpu")])
