@@ -91,6 +91,7 @@ class RankProgram:
         self._optimizer_step()
         if passes is not None:
             passes.p = None         # no cycle back to this program: its tasks are freed as soon as dropped
+        layer_sync.issue_early(self.list, self.plan.host_dispatch_s)   # parallel/layer_sync.py
         return tuple(self.list)
 
     # ------------------------------------------------------------------ tasks
