@@ -16,8 +16,10 @@ the tensor-parallel all-reduce is synchronous, the compute stream waits for it);
 (TP 1, no CP) syncs at its end, the same one sync per layer forward. After the sync the host issues the
 two `torch.tensor` calls (one op each, `PRICE["aten"]`) and then the MLP's first kernel (the mlp and fc1
 module calls, ColumnParallelLinear's Function, its GEMM: tr.py:162, layers.py:606-658); the GPU starts
-then, while the host issues the rest. A task is issued after its whole host time, so `issue_early` moves
-the rest of that task's host time onto the task after it: the host's later issue times are unchanged.
+then, while the host issues the rest. A task is issued after its whole host time (kernels issued as a lump);
+with the host ahead that does not matter, but between syncs it would queue each part's GPU time after all of
+its host time. `issue_early` issues each forward compute task after a layer sync once its first kernel is
+(one dispatch), moving the rest of its host time onto the task after it: later issue times are unchanged.
 """
 
 from __future__ import annotations
@@ -45,12 +47,19 @@ def mark(program, work, kind: str, i: int, wait: int | None) -> None:
 
 
 def issue_early(tasks: list, dispatch_s: float) -> None:
-    """After each layer sync in `tasks`: the next task costs the `torch.tensor` calls more host time and
-    is issued once its first kernel is (module docstring); the rest of its host time goes to the task after."""
-    for k in range(1, len(tasks) - 1):
-        if tasks[k - 1].host_sync and tasks[k - 1].name.endswith(SYNCED):
-            task, after = tasks[k], tasks[k + 1]
-            host_s = task.host_s + TENSOR_CALLS * dispatch_s
-            first_s = min(host_s, (TENSOR_CALLS + FIRST_KERNEL) * dispatch_s)
-            tasks[k] = replace(task, host_s=first_s)
-            tasks[k + 1] = replace(after, host_s=after.host_s + host_s - first_s)
+    """Between a layer sync and the backward in `tasks`: each compute task is issued once its first kernel
+    is (the task right after the sync: once the torch.tensor calls, which it costs more, and the MLP's first
+    kernel are), the rest of its host time carried to the task after it (module docstring)."""
+    carrying, tensor_s = False, TENSOR_CALLS * dispatch_s
+    for k in range(len(tasks) - 1):
+        task = tasks[k]
+        if task.host_sync or task.kind not in ("forward", "recompute", "comm"):
+            carrying = task.host_sync and task.name.endswith(SYNCED)
+            continue
+        if not carrying or task.kind == "comm":         # a collective is one call
+            continue
+        after_sync = tasks[k - 1].host_sync
+        host_s = task.host_s + (tensor_s if after_sync else 0.0)
+        first_s = min(host_s, tensor_s + FIRST_KERNEL * dispatch_s if after_sync else dispatch_s)
+        tasks[k] = replace(task, host_s=first_s)
+        tasks[k + 1] = replace(tasks[k + 1], host_s=tasks[k + 1].host_s + host_s - first_s)

@@ -8,9 +8,13 @@ import yaml
 from click.testing import CliRunner
 
 from scalesim.app.run import run
+from scalesim.app.setup import prepare
 from scalesim.cli import main
 from scalesim.costs.host import DISPATCH_S_PER_OP
-from scalesim.parallel.layer_sync import FIRST_KERNEL, TENSOR_CALLS
+from scalesim.parallel.builder import StepBuilder
+from scalesim.parallel.layer_sync import FIRST_KERNEL, SYNCED, TENSOR_CALLS
+from scalesim.parallel.rank_program import RankProgram
+from scalesim.program import ComputeTask
 from scalesim.scenario import load_scenario
 
 LAYERS = 24     # gpt2-350m
@@ -40,6 +44,29 @@ def test_the_sync_never_shortens_the_step_and_the_gpu_waits_after_each_one(tmp_p
     idle_s = LAYERS * 4 * (TENSOR_CALLS + FIRST_KERNEL) * DISPATCH_S_PER_OP
     assert synced.breakdown.host_bound >= idle_s * (1 - 1e-6)
     assert synced.step_time_s >= synced.breakdown.compute + idle_s * (1 - 1e-6)
+
+
+def _segments(path: Path) -> list[tuple[float, float]]:
+    """(host seconds, compute seconds) of the tasks after each layer sync up to and including the next one."""
+    step = prepare(*load_scenario(path)).step
+    builder = StepBuilder(step.model, step.gpu, step.topology, step.plan, symmetric=not step.every_rank,
+                          chunks=step.chunks, memo=step.memo, orders=tuple(s.order for s in step.stages))
+    tasks = RankProgram(builder, builder.simulated[0]).tasks()
+    syncs = [k for k, task in enumerate(tasks) if task.host_sync and task.name.endswith(SYNCED)]
+    return [(sum(t.host_s for t in tasks[a + 1:b + 1]),
+             sum(t.duration_s for t in tasks[a + 1:b + 1] if isinstance(t, ComputeTask)))
+            for a, b in zip(syncs, syncs[1:])]
+
+
+@pytest.mark.parametrize("tp,micro_batch", [(8, 1), (4, 4)])
+def test_between_two_layer_syncs_host_and_gpu_overlap_at_best(tmp_path, tp, micro_batch):
+    # From one sync's release to the next the host issues the tasks between them and the GPU runs them
+    # after the release, one compute task after another: the step is at least the sum of the larger of the two.
+    path = _scenario(tmp_path, "gpt2-350m", tp, micro_batch, layer_forward_host_sync=True)
+    segments = _segments(path)
+    assert len(segments) == LAYERS * 4 - 1
+    synced = run(*load_scenario(path), baseline=False)
+    assert synced.step_time_s >= sum(max(host_s, gpu_s) for host_s, gpu_s in segments)
 
 
 def test_big_gemms_hide_it(tmp_path):
