@@ -5,7 +5,8 @@ Since "MoE support (#48)" (2022-06-07) Megatron-DeepSpeed's ParallelTransformerL
 (microsoft/Megatron-DeepSpeed @0d6e3793, megatron/model/transformer.py:1337-1338), after the attention,
 its bias-dropout-add and the second norm are issued. A CUDA tensor from a Python scalar is a copy from
 pageable host memory with non_blocking=False: cudaMemcpyAsync + cudaStreamSynchronize (pytorch/pytorch
-#120996: `torch.tensor(3.14, device=dev)` is flagged by set_sync_debug_mode). The host waits for the GPU
+#120996: `torch.tensor(3.14, device=dev)` is flagged by set_sync_debug_mode, torch 2.1; #190217: the call
+returns only once the queued GPU work is done, torch 2.11). The host waits for the GPU
 queue to drain once a layer forward (the second copy finds it empty: two back-to-back syncs cost as one),
 so it cannot run ahead across layers. Full recompute re-runs the forward (the sync with it); the backward
 runs in autograd's engine, without it. Megatron-LM's layer has no such call. A CUDA-graphed layer cannot
