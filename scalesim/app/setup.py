@@ -266,7 +266,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,
         tp_async=par.tp_linear_async_communication,
         sp_backward="split" if par.tp_linear_async_communication else par.sequence_parallel_backward,
-        mla_down_proj=par.mla_down_proj,
+        mla_down_proj=par.mla_down_proj, layer_forward_host_sync=training.layer_forward_host_sync,
     )
 
 

@@ -56,6 +56,9 @@ class ParallelPlan:
     # The gradient norm read on the host before the update (Megatron-Core's clip): the update's host time
     # after it is exposed (parallel/optimizer_tail.py, costs/optimizer_tail.py).
     grad_clip_host_sync: bool = False
+    # The host waits for the GPU once per decoder layer forward (Megatron-DeepSpeed's torch.tensor(0.0, device=...):
+    # parallel/layer_sync.py)
+    layer_forward_host_sync: bool = False
     # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
     # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
     moe_imbalance: float = 1.0

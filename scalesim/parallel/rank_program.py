@@ -24,7 +24,7 @@ from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import optimizer_tail, p2p_batched
 from scalesim.parallel.aligned_grad_sync import AlignedGradSync
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import cp_exchange, mla_tp, sp_backward, tp_async, tp_overlap
+from scalesim.parallel import cp_exchange, layer_sync, mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -91,6 +91,7 @@ class RankProgram:
         self._optimizer_step()
         if passes is not None:
             passes.p = None         # no cycle back to this program: its tasks are freed as soon as dropped
+        layer_sync.issue_early(self.list, self.plan.host_dispatch_s)   # parallel/layer_sync.py
         return tuple(self.list)
 
     # ------------------------------------------------------------------ tasks
@@ -203,6 +204,7 @@ class RankProgram:
             if i == 0:
                 self.layer_computes.append(c)
             wait = cp_exchange.after(self, work, i, kind, wait, cp_wait)   # parallel/cp_exchange.py
+            layer_sync.mark(self, work, kind, i, wait)      # Megatron-DeepSpeed's torch.tensor (layer_sync.py)
         return wait
 
     def _after_part(self, work, kind: str, i: int, c: int) -> int:

@@ -135,6 +135,10 @@ class TrainingSpec(Strict):
     # exposed (scalesim/costs/optimizer_tail.py). null: Megatron-Core's distributed optimizer (zero 1 or 2,
     # not nanotron's zero1_over_ddp) clips at its default 1.0; false for frameworks clipping on the device.
     grad_clip_host_sync: bool | None = None
+    # The host waits for the GPU queue to drain once in every decoder layer's forward: Megatron-DeepSpeed (since
+    # 2022) creates moe_loss and mlp_bias with torch.tensor(0.0, device=...) on every layer call, a blocking
+    # copy (parallel/layer_sync.py). Megatron-LM's layer does not; set it for Megatron-DeepSpeed runs.
+    layer_forward_host_sync: bool = False
     # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
     # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
     # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a

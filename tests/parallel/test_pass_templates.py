@@ -38,6 +38,9 @@ CASES = {
     "offloaded weights under zero-3, one rank per pipeline stage": (
         "64xh100-llama3-70b.yaml", {"parallel": {"dp": 4, "tp": 2, "pp": 8, "zero": 3, "offload_params": True},
                                     "training": {"micro_batch": 2}}),
+    "megatron-deepspeed's host sync in every layer forward and recompute, tp and pp": (
+        "8xh100-ddp.yaml", {"parallel": {"dp": 2, "tp": 2, "pp": 2},
+                            "training": {"layer_forward_host_sync": True, "activation_checkpointing": "full"}}),
 }
 
 

@@ -1,0 +1,91 @@
+"""Megatron-DeepSpeed's `torch.tensor(0.0, device=...)` in every layer forward (training.layer_forward_host_sync,
+parallel/layer_sync.py): the host waits for the GPU once a layer forward, so it cannot run ahead across layers."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalesim.app.run import run
+from scalesim.app.setup import prepare
+from scalesim.cli import main
+from scalesim.costs.host import DISPATCH_S_PER_OP
+from scalesim.parallel.builder import StepBuilder
+from scalesim.parallel.layer_sync import FIRST_KERNEL, SYNCED, TENSOR_CALLS
+from scalesim.parallel.rank_program import RankProgram
+from scalesim.program import ComputeTask
+from scalesim.scenario import load_scenario
+
+LAYERS = 24     # gpt2-350m
+
+
+def _scenario(tmp_path, model: str, tp: int, micro_batch: int, seq_len: int = 1024, **training) -> Path:
+    scenario = {"name": f"{model}-tp{tp}", "cluster": {"node": "dgx-a100", "nodes": 1}, "model": model,
+                "training": {"precision": "fp16", "seq_len": seq_len, "global_batch": 4 * micro_batch * (8 // tp),
+                             "micro_batch": micro_batch, "attention": "fused", **training},
+                "parallel": {"dp": 8 // tp, "tp": tp, "pp": 1}}
+    path = tmp_path / f"{model}-{tp}-{micro_batch}-{len(training)}.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def _steps(tmp_path, model: str, tp: int, micro_batch: int, **kw):
+    return [run(*load_scenario(_scenario(tmp_path, model, tp, micro_batch, layer_forward_host_sync=key, **kw)),
+                baseline=False) for key in (False, True)]
+
+
+@pytest.mark.parametrize("tp,micro_batch", [(8, 1), (2, 8)])
+def test_the_sync_never_shortens_the_step_and_the_gpu_waits_after_each_one(tmp_path, tp, micro_batch):
+    without, synced = _steps(tmp_path, "gpt2-350m", tp, micro_batch)
+    assert synced.step_time_s > without.step_time_s
+    # After each layer forward's sync the GPU queue is empty until the host has issued the torch.tensor calls
+    # and the MLP's first kernel: at least that long idle per layer forward and micro-batch (4 of them).
+    idle_s = LAYERS * 4 * (TENSOR_CALLS + FIRST_KERNEL) * DISPATCH_S_PER_OP
+    assert synced.breakdown.host_bound >= idle_s * (1 - 1e-6)
+    assert synced.step_time_s >= synced.breakdown.compute + idle_s * (1 - 1e-6)
+
+
+def _segments(path: Path) -> list[tuple[float, float]]:
+    """(host seconds, compute seconds) of the tasks after each layer sync up to and including the next one."""
+    step = prepare(*load_scenario(path)).step
+    builder = StepBuilder(step.model, step.gpu, step.topology, step.plan, symmetric=not step.every_rank,
+                          chunks=step.chunks, memo=step.memo, orders=tuple(s.order for s in step.stages))
+    tasks = RankProgram(builder, builder.simulated[0]).tasks()
+    syncs = [k for k, task in enumerate(tasks) if task.host_sync and task.name.endswith(SYNCED)]
+    return [(sum(t.host_s for t in tasks[a + 1:b + 1]),
+             sum(t.duration_s for t in tasks[a + 1:b + 1] if isinstance(t, ComputeTask)))
+            for a, b in zip(syncs, syncs[1:])]
+
+
+@pytest.mark.parametrize("tp,micro_batch", [(8, 1), (4, 4)])
+def test_between_two_layer_syncs_host_and_gpu_overlap_at_best(tmp_path, tp, micro_batch):
+    # From one sync's release to the next the host issues the tasks between them and the GPU runs them
+    # after the release, one compute task after another: the step is at least the sum of the larger of the two.
+    path = _scenario(tmp_path, "gpt2-350m", tp, micro_batch, layer_forward_host_sync=True)
+    segments = _segments(path)
+    assert len(segments) == LAYERS * 4 - 1
+    synced = run(*load_scenario(path), baseline=False)
+    assert synced.step_time_s >= sum(max(host_s, gpu_s) for host_s, gpu_s in segments)
+
+
+def test_big_gemms_hide_it(tmp_path):
+    without, synced = _steps(tmp_path, "gpt3-13b", 8, 8, seq_len=2048)
+    assert synced.step_time_s == pytest.approx(without.step_time_s, rel=0.02)
+
+
+def test_only_megatron_deepspeed_sets_it_and_cuda_graphs_have_no_sync(tmp_path):
+    default = run(*load_scenario(_scenario(tmp_path, "gpt2-350m", 8, 1)), baseline=False)
+    without, _ = _steps(tmp_path, "gpt2-350m", 8, 1)
+    assert default.step_time_s == without.step_time_s
+    graphed = _steps(tmp_path, "gpt2-350m", 8, 1, cuda_graphs=True)
+    assert graphed[0].step_time_s == graphed[1].step_time_s
+
+
+@pytest.mark.parametrize("value", ["sometimes", 3, [True]])
+def test_a_non_boolean_exits_2_naming_the_file_and_key(tmp_path, value):
+    path = _scenario(tmp_path, "gpt2-350m", 8, 1, layer_forward_host_sync=value)
+    result = CliRunner().invoke(main, ["run", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "layer_forward_host_sync" in result.output and path.name in result.output
+    assert "Traceback" not in result.output
