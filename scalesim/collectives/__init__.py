@@ -9,7 +9,7 @@ select.py.
 from scalesim.collectives.busbw import algbw_bytes_per_s, bus_factor, busbw_bytes_per_s
 from scalesim.collectives.estimate import plan_time_s
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
-from scalesim.collectives.select import ALGOS, OPS, links_crossed, plan_collective
+from scalesim.collectives.select import ALGOS, LATENCY_BOUND_BYTES, OPS, links_crossed, plan_collective
 
-__all__ = ["ALGOS", "OPS", "CollectivePlan", "Flow", "Phase", "algbw_bytes_per_s", "bus_factor",
+__all__ = ["ALGOS", "LATENCY_BOUND_BYTES", "OPS", "CollectivePlan", "Flow", "Phase", "algbw_bytes_per_s", "bus_factor",
            "busbw_bytes_per_s", "links_crossed", "plan_collective", "plan_time_s"]

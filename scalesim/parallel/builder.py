@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalesim.collectives import CollectivePlan, Phase, links_crossed, plan_collective
+from scalesim.collectives import LATENCY_BOUND_BYTES, CollectivePlan, Phase, links_crossed, plan_collective
 from scalesim.collectives.kernels import cta_limited, sm_share
 from scalesim.costs.compute import ELEMENT_BYTES, LayerTime, layer_time
 from scalesim.costs.finetune import (adapter_ops, adapter_shapes, finetune_layer_time,
@@ -240,7 +240,7 @@ class StepBuilder:
         `span` are the placement dimensions the group spans; copies differ in
         the other dimensions except pp.
         """
-        if not self.symmetric:
+        if not self.symmetric or size <= LATENCY_BOUND_BYTES:       # copies: only where bytes matter
             return plan_collective(op, self.topology, group, size, memo=self.memo)
         key = ("with-copies", op, group, size, span)
         memo = self.memo
