@@ -49,18 +49,27 @@ def mark(program, work, kind: str, i: int, wait: int | None) -> None:
 
 def issue_early(tasks: list, dispatch_s: float) -> None:
     """Between a layer sync and the backward in `tasks`: each compute task is issued once its first kernel
-    is (the task right after the sync: once the torch.tensor calls, which it costs more, and the MLP's first
-    kernel are), the rest of its host time carried to the task after it (module docstring)."""
-    carrying, tensor_s = False, TENSOR_CALLS * dispatch_s
+    is (the first one after the sync: once the MLP's first kernel is), the rest of its host time carried to
+    the task after it; the torch.tensor calls cost the task right after the sync more, a collective too
+    (sequence parallelism's all-gather before fc1) (module docstring)."""
+    carrying = tensor_due = first_due = False
+    tensor_s = TENSOR_CALLS * dispatch_s
     for k in range(len(tasks) - 1):
         task = tasks[k]
         if task.host_sync or task.kind not in ("forward", "recompute", "comm"):
-            carrying = task.host_sync and task.name.endswith(SYNCED)
+            carrying = tensor_due = first_due = task.host_sync and task.name.endswith(SYNCED)
             continue
-        if not carrying or task.kind == "comm":         # a collective is one call
+        if not carrying:
             continue
-        after_sync = tasks[k - 1].host_sync
-        host_s = task.host_s + (tensor_s if after_sync else 0.0)
-        first_s = min(host_s, tensor_s + FIRST_KERNEL * dispatch_s if after_sync else dispatch_s)
+        # the torch.tensor calls go on the task right after the sync, a collective too (sequence parallelism's
+        # all-gather before fc1); the MLP's first kernel on the first compute task after it
+        extra, tensor_due = (tensor_s if tensor_due else 0.0), False
+        if task.kind == "comm":                         # a collective is one call
+            if extra:
+                tasks[k] = replace(task, host_s=task.host_s + extra)
+            continue
+        after_sync, first_due = first_due, False
+        host_s = task.host_s + extra
+        first_s = min(host_s, extra + FIRST_KERNEL * dispatch_s if after_sync else dispatch_s)
         tasks[k] = replace(task, host_s=first_s)
         tasks[k + 1] = replace(tasks[k + 1], host_s=tasks[k + 1].host_s + host_s - first_s)

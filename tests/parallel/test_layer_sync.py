@@ -46,12 +46,16 @@ def test_the_sync_never_shortens_the_step_and_the_gpu_waits_after_each_one(tmp_p
     assert synced.step_time_s >= synced.breakdown.compute + idle_s * (1 - 1e-6)
 
 
-def _segments(path: Path) -> list[tuple[float, float]]:
-    """(host seconds, compute seconds) of the tasks after each layer sync up to and including the next one."""
+def _tasks(path: Path) -> tuple:
     step = prepare(*load_scenario(path)).step
     builder = StepBuilder(step.model, step.gpu, step.topology, step.plan, symmetric=not step.every_rank,
                           chunks=step.chunks, memo=step.memo, orders=tuple(s.order for s in step.stages))
-    tasks = RankProgram(builder, builder.simulated[0]).tasks()
+    return RankProgram(builder, builder.simulated[0]).tasks()
+
+
+def _segments(path: Path) -> list[tuple[float, float]]:
+    """(host seconds, compute seconds) of the tasks after each layer sync up to and including the next one."""
+    tasks = _tasks(path)
     syncs = [k for k, task in enumerate(tasks) if task.host_sync and task.name.endswith(SYNCED)]
     return [(sum(t.host_s for t in tasks[a + 1:b + 1]),
              sum(t.duration_s for t in tasks[a + 1:b + 1] if isinstance(t, ComputeTask)))
@@ -89,3 +93,22 @@ def test_a_non_boolean_exits_2_naming_the_file_and_key(tmp_path, value):
     assert result.exit_code == 2, result.output
     assert "layer_forward_host_sync" in result.output and path.name in result.output
     assert "Traceback" not in result.output
+
+
+
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_each_sync_adds_the_two_torch_tensor_calls_to_the_host_and_moves_nothing_else(tmp_path, sequence_parallel):
+    # issue_early only moves host time between tasks; the key adds the moe_loss and mlp_bias calls once a layer
+    # forward, also where a collective follows the sync (sequence parallelism's all-gather before fc1)
+    tasks = []
+    for key in (False, True):
+        path = _scenario(tmp_path, "gpt2-350m", 2, 1, layer_forward_host_sync=key)
+        scenario = yaml.safe_load(path.read_text())
+        scenario["parallel"]["sequence_parallel"] = sequence_parallel
+        path.write_text(yaml.safe_dump(scenario))
+        tasks.append(_tasks(path))
+    off, on = tasks
+    syncs = sum(task.host_sync and task.name.endswith(SYNCED) for task in on)
+    assert syncs == LAYERS * 4 and len(on) == len(off)
+    added = sum(task.host_s for task in on) - sum(task.host_s for task in off)
+    assert added == pytest.approx(syncs * TENSOR_CALLS * DISPATCH_S_PER_OP, rel=1e-9)
