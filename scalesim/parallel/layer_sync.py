@@ -13,8 +13,9 @@ runs in autograd's engine, without it. Megatron-LM's layer has no such call. A C
 hold a sync (capture refuses it): not applied under `cuda_graphs`.
 
 Modelled as the host waiting for the first part of the block (attention and, under TP, its all-reduce:
-the tensor-parallel all-reduce is synchronous, the compute stream waits for it); a block run whole
-(TP 1, no CP) syncs at its end, the same one sync per layer forward. After the sync the host issues the
+the tensor-parallel all-reduce is synchronous, the compute stream waits for it); with the key a block is run
+as its two parts at TP 1 too (parallel/builder.py `split`), so the sync sits before the MLP there as well (a
+block run whole would sync at its end and queue the next one's GPU time after all of its host time). After the sync the host issues the
 two `torch.tensor` calls (one op each, `PRICE["aten"]`) and then the MLP's first kernel (the mlp and fc1
 module calls, ColumnParallelLinear's Function, its GEMM: tr.py:162, layers.py:606-658); the GPU starts
 then, while the host issues the rest. A task is issued after its whole host time (kernels issued as a lump);
