@@ -97,7 +97,7 @@ class StepBuilder:
         self.symmetric = symmetric
         if chunks is None:
             chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
-        sp, split = plan.sequence_parallel and pl.tp > 1, pl.tp > 1 or pl.cp > 1 or plan.layer_forward_host_sync
+        sp, split = plan.sequence_parallel and pl.tp > 1, pl.tp > 1 or pl.cp > 1 or plan.layer_synced
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
         self.chunk_work: list[list[_LayerWork]] = []

@@ -37,8 +37,7 @@ FIRST_KERNEL = 2 * PRICE["view"] + PRICE["function"] + PRICE["aten"]   # mlp, fc
 
 def applies(plan, work, kind: str, i: int) -> bool:
     """Whether part `i` of `work` in a `kind` pass ends with the layer forward's host sync."""
-    return (plan.layer_forward_host_sync and plan.host_dispatch_s > 0 and not plan.cuda_graphs
-            and kind != "backward" and i == 0 and work.layer.kind == "transformer_block")
+    return plan.layer_synced and kind != "backward" and i == 0 and work.layer.kind == "transformer_block"
 
 
 def mark(program, work, kind: str, i: int, wait: int | None) -> None:

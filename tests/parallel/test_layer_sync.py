@@ -78,11 +78,12 @@ def test_big_gemms_hide_it(tmp_path):
     assert synced.step_time_s == pytest.approx(without.step_time_s, rel=0.02)
 
 
-def test_only_megatron_deepspeed_sets_it_and_cuda_graphs_have_no_sync(tmp_path):
-    default = run(*load_scenario(_scenario(tmp_path, "gpt2-350m", 8, 1)), baseline=False)
-    without, _ = _steps(tmp_path, "gpt2-350m", 8, 1)
+@pytest.mark.parametrize("tp", [8, 1])
+def test_only_megatron_deepspeed_sets_it_and_cuda_graphs_have_no_sync(tmp_path, tp):
+    default = run(*load_scenario(_scenario(tmp_path, "gpt2-350m", tp, 1)), baseline=False)
+    without, _ = _steps(tmp_path, "gpt2-350m", tp, 1)
     assert default.step_time_s == without.step_time_s
-    graphed = _steps(tmp_path, "gpt2-350m", 8, 1, cuda_graphs=True)
+    graphed = _steps(tmp_path, "gpt2-350m", tp, 1, cuda_graphs=True)
     assert graphed[0].step_time_s == graphed[1].step_time_s
 
 
