@@ -40,11 +40,18 @@ def applies(plan, work, kind: str, i: int) -> bool:
     return plan.layer_synced and kind != "backward" and i == 0 and work.layer.kind == "transformer_block"
 
 
-def mark(program, work, kind: str, i: int, wait: int | None) -> None:
-    """Make task `wait` (what the rest of the layer waits for after part `i`) a host sync when it applies."""
-    if wait is not None and applies(program.plan, work, kind, i):
-        task = program.list[wait]
-        program.list[wait] = replace(task, host_sync=True, name=task.name + SYNCED)
+def mark(program, work, kind: str, i: int, wait: int | None) -> int | None:
+    """Where it applies, the host sync after task `wait` (what the rest of the layer waits for after part `i`);
+    returns what the rest waits for then. A collective (the TP all-reduce) becomes the sync itself; after a
+    compute task (TP 1) a zero-length sync task follows it, so that its kernels can be issued while the GPU
+    runs them (`issue_early`) and the sync waits for both."""
+    if wait is None or not applies(program.plan, work, kind, i):
+        return wait
+    task = program.list[wait]
+    if task.kind != "comm":
+        return program.compute(task.name + SYNCED, task.kind, 0.0, 0.0, deps=(wait,), host_sync=True)
+    program.list[wait] = replace(task, host_sync=True, name=task.name + SYNCED)
+    return wait
 
 
 def issue_early(tasks: list, dispatch_s: float) -> None:

@@ -114,3 +114,17 @@ def test_each_sync_adds_the_two_torch_tensor_calls_to_the_host_and_moves_nothing
     assert syncs == LAYERS * 4
     added = sum(task.host_s for task in on) - sum(task.host_s for task in off)
     assert added == pytest.approx(syncs * TENSOR_CALLS * DISPATCH_S_PER_OP, rel=1e-9)
+
+
+def test_at_tp_1_each_forward_task_between_syncs_starts_once_its_first_kernel_is_issued(tmp_path):
+    # The block's attention part is a compute task: the sync is a zero-length task after it, so the host issues
+    # the attention's kernels while the GPU runs them and the sync waits for both (not all the host time first)
+    tasks = _tasks(_scenario(tmp_path, "gpt2-350m", 1, 2, layer_forward_host_sync=True))
+    syncs = [k for k, task in enumerate(tasks) if task.host_sync and task.name.endswith(SYNCED)]
+    first = (TENSOR_CALLS + FIRST_KERNEL) * DISPATCH_S_PER_OP
+    within = [tasks[a + 1:b + 1] for a, b in zip(syncs, syncs[1:])
+              if not any(task.kind == "backward" for task in tasks[a + 1:b + 1])]    # one micro-batch's forward
+    between = [task for segment in within for task in segment
+               if isinstance(task, ComputeTask) and task.kind == "forward" and task.duration_s > 0]
+    assert len(within) == len(syncs) - 4 and len(between) >= 2 * len(within)    # 4 micro-batches; MLP, attention
+    assert all(task.host_s <= first * (1 + 1e-9) for task in between)
