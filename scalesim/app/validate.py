@@ -230,7 +230,11 @@ def target_key(case: Case) -> str:
 
 def evaluate_group(cases: list[Case], catalog=None) -> list[Outcome]:
     """Outcomes of cases that share one target (see `target_key`), simulated once, with GPU and
-    link names resolved in `catalog` [the built-in one]."""
+    link names resolved in `catalog` [the built-in one]; cases of several targets (a list filtered by id
+    prefix) are simulated target by target, in the order given."""
+    if len(groups := groups_of(cases)) > 1:
+        outcomes = {i: o for g in groups for i, o in zip(g, evaluate_group([cases[i] for i in g], catalog))}
+        return [outcomes[i] for i in range(len(cases))]
     first = cases[0]
     if first.excluded is not None:
         return [Outcome(c, "excluded", None, c.excluded) for c in cases]

@@ -97,7 +97,7 @@ class StepBuilder:
         self.symmetric = symmetric
         if chunks is None:
             chunks = model_chunks(model, plan.chunks, plan.pipeline_blocks)
-        sp = plan.sequence_parallel and pl.tp > 1
+        sp, split = plan.sequence_parallel and pl.tp > 1, pl.tp > 1 or pl.cp > 1 or plan.layer_synced
         moe = model.moe
         load = rank_load_factor(moe, pl.ep, plan.moe_imbalance) if moe is not None else 1.0
         self.chunk_work: list[list[_LayerWork]] = []
@@ -116,7 +116,7 @@ class StepBuilder:
                     local = shard_experts(local, pl.ep, load, pl.tp if experts_whole(pl) else 1, plan.moe_dispatcher)
                     halves = split_moe(local)
                 else:
-                    halves = split_attention_mlp(local, self.memo) if block and (pl.tp > 1 or pl.cp > 1) else (local,)
+                    halves = split_attention_mlp(local, self.memo) if block and split else (local,)
                 # One object per distinct layer (names aside), timed once; caches keyed by identity serve every copy.
                 halves = tuple(interned.setdefault((h.kind, h.ops), h) for h in halves)
                 known = [timed.get(id(h)) or timed.setdefault(id(h), (self._layer_time(h), self._host_times(h)))

@@ -132,6 +132,12 @@ class ParallelPlan:
         return dict(self.nccl_max_ctas).get(name)
 
     @property
+    def layer_synced(self) -> bool:
+        """Whether each layer forward holds Megatron-DeepSpeed's host sync (parallel/layer_sync.py): the key, a host
+        model, no CUDA graphs (capture refuses a sync)."""
+        return self.layer_forward_host_sync and self.host_dispatch_s > 0 and not self.cuda_graphs
+
+    @property
     def p2p_overlapped(self) -> bool:
         """Whether pipeline P2P runs beside compute, without the device sync after each batched exchange
         Megatron-LM otherwise makes (builder.py _p2p): Megatron-Core's interleaved schedule sets

@@ -204,7 +204,7 @@ class RankProgram:
             if i == 0:
                 self.layer_computes.append(c)
             wait = cp_exchange.after(self, work, i, kind, wait, cp_wait)   # parallel/cp_exchange.py
-            layer_sync.mark(self, work, kind, i, wait)      # Megatron-DeepSpeed's torch.tensor (layer_sync.py)
+            wait = layer_sync.mark(self, work, kind, i, wait)   # Megatron-DeepSpeed's torch.tensor (layer_sync.py)
         return wait
 
     def _after_part(self, work, kind: str, i: int, c: int) -> int:
