@@ -8,13 +8,8 @@ step time against one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
-from click.testing import CliRunner
 
-from scalesim.cli import main
 from scalesim.collectives.library import library_of
 from scalesim.hardware import get_gpu, get_link
 from scalesim.topology import build_cluster, load_node_design
@@ -77,32 +72,25 @@ def test_the_whole_rack_is_one_rccl_scale_up_domain():
     assert len(topo.route(0, RACK - 1)) == len(topo.route(0, 1)) == 2   # single hop: port, switch, port
 
 
-def _run(tmp_path: Path, scenario: dict) -> dict:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling", "--json"])
-    assert result.exit_code in (0, 3), result.output
-    return yaml.safe_load(result.output)
 
-
-def test_a_helios_step_beats_an_mi355x_board_on_the_same_plan(tmp_path):
+def test_a_helios_step_beats_an_mi355x_board_on_the_same_plan(run_json):
     scenario = {"name": "8-way TP", "model": "llama3-8b",
                 "training": {"precision": "bf16", "seq_len": 4096, "global_batch": 8, "micro_batch": 1},
                 "parallel": {"tp": 8}}
-    steps = {node: _run(tmp_path, {**scenario, "cluster": {"node": node, "gpus": 8}})["step_time_s"]
+    steps = {node: run_json({**scenario, "cluster": {"node": node, "gpus": 8}})["step_time_s"]
              for node in ("helios-72", "mi355x-8")}
     assert steps["helios-72"] < steps["mi355x-8"]
 
 
-def test_432_gib_holds_a_plan_288_gb_does_not(tmp_path):
+def test_432_gib_holds_a_plan_288_gb_does_not(run_json):
     # A 70B model split 8 ways by TP, no ZeRO and no recomputation: weights, gradients, AdamW state and
     # three 8k-token micro-batches of activations come to ~1.3x MI355X's 288 GB a GPU, well inside 432 GiB.
     scenario = {"name": "70B TP8", "model": "llama3-70b",
                 "training": {"precision": "bf16", "seq_len": 8192, "global_batch": 12, "micro_batch": 3,
                              "activation_checkpointing": "none"},
                 "parallel": {"tp": 8}}
-    helios = _run(tmp_path, {**scenario, "cluster": {"node": "helios-72", "gpus": 8}})
-    mi355x = _run(tmp_path, {**scenario, "cluster": {"node": "mi355x-8", "gpus": 8}})
+    helios = run_json({**scenario, "cluster": {"node": "helios-72", "gpus": 8}})
+    mi355x = run_json({**scenario, "cluster": {"node": "mi355x-8", "gpus": 8}})
     assert helios["memory_per_gpu_bytes"] == pytest.approx(mi355x["memory_per_gpu_bytes"], rel=0.05)
     assert helios["fits"] and not mi355x["fits"]
 

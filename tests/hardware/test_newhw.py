@@ -118,13 +118,6 @@ def test_dgx_station_keeps_hbm_and_lpddr5x_apart():
 
 # ------------------------------------------------------------ the designs run
 
-def _run(tmp_path: Path, scenario: dict) -> dict:
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    result = CliRunner().invoke(main, ["run", str(path), "--no-plots", "--no-scaling", "--json"])
-    assert result.exit_code in (0, 3), result.output
-    return yaml.safe_load(result.output)
-
 
 def _small(node: str, gpus: int) -> dict:
     return {"name": f"small on {node}", "cluster": {"node": node, "gpus": gpus}, "model": "llama3.2-1b",
@@ -134,18 +127,18 @@ def _small(node: str, gpus: int) -> dict:
 
 @pytest.mark.parametrize("node, gpus", [("vera-rubin-nvl72", 8), ("dgx-spark", 1), ("dgx-station-gb300", 1),
                                         ("helios-72", 8)])
-def test_a_training_scenario_runs_on_each_new_design(tmp_path, node, gpus):
+def test_a_training_scenario_runs_on_each_new_design(run_json, node, gpus):
     assert node in builtin_topology_names()
     build_cluster(load_node_design(node))
-    out = _run(tmp_path, _small(node, gpus))
+    out = run_json(_small(node, gpus))
     assert out["fits"] and out["step_time_s"] > 0 and out["gpu"] == load_node_design(node).gpu
 
 
-def test_a_rubin_step_is_not_slower_than_a_b200_or_gb300_one_for_the_same_plan(tmp_path):
+def test_a_rubin_step_is_not_slower_than_a_b200_or_gb300_one_for_the_same_plan(run_json):
     scenario = {"name": "8-way TP", "model": "llama3-8b",
                 "training": {"precision": "bf16", "seq_len": 4096, "global_batch": 8, "micro_batch": 1},
                 "parallel": {"tp": 8}}
-    steps = {node: _run(tmp_path, {**scenario, "cluster": {"node": node, "gpus": 8}})["step_time_s"]
+    steps = {node: run_json({**scenario, "cluster": {"node": node, "gpus": 8}})["step_time_s"]
              for node in ("vera-rubin-nvl72", "gb300-nvl72", "hgx-b200")}
     assert steps["vera-rubin-nvl72"] <= steps["gb300-nvl72"] <= steps["hgx-b200"]
 
@@ -157,13 +150,13 @@ def _qlora_70b(node: dict | str, finetune: str = "qlora") -> dict:
                          "lora": {"rank": 16, "targets": ["q", "k", "v", "o"]}}}
 
 
-def test_the_gb10s_memory_capacity_is_what_lets_a_70b_qlora_fit_on_one_chip(tmp_path):
+def test_the_gb10s_memory_capacity_is_what_lets_a_70b_qlora_fit_on_one_chip(run_json):
     # A 4-bit 70B base (~35 GB) fits in the DGX Spark's pool; the same plan does not fit in a 32 GB
     # RTX 5090, nor does a 16-bit base (~140 GB) fit on the Spark.
-    assert _run(tmp_path, _qlora_70b("dgx-spark"))["fits"]
+    assert run_json(_qlora_70b("dgx-spark"))["fits"]
     rtx5090 = {"name": "one-5090", "gpu": "rtx5090", "gpus": 1, "pcie": {"link": "pcie-gen5"}}
-    assert not _run(tmp_path, _qlora_70b(rtx5090))["fits"]
-    assert not _run(tmp_path, _qlora_70b("dgx-spark", finetune="lora"))["fits"]
+    assert not run_json(_qlora_70b(rtx5090))["fits"]
+    assert not run_json(_qlora_70b("dgx-spark", finetune="lora"))["fits"]
 
 
 def test_a_dgx_spark_log_names_the_gb10():
