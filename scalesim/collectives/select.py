@@ -36,9 +36,10 @@ from scalesim.limits import check_time
 from scalesim.topology import Topology
 
 # Calls of at most this many bytes (a gradient norm, FP8 weights' amaxes) are latency-bound: the
-# symmetric copies of a group that share its links would move their end by under 1.4 us (4 KiB over
-# 8 sharers of a 25 GB/s NIC), so the builder plans them alone (parallel/builder.py _with_copies);
-# planning a 1,024-server tree's copies cost ~90 ms a pipeline stage at 16,384 GPUs.
+# symmetric copies of a group that share its links would move their end by under 1.4 us on 25 GB/s
+# NICs or faster (4 KiB over 8 sharers; 10-26 us on 10-25 GbE), so the builder plans them alone
+# (parallel/builder.py _with_copies); planning a 1,024-server tree's copies cost ~90 ms a pipeline
+# stage at 16,384 GPUs.
 LATENCY_BOUND_BYTES = 4096
 
 ALGOS = ("auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct")
