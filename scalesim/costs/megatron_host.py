@@ -20,7 +20,7 @@ not counted here.
 from __future__ import annotations
 
 from scalesim.costs.host import DISPATCH_S_PER_OP, launch_host_s, layer_kernels
-from scalesim.costs.nanotron_host import PRICE, nanotron_layer_host_s
+from scalesim.costs.nanotron_host import nanotron_layer_host_s, priced_s
 from scalesim.models import ModelSpec
 
 
@@ -81,8 +81,7 @@ def layer_host_s(tp: int, dispatch_s: float, sequence_parallel: bool = False) ->
     >>> 1e-3 < f + b < 2e-3
     True
     """
-    return tuple(sum(n * PRICE[kind] for kind, n in calls.items()) * dispatch_s
-                 for calls in layer_calls(tp, sequence_parallel).values())
+    return tuple(priced_s(calls, dispatch_s) for calls in layer_calls(tp, sequence_parallel).values())
 
 
 def megatron_layer_host_s(model: ModelSpec | None, par, attention: str, cuda_graphs: bool, host) -> float:

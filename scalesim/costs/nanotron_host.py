@@ -55,6 +55,11 @@ PRICE = {
 }
 
 
+def priced_s(calls: dict[str, int], dispatch_s: float) -> float:
+    """Host seconds of `calls` (kind -> count, kinds of PRICE) on a host issuing an op in `dispatch_s`."""
+    return sum(n * PRICE[kind] for kind, n in calls.items()) * dispatch_s
+
+
 def _gemms(tp: int) -> int:
     """GEMMs of an async column linear's forward (and a row linear's input gradient): the local shard's,
     then those before and after it in the gathered sequence (functional.py:198-252, 531-563). The busiest
@@ -118,8 +123,7 @@ def layer_host_s(tp: int, dispatch_s: float, grouped_query: bool = False) -> tup
     >>> 1e-3 < f + b < 3e-3
     True
     """
-    return tuple(sum(n * PRICE[kind] for kind, n in calls.items()) * dispatch_s
-                 for calls in layer_calls(tp, grouped_query).values())
+    return tuple(priced_s(calls, dispatch_s) for calls in layer_calls(tp, grouped_query).values())
 
 
 def nanotron_layer_host_s(model: ModelSpec | None, par, servers: int, attention: str, host) -> float:
