@@ -83,6 +83,13 @@ def test_rubin_is_nvidias_vera_rubin_nvl72_rack_divided_over_its_72_gpus():
     assert switch.kind == "nvswitch" and switch.bw_bytes_per_s == port.bw_bytes_per_s
 
 
+def test_rubin_draws_the_tgp_nvidia_submits_its_nvl72_rack_with():
+    # NVIDIA's MLPerf Inference v6.1 system files (VR-NVL72 and VR200-NVL72): '2300W TGP Per GPU', the
+    # Max-P end of the 190-230 kW rack; more than GB300's 1400 W TGP in the same round's GB300 NVL72 file.
+    assert get_gpu("rubin").tdp_w == 2300
+    assert get_gpu("rubin").tdp_w > get_gpu("gb300").tdp_w
+
+
 def test_rubin_doubles_blackwells_nvlink_and_c2c_and_connectx9_doubles_connectx8():
     assert get_link("nvlink6").bw_bytes_per_s == 2 * get_link("nvlink5").bw_bytes_per_s
     assert get_link("nvlink-c2c-vera").bw_bytes_per_s == 2 * get_link("nvlink-c2c").bw_bytes_per_s
