@@ -8,7 +8,9 @@ one-float all-reduce over the gradient group, the host's read; then the update (
 the main weights into the model's, FP8 weights cast by Transformer Engine, whose amaxes one all-reduce
 over the gradient group combines), whose kernels the host issues one Python dispatch at a time
 (costs/optimizer_tail.py tail_dispatches): its tail task starts no earlier than the read plus that host
-time, so a host still issuing when the GPU is done ends the step late by the difference.
+time, so a host still issuing when the GPU is done ends the step late by the difference. An MoE model's
+routed experts are a second optimizer's, over the expert-data-parallel group (`rank_buckets`): its
+dispatches add to the tail, its FP8 weights' amaxes to an all-reduce over that group.
 """
 
 from __future__ import annotations
