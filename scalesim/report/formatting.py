@@ -14,6 +14,19 @@ def money(x: float | None) -> str:
     return NOT_AVAILABLE if x is None else format_usd(x)
 
 
+def unit_price(x: float | None) -> str:
+    """A price per unit (GPU-hour, kWh) with the tenth of a cent it has, so that hours x price gives the
+    cost the tables print ($0.375 a GPU-hour showed as $0.38: 8 x 9.65 h x $0.38 is not $28.95).
+
+    >>> unit_price(0.375), unit_price(1.94), unit_price(3.0), unit_price(None)
+    ('$0.375', '$1.94', '$3.00', 'n/a')
+    """
+    if x is None:
+        return NOT_AVAILABLE
+    text = f"{x:,.3f}"
+    return "$" + (text[:-1] if text.endswith("0") else text)
+
+
 def percent(x: float | None) -> str:
     """A fraction as a percentage with one decimal (0.5 -> "50.0%"); "n/a" when unknown."""
     return NOT_AVAILABLE if x is None else f"{100 * x:.1f}%"

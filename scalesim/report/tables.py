@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scalesim.result import StepResult
-from scalesim.report.formatting import percent
+from scalesim.report.formatting import percent, unit_price
 from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
@@ -84,7 +84,7 @@ def _training_rows(t: Table, r: StepResult) -> None:
     cloud = (r.economics or {}).get("cloud") or {}
     if r.cost_usd is not None:
         per_m = cloud.get("usd_per_million_tokens")
-        t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at ${cloud.get('gpu_hour_usd', 0):.3g}/GPU-hour"
+        t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at {unit_price(cloud.get('gpu_hour_usd', 0))}/GPU-hour"
                   + (f" ({_usd(per_m)} per million tokens)" if per_m is not None else ""))
     elif r.time_to_train_s is not None and cloud.get("gpu_hour_usd", 0) is None:
         t.add_row("cost to train (cloud)", f"n/a: the catalog has no cloud price for {r.gpu_name}; set "
