@@ -24,8 +24,8 @@ from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
 from scalesim.report.figures import save_figure  # noqa: E402
-from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, unit_price,  # noqa: E402
-                                        unpriced_notes)
+from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, plan_notes,  # noqa: E402
+                                        unit_price, unpriced_notes)
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -72,7 +72,7 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
-                      + (f" {ABOVE_LINEAR}." if above else "")
+                      + (f" {ABOVE_LINEAR}." if above else "") + f" {plan_notes([r.get('plan') for r in rows])}"
                       + "".join(f" {k[0].upper()}{k[1:]}: {v}." for k, v in unpriced_notes(rows).items()))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:

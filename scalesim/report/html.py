@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scalesim.outputs import HTML_GENERATOR
 from scalesim.report.comparison import ABOVE_LINEAR, summary_rows
-from scalesim.report.formatting import NO_FIT, bold_flags, unpriced_notes
+from scalesim.report.formatting import MFU_MEANS, NO_FIT, bold_flags, plan_notation, unpriced_notes
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -145,6 +145,10 @@ def compare_html(data: dict, plots: dict[str, Path], *, title: str = "scalesim c
                  "simulated timeline), plus host draw; before PUE.</li>"
                  "<li>Scaling efficiency compares per-GPU throughput with the same plan on one GPU. "
                  f"{ABOVE_LINEAR}.</li>"
+                 f"<li>{escape(MFU_MEANS)}.</li>"
+                 "<li>Goodput: the share of the wall time that trains; the rest is checkpoint writes, restarts "
+                 "after failures and the work lost since the last checkpoint.</li>"
+                 + (f"<li>{escape(words)}.</li>" if (words := plan_notation([r.get('plan') for r in rows])) else "")
                  + "".join(f"<li>n/a ({k}): {escape(v)}.</li>" for k, v in unpriced_notes(rows).items())
                  + "</ul>")
     parts.append("</body></html>")

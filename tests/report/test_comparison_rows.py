@@ -73,3 +73,19 @@ def test_the_gpu_hour_price_keeps_its_tenth_of_a_cent_in_the_table_and_the_catal
     gpus = hardware_tables()[0]
     names, prices = gpus.columns[0]._cells, gpus.columns[-1]._cells
     assert prices[names.index("rtx4090")] == "0.375"
+
+
+def test_the_table_and_the_page_say_what_mfu_goodput_and_the_plan_words_mean():
+    # compare printed "dp8 zero3 mb2 rc-full" and "MFU" with no word of explanation, in the terminal and the page
+    from scalesim.report.comparison import compare_table
+    from scalesim.report.html import compare_html
+    rows = [{**_row("a", 1e5), "file": "a.yaml", "plan": "dp8 zero3 mb2 rc-full"},
+            {**_row("b", 2e5), "file": "b.yaml", "plan": "dp8 mb8"}]
+    caption = str(compare_table(rows).caption)
+    page = compare_html({"table": rows, "designs": []}, {})
+    for text in (caption, page):
+        for word in ("dpN = N-way data parallel", "zeroN = ZeRO stage", "mbN = micro-batch",
+                     "rc-X = activation recompute", "MFU (model FLOPs utilisation)"):
+            assert word in text, word
+        assert "tpN" not in text
+    assert "Goodput: the share of the wall time" in page
