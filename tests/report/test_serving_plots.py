@@ -121,3 +121,17 @@ def test_the_search_probes_on_fewer_requests_are_never_joined_to_the_full_runs(m
     table = serving.sweep_table(r)
     assert [c.header for c in table.columns][1] == "requests"
     assert "probes" in str(table.caption)
+
+
+def test_the_acronyms_are_spelled_out_in_the_tables_and_on_the_axes(monkeypatch, tmp_path):
+    # TTFT, TPOT, KV peak and $/M cloud were printed with no word of explanation anywhere serve prints them
+    figures = _figures(monkeypatch)
+    sweep = [{**p, "requests": 300, "kv_cache_peak_fraction": 0.1, "preemptions": 0, "meets_slo": True,
+              "cost_per_million_tokens_usd": {"cloud": 1.0}} for p in _points()]
+    r = {"scenario": "1x RTX 4090", "sweep": sweep, "slo": {"ttft_s": 1.0, "tpot_s": 0.05}}
+    serving.percentiles_plot(r, tmp_path / "p.png")
+    ttft, tpot = figures[0].axes
+    assert "time to first token" in ttft.get_ylabel() and "time per output token" in tpot.get_ylabel()
+    caption = str(serving.sweep_table(r).caption)
+    for words in ("TTFT: time to first token", "TPOT: time per output token", "KV peak:", "preempt:", "$/M cloud:"):
+        assert words in caption, words
