@@ -157,11 +157,15 @@ def topology_description(design: NodeDesign, graph: nx.Graph) -> Table:
 
 def models_table() -> Table:
     t = Table(title="Model zoo", title_justify="left")
-    for col in ("name", "family", "parameters", "active", "default seq_len", "source"):
+    for col in ("name", "family", "parameters", "active per token", "default seq_len", "source"):
         t.add_column(col, overflow="fold")
     for m in model_info():
         active = m.get("active_params", m["params"])
-        t.add_row(m["name"], m["family"], f"{m['params'] / 1e6:,.1f} M",
-                  "all" if active == m["params"] else f"{active / 1e6:,.1f} M",
+        t.add_row(m["name"], m["family"], _count(m["params"]), "all" if active == m["params"] else _count(active),
                   str(m.get("seq_len") or "-"), str(m["source"]))
     return t
+
+
+def _count(params: float) -> str:
+    """A parameter count as a buyer says it: 354.8 M, 6.74 B, 671 B (not 671,026.4 M)."""
+    return f"{params / 1e6:,.1f} M" if params < 1e9 else f"{params / 1e9:.3g} B"
