@@ -179,7 +179,9 @@ def percentiles_plot(r: dict, path: Path) -> Path:
 def serving_compare_table(rows: list[dict]) -> Table:
     """Serving designs side by side at each one's highest rate under the SLO."""
     t = Table(title="serving comparison (each design at its highest request rate meeting the SLO)",
-              title_justify="left")
+              title_justify="left", caption_justify="left",
+              caption="TTFT: time to first token; TPOT: time per output token after the first; SLO: the "
+                      "latency target (serving.slo); $ per M tokens: per million output tokens.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)

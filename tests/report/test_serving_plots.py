@@ -135,3 +135,11 @@ def test_the_acronyms_are_spelled_out_in_the_tables_and_on_the_axes(monkeypatch,
     caption = str(serving.sweep_table(r).caption)
     for words in ("TTFT: time to first token", "TPOT: time per output token", "KV peak:", "preempt:", "$/M cloud:"):
         assert words in caption, words
+
+
+def test_the_serving_comparison_spells_out_its_acronyms():
+    rows = [{"scenario": "a", "gpus": 1, "gpu": "rtx4090", "plan": {"tp": 1, "pp": 1, "weights": "bf16"}, "fits": True,
+             "max_rate_under_slo": 6.4, "output_tokens_per_s": 1204.0, "ttft_p99_s": 0.5, "tpot_p99_s": 0.04,
+             "e2e_p50_s": 6.9, "cloud_usd_per_m_tokens": 0.087, "owned_usd_per_m_tokens": 0.08}]
+    caption = str(serving.serving_compare_table(rows).caption)
+    assert "TTFT: time to first token" in caption and "TPOT: time per output token" in caption
