@@ -91,9 +91,11 @@ def runs_by_requests(points: list[dict]) -> list[tuple[int, list[dict]]]:
     return [(n, [p for p in points if p.get("requests", 0) == n]) for n in counts]
 
 
-RATE_COLUMNS = ("TTFT: time to first token; TPOT: time per output token after the first; e2e: end-to-end "
-                "latency; tokens/s: output tokens; KV peak: the KV cache's peak use; preempt: sequences evicted "
-                "when the KV cache was full (they recompute their tokens later); $/M cloud: cloud cost per million output tokens.")
+RATE_COLUMNS = ("rate/s: requests offered per second (Poisson arrivals), --rates' or the search's; TTFT: time "
+                "to first token; TPOT: time per output token after the first; e2e: end-to-end latency; "
+                "tokens/s: output tokens; KV peak: the KV cache's peak use; preempt: sequences evicted when the "
+                "KV cache was full (they recompute their tokens later); $/M cloud: cloud cost per million output "
+                "tokens.")
 
 
 def sweep_table(r: dict) -> Table:

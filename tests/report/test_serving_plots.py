@@ -133,7 +133,7 @@ def test_the_acronyms_are_spelled_out_in_the_tables_and_on_the_axes(monkeypatch,
     ttft, tpot = figures[0].axes
     assert "time to first token" in ttft.get_ylabel() and "time per output token" in tpot.get_ylabel()
     caption = str(serving.sweep_table(r).caption)
-    for words in ("TTFT: time to first token", "TPOT: time per output token", "KV peak:", "preempt:", "$/M cloud:"):
+    for words in ("rate/s: requests offered per second", "TTFT: time to first token", "TPOT: time per output token", "KV peak:", "preempt:", "$/M cloud:"):
         assert words in caption, words
 
 
