@@ -29,10 +29,10 @@ def sweep_table(sweep: dict) -> Table:
              ["on-prem cost n/a: the catalog has no purchase price for this GPU; set pricing.ownership.gpu_usd"]) + (
         [] if all(b.get("cost_usd") is not None for b in budgeted) else
         ["cloud cost n/a: the catalog has no cloud price for this GPU; set pricing.gpu_hour_usd"])
-    notes += [plan_notes([b.get("plan") for b in sweep["best"]])[:-1],
-              "Dominated: fits but not simulated, as a lighter plan that fits (lower ZeRO stage, lighter recompute, "
-              "less offload, larger micro-batch) or the best one simulated should beat it (--exhaustive simulates "
-              "them)"]
+    notes += [plan_notes([b.get("plan") for b in sweep["best"]])[:-1]] + (
+        ["Dominated: fits but not simulated, as a lighter plan that fits (lower ZeRO stage, lighter recompute, "
+         "less offload, larger micro-batch) or the best one simulated should beat it (--exhaustive simulates them)"]
+        if any(s.get("dominated") for s in sweep["summary"].values()) else [])
     t = Table(title=f"{escape(sweep['scenario'])}: best plan per GPU count (ranked by {sweep['rank_by']})",
               title_justify="left", caption_justify="left", caption=". ".join(notes) + ".")
     for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",

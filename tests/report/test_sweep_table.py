@@ -54,3 +54,6 @@ def test_the_caption_says_what_the_plan_words_mfu_and_dominated_mean():
                  "MFU (model FLOPs utilisation)", "Dominated:"):
         assert word in caption, word
     assert "tpN" not in caption            # only the words the plans use
+    summary["dominated"] = 0
+    assert "Dominated" not in str(sweep_table({"scenario": "8x RTX 4090", "rank_by": "time", "summary": {8: summary},
+                                               "best": [best]}).caption)
