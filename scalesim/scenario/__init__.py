@@ -46,7 +46,8 @@ class ClusterSpec(Strict):
     @pydantic.model_validator(mode="after")
     def _fabric_for_many(self) -> "ClusterSpec":
         if self.nodes > 1 and self.fabric is None:
-            raise ValueError("cluster.fabric is required when nodes > 1")
+            raise ValueError("cluster.fabric is required when nodes > 1, e.g. fabric: {link: roce-100g, "
+                             "nics_per_node: 1, topology: fat-tree} (`scalesim hardware` lists the links)")
         return self
 
 
