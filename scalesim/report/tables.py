@@ -33,7 +33,12 @@ def result_table(r: StepResult) -> Table:
 
 def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
-    t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items()))
+    t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items() if k != "framework_defaults"))
+    if "framework" in r.plan:       # training.framework (scalesim/scenario/frameworks.py)
+        set_ = r.plan.get("framework_defaults") or {}
+        t.add_row("  framework defaults", ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                                                    for k, v in set_.items())
+                  or "none (the scenario writes every key its framework sets)")
     fit = "yes" if r.fits else "[red]NO[/red]"
     if r.fit_confidence == "tight":
         fit += " [yellow](tight: within the memory model's error of the capacity; a real run could go either way)[/yellow]"
