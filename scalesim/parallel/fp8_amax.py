@@ -60,7 +60,9 @@ def rank_gemms(rp) -> int:
     group; quantization.py @v2.9 add_fp8_tensors_to_global_buffer, :331-340 and :541-550), to which every
     module adds its amaxes once, and every chunk's autocast passes Megatron's same recipe and group, so each
     reduction concatenates the amaxes of every chunk the rank holds (virtual pipeline stages too), not only
-    the chunk that ends it. Kept per builder and stage (the builder's memo, as rank_program's _server_shared)."""
+    the chunk that ends it (TE v1.6 on; up to v1.5 a buffer per autocast, the chunk's own amaxes, reduced on
+    entering the next autocast: the same count of reductions, smaller). Kept per builder and stage (the
+    builder's memo, as rank_program's _server_shared)."""
     key = ("fp8-amax-gemms", rp.stage)
     known = rp.b.memo.get(key)
     if known is None or known[0] is not rp.b:
