@@ -22,8 +22,11 @@ passes the amax-reduction group, tensor x data x context parallel ranks of the s
 _TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP, @core_v0.13.1 :1478-1486; tensor x context only with
 tp_only_amax_red, which scalesim does not model). Priced with what exists: the all-reduce as any collective
 (its dispatch is the collective task's), the cat and the update as two kernels at KERNEL_OVERHEAD_S and two
-host dispatches. Left out: the recomputed forward's autocast (activation checkpointing) and the FP8 weights'
-update after the optimizer (fp8_param_gather under delayed scaling).
+host dispatches. Left out: the recomputed forward's autocast (activation checkpointing: Megatron's te_checkpoint
+re-enters `autocast` at depth 0 for every checkpointed region, distributed.py @v2.9 :419-423 and :755-758, so
+each region's recompute ends in one more forward reduction, during the backward; no validation case runs delayed
+scaling with full recompute) and the FP8 weights' update after the optimizer (fp8_param_gather under delayed
+scaling).
 """
 
 from __future__ import annotations
