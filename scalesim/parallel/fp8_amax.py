@@ -64,15 +64,16 @@ def rank_gemms(rp) -> int:
     module adds its amaxes once, and every chunk's autocast passes Megatron's same recipe and group, so each
     reduction concatenates the amaxes of every chunk the rank holds (virtual pipeline stages too), not only
     the chunk that ends it (TE v1.6 on; up to v1.5 a buffer per autocast, the chunk's own amaxes, reduced on
-    entering the next autocast: the same count of reductions, smaller). Kept per builder and stage (the
-    builder's memo, as rank_program's _server_shared)."""
-    key = ("fp8-amax-gemms", rp.stage)
-    known = rp.b.memo.get(key)
-    if known is None or known[0] is not rp.b:
-        pl = rp.pl
-        known = rp.b.memo[key] = (rp.b, fp8_gemms(w.layer for c in range(rp.plan.chunks_per_stage)
-                                                  for w in rp.b.chunk_work[c * pl.pp + rp.stage]))
-    return known[1]
+    entering the next autocast: the same count of reductions, smaller). Each layer's count is kept in the
+    builder's memo (keyed by the layer object, as parallel/sharding.py keeps its layers)."""
+    memo, count = rp.b.memo, 0
+    for c in range(rp.plan.chunks_per_stage):
+        for w in rp.b.chunk_work[c * rp.pl.pp + rp.stage]:
+            known = memo.get(("fp8-amax-gemms", id(w.layer)))
+            if known is None or known[0] is not w.layer:
+                known = memo[("fp8-amax-gemms", id(w.layer))] = (w.layer, fp8_gemms((w.layer,)))
+            count += known[1]
+    return count
 
 
 def reduced(rp, g: int, kind: str, dep: int | None) -> int | None:
