@@ -110,7 +110,8 @@ def plan_time_s(plan: CollectivePlan, capacity: Sequence[float], memo: dict | No
     return sum(p.latency_s + flows_time_s(p.flows, capacity, memo) for p in plan.phases)
 
 
-def plan_time_bounds_s(plan: CollectivePlan, capacity: Sequence[float]) -> tuple[float, float]:
+def plan_time_bounds_s(plan: CollectivePlan, capacity: Sequence[float], low_only: bool = False
+                       ) -> tuple[float, float]:
     """Bounds (low, high) on `plan_time_s(plan, capacity)` as computed, floats included, without the
     fluid model: for choosing among candidates whose latencies alone tell them apart (select.py).
 
@@ -120,8 +121,11 @@ def plan_time_bounds_s(plan: CollectivePlan, capacity: Sequence[float]) -> tuple
     guarantees it, min(its cap, min over its links of capacity / flows crossing the link): a
     flow is frozen at the share of a link that fills, and no flow on that link got more than that
     share, so the share is at least capacity / crossings (the crossings only fall as flows end).
-    Widened by ROUNDING_SLACK; infinite when a guaranteed rate is zero (then nothing is bounded)."""
+    Widened by ROUNDING_SLACK; infinite when a guaranteed rate is zero. `low_only`: high is not
+    worked out (infinite)."""
     low = sum(p.latency_s + 0.0 for p in plan.phases)
+    if low_only:
+        return low, float("inf")
     high = 0
     for phase in plan.phases:
         active = [f for f in phase.flows if f.size_bytes > 0]

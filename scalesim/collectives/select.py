@@ -142,15 +142,14 @@ def _candidates(op: str, topology: Topology, ranks: tuple[int, ...], algo: str, 
 
 def _fastest(plans: list[CollectivePlan], capacity, memo: dict | None) -> CollectivePlan:
     """The plan with the least tuner time (`plan_time_s` less `tuner_unseen_latency_s`; ties to the
-    first). Plans whose time is surely above another's upper bound (`plan_time_bounds_s`: a
-    latency-bound call's candidates differ by their latencies, microseconds against nanoseconds of
-    bytes) are not timed, nor is a plan left alone: the same choice, without the fluid model."""
-    bounds = [plan_time_bounds_s(plan, capacity) for plan in plans]
-    ceiling = min(high - plan.tuner_unseen_latency_s for plan, (_, high) in zip(plans, bounds))
-    left = [i for i, (plan, (low, _)) in enumerate(zip(plans, bounds))
-            if not low - plan.tuner_unseen_latency_s > ceiling]
-    if any(high == float("inf") for _, high in bounds):     # a zero rate: time them all, as ever
-        left = list(range(len(plans)))
+    first). Plans whose time is surely above the upper bound of the one with the least latency
+    (`plan_time_bounds_s`: a latency-bound call's candidates differ by their latencies, microseconds
+    against nanoseconds of bytes) are not timed, nor is a plan left alone: the same choice, without
+    the fluid model."""
+    lows = [plan_time_bounds_s(plan, capacity, low_only=True)[0] - plan.tuner_unseen_latency_s for plan in plans]
+    likely = lows.index(min(lows))
+    ceiling = plan_time_bounds_s(plans[likely], capacity)[1] - plans[likely].tuner_unseen_latency_s
+    left = [i for i, low in enumerate(lows) if not low > ceiling]
     if len(left) == 1:
         return plans[left[0]]
     return min((plan_time_s(plans[i], capacity, memo) - plans[i].tuner_unseen_latency_s, i, plans[i])
