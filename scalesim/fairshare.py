@@ -119,13 +119,11 @@ def filling_arrays(flow_links: Sequence[Sequence[int]], capacity: Sequence[float
     n = len(flow_links)
     lengths = np.fromiter(map(len, flow_links), np.int64, n)
     ids = np.fromiter(chain.from_iterable(flow_links), np.int64, int(lengths.sum()))
-    offset = len(private)
-    present = np.zeros(len(capacity) + offset + 1, dtype=bool)
-    present[ids + offset] = True
-    dense = np.cumsum(present) - 1
-    used = np.flatnonzero(present) - offset                 # link ids in ascending order
+    # link ids in ascending order, and each crossing's index among them (from the ids crossed, not
+    # a mask over every link of the cluster: 155,664 on 16,384 GPUs)
+    used, pair_link = np.unique(ids, return_inverse=True)
+    pair_link = pair_link.reshape(-1)
     m = len(used)
-    pair_link = dense[ids + offset]
     remaining = np.empty(m + 1)                             # slot m: padding, never chosen
     real = used >= 0
     # only the used links' capacities (a 16,384-GPU cluster has 155,664 links: converting them all
