@@ -88,7 +88,7 @@ def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float], memo: dict |
             key = ("rates", tuple(f.links for f in active), tuple(caps) if capped else None)
             rates = memo.get(key)
             if rates is None:
-                rates = memo[key] = max_min_rates(list(key[1]), capacity, caps if capped else None)
+                rates = memo[key] = max_min_rates(list(key[1]), capacity, caps if capped else None, memo)
         step = min(r / rate for r, rate in zip(remaining, rates))
         elapsed += step
         keep = [(f, r - rate * step) for f, r, rate in zip(active, remaining, rates)
