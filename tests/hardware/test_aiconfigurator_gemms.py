@@ -23,18 +23,12 @@ MEASURED = [("rtx-pro-6000", 435.6, 779.1), ("l40s", 248.6, 398.6)]
 
 
 @pytest.mark.parametrize("gpu_id, bf16, fp8", MEASURED)
-def test_fp8_gains_what_the_tables_measure_over_bf16_not_the_peaks_2x(gpu_id, bf16, fp8):
-    # FP8 peaks are twice BF16's, but the measured FP8 GEMM gains less (RTX PRO 6000 1.79x, L40S 1.60x):
-    # with no FP8 figure of its own a part would run FP8 GEMMs at exactly twice its BF16 rate.
-    ratio = _rate(gpu_id, "fp8") / _rate(gpu_id, "bf16")
-    assert 1 < ratio < 2
-    assert ratio == pytest.approx(fp8 / bf16, rel=0.01)
-
-
-@pytest.mark.parametrize("gpu_id, bf16, fp8", MEASURED)
-def test_a_part_with_no_measured_sibling_runs_its_own_measured_gemm_rates(gpu_id, bf16, fp8):
+def test_a_part_with_no_measured_sibling_runs_its_own_measured_bf16_gemm_rate(gpu_id, bf16, fp8):
     assert _rate(gpu_id, "bf16") == pytest.approx(bf16 * TF, rel=2e-3)
-    assert _rate(gpu_id, "fp8") == pytest.approx(fp8 * TF, rel=2e-3)
+    # the tables' FP8 path reads mamf-finder's FP8 low on Blackwell, so its FP8 figure is a floor, not adopted
+    gpu = get_gpu(gpu_id)
+    assert fp8 * TF <= _rate(gpu_id, "fp8")
+    assert _rate(gpu_id, "fp8") / gpu.fp8_flop_per_s <= _rate(gpu_id, "bf16") / gpu.bf16_flop_per_s + 1e-9
 
 
 def test_gb300_bf16_runs_its_measured_best_large_gemm():
