@@ -25,7 +25,7 @@ from rich.table import Table  # noqa: E402
 from scalesim.result import pareto_front  # noqa: E402
 from scalesim.report.figures import save_figure  # noqa: E402
 from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, plan_notes,  # noqa: E402
-                                        unit_price, unpriced_notes)
+                                        scaling_texts, unit_price, unpriced_notes)
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -104,8 +104,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
                                     else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]),
          [(r.get("tokens_per_s") or r["samples_per_s"]) if r["fits"] else None for r in rows], False),
         ("MFU", [percent(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
-        ("scaling efficiency", [percent(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
-         False),
+        ("scaling efficiency", scaling_texts(rows),     # a 1-GPU design's 100% is no best
+         [None if r["gpus"] == 1 else v for r, v in zip(rows, _if_fits(rows, "scaling_efficiency"))], False),
         ("time to train", _mark(rows, [duration(r["time_to_train_s"]) for r in rows]),
          _if_fits(rows, "time_to_train_s"), True),
         ("GPU-hour price (cloud)", [unit_price(r.get("gpu_hour_usd")) for r in rows], None, True),

@@ -89,3 +89,16 @@ def test_the_table_and_the_page_say_what_mfu_goodput_and_the_plan_words_mean():
             assert word in text, word
         assert "tpN" not in text
     assert "Goodput: the share of the wall time" in page
+
+
+def test_scaling_efficiency_is_marked_against_a_one_gpu_run_that_would_not_fit_and_na_on_one_gpu():
+    # ux15b: a 1-GPU design's 100% is no efficiency (and never the bold best); a sharded design's
+    # efficiency says when its 1-GPU reference could not run
+    one = {**_row("one", 1e5), "gpus": 1, "scaling_efficiency": 1.0, "scaling_reference_fits": True,
+           "scaling_reference_memory_bytes": 1}
+    sharded = {**_row("z3", 2e5), "scaling_efficiency": 0.548, "scaling_reference_fits": False,
+               "scaling_reference_memory_bytes": 116 * 2 ** 30, "memory_capacity_bytes": 24 * 2 ** 30}
+    fitting = {**_row("ddp", 2e5), "scaling_efficiency": 0.7, "scaling_reference_fits": True}
+    _name, values, best, lowest = next(r for r in summary_rows([one, sharded, fitting]) if r[0] == "scaling efficiency")
+    assert values == ["n/a (1 GPU)", "54.8% (against a 1-GPU run that would not fit: 116.0 GiB of 24.0 GiB)", "70.0%"]
+    assert bold_flags(best, lowest, 3) == [False, False, True]
