@@ -13,9 +13,9 @@ import click
 
 from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
-                                 collector_paused, exact_option, exact_simulation_context, friendly_errors, slug, status,
-                                 wall_time_option)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, Choice, ScenarioFile, catalog_from,
+                                 catalog_option, collector_paused, exact_option, exact_simulation_context,
+                                 friendly_errors, slug, status, wall_time_option)
 from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
@@ -159,7 +159,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 @click.option("--search", is_flag=True,
               help="Compare each design at its best fitting plan (the sweep --search search at its GPU count) "
                    "[each scenario's own plan, or search: true in the scenario].")
-@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+@click.option("--rank", "rank_by", type=Choice(["time", "cost"]), default="time", show_default=True,
               help="With --search: the best plan is the fastest to train or the cheapest (cloud).")
 @click.option("--allow-different-work", is_flag=True,
               help="Rank designs whose model, sequence length or token budget differ (refused otherwise).")
@@ -252,7 +252,7 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
 @click.option("--gpus", "gpu_counts", required=True, help="GPU counts, e.g. 8,16,32,64.")
 @click.option("--search", is_flag=True,
               help="Search dp/tp/pp, ZeRO stage, micro-batch and recompute for each count [the scenario's plan].")
-@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+@click.option("--rank", "rank_by", type=Choice(["time", "cost"]), default="time", show_default=True,
               help="Rank plans by time to train or by cloud cost.")
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every fitting plan (default: skip plans a lower ZeRO stage and lighter recompute beat).")
