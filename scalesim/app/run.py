@@ -230,14 +230,15 @@ def _with_fixes(setup: Setup, reason: str) -> str:
 
 def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None,
              rates: tuple | None = None) -> tuple[float | None, list[dict], list[dict], dict | None]:
-    """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts`, the
-    points the command's answer budget left out (scalesim/limits.py; each with the reason), and
-    whether that 1-GPU reference would fit (`_reference`; None without one).
+    """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts` (each point
+    with whether it would fit), the points the command's answer budget left out (scalesim/limits.py;
+    each with the reason), and whether that 1-GPU reference would fit (`_reference`; None without one).
     `rates`: what `_scaling_rates` returns, when computed already."""
-    single, others, skipped, reference = rates if rates is not None else _scaling_rates(setup, baseline,
-                                                                                        scaling_counts)
+    single, others, skipped, references = rates if rates is not None else _scaling_rates(setup, baseline,
+                                                                                         scaling_counts)
+    references = {**references, setup.gpus: _reference(setup)}
     if setup.gpus == 1 and (baseline or scaling_counts):
-        single, reference = own_rate, _reference(setup)
+        single = own_rate
     efficiency = own_rate / single if single else None
     known = {setup.gpus: own_rate, 1: single}      # simulated already: never twice
     others = iter(others)
@@ -247,14 +248,16 @@ def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list
             continue
         rate = known[k] if k in known else next(others)
         if rate is not None:
-            scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single})
-    return efficiency, scaling, skipped, reference if efficiency is not None else None
+            scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single,
+                            "fits": references.get(k, {}).get("fits")})
+    return efficiency, scaling, skipped, references.get(1) if efficiency is not None else None
 
 
 def _reference(point: Setup) -> dict:
-    """Whether the 1-GPU reference of `scaling_efficiency` would fit in GPU (and host) memory, and its
-    GPU memory need: read from the memory model `prepare` ran for it (no second walk). A plan sharded
-    over many GPUs is often compared with one that could not run (a 7B model under ZeRO-3 on 24 GiB cards)."""
+    """Whether a point of the scaling curve (the 1-GPU reference of `scaling_efficiency` among them) would
+    fit in GPU (and host) memory, and its GPU memory need: read from the memory model `prepare` ran for
+    it (no second walk). A plan sharded over many GPUs is often compared with one that could not run
+    (a 7B model under ZeRO-3 on 24 GiB cards)."""
     return {"fits": _fits_before_simulating(point), "memory_bytes": point.step.memory.total}
 
 
@@ -263,18 +266,19 @@ def _scaling_rates(setup: Setup, baseline: bool, scaling_counts: list[int] | Non
     """The per-GPU rates `_scaling` compares the step's own with: the 1-GPU baseline (None when the
     step is on one GPU, or none is asked for, or it is over the budget), the curve's points at
     `scaling_counts` other than 1 and the step's own count, in order (none without a baseline),
-    the points the answer budget left out, and the baseline's `_reference` (None without one)."""
+    the points the answer budget left out, and each prepared point's `_reference` by GPU count."""
     skipped: list[dict] = []
-    single, reference = None, []
+    single, references = None, {}
     charge(_preparing_tasks(setup.gpus))        # the cluster built before the step (answer budget)
     if setup.gpus != 1 and (baseline or scaling_counts):
         # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
         # refused only when its step alone is over the budget; the curve's points get what is left.
-        single = _budgeted_rate(setup, 1, skipped, charged=False, prepared=reference)
+        single = _budgeted_rate(setup, 1, skipped, charged=False, prepared=references)
     others = []
     if setup.gpus == 1 or single is not None:
-        others = [_budgeted_rate(setup, k, skipped) for k in scaling_counts or [] if k not in (1, setup.gpus)]
-    return single, others, skipped, (reference[0] if reference and single is not None else None)
+        others = [_budgeted_rate(setup, k, skipped, prepared=references)
+                  for k in scaling_counts or [] if k not in (1, setup.gpus)]
+    return single, others, skipped, references
 
 
 # What a run spends besides playing steps out, in the answer budget's units (limits.TASKS_PER_SECOND):
@@ -290,10 +294,10 @@ def _preparing_tasks(gpus: int) -> float:
 
 
 def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool = True,
-                   prepared: list[dict] | None = None) -> float | None:
+                   prepared: dict[int, dict] | None = None) -> float | None:
     """`per_gpu_rate` on `gpus` GPUs, or None with the reason in `skipped` when the command's answer
     budget has no room for it (`charged`: it must fit in what is left, its cluster's graph and the
-    reply's REPLY_SECONDS included; else only on its own). `prepared` gets the point's `_reference`."""
+    reply's REPLY_SECONDS included; else only on its own). `prepared[gpus]` gets the point's `_reference`."""
     try:
         point = scaling_point(setup, gpus)
         if point is not None and charged:
@@ -304,5 +308,5 @@ def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool =
         skipped.append({"gpus": gpus, "reason": exc.short(), "estimated_tasks": round(exc.tasks)})
         return None
     if point is not None and prepared is not None:
-        prepared.append(_reference(point))
+        prepared[gpus] = _reference(point)
     return None if point is None else _rate(point)

@@ -19,6 +19,7 @@ from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, Choice, Sc
 from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
+from scalesim.report.formatting import unrunnable_reference
 from scalesim.report.tables import make_console
 
 
@@ -77,7 +78,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
             result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
         written = None
         if plotter is not None:
-            plotter.send(result.scaling)
+            plotter.send(_scaling_message(result))
             written = plotter.result()
     uncertainty = None
     if samples:
@@ -111,17 +112,24 @@ def _timeline_message(timeline, cols=None) -> tuple:
     return columns(timeline) if cols is None else cols, timeline.end_s
 
 
+def _scaling_message(result) -> tuple:
+    """What the scaling plot needs of the result: the curve's points, and why the 1-GPU run they are
+    measured against could not run (or None)."""
+    return result.scaling, unrunnable_reference(result.scaling_reference_fits, result.scaling_reference_memory_bytes,
+                                                result.memory_capacity_bytes)
+
+
 def _draw_plots(name: str, directory: Path, receive) -> list[Path]:
     """The timeline plot, then the scaling plot (when the curve has points): receives the step's
-    `_timeline_message`, then the curve's points."""
+    `_timeline_message`, then `_scaling_message`."""
     from scalesim.report.plots import scaling_plot, timeline_columns_plot
 
     directory.mkdir(parents=True, exist_ok=True)
     cols, end_s = receive()
     written = [timeline_columns_plot(cols, end_s, directory / "timeline.png", f"{name}: one step")]
-    scaling = receive()
+    scaling, against = receive()
     if scaling:
-        written.append(scaling_plot(scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
+        written.append(scaling_plot(scaling, directory / "scaling.png", f"{name}: scaling efficiency", against))
     return written
 
 

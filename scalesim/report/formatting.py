@@ -80,12 +80,20 @@ def scaling_text(efficiency: float | None, gpus: int, reference_fits: bool | Non
     """
     if gpus == 1:
         return f"{NOT_AVAILABLE} (1 GPU)"
-    if efficiency is None or reference_fits is not False:
-        return percent(efficiency)
+    against = unrunnable_reference(reference_fits, reference_bytes, capacity_bytes)
+    return percent(efficiency) + ("" if efficiency is None or against is None else f" ({against})")
+
+
+def unrunnable_reference(reference_fits: bool | None, reference_bytes: float | None,
+                         capacity_bytes: float) -> str | None:
+    """"against a 1-GPU run that would not fit: ..." where the run scaling efficiency is measured
+    against could not run (`reference_fits` False), else None."""
+    if reference_fits is not False:
+        return None
     if reference_bytes is not None and reference_bytes > capacity_bytes:
-        return (f"{percent(efficiency)} (against a 1-GPU run that would not fit: "
-                f"{format_bytes(reference_bytes)} of {format_bytes(capacity_bytes)})")
-    return f"{percent(efficiency)} (against a 1-GPU run whose offloaded state would not fit in host memory)"
+        return (f"against a 1-GPU run that would not fit: {format_bytes(reference_bytes)} of "
+                f"{format_bytes(capacity_bytes)}")
+    return "against a 1-GPU run whose offloaded state would not fit in host memory"
 
 
 def scaling_texts(rows: list[dict]) -> list[str]:

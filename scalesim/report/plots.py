@@ -17,12 +17,21 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
-    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count."""
+def scaling_plot(points: list[dict], path: Path, title: str, against: str | None = None) -> Path:
+    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count; hollow, the points whose
+    plan would not fit (`fits` false). `against`: why the 1-GPU run the curve is measured against
+    could not run (formatting.py unrunnable_reference), written by its point."""
     fig, ax = new_figure((6.5, 4.2))
     xs = [p["gpus"] for p in points]
     ys = [100 * p["scaling_efficiency"] for p in points]
     ax.plot(xs, ys, marker="o")
+    unfit = [(x, y) for p, x, y in zip(points, xs, ys) if p.get("fits") is False]
+    if unfit:
+        ax.plot(*zip(*unfit), linestyle="none", marker="o", color="white", markeredgecolor="C0", zorder=3,
+                label="would not fit in memory")
+        ax.legend(loc="upper right", fontsize=8)
+    if against and 1 in xs:
+        ax.annotate(against, (1, 100), xytext=(10, -16), textcoords="offset points", fontsize=8, color="grey")
     ax.axhline(100, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("scaling efficiency (%)")

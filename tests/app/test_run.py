@@ -348,6 +348,10 @@ def test_scaling_efficiency_says_when_its_one_gpu_reference_could_not_run(result
     data = ddp.to_json()
     assert data["scaling_reference_fits"] is True and data["scaling_reference_memory_bytes"] > 0
     assert r.to_json()["scaling_reference_fits"] is False
+    # the curve's points say which would fit: the fewer GPUs ZeRO-3 shards over, the more each holds
+    curve = run(sharded, file, scaling_counts=[1, 2, 8]).scaling
+    assert [p["fits"] for p in curve] == [False, False, True]
+    assert all(p["fits"] for p in run(*load("8x4090-ddp"), scaling_counts=[1, 2, 8]).scaling)
 
 
 def test_a_one_gpu_run_shows_no_scaling_efficiency_in_its_table():
