@@ -9,7 +9,6 @@ stacked bars.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import efficiency_ylim, hollow_unfit, save_figure  # noqa: E402
 from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, plan_notes,  # noqa: E402
                                         scaling_texts, unit_price, unpriced_notes)
 from scalesim.units import format_bytes  # noqa: E402
@@ -193,20 +192,20 @@ def scaling_plot(rows: list[dict], path: Path) -> Path:
         points = r.get("scaling") or []
         if not points:
             continue
-        xs = [p["gpus"] for p in points]
-        ticks.update(xs)
+        ticks.update(xs := [p["gpus"] for p in points])
         ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="os^Dv<>"[k % 7],
                 color=PALETTE[k % len(PALETTE)], linestyle=("-", "--", ":", "-.")[k % 4], linewidth=1.8,
                 markersize=7 - k % 3, alpha=0.9, label=_design_label(r))
+        hollow_unfit(ax, points, PALETTE[k % len(PALETTE)], "os^Dv<>"[k % 7], markersize=7 - k % 3)
     ax.axhline(100, color="grey", linestyle=":", linewidth=1, label="perfect scaling")
     if ticks and max(ticks) > 16:
         ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks), [str(x) for x in sorted(ticks)])
     ax.set_xlabel("GPUs (same per-GPU batch)")
     ax.set_ylabel("scaling efficiency (% of 1-GPU throughput per GPU)")
-    high = max([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
-    ax.set_ylim(0, max(105, math.ceil(high / 10) * 10 + 5))         # 0-100% always: no zoomed-in drama
-    ax.set_title("Scaling efficiency against GPU count")
+    efficiency_ylim(ax, [100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []])
+    ax.set_title("Scaling efficiency against GPU count" + ("; hollow: would not fit in memory" if any(
+        p.get("fits") is False for r in rows for p in r.get("scaling") or []) else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     return save_figure(fig, path, tight_layout=False, whole_legend=True)
