@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scalesim.result import StepResult
-from scalesim.report.formatting import percent, unit_price
+from scalesim.report.formatting import percent, scaling_text, unit_price
 from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
@@ -59,7 +59,9 @@ def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})"
               + ("; counted as 6 x parameters per token, where adapters without weight gradients run about 4 x: "
                  "compare fine-tuning runs by tokens/s" if (r.plan or {}).get("trainable_params") is not None else ""))
-    t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
+    t.add_row("scaling efficiency", scaling_text(r.scaling_efficiency, r.gpus, r.scaling_reference_fits,
+                                                 r.scaling_reference_memory_bytes, r.memory_capacity_bytes)
+              + _above_linear_note(r))
     for point in r.scaling_skipped:       # left out by the command's answer budget (scalesim/limits.py)
         t.add_row(f"  {point['gpus']:,} GPU{'s' if point['gpus'] > 1 else ''} (scaling point)",
                   f"not simulated: {point['reason']}")
