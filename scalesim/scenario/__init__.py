@@ -13,7 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults
+from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults, zero_stages  # noqa: F401
 from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
@@ -237,6 +237,8 @@ class Scenario(Strict):
     @classmethod
     def _framework_defaults(cls, data: Any, handler) -> "Scenario":
         """training.framework's defaults for the keys the scenario does not write (scenario/frameworks.py)."""
+        if isinstance(data, Scenario):      # an instance keeps the keys its framework set (model_validate(s) is s)
+            return handler(data)
         data, applied = with_framework_defaults(data, _default_of)
         scenario = handler(data)
         scenario._framework_set = applied

@@ -1,0 +1,52 @@
+"""training.framework in searches and re-validation (review15b): a search tries only the ZeRO stages the
+framework's code runs, a re-validated scenario keeps the keys its framework set, and nanotron's preset
+never assumes Megatron's host read of the gradient norm."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scalesim.app.plans import search_points
+from scalesim.app.setup import prepare
+from scalesim.scenario import Scenario, load_scenario
+from scalesim.scenario.frameworks import REFUSALS
+
+
+def _file(tmp_path: Path, framework, parallel, name="s.yaml") -> Path:
+    data = {"name": "fw", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "llama3.2-1b",
+            "training": {**({"framework": framework} if framework else {}), "seq_len": 1024, "global_batch": 64,
+                         "micro_batch": 1},
+            "parallel": parallel}
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("framework,base_zero", [("nanotron", 1), ("torchtitan", 3), (None, 0)])
+def test_a_search_tries_only_the_zero_stages_the_framework_can_run(tmp_path, framework, base_zero):
+    path = _file(tmp_path, framework, {"zero": base_zero})
+    base, file = load_scenario(path)
+    stages = {p.zero for p in search_points(base, 8, file)[0]}
+    for zero in stages:      # every stage tried is one the framework's scenario accepts
+        Scenario.model_validate({**yaml.safe_load(path.read_text()), "parallel": {"zero": zero}})
+    refused = {z for z in (0, 1, 2, 3) for r in REFUSALS.get(framework or "", ())
+               if r.key == "parallel.zero" and r.refused(lambda key, z=z: z if key == "parallel.zero" else None)}
+    assert stages == {0, 1, 2, 3} - refused and base_zero in stages
+
+
+def test_revalidating_a_scenario_keeps_the_keys_its_framework_set(tmp_path):
+    scenario, _ = load_scenario(_file(tmp_path, "torchtitan", {"zero": 3}))
+    applied = scenario._framework_set
+    assert ("parallel.fsdp_version", 2) in applied
+    assert Scenario.model_validate(scenario)._framework_set == applied
+    assert scenario._framework_set == applied          # the instance itself is not cleared
+    assert scenario.with_changes(parallel={"zero": 0}).parallel.fsdp_version is None     # taken anew at zero 0
+
+
+def test_nanotron_clips_on_the_device_even_when_its_zero1_is_not_over_ddp(tmp_path):
+    # nanotron's clip_grad_norm keeps the norm a device tensor: no host read before the update at any stage,
+    # whether or not the scenario models its ZeRO-1 inside DDP
+    for parallel in ({"zero": 1, "zero1_over_ddp": False}, {"zero": 1}, {"zero": 0}):
+        setup = prepare(*load_scenario(_file(tmp_path, "nanotron", parallel)))
+        assert setup.plan.grad_clip_host_sync is False
