@@ -50,3 +50,15 @@ def test_nanotron_clips_on_the_device_even_when_its_zero1_is_not_over_ddp(tmp_pa
     for parallel in ({"zero": 1, "zero1_over_ddp": False}, {"zero": 1}, {"zero": 0}):
         setup = prepare(*load_scenario(_file(tmp_path, "nanotron", parallel)))
         assert setup.plan.grad_clip_host_sync is False
+
+
+def test_the_run_table_does_not_say_the_scenario_writes_keys_that_only_apply_to_other_plans(tmp_path):
+    from scalesim.report.tables import framework_defaults_text
+
+    path = _file(tmp_path, "llm-foundry", {"zero": 0})        # its FSDP keys apply at zero 3 only
+    scenario, _ = load_scenario(path)
+    assert scenario._framework_set == () and "fsdp" not in path.read_text()
+    text = framework_defaults_text(dict(scenario._framework_set))
+    assert "writes every key" not in text and "do not apply to this plan" in text
+    assert framework_defaults_text({"parallel.fsdp_version": 1, "training.grad_clip_host_sync": False}) == (
+        "parallel.fsdp_version=1, training.grad_clip_host_sync=false")
