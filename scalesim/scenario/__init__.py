@@ -239,7 +239,7 @@ class Scenario(Strict):
         """training.framework's defaults for the keys the scenario does not write (scenario/frameworks.py)."""
         if isinstance(data, Scenario):      # an instance keeps the keys its framework set (model_validate(s) is s)
             return handler(data)
-        data, applied = with_framework_defaults(data, _default_of)
+        data, applied = with_framework_defaults(data, _default_of, _as_read)
         scenario = handler(data)
         scenario._framework_set = applied
         return scenario
@@ -272,6 +272,16 @@ def _default_of(key: str) -> Any:
     """A `training.` or `parallel.` key's own default."""
     section, field = key.split(".")
     return {"training": TrainingSpec, "parallel": ParallelSpec}[section].model_fields[field].default
+
+
+def _as_read(key: str, value: Any) -> Any:
+    """A written `training.` or `parallel.` value as its field reads it (lax: "2" -> 2); as written if invalid."""
+    section, field = key.split(".")
+    info = {"training": TrainingSpec, "parallel": ParallelSpec}[section].model_fields[field]
+    try:
+        return pydantic.TypeAdapter(info.rebuild_annotation()).validate_python(value)
+    except pydantic.ValidationError:
+        return value
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:

@@ -201,9 +201,12 @@ def zero_stages(name: str | None, stages: tuple[int, ...] = (0, 1, 2, 3)) -> tup
                  if not any(r.refused(lambda key, z=z: z if key == "parallel.zero" else None) for r in refusals))
 
 
-def with_framework_defaults(data: Any, defaults: Callable[[str], Any]) -> tuple[Any, tuple[tuple[str, Any], ...]]:
+def with_framework_defaults(data: Any, defaults: Callable[[str], Any], coerce: Callable[[str, Any], Any] = lambda k, v: v
+                            ) -> tuple[Any, tuple[tuple[str, Any], ...]]:
     """`data` (a scenario mapping, before validation) with its framework's defaults filled in, and the
-    (key, value) pairs set. `defaults(key)`: a key's own default. Raises InputError for a refused value.
+    (key, value) pairs set. `defaults(key)`: a key's own default; `coerce(key, value)`: a written value as the
+    schema will read it (`tp: "2"` is 2, `zero: 3.0` is 3), so that conditions and refusals see what the plan
+    runs. Raises InputError for a refused value.
     Anything but a mapping, or an unknown framework name (the schema refuses it), passes unchanged."""
     training = data.get("training") if isinstance(data, dict) else None
     name = training.get("framework") if isinstance(training, dict) else None
@@ -216,7 +219,7 @@ def with_framework_defaults(data: Any, defaults: Callable[[str], Any]) -> tuple[
 
     def get(key: str) -> Any:
         section, field = key.split(".")
-        return sections[section][field] if field in sections[section] else defaults(key)
+        return coerce(key, sections[section][field]) if field in sections[section] else defaults(key)
 
     for refusal in REFUSALS.get(name, ()):
         if refusal.refused(get):

@@ -62,3 +62,18 @@ def test_the_run_table_does_not_say_the_scenario_writes_keys_that_only_apply_to_
     assert "writes every key" not in text and "do not apply to this plan" in text
     assert framework_defaults_text({"parallel.fsdp_version": 1, "training.grad_clip_host_sync": False}) == (
         "parallel.fsdp_version=1, training.grad_clip_host_sync=false")
+
+
+def _scenario(framework, parallel):
+    return Scenario.model_validate({"name": "fw", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "llama3.2-1b",
+                                    "training": {"framework": framework, "seq_len": 1024, "global_batch": 32,
+                                                 "micro_batch": 1}, "parallel": parallel})
+
+
+def test_a_preset_reads_a_written_value_as_the_schema_does():
+    # the schema reads tp: "2" as 2 and zero1_over_ddp: "false" as false: the preset's conditions and refusals too
+    as_int, as_text = _scenario("torchtitan", {"zero": 3, "tp": 2, "dp": 4}), _scenario("torchtitan", {"zero": 3, "tp": "2", "dp": 4})
+    assert as_text.parallel.tp == as_int.parallel.tp == 2
+    assert as_text._framework_set == as_int._framework_set
+    assert as_text.parallel.sequence_parallel and as_text.training.cross_entropy == "loss-parallel"
+    assert not _scenario("megatron-core", {"zero": 1, "zero1_over_ddp": "false"}).parallel.zero1_over_ddp
