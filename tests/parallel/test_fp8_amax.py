@@ -37,3 +37,11 @@ def test_no_reduction_in_16_bits_or_without_delayed_scaling_and_never_a_shorter_
     assert amax_tasks(plan(precision="bf16"))[1] == [] and amax_tasks(plan(delayed=False))[1] == []
     ends = [simulate(build_program(MODEL, DGX.gpu_spec, DGX, plan(delayed=d))).end_s for d in (False, True)]
     assert ends[1] > ends[0]
+
+@pytest.mark.parametrize("kind", ["forward", "backward"])
+def test_each_reduction_carries_the_amaxes_of_every_chunk_the_rank_holds(kind):
+    # TE keeps one amax buffer per recipe and group, which every chunk's modules join: however the stage's
+    # layers are split into virtual chunks, each reduction carries all of them (on main: half with two chunks)
+    sizes = [{t.plan.size_bytes for t in amax_tasks(plan(virtual=v))[1] if t.name.startswith("fp8_amax_" + kind)}
+             for v in (1, 2)]
+    assert len(sizes[0]) == len(sizes[1]) == 1 and sizes[0] == sizes[1]
