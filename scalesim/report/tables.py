@@ -31,14 +31,18 @@ def result_table(r: StepResult) -> Table:
     return t
 
 
+def framework_defaults_text(applied: dict) -> str:
+    """The keys training.framework set, as YAML writes them; none when the scenario writes them all or its
+    framework's rows apply only to other plans (llm-foundry's FSDP keys at zero 0-2)."""
+    return (", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in applied.items())
+            or "none (the scenario writes the keys its framework would set, or they do not apply to this plan)")
+
+
 def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items() if k != "framework_defaults"))
     if "framework" in r.plan:       # training.framework (scalesim/scenario/frameworks.py)
-        set_ = r.plan.get("framework_defaults") or {}
-        t.add_row("  framework defaults", ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                                                    for k, v in set_.items())
-                  or "none (the scenario writes every key its framework sets)")
+        t.add_row("  framework defaults", framework_defaults_text(r.plan.get("framework_defaults") or {}))
     fit = "yes" if r.fits else "[red]NO[/red]"
     if r.fit_confidence == "tight":
         fit += " [yellow](tight: within the memory model's error of the capacity; a real run could go either way)[/yellow]"
