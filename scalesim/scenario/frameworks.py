@@ -89,7 +89,7 @@ PRESETS: dict[str, tuple[Default, ...]] = {
         Default("training.attention", "fused",
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/arguments.py:927-933 (--use-flash-attn-v1/v2/triton "
                 "off by default), megatron/model/transformer.py:518 and :264 (CoreAttention's FusedScaleMaskSoftmax); "
-                "also selects costs/megatron_host.py's per-call pricing of the legacy layer"),
+                "the framework prices the legacy layer's calls with any attention (costs/megatron_host.py)"),
         Default("training.layer_forward_host_sync", True,
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/model/transformer.py:1337-1338 (torch.tensor(0.0, "
                 "device=...) in every layer's forward; parallel/layer_sync.py)"),
