@@ -39,6 +39,10 @@ def _always(get: Getter) -> bool:
     return True
 
 
+def _sixteen_bit(get: Getter) -> bool:
+    return get("training.precision") in ("fp16", "bf16")
+
+
 @dataclass(frozen=True)
 class Default:
     """`key` ("section.name") takes `value` when the scenario does not write it and `when` holds."""
@@ -96,6 +100,12 @@ PRESETS: dict[str, tuple[Default, ...]] = {
         Default("training.grad_clip_host_sync", False,
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/training.py:746 (model[0].step(): DeepSpeed's engine "
                 "clips and updates) + " + _DS_CLIP.source),
+        # the loss over fp32 logits: nanotron's kernels and peak (costs/nanotron_kernels.py LOSS_KERNELS, loss_memory.py)
+        Default("training.cross_entropy", "fp32-upcast",
+                "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/model/gpt_model.py:60 cross_entropy(output.float(), "
+                "labels) (--fp16-lm-cross-entropy off by default, arguments.py:1131); the pipeline model's "
+                "float16_to_fp32 (:431) and CrossEntropy (:306); megatron/core/tensor_parallel/cross_entropy.py:20-68 "
+                "(max, out-of-place shift, exp, sum, div_ over the fp32 logits), :124 (backward mul_)", _sixteen_bit),
     ),
     "deepspeed": (_DS_CLIP,),
     "nanotron": (
