@@ -19,6 +19,7 @@ from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
 from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.bounds import fastest
+from scalesim.scenario import fsdp_version_at
 from scalesim.scenario.graphs import graphs_cleared
 from scalesim.units import format_bytes, format_time
 
@@ -145,8 +146,8 @@ def _keys_that_go_with(setup: Setup, sections: dict[str, dict[str, Any]]) -> dic
     cleared = plan_keys_cleared(parallel.get("zero", setup.plan.zero), parallel.get("tp", setup.plan.placement.tp),
                                 setup.plan.chunks_per_stage > 1 and not schedule,
                                 parallel.get("pp", setup.plan.placement.pp))
-    fsdp = parallel.get("fsdp_version", cleared.get("fsdp_version", scenario.parallel.fsdp_version))
-    graphs = graphs_cleared(parallel.get("zero", setup.plan.zero), fsdp)     # scenario/graphs.py
+    zero = parallel.get("zero", setup.plan.zero)
+    graphs = graphs_cleared(zero, parallel.get("fsdp_version", fsdp_version_at(scenario, zero)))     # scenario/graphs.py
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **graphs, **training},
             "parallel": {**schedule, **cleared, **parallel}}
 

@@ -13,8 +13,8 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.frameworks import (blame_preset, blames_framework, with_framework_defaults,  # noqa: F401
-                                         without_framework_defaults, zero_stages)
+from scalesim.scenario.frameworks import (blame_preset, blames_framework, fsdp_version_at,  # noqa: F401
+                                         with_framework_defaults, without_framework_defaults, zero_stages)
 from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401

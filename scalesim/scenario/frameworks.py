@@ -203,6 +203,22 @@ def zero_stages(name: str | None, stages: tuple[int, ...] = (0, 1, 2, 3)) -> tup
                  if not any(r.refused(lambda key, z=z: z if key == "parallel.zero" else None) for r in refusals))
 
 
+def fsdp_version_at(scenario, zero: int) -> int | None:
+    """The parallel.fsdp_version a plan of `scenario` changed to ZeRO stage `zero` runs, as `with_changes` resolves
+    it: none below 3; at 3 the scenario's own when it is at 3 (written, or its framework's), else its framework's
+    for zero 3 (torchtitan's FSDP2, llm-foundry's FSDP1), else null (DeepSpeed's ZeRO-3)."""
+    if zero != 3:
+        return None
+    if scenario.parallel.zero == 3:
+        return scenario.parallel.fsdp_version
+
+    def get(key: str) -> Any:
+        section, field = key.split(".")
+        return zero if key == "parallel.zero" else getattr(getattr(scenario, section), field)
+    return next((row.value for row in PRESETS.get(scenario.training.framework or "", ())
+                 if row.key == "parallel.fsdp_version" and row.when(get)), None)
+
+
 def with_framework_defaults(data: Any, defaults: Callable[[str], Any], coerce: Callable[[str, Any], Any] = lambda k, v: v
                             ) -> tuple[Any, tuple[tuple[str, Any], ...]]:
     """`data` (a scenario mapping, before validation) with its framework's defaults filled in, and the
