@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import partial
 
 from scalesim.app.caches import Caches
-from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
+from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option, most_sharded
 from scalesim.app.forked import Forked
 from scalesim.app.host_causes import eager_parts, host_causes
 from scalesim.app.procurement import nodes_charged, run_inputs
@@ -227,7 +227,8 @@ def _with_fixes(setup: Setup, reason: str) -> str:
     combined = None if options else combined_option(setup)
     options = options or ([combined] if combined is not None else [])
     more = None if options else more_gpus_option(setup, host_fit_reason)
-    return reason + "; " + describe(options, setup.gpus, setup.gpu.memory_bytes, more, len(setup.topology.gpus))
+    return reason + "; " + describe(options, setup.gpus, setup.gpu.memory_bytes, more, len(setup.topology.gpus),
+                                    most_sharded(setup))
 
 
 def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None,
