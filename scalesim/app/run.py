@@ -26,7 +26,7 @@ from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import TASKS_PER_SECOND, OverBudget, charge, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
-from scalesim.result import StepResult, rank_breakdowns
+from scalesim.result import StepResult, memory_parts, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.scenario.frameworks import framework_summary
 from scalesim.scenario.graphs import graphs_blocked_by
@@ -37,8 +37,7 @@ from scalesim.units import format_bytes
 def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str | None:
     if memory.total <= capacity:
         return None
-    parts = sorted(memory.as_dict().items(), key=lambda kv: -kv[1])
-    takes = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts if v > 0)
+    takes = memory_parts(dict(sorted(memory.as_dict().items(), key=lambda kv: -kv[1])))     # largest first
     return (f"needs {format_bytes(memory.total)} per GPU but the {gpu.full_name} has "
             f"{format_bytes(capacity)} ({takes})")
 
