@@ -33,8 +33,15 @@ class InputError(Exception):
         key = self.key
         if key_prefix:
             key = f"{key_prefix}.{key}" if key else key_prefix
+        return self._copy(file=file or self.file, key=key)
+
+    def with_detail(self, detail: str) -> "InputError":
+        """A copy saying `detail` instead, in the same place."""
+        return self._copy(detail=detail)
+
+    def _copy(self, **fields) -> "InputError":
         copy = type(self).__new__(type(self))          # the same kind of error (and its extra fields)
-        copy.__dict__.update(self.__dict__, file=file or self.file, key=key)
+        copy.__dict__.update(self.__dict__, **fields)
         Exception.__init__(copy, copy._render())
         return copy
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from scalesim.timeline import Columns, Interval, Timeline, columns
+from scalesim.units import format_bytes
 
 COMPUTE_KINDS = ("forward", "backward", "recompute")
 OTHER_KINDS = ("optimizer", "other")
@@ -248,3 +249,20 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
         if not dominated:
             front.append(i)
     return front
+
+
+# the breakdown's keys (costs/memory.MemoryBreakdown.as_dict) as the tables and run's
+# "does not fit" line say them
+MEMORY_PART_NAMES = {"grad_buckets": "gradient buckets",
+                     "overhead": "overhead (CUDA context, library and NCCL buffers; fragmentation)"}
+
+
+def memory_parts(breakdown: dict[str, float]) -> str:
+    """'weights 1.3 GiB, ..., overhead (CUDA context, ...) 1.8 GiB': the parts that take memory, in words (not
+    grad_buckets 0 B and an unexplained overhead).
+
+    >>> memory_parts({"weights": 2 ** 30, "grad_buckets": 0.0, "overhead": 2 ** 29})
+    'weights 1.0 GiB, overhead (CUDA context, library and NCCL buffers; fragmentation) 512.0 MiB'
+    """
+    return ", ".join(f"{MEMORY_PART_NAMES.get(k, k.replace('_', ' '))} {format_bytes(v)}"
+                     for k, v in breakdown.items() if v > 0)

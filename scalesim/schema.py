@@ -6,14 +6,13 @@ path and what is allowed, plus the closest valid key when they mistyped one.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from typing import Any, Literal, TypeVar
 
 import pydantic
 
-from scalesim.errors import InputError
+from scalesim.errors import InputError, did_you_mean
 from scalesim.yaml_load import read_yaml  # noqa: F401  (re-exported: duplicate keys refused, sizes bounded)
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -113,34 +112,38 @@ def validate(model: type[M], data: Any, *, file: str | None = None, key_prefix: 
     except InputError as exc:       # raised by a validator that knows the key (scalesim/limits.py)
         raise exc.located(file=file, key_prefix=key_prefix) from None
     except pydantic.ValidationError as exc:
-        err, loc = _most_specific(model, exc.errors())
-        path = ".".join(str(p) for p in loc)
-        key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
-        if err["type"] == "extra_forbidden":
-            allowed = _fields_at(model, loc) + (list(also_allowed) if len(loc) == 1 else [])
-            close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.5)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise InputError(f"unknown key.{hint} Allowed here: {', '.join(allowed)}",
-                             file=file, key=key) from None
-        if err["type"] == "missing":
-            raise InputError("is required but missing", file=file, key=key) from None
-        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):     # a section not a mapping
-            keys = _fields_at(model, (*loc, None))
-            listed = f" ({', '.join(keys)})" if keys else ""
-            needed = _fields_at(model, (*loc, None), required=True)
-            if err.get("input") is None and needed:      # `cluster:` with all its keys commented out
-                raise InputError(f"is empty; this section is required: a mapping of keys with at least {', '.join(needed)} "
-                                 f"(allowed: {', '.join(keys)})", file=file, key=key) from None
-            raise InputError(f"expected a mapping of keys{listed}, got {_yaml_kind(err.get('input'))}",
-                             file=file, key=key) from None
-        message = err["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        got = err.get("input")
-        if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
-            shown = repr(got)
-            message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
-        raise InputError(message, file=file, key=key) from None
+        raise input_error(model, exc, file=file, key_prefix=key_prefix, also_allowed=also_allowed) from None
+
+
+def input_error(model: type[M], exc: pydantic.ValidationError, *, file: str | None = None,
+                key_prefix: str | None = None, also_allowed: tuple[str, ...] = ()) -> InputError:
+    """pydantic's errors from building `model` as one InputError naming the first bad key (`validate`)."""
+    err, loc = _most_specific(model, exc.errors())
+    path = ".".join(str(p) for p in loc)
+    key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
+    if err["type"] == "extra_forbidden":
+        allowed = _fields_at(model, loc) + (list(also_allowed) if len(loc) == 1 else [])
+        return InputError(f"unknown key.{did_you_mean(loc[-1], allowed)} Allowed here: {', '.join(allowed)}",
+                          file=file, key=key)
+    if err["type"] == "missing":
+        return InputError("is required but missing", file=file, key=key)
+    if err["type"] in ("model_type", "model_attributes_type", "dict_type"):     # a section not a mapping
+        keys = _fields_at(model, (*loc, None))
+        listed = f" ({', '.join(keys)})" if keys else ""
+        needed = _fields_at(model, (*loc, None), required=True)
+        if err.get("input") is None and needed:      # `cluster:` with all its keys commented out
+            return InputError(f"is empty; this section is required: a mapping of keys with at least {', '.join(needed)} "
+                              f"(allowed: {', '.join(keys)})", file=file, key=key)
+        return InputError(f"expected a mapping of keys{listed}, got {_yaml_kind(err.get('input'))}",
+                          file=file, key=key)
+    message = err["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    got = err.get("input")
+    if err["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
+        shown = repr(got)
+        message += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
+    return InputError(message, file=file, key=key)
 
 
 def _yaml_kind(value: Any) -> str:

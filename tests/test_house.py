@@ -38,3 +38,11 @@ def test_no_function_is_over_60_lines():
     long = [offender for p in modules() for offender in long_functions(p)]
     assert long == [], "split these: " + "; ".join(long)
 
+
+
+def test_one_did_you_mean_helper():
+    """Close-name suggestions come from errors.did_you_mean alone, so every message suggests alike."""
+    own = [str(p.relative_to(PACKAGE)) for p in modules() if p.name != "errors.py" and any(
+        isinstance(n, (ast.Import, ast.ImportFrom)) and "difflib" in ([a.name for a in n.names] + [getattr(n, "module", None) or ""])
+        for n in ast.walk(ast.parse(p.read_text())))]
+    assert own == [], "use scalesim.errors.did_you_mean in: " + ", ".join(own)

@@ -19,6 +19,7 @@ from scalesim.errors import InputError
 from scalesim.limits import OverBudget, check_affordable
 from scalesim.parallel.size import compiled_tasks
 from scalesim.parallel.bounds import fastest
+from scalesim.scenario import fsdp_version_at, zero_stages
 from scalesim.scenario.graphs import graphs_cleared
 from scalesim.units import format_bytes, format_time
 
@@ -36,7 +37,7 @@ def _candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     pl = setup.plan.placement
     out: list[tuple[str, dict[str, dict[str, Any]]]] = []
     replicas = pl.dp * pl.cp
-    for zero in (1, 2, 3):
+    for zero in zero_stages(t.framework, (1, 2, 3)):      # those its framework's code runs
         if zero > setup.plan.zero and replicas > 1:
             out.append((f"parallel.zero: {zero}", {"parallel": {"zero": zero}}))
     if par.offload_optimizer:
@@ -78,9 +79,9 @@ def _finetune_candidates(setup) -> list[tuple[str, dict[str, dict[str, Any]]]]:
         full = {"training": {"finetune": method, "activation_checkpointing": "full"}}
         if t.activation_checkpointing != "full":
             out.append((f"training.finetune: {method} and training.activation_checkpointing: full", full))
-        if pl.dp * pl.cp > 1 and setup.plan.zero < 3:
-            out.append((f"training.finetune: {method}, parallel.zero: 3, training.activation_checkpointing: full",
-                        {**full, "parallel": {"zero": 3}}))
+        if pl.dp * pl.cp > 1 and setup.plan.zero < (top := most_sharded(setup)):
+            out.append((f"training.finetune: {method}, parallel.zero: {top}, training.activation_checkpointing: full",
+                        {**full, "parallel": {"zero": top}}))
         if not setup.scenario.parallel.offload_params:
             out.append((f"training.finetune: {method}, parallel.offload_params: true, "
                         f"training.activation_checkpointing: full", {**full, "parallel": {"offload_params": True}}))
@@ -94,16 +95,23 @@ def _fits(setup, memory_bytes: float, host_fit) -> bool:
             and (host_fit is None or host_fit(setup) is None))
 
 
+def most_sharded(setup: Setup) -> int:
+    """The highest ZeRO stage the scenario's framework runs (3; nanotron's 1): what the fixes shard with."""
+    return max(zero_stages(setup.scenario.training.framework))
+
+
 def fit_options(setup: Setup, limit: int = 4, host_fit=None) -> list[FitOption]:
-    """Changes (one at a time, then ZeRO-3 with full checkpointing) that make the plan fit, fastest first.
+    """Changes (one at a time, then the highest ZeRO stage the framework runs with full checkpointing) that make
+    the plan fit, fastest first.
 
     `host_fit(setup)` returns why a plan's offloaded state overflows host memory
     (None when it fits); a change that fits the GPU but not the host is no answer.
     """
-    candidates = _candidates(setup)
-    if setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.scenario.training.activation_checkpointing != "full":
-        candidates.append(("parallel.zero: 3 and training.activation_checkpointing: full",
-                           {"parallel": {"zero": 3}, "training": {"activation_checkpointing": "full"}}))
+    candidates, top = _candidates(setup), most_sharded(setup)
+    if (setup.plan.placement.dp * setup.plan.placement.cp > 1 and setup.plan.zero < top
+            and setup.scenario.training.activation_checkpointing != "full"):      # (at `top` already: "full" alone)
+        candidates.append((f"parallel.zero: {top} and training.activation_checkpointing: full",
+                           {"parallel": {"zero": top}, "training": {"activation_checkpointing": "full"}}))
     candidates += _finetune_candidates(setup)
     found: list[tuple[str, Setup]] = []
     for change, sections in candidates:
@@ -145,8 +153,8 @@ def _keys_that_go_with(setup: Setup, sections: dict[str, dict[str, Any]]) -> dic
     cleared = plan_keys_cleared(parallel.get("zero", setup.plan.zero), parallel.get("tp", setup.plan.placement.tp),
                                 setup.plan.chunks_per_stage > 1 and not schedule,
                                 parallel.get("pp", setup.plan.placement.pp))
-    fsdp = parallel.get("fsdp_version", cleared.get("fsdp_version", scenario.parallel.fsdp_version))
-    graphs = graphs_cleared(parallel.get("zero", setup.plan.zero), fsdp)     # scenario/graphs.py
+    zero = parallel.get("zero", setup.plan.zero)
+    graphs = graphs_cleared(zero, parallel.get("fsdp_version", fsdp_version_at(scenario, zero)))     # scenario/graphs.py
     return {**sections, "training": {**recompute_keys_cleared(checkpointing, finetune), **graphs, **training},
             "parallel": {**schedule, **cleared, **parallel}}
 
@@ -187,22 +195,22 @@ def _what_if(setup: Setup, sections: dict[str, dict[str, Any]]) -> Setup | None:
 
 
 def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
-    """The fewest of the cluster's GPUs (doubling) that hold the model with ZeRO-3, full
-    recompute and micro-batch 1 (then also with the optimizer offloaded); None if none do.
+    """The fewest of the cluster's GPUs (doubling) that hold the model with the highest ZeRO stage its framework
+    runs (`most_sharded`), full recompute and micro-batch 1 (then also with the optimizer offloaded); None if none do.
 
     The global batch grows to one sample per data-parallel rank where it was smaller.
     """
     t, par = setup.scenario.training, setup.scenario.parallel
     model_parallel = par.tp * par.pp * par.cp
     available = len(setup.topology.gpus)
-    gpus = setup.gpus * 2
+    gpus, top = setup.gpus * 2, most_sharded(setup)
     while gpus <= available:
         dp = gpus // model_parallel
         if gpus % model_parallel == 0 and dp > 1:
             batch = -(-max(t.global_batch, dp) // dp) * dp
             for offload in (False, True):
                 sections = {"cluster": {"gpus": gpus},
-                            "parallel": {"zero": 3, "offload_optimizer": offload or par.offload_optimizer,
+                            "parallel": {"zero": top, "offload_optimizer": offload or par.offload_optimizer,
                                          **({"dp": dp} if par.dp is not None else {})},
                             "training": {"micro_batch": 1, "global_batch": batch, "activation_checkpointing": "full"}}
                 changed = _what_if(setup, sections)
@@ -210,7 +218,7 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
                     continue
                 memory = changed.step.memory.total
                 if _fits(changed, memory, host_fit):
-                    change = (f"cluster.gpus: {gpus} with parallel.zero: 3"
+                    change = (f"cluster.gpus: {gpus} with parallel.zero: {top}"
                               + (", parallel.offload_optimizer: true" if offload else "")
                               + ", training.activation_checkpointing: full, training.micro_batch: 1"
                               + (f", training.global_batch: {batch}" if batch != t.global_batch else "")
@@ -222,14 +230,15 @@ def more_gpus_option(setup: Setup, host_fit=None) -> FitOption | None:
 
 
 def describe(options: list[FitOption], gpus: int, capacity: float, more: FitOption | None = None,
-             available: int | None = None) -> str:
+             available: int | None = None, zero: int = 3) -> str:
+    """What would fit, in words (`zero`: the highest ZeRO stage the framework runs, `most_sharded`)."""
     if not options:
         tried = (f"no single change tried fits in {format_bytes(capacity)} (ZeRO, optimizer offload, recompute, "
                  f"smaller micro-batch, more tensor parallelism, weight offload)")
         if more is not None:
             return f"{tried}; more GPUs would: {more.change} ({format_bytes(more.memory_bytes)}, {_step_text(more)})"
         within = ("" if available is None or available <= gpus
-                  else f", not even all {available} GPUs of the cluster with ZeRO-3")
+                  else f", not even all {available} GPUs of the cluster with ZeRO-{zero}")
         return f"{tried}{within}; more nodes or a GPU with more memory is needed"
     return "would fit: " + "; ".join(f"{o.change} ({format_bytes(o.memory_bytes)}, {_step_text(o)})" for o in options)
 

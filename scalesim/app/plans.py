@@ -24,7 +24,7 @@ from scalesim.limits import PLAN_CHECK_SECONDS, OverBudget, charge, check_afford
 from scalesim.models import get_model
 from scalesim.parallel.size import step_cost
 from scalesim.parallel.step import pipeline_runs
-from scalesim.scenario import Scenario, graphs_cleared, zero_stages
+from scalesim.scenario import Scenario, fsdp_version_at, graphs_cleared, zero_stages
 from scalesim.topology import load_node_design
 
 RECOMPUTE = ("none", "selective", "full")
@@ -134,7 +134,7 @@ def scenario_for(base: Scenario, point: PlanPoint, file: str | None = None, grow
                   **plan_keys_cleared(point.zero, point.tp, interleaved(base.parallel) and not schedule, point.pp)},
         training={"micro_batch": point.micro_batch, "activation_checkpointing": point.recompute, **finetune,
                   **recompute_keys_cleared(point.recompute, point.finetune),
-                  **graphs_cleared(point.zero, base.parallel.fsdp_version if point.zero == 3 else None)})
+                  **graphs_cleared(point.zero, fsdp_version_at(base, point.zero))})
 
 
 def plan_keys_cleared(zero: int, tp: int, virtual: bool, pp: int) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import partial
 
 from scalesim.app.caches import Caches
-from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option
+from scalesim.app.fitting import combined_option, describe, fit_options, more_gpus_option, most_sharded
 from scalesim.app.forked import Forked
 from scalesim.app.host_causes import eager_parts, host_causes
 from scalesim.app.procurement import nodes_charged, run_inputs
@@ -26,7 +26,7 @@ from scalesim.engine.fast_forward import exact_simulation
 from scalesim.limits import TASKS_PER_SECOND, OverBudget, charge, check_affordable, time_limit
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
-from scalesim.result import StepResult, rank_breakdowns
+from scalesim.result import StepResult, memory_parts, rank_breakdowns
 from scalesim.scenario import Scenario
 from scalesim.scenario.frameworks import framework_summary
 from scalesim.scenario.graphs import graphs_blocked_by
@@ -37,8 +37,7 @@ from scalesim.units import format_bytes
 def _fit_reason(memory: MemoryBreakdown, capacity: float, gpu: GpuSpec) -> str | None:
     if memory.total <= capacity:
         return None
-    parts = sorted(memory.as_dict().items(), key=lambda kv: -kv[1])
-    takes = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts if v > 0)
+    takes = memory_parts(dict(sorted(memory.as_dict().items(), key=lambda kv: -kv[1])))     # largest first
     return (f"needs {format_bytes(memory.total)} per GPU but the {gpu.full_name} has "
             f"{format_bytes(capacity)} ({takes})")
 
@@ -227,7 +226,8 @@ def _with_fixes(setup: Setup, reason: str) -> str:
     combined = None if options else combined_option(setup)
     options = options or ([combined] if combined is not None else [])
     more = None if options else more_gpus_option(setup, host_fit_reason)
-    return reason + "; " + describe(options, setup.gpus, setup.gpu.memory_bytes, more, len(setup.topology.gpus))
+    return reason + "; " + describe(options, setup.gpus, setup.gpu.memory_bytes, more, len(setup.topology.gpus),
+                                    most_sharded(setup))
 
 
 def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None,

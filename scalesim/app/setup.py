@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from scalesim.app.caches import Caches
 from scalesim.app.clusters import cluster_of, cluster_size
 from scalesim.app.plan_checks import check_plan, pipeline_blocks_of
-
 from scalesim.costs.compute import FLASH_KINDS, flash_efficiency
 from scalesim.costs.flash import fp8_attention_gpus, fp8_attention_runs
 from scalesim.costs.eager import eager_model, eager_rope_model, gemm_gelu_model, with_nanotron_kernels
@@ -46,7 +45,7 @@ from scalesim.parallel.tp_overlap import tp_overlap_spec
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost, step_counts
 from scalesim.parallel.step import CompiledStep, compile_step
-from scalesim.scenario import Scenario, resolved_attention
+from scalesim.scenario import Scenario, blames_framework, resolved_attention
 from scalesim.topology import NodeDesign, Topology
 from scalesim.units import format_bytes
 
@@ -95,6 +94,7 @@ def grad_reduce_dtype(precision: str, par) -> str:
     return "bf16" if precision == "fp8" else precision
 
 
+@blames_framework     # an error naming a key the framework set says so (scenario/frameworks.py)
 def prepare(scenario: Scenario, file: str | None = None, *, gpus: int | None = None,
             catalog: Catalog | None = None, every_rank: bool | None = None, caches: Caches | None = None) -> Setup:
     """Resolve catalog names (in `catalog`, [the built-in one]), check the parallel plan and

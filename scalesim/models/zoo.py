@@ -9,13 +9,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from scalesim.errors import InputError, unknown_name
+from scalesim.errors import InputError, did_you_mean, unknown_name
 from scalesim.models.moe import ROUTERS, MLASpec
 from scalesim.models.resnet import build_resnet
 from scalesim.models.packing import attention_score_ops, sliding_window
@@ -324,10 +323,8 @@ def _inline(spec: Mapping, seq_len: int | None, key: str, file: str | None) -> M
     """
     for name in spec:
         if name not in _ALLOWED:
-            close = difflib.get_close_matches(str(name), _ALLOWED, n=1, cutoff=0.6)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise InputError(f"unknown key '{name}' for an inline model.{hint} Allowed: {', '.join(_ALLOWED)}",
-                             key=f"{key}.{name}", file=file)
+            raise InputError(f"unknown key '{name}' for an inline model.{did_you_mean(name, _ALLOWED)} "
+                             f"Allowed: {', '.join(_ALLOWED)}", key=f"{key}.{name}", file=file)
     if spec.get("kind") != "transformer":
         got = "missing" if "kind" not in spec else f"{spec['kind']!r}"
         raise InputError(f"inline models need kind: transformer (got {got}); or use a zoo name: "

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scalesim.result import StepResult
+from scalesim.result import StepResult, memory_parts
 from scalesim.report.formatting import percent, scaling_text, unit_price
 from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
@@ -158,22 +158,6 @@ def make_console(stderr: bool = False) -> Console:
 
 def print_table(table: Table, console: Console | None = None) -> None:
     (console or make_console()).print(table)
-
-
-# the breakdown's keys (costs/memory.MemoryBreakdown.as_dict) as the table says them
-MEMORY_PART_NAMES = {"grad_buckets": "gradient buckets",
-                     "overhead": "overhead (CUDA context, library and NCCL buffers; fragmentation)"}
-
-
-def memory_parts(breakdown: dict[str, float]) -> str:
-    """'weights 1.3 GiB, ..., overhead (CUDA context, ...) 1.8 GiB': the parts that take memory, in words (not
-    grad_buckets 0 B and an unexplained overhead).
-
-    >>> memory_parts({"weights": 2 ** 30, "grad_buckets": 0.0, "overhead": 2 ** 29})
-    'weights 1.0 GiB, overhead (CUDA context, library and NCCL buffers; fragmentation) 512.0 MiB'
-    """
-    return ", ".join(f"{MEMORY_PART_NAMES.get(k, k.replace('_', ' '))} {format_bytes(v)}"
-                     for k, v in breakdown.items() if v > 0)
 
 
 def _above_linear_note(r) -> str:

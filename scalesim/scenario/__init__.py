@@ -13,12 +13,13 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults, zero_stages  # noqa: F401
+from scalesim.scenario.frameworks import (blame_preset, blames_framework, fsdp_version_at,  # noqa: F401
+                                         with_framework_defaults, without_framework_defaults, zero_stages)
 from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
 from scalesim.scenario.training import LORA_TARGETS, LoraSpec, TrainingSpec, resolved_attention  # noqa: F401
-from scalesim.schema import Strict, validate
+from scalesim.schema import Strict, input_error, validate
 from scalesim.topology.cluster import Fabric
 from scalesim.topology.design import read_yaml
 
@@ -240,7 +241,16 @@ class Scenario(Strict):
         if isinstance(data, Scenario):      # an instance keeps the keys its framework set (model_validate(s) is s)
             return handler(data)
         data, applied = with_framework_defaults(data, _default_of, _as_read)
-        scenario = handler(data)
+        try:
+            scenario = handler(data)
+        except (pydantic.ValidationError, InputError) as exc:     # one naming a key the preset set says so
+            if not applied:
+                raise
+            error = exc if isinstance(exc, InputError) else input_error(cls, exc)
+            blamed = blame_preset(error, data["training"]["framework"], applied)
+            if blamed is error:
+                raise
+            raise blamed from None
         scenario._framework_set = applied
         return scenario
 
@@ -249,7 +259,8 @@ class Scenario(Strict):
         check_limits(self, SCENARIO_LIMITS)     # values far beyond real systems (scalesim/limits.py)
         refusal = self.training.cuda_graphs and graphs_refusal(self.parallel.zero, self.parallel.fsdp_version)
         if refusal:     # graphs that cannot capture the plan's layers (scenario/graphs.py)
-            raise InputError(refusal, key="training.cuda_graphs")
+            raise blame_preset(InputError(refusal, key="training.cuda_graphs"), self.training.framework,
+                               self._framework_set)
         return self
 
     def with_changes(self, **sections: dict[str, Any]) -> "Scenario":

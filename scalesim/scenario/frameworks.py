@@ -15,6 +15,8 @@ Pure data and functions; the Scenario applies them before its sections are valid
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -211,6 +213,22 @@ def zero_stages(name: str | None, stages: tuple[int, ...] = (0, 1, 2, 3)) -> tup
                  if not any(r.refused(lambda key, z=z: z if key == "parallel.zero" else None) for r in refusals))
 
 
+def fsdp_version_at(scenario, zero: int) -> int | None:
+    """The parallel.fsdp_version a plan of `scenario` changed to ZeRO stage `zero` runs, as `with_changes` resolves
+    it: none below 3; at 3 the scenario's own when it is at 3 (written, or its framework's), else its framework's
+    for zero 3 (torchtitan's FSDP2, llm-foundry's FSDP1), else null (DeepSpeed's ZeRO-3)."""
+    if zero != 3:
+        return None
+    if scenario.parallel.zero == 3:
+        return scenario.parallel.fsdp_version
+
+    def get(key: str) -> Any:
+        section, field = key.split(".")
+        return zero if key == "parallel.zero" else getattr(getattr(scenario, section), field)
+    return next((row.value for row in PRESETS.get(scenario.training.framework or "", ())
+                 if row.key == "parallel.fsdp_version" and row.when(get)), None)
+
+
 def with_framework_defaults(data: Any, defaults: Callable[[str], Any], coerce: Callable[[str, Any], Any] = lambda k, v: v
                             ) -> tuple[Any, tuple[tuple[str, Any], ...]]:
     """`data` (a scenario mapping, before validation) with its framework's defaults filled in, and the
@@ -250,6 +268,36 @@ def without_framework_defaults(data: dict, applied: tuple[tuple[str, Any], ...])
         section, field = key.split(".")
         out.get(section, {}).pop(field, None)
     return out
+
+
+def blame_preset(error: InputError, name: str | None, applied: tuple[tuple[str, Any], ...]) -> InputError:
+    """`error` saying, for each key of `applied` (what framework `name`'s preset set) that it is at or names
+    (`section.field`; a field with an underscore as a word; a one-word field followed by ':' or its value), that
+    the user did not write that value: '...; sequence_parallel_layout is batch-first (set by training.framework:
+    torchtitan; write it to override)'. `error` itself when it names none."""
+    notes = ""
+    for key, value in applied:
+        section, field = key.split(".")
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        bare = rf"(?<![\w.]){field}(?!\w)" if "_" in field else rf"(?<![\w.]){field}(?=: | {re.escape(shown)}\b)"
+        if key == error.key or re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)|{bare}", error.detail):
+            notes += f"; {field} is {shown} (set by training.framework: {name}; write it to override)"
+    return error.with_detail(error.detail + notes) if notes else error
+
+
+def blames_framework(prepare: Callable) -> Callable:
+    """`prepare(scenario, ...)` whose input errors say which of the keys they name the scenario's framework set
+    (`blame_preset`): a model or GPU the preset's kernels do not fit is found only once names are resolved."""
+    @functools.wraps(prepare)
+    def prepared(scenario, *args, **kwargs):
+        try:
+            return prepare(scenario, *args, **kwargs)
+        except InputError as exc:
+            blamed = blame_preset(exc, scenario.training.framework, scenario._framework_set)
+            if blamed is exc:
+                raise
+            raise blamed from None
+    return prepared
 
 
 def framework_summary(name: str | None, applied: tuple[tuple[str, Any], ...]) -> dict:

@@ -150,3 +150,17 @@ def test_optimizer_none_has_nothing_to_offload():
     assert not prepare(with_none(offload_params=True)).plan.offload_optimizer
     # and the fixes never propose offloading it
     assert not any("offload_optimizer" in c for c, _ in _candidates(prepare(with_none())))
+
+
+def test_the_does_not_fit_line_names_the_memory_parts_as_the_memory_row_does():
+    # DDP's gradient buckets take memory here: in words, as the table's "of which" row says them, largest first
+    from scalesim.app.run import _fit_reason
+    from scalesim.result import memory_parts
+
+    setup = prepare(scenario(mb=8))
+    memory = memory_of(setup)
+    assert memory.grad_buckets > 0
+    reason = _fit_reason(memory, setup.gpu.memory_bytes, setup.gpu)
+    assert "grad_buckets" not in reason and "gradient buckets" in reason and "overhead (CUDA context" in reason
+    parts = dict(sorted(memory.as_dict().items(), key=lambda kv: -kv[1]))
+    assert reason.endswith(f"({memory_parts(parts)})")

@@ -196,6 +196,7 @@ GOOD = {"kind": "transformer", "layers": 2, "hidden": 64, "heads": 4, "vocab": 1
 
 @pytest.mark.parametrize("spec,key,words", [
     ({**GOOD, "hiden": 64}, "model.hiden", "Did you mean 'hidden'"),
+    ({**GOOD, "moe_spec": {}}, "model.moe_spec", "Did you mean 'moe'"),     # as close as errors.did_you_mean asks
     ({k: v for k, v in GOOD.items() if k != "vocab"}, "model.vocab", "required"),
     ({**GOOD, "layers": 0}, "model.layers", "positive integer"),
     ({**GOOD, "hidden": -64}, "model.hidden", "positive integer"),

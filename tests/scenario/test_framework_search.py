@@ -77,3 +77,19 @@ def test_a_preset_reads_a_written_value_as_the_schema_does():
     assert as_text._framework_set == as_int._framework_set
     assert as_text.parallel.sequence_parallel and as_text.training.cross_entropy == "loss-parallel"
     assert not _scenario("megatron-core", {"zero": 1, "zero1_over_ddp": "false"}).parallel.zero1_over_ddp
+
+
+@pytest.mark.parametrize("framework,graphs", [("torchtitan", True), (None, False)])
+def test_a_zero3_plan_keeps_cuda_graphs_where_its_frameworks_fsdp_runs_them(tmp_path, framework, graphs):
+    # torchtitan's ZeRO-3 is FSDP2 (graphs per block under torch.compile); without a framework it is DeepSpeed's,
+    # which CUDA graphs cannot capture (scenario/graphs.py): the search and run's fixes resolve the version anew
+    from scalesim.app.fitting import _keys_that_go_with
+    from scalesim.app.plans import PlanPoint, scenario_for
+    data = yaml.safe_load(_file(tmp_path, framework, {"zero": 0}).read_text())
+    data["training"]["cuda_graphs"] = True
+    base = Scenario.model_validate(data)
+    point = scenario_for(base, PlanPoint(gpus=8, dp=8, zero=3))
+    assert point.training.cuda_graphs is graphs and point.parallel.fsdp_version == (2 if graphs else None)
+    fix = _keys_that_go_with(prepare(base), {"parallel": {"zero": 3}})
+    assert fix["training"].get("cuda_graphs", True) is graphs
+    assert base.with_changes(**fix).training.cuda_graphs is graphs
