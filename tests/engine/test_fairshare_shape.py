@@ -89,3 +89,49 @@ def test_small_sets_are_filled_without_a_shape(monkeypatch):
     assert 2 * len(flows) < ARRAYS_FROM
     assert max_min_rates(flows, [1.0, 2.0, 3.0], memo={}) == [1.0, 1.0]
     assert shapes == []
+
+
+@st.composite
+def _two_sets(draw):
+    """Two sets of flows over links of drawn capacities (ties likely), caps drawn per flow; the second may
+    be the first renumbered in order (any increasing map, not only affine) or anything else."""
+    n_links = draw(st.integers(1, 10))
+    capacity = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 7.5]), min_size=3 * n_links, max_size=3 * n_links))
+    flow = st.lists(st.integers(0, n_links - 1), min_size=0, max_size=4).map(tuple)
+    flows = draw(st.lists(flow, min_size=1, max_size=25))
+    caps = draw(st.none() | st.lists(st.sampled_from([INF, 0.75, 1.5, 2.0]), min_size=25, max_size=25))
+    if draw(st.booleans()):
+        ids = sorted(draw(st.sets(st.integers(0, 3 * n_links - 1), min_size=n_links, max_size=n_links)))
+        other = [tuple(ids[link] for link in f) for f in flows]
+        other_caps = caps
+    else:
+        other = draw(st.lists(flow, min_size=1, max_size=25))
+        other_caps = draw(st.none() | st.lists(st.sampled_from([INF, 0.75, 1.5]), min_size=25, max_size=25))
+    return capacity, flows, caps and caps[:len(flows)], other, other_caps and other_caps[:len(other)]
+
+
+@given(_two_sets())
+@settings(max_examples=300, deadline=None)
+def test_rates_kept_by_shape_are_the_rates_filling_gives(sets):
+    """Whatever two sets share a memo (renumbered copies, other caps, other crossings), each gets the
+    rates it would get filled alone (review15c: the shape must hold everything the filling reads)."""
+    capacity, flows, caps, other, other_caps = sets
+    original = fairshare.ARRAYS_FROM
+    fairshare.ARRAYS_FROM = 1                        # every set by shape, however small
+    try:
+        memo = {}
+        first = max_min_rates(flows, capacity, caps, memo)
+        second = max_min_rates(other, capacity, other_caps, memo)
+    finally:
+        fairshare.ARRAYS_FROM = original
+    assert first == max_min_rates(flows, capacity, caps)
+    assert second == max_min_rates(other, capacity, other_caps)
+
+
+def test_the_same_crossings_split_into_other_flows_are_another_shape(monkeypatch):
+    """Links 0, 1, 2 crossed in the same order, as (0, 1), (2,) or as (0,), (1, 2): the flows' lengths are
+    part of the shape (without them the second set would get the first one's rates)."""
+    monkeypatch.setattr(fairshare, "ARRAYS_FROM", 1)
+    memo = {}
+    assert max_min_rates([(0, 1), (2,)], [1.0, 2.0, 3.0], memo=memo) == [1.0, 3.0]
+    assert max_min_rates([(0,), (1, 2)], [1.0, 2.0, 3.0], memo=memo) == [1.0, 2.0]
