@@ -31,10 +31,10 @@ from scalesim.engine.flow_bundles import (INF, Bundle, Call, Prepared, bundle_sp
 from scalesim.engine.reservations import Reservations
 from scalesim.fairshare import max_min_rates
 
-# A flow is done when less than this fraction of it (or a millibyte) remains:
-# floating-point residue must not schedule zero-length timers forever.
+# A flow is done when less than this fraction of it remains: floating-point residue
+# must not schedule zero-length timers forever. Relative only: an absolute floor (it
+# was a millibyte) ended small flows early, ahead of the bytes their rate could move.
 _DONE_FRACTION = 1e-9
-_DONE_BYTES = 1e-3
 
 
 def _in_start_order(lists: list[list]) -> list:
@@ -268,7 +268,7 @@ class FluidNetwork(Reservations):
         left = b.left_bytes - b.rate * (now - b.since_s)       # b.left_at(now)
         # Done when (almost) nothing is left, or when what is left would take less
         # than the clock can represent at this time (else time would never advance).
-        return (left <= max(_DONE_FRACTION * b.size_bytes, _DONE_BYTES)
+        return (left <= _DONE_FRACTION * b.size_bytes
                 or (b.rate > 0 and now + left / b.rate == now))
 
     def _finished(self, now: float) -> list[Bundle]:

@@ -1,7 +1,7 @@
 """Timelines small enough to compute by hand: streams, dependencies, rendezvous, shared links."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scalesim.collectives.plan import CollectivePlan, Flow, Phase
@@ -265,6 +265,9 @@ flow_sets = st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5]),
 
 
 @given(flow_sets, st.lists(st.floats(20.0, 200.0), min_size=5, max_size=5))
+@example(  # three 10 B flows on link 2 had under a millibyte left when another flow ended: they ended then too
+    flows=[(0.0, (0,), 10.0), (0.5, (0,), 10.0), (0.5, (2,), 10.0), (0.5, (2,), 10.0), (0.5, (2,), 10.0)],
+    capacity=[60.0, 20.0, 179.984375, 20.0, 20.0])
 @settings(max_examples=150, deadline=None)
 def test_flows_finish_when_global_max_min_sharing_says(flows, capacity):
     # Each flow is its own call on its own rank, started after a compute task of its start time.
@@ -276,3 +279,25 @@ def test_flows_finish_when_global_max_min_sharing_says(flows, capacity):
     ends = [max(iv.end_s for iv in t.for_rank(rank)) for rank in range(len(flows))]
     assert ends == [pytest.approx(e, rel=1e-6) for e in _reference_finish_times(flows, capacity)]
     assert t.bytes_sent == pytest.approx(t.bytes_delivered)
+
+
+def _flow_ends(flows, capacity, closed_form):
+    program = Program({rank: ((ComputeTask("wait", "other", start),) if start else ())
+                       + (CollectiveTask("x", f"k{rank}", transfer((rank,), [(links, size)]),
+                                         deps=(0,) if start else ()),)
+                       for rank, (start, links, size) in enumerate(flows)}, tuple(capacity))
+    t = simulate(program, closed_form=closed_form)
+    return [max(iv.end_s for iv in t.for_rank(rank)) for rank in range(len(flows))]
+
+
+@given(flow_sets, st.lists(st.floats(20.0, 200.0), min_size=5, max_size=5), st.integers(-30, 30),
+       st.booleans())
+@example(flows=[(0.0, (0,), 10.0), (0.0, (1,), 10.0 + 1e-4)], capacity=[10.0] * 5, exponent=10, closed_form=False)
+@settings(max_examples=60, deadline=None)
+def test_the_unit_of_bytes_does_not_change_when_flows_end(flows, capacity, exponent, closed_form):
+    # Sizes and capacities times 2**exponent (exact in floats): the same times, small flows or large.
+    # When a flow ends is a matter of its bytes over its rate, never of how many bytes it has left.
+    scale = 2.0 ** exponent
+    scaled = [(start, links, size * scale) for start, links, size in flows]
+    ends = _flow_ends(scaled, [c * scale for c in capacity], closed_form)
+    assert ends == [pytest.approx(e, rel=1e-12) for e in _flow_ends(flows, capacity, closed_form)]
