@@ -18,6 +18,7 @@ raises ``InputError`` naming the entry and the field.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -264,6 +265,9 @@ class _Reader:
         estimated = mapping.get("estimated", [])
         if not isinstance(estimated, list) or any(f not in fields for f in estimated):
             raise where.error("estimated", f"must be a list of field names from: {', '.join(fields)}")
+        notes = mapping.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise where.error("notes", f"must be a list of texts (how a value was found), got {notes!r}")
         self._mapping, self._where, self._optional = mapping, where, optional
 
     def __call__(self, field: str, parse: Callable[[Any], Any], *, default: Any = None) -> Any:
@@ -272,9 +276,12 @@ class _Reader:
                 return default
             raise self._where.error(field, f"missing required field '{field}'")
         try:
-            return parse(self._mapping[field])
+            value = parse(self._mapping[field])
         except InputError as err:
             raise self._where.error(field, err.detail) from None
+        if isinstance(value, float) and not math.isfinite(value):      # .inf, .nan: every result would be too
+            raise self._where.error(field, f"must be a finite number, got {self._mapping[field]!r}")
+        return value
 
 
 # ---------------------------------------------------------------- value parsers

@@ -202,7 +202,7 @@ def _merged(value: Any, name: Any, key: str, file: str | None, base_fields, allo
     base = value.get("base")
     if "memory_gb" in value:
         gb = value["memory_gb"]
-        if isinstance(gb, bool) or not isinstance(gb, (int, float)) or gb <= 0:
+        if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < float("inf"):
             raise InputError(f"memory_gb must be a positive number (GiB, as the catalog reads '80 GB'), got {gb!r}",
                              file=file, key=f"{key}.memory_gb")
         entry["memory"] = f"{gb} GiB"

@@ -74,6 +74,18 @@ def test_catalogs_are_values(tmp_path):
     ("x: {base: h100-sxm, memory_gb: -1}\n", "x.memory_gb"),
     ("x: {base: h100-sxm, gemm_efficiency: 1.5}\n", "x.gemm_efficiency"),
     ("x: {base: h100-sxm, tdpp: 10}\n", "x.tdpp"),
+    # fuzz15: no quantity is infinite or NaN (inf FLOP/s ran at rc 0, inf gemm_k_overhead divided by zero)
+    ("x: {base: h100-sxm, bf16: .inf}\n", "x.bf16"),
+    ("x: {base: h100-sxm, bf16: '1e400 TFLOPS'}\n", "x.bf16"),
+    ("x: {base: h100-sxm, memory_bw: .inf}\n", "x.memory_bw"),
+    ("x: {base: h100-sxm, gemm_k_overhead: .inf}\n", "x.gemm_k_overhead"),
+    ("x: {base: h100-sxm, gemm_k_overhead: .nan}\n", "x.gemm_k_overhead"),
+    ("x: {base: h100-sxm, list_price_usd: .nan}\n", "x.list_price_usd"),
+    ("x: {base: h100-sxm, cloud_usd_per_gpu_hour: .inf}\n", "x.cloud_usd_per_gpu_hour"),
+    ("x: {base: h100-sxm, memory_gb: .nan}\n", "x.memory_gb"),
+    ("x: {base: h100-sxm, memory_gb: .inf}\n", "x.memory_gb"),
+    ("x: {base: h100-sxm, notes: 5}\n", "x.notes"),           # was a TypeError traceback
+    ("x: {base: h100-sxm, notes: [1]}\n", "x.notes"),
 ])
 def test_mistakes_in_a_folder_name_the_file_and_key(tmp_path, text, key):
     folder = write(tmp_path / "bad", "gpus.yaml", text)
@@ -94,3 +106,11 @@ def test_a_more_efficient_link_is_never_slower(tmp_path):
     faster = time_collective(build_cluster(design, catalog=load_catalog([folder])), "all_reduce", 8, 2**30,
                              algo="ring")
     assert faster.time_s < plain.time_s
+
+
+@pytest.mark.parametrize("field", ["bandwidth: .inf", "latency: .nan", "net_plugin_latency: .inf", "nvls_pipeline_fill: .nan"])
+def test_a_link_with_an_infinite_or_nan_quantity_names_the_field(tmp_path, field):
+    folder = write(tmp_path / "bad", "links.yaml", f"x: {{base: ib-ndr, {field}}}\n")
+    with pytest.raises(InputError, match="finite") as err:
+        load_catalog([folder])
+    assert err.value.key == f"x.{field.split(':')[0]}" and err.value.file == str(folder / "links.yaml")
