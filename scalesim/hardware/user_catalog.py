@@ -200,6 +200,10 @@ def _merged(value: Any, name: Any, key: str, file: str | None, base_fields, allo
             raise unknown_name("field", field, allowed, key=f"{key}.{field}", file=file)
     entry = {k: v for k, v in value.items() if k not in _EXTRA_KEYS}
     base = value.get("base")
+    for field in ("base", "name"):      # a list or null here was read as a full entry, or as the name '[1]'
+        if field in value and not (isinstance(value[field], str) and value[field].strip()):
+            raise InputError(f"{field} must be {'a catalog name' if field == 'base' else 'text'} (a non-empty string), "
+                             f"got {value[field]!r}", file=file, key=f"{key}.{field}")
     if "memory_gb" in value:
         gb = value["memory_gb"]
         if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < float("inf"):

@@ -86,6 +86,7 @@ def test_catalogs_are_values(tmp_path):
     ("x: {base: h100-sxm, memory_gb: .inf}\n", "x.memory_gb"),
     ("x: {base: h100-sxm, notes: 5}\n", "x.notes"),           # was a TypeError traceback
     ("x: {base: h100-sxm, notes: [1]}\n", "x.notes"),
+    ("x: {base: null, memory_gb: 80}\n", "x.base"),       # was read as a full entry: 'missing field nvlink'
 ])
 def test_mistakes_in_a_folder_name_the_file_and_key(tmp_path, text, key):
     folder = write(tmp_path / "bad", "gpus.yaml", text)
@@ -114,3 +115,10 @@ def test_a_link_with_an_infinite_or_nan_quantity_names_the_field(tmp_path, field
     with pytest.raises(InputError, match="finite") as err:
         load_catalog([folder])
     assert err.value.key == f"x.{field.split(':')[0]}" and err.value.file == str(folder / "links.yaml")
+
+
+def test_an_inline_gpu_whose_name_is_not_text_names_the_key():
+    """fuzz15: {base: rtx4090, name: [1]} ran at exit 0 as a GPU named '[1]'."""
+    with pytest.raises(InputError, match="non-empty string") as err:
+        builtin_catalog().resolve_gpu({"base": "rtx4090", "name": [1]}, key="cluster.node.gpu")
+    assert err.value.key == "cluster.node.gpu.name"
