@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from scalesim.errors import InputError, unknown_name
+from scalesim.hardware.plausible import check_plausible
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
@@ -277,10 +278,11 @@ class _Reader:
             raise self._where.error(field, f"missing required field '{field}'")
         try:
             value = parse(self._mapping[field])
+            if isinstance(value, float) and not math.isfinite(value):      # .inf, .nan: every result would be too
+                raise InputError(f"must be a finite number, got {self._mapping[field]!r}")
+            check_plausible(field, value)
         except InputError as err:
             raise self._where.error(field, err.detail) from None
-        if isinstance(value, float) and not math.isfinite(value):      # .inf, .nan: every result would be too
-            raise self._where.error(field, f"must be a finite number, got {self._mapping[field]!r}")
         return value
 
 

@@ -122,3 +122,20 @@ def test_an_inline_gpu_whose_name_is_not_text_names_the_key():
     with pytest.raises(InputError, match="non-empty string") as err:
         builtin_catalog().resolve_gpu({"base": "rtx4090", "name": [1]}, key="cluster.node.gpu")
     assert err.value.key == "cluster.node.gpu.name"
+
+
+@pytest.mark.parametrize("file, text, key", [
+    # fuzz15: each made a step of ~1e300 s whose energy and cost overflowed: `Infinity` in run --json
+    ("gpus.yaml", "x: {base: h100-sxm, bf16: '1e-300 TFLOPS'}\n", "x.bf16"),
+    ("gpus.yaml", "x: {base: h100-sxm, gemm_efficiency: 1.0e-300}\n", "x.gemm_efficiency"),
+    ("gpus.yaml", "x: {base: h100-sxm, gemm_k_overhead: 1.0e+300}\n", "x.gemm_k_overhead"),
+    ("gpus.yaml", "x: {base: h100-sxm, tdp: 1.0e+300}\n", "x.tdp"),
+    ("links.yaml", "x: {base: nvlink4, bandwidth: '1e-300 GB/s'}\n", "x.bandwidth"),
+    ("links.yaml", "x: {base: ib-ndr, latency: 1.0e+300}\n", "x.latency"),
+])
+def test_a_number_far_outside_any_real_part_names_the_field_and_the_bound(tmp_path, file, text, key):
+    folder = write(tmp_path / "bad", file, text)
+    with pytest.raises(InputError, match="limit of") as err:
+        load_catalog([folder])
+    assert err.value.key == key and err.value.file == str(folder / file)
+
