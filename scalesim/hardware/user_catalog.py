@@ -164,10 +164,19 @@ def _with_file(catalog: Catalog, path: Path, is_gpus: bool) -> Catalog:
     new_gpus, new_links = catalog.gpus(), catalog.links()
     origins, notes = dict(catalog.origins), {n: (a, b) for n, a, b in catalog.user_notes}
     for name, entry in data.items():
+        if isinstance(name, bool) or not isinstance(name, (str, int)):     # `~:` was a GPU named 'None'
+            raise InputError(f"an entry's name must be text, got {name!r} (YAML reads ~, null, yes, no, on and off as "
+                             "null or booleans: quote the name)", file=str(path), key=str(name))
         if is_gpus:
             new_gpus[str(name)] = _gpu_entry(entry, catalog, name=name, key=str(name), file=str(path))
         else:
             new_links[str(name)] = _link_entry(entry, catalog, name=name, key=str(name), file=str(path))
+            before = catalog.links().get(str(name))
+            if before is not None and new_links[str(name)].kind != before.kind:     # GPUs name it as that kind
+                raise InputError(f"is of kind {new_links[str(name)].kind}, but {name} is a {before.kind} link GPUs and "
+                                 "designs name as such: an entry with a catalog name keeps its kind (give the new "
+                                 "link a name of its own)",
+                                 file=str(path), key=f"{name}.kind" if "kind" in entry else f"{name}.base")
         origins[str(name)] = str(path)
         if isinstance(entry, Mapping):
             notes[str(name)] = (tuple(map(str, entry.get("notes", []))), tuple(map(str, entry.get("estimated", []))))

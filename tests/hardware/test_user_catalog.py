@@ -86,7 +86,9 @@ def test_catalogs_are_values(tmp_path):
     ("x: {base: h100-sxm, memory_gb: .inf}\n", "x.memory_gb"),
     ("x: {base: h100-sxm, notes: 5}\n", "x.notes"),           # was a TypeError traceback
     ("x: {base: h100-sxm, notes: [1]}\n", "x.notes"),
-    ("x: {base: null, memory_gb: 80}\n", "x.base"),       # was read as a full entry: 'missing field nvlink'
+    ("x: {base: null, memory_gb: 80}\n", "x.base"),
+    ("~: {base: h100-sxm}\n", "None"),                       # ran at exit 0 as a GPU named 'None'
+    ("yes: {base: h100-sxm}\n", "True"),       # was read as a full entry: 'missing field nvlink'
 ])
 def test_mistakes_in_a_folder_name_the_file_and_key(tmp_path, text, key):
     folder = write(tmp_path / "bad", "gpus.yaml", text)
@@ -139,3 +141,14 @@ def test_a_number_far_outside_any_real_part_names_the_field_and_the_bound(tmp_pa
         load_catalog([folder])
     assert err.value.key == key and err.value.file == str(folder / file)
 
+
+
+@pytest.mark.parametrize("text, key", [("nvlink4: {base: ib-ndr}\n", "nvlink4.base"),
+                                       ("nvlink4: {base: nvlink4, kind: infiniband}\n", "nvlink4.kind")])
+def test_an_entry_replacing_a_catalog_link_keeps_its_kind(tmp_path, text, key):
+    """fuzz15: nvlink4 replaced by an InfiniBand entry ran at exit 0, every H100's NVLink port an IB link."""
+    folder = write(tmp_path / "bad", "links.yaml", text)
+    with pytest.raises(InputError, match="keeps its kind") as err:
+        load_catalog([folder])
+    assert err.value.key == key and err.value.file == str(folder / "links.yaml")
+    load_catalog([write(tmp_path / "ok", "links.yaml", "my-ib: {base: ib-ndr}\nnvlink4: {base: nvlink4, efficiency: 0.8}\n")])
