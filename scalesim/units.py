@@ -39,7 +39,7 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
         if not m:
             raise InputError(f"cannot read {text!r} as a {what}")
         value, unit = float(m.group(1)), m.group(2)
-    if not math.isfinite(value):          # .inf, .nan, '1e400 GB/s': no quantity is infinite
+    if not math.isfinite(value * 1e18):   # .inf, .nan, '1e400 GB/s', '1e300 GiB' (inf once scaled by its unit)
         raise InputError(f"expected a finite {what}, got {text!r}")
     return value, unit
 
