@@ -18,6 +18,7 @@ _LATENCY = (None, 1.0, "links answer within microseconds; a second per message i
 _PRICE = "a GPU's price is thousands to tens of thousands of dollars, an hour of it a few dollars"
 CATALOG_BOUNDS: dict[str, tuple[float | None, float | None, str]] = {
     **dict.fromkeys(("fp32", "tf32", "fp16", "bf16", "fp8", "int8"), _RATE),
+    "memory": (2**20, 2**50, "GPUs hold GiB to hundreds of GiB (a MiB made the headroom -Infinity in run --json)"),
     "memory_bw": (1e9, 1e15, "GPU memory moves GB/s to tens of TB/s (HBM3e: 8 TB/s)"),
     "bandwidth": (1e6, 1e15, "links move MB/s to TB/s (NVLink 5: 900 GB/s a direction)"),
     "latency": _LATENCY,

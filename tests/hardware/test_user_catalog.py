@@ -133,6 +133,7 @@ def test_an_inline_gpu_whose_name_is_not_text_names_the_key():
     ("gpus.yaml", "x: {base: h100-sxm, gemm_efficiency: 1.0e-300}\n", "x.gemm_efficiency"),
     ("gpus.yaml", "x: {base: h100-sxm, gemm_k_overhead: 1.0e+300}\n", "x.gemm_k_overhead"),
     ("gpus.yaml", "x: {base: h100-sxm, tdp: 1.0e+300}\n", "x.tdp"),
+    ("gpus.yaml", "x: {base: h100-sxm, memory: 1.0e-300}\n", "x.memory"),      # headroom -Infinity
     ("links.yaml", "x: {base: nvlink4, bandwidth: '1e-300 GB/s'}\n", "x.bandwidth"),
     ("links.yaml", "x: {base: ib-ndr, latency: 100000}\n", "x.latency"),
 ])
