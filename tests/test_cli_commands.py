@@ -94,3 +94,19 @@ def test_run_pauses_the_garbage_collector_only_while_it_answers(tmp_path, monkey
     assert result.exit_code in (0, 3), result.output
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_the_model_zoo_gives_billions_as_billions():
+    # DeepSeek-V3 read "671,026.4 M", Llama 2 7B "6,738.4 M": a buyer asking whether a 7B fits counts digits
+    from rich.console import Console
+
+    from scalesim.report.catalogs import models_table
+
+    console = Console(width=250)
+    with console.capture() as out:
+        console.print(models_table())
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:6]] for line in out.get().splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["llama2-7b"][1] == "6.74 B" and rows["gpt2-350m"][1] == "354.8 M"
+    assert rows["mixtral-8x7b"][1:3] == ["46.7 B", "12.9 B"]
+    assert "active per token" in out.get()

@@ -195,3 +195,12 @@ def test_a_switch_count_that_does_not_divide_the_gpus_lists_the_counts_that_do(t
     result = run_cli("topology", "show", str(node))
     assert result.exit_code == 2 and str(node) in result.output and "pcie.switches" in result.output
     assert "allowed: 0 (GPUs on the CPUs' root ports), 2, 4, 8" in result.output
+
+
+def test_more_gpus_than_the_node_says_how_many_nodes_and_that_they_need_a_fabric(tmp_path):
+    # gpus: 16 on one 8-GPU node said "allowed: 1..8"; nodes: 2 then said only that a fabric is required
+    result = run_cli("run", scenario_file(tmp_path, changed("cluster", "gpus", 16)), "--no-plots")
+    assert result.exit_code == 2 and "cluster.nodes: 2 holds 16" in result.output, result.output
+    two = changed("cluster", "nodes", 2)
+    result = run_cli("run", scenario_file(tmp_path, two), "--no-plots")
+    assert result.exit_code == 2 and "e.g. fabric: {link:" in result.output, result.output

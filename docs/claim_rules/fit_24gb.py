@@ -65,8 +65,10 @@ def _body(bpp: float, table: list[list[str]]) -> list[str]:
         "",
         md_table(["technique", "largest that fits (next rung does not)", "6.7B (Llama 2 7B) needs"], table, "lrr"),
         "",
-        "Not modelled, and what would push the limit further: LoRA/adapters (most of the parameters frozen, "
-        "no optimizer state for them), 8-bit optimizers, offloading the weights themselves (ZeRO-Infinity). "
-        f"Host memory for offloaded optimizer state is not checked ({state_bytes_per_param('bf16', 'adamw')[2]:.0f} "
-        "bytes per parameter in CPU RAM).",
+        "What pushes the limit further, left out of this table but modelled too: LoRA and QLoRA "
+        "(`training.finetune`: most of the parameters frozen, no optimizer state for them; "
+        "[claims-finetune.md](claims-finetune.md)), 8-bit optimizers (`training.optimizer: adamw-8bit`), "
+        "offloading the weights themselves (`parallel.offload_params`, as ZeRO-Infinity does). Host memory for "
+        "offloaded optimizer state is checked only where the node design gives `host.memory_gb` (the 4090 server "
+        f"here does not; {state_bytes_per_param('bf16', 'adamw')[2]:.0f} bytes per parameter in CPU RAM).",
     ]

@@ -24,8 +24,10 @@ def cluster_size(scenario: Scenario, file: str | None, gpus: int | None, catalog
     available = nodes * design.gpus             # build_cluster: `nodes` copies of the design
     count = gpus or scenario.cluster.gpus or available
     if count > available:
+        more = -(-count // design.gpus)         # nodes that hold `count` GPUs
         raise InputError(f"asks for {count} GPUs but the cluster has {available} "
-                         f"({nodes} x {design.name}); allowed: 1..{available}",
+                         f"({nodes} x {design.name}); allowed: 1..{available}, or more nodes "
+                         f"(cluster.nodes: {more} holds {more * design.gpus}, joined by a cluster.fabric)",
                          file=file, key="cluster.gpus")
     return design, count
 

@@ -126,8 +126,10 @@ def check_same_work(loaded: list[tuple[Scenario, str]]) -> None:
 
 
 def _work_value(scenario: Scenario, key: str):
-    return next(value for k, value in WORK_KEYS if k == key)(scenario) if key != "model" else (
+    """As the YAML would say it: 1e+10 tokens, not 10000000000.0."""
+    value = next(value for k, value in WORK_KEYS if k == key)(scenario) if key != "model" else (
         scenario.model if isinstance(scenario.model, str) else "an inline model")
+    return f"{value:g}" if isinstance(value, float) else value
 
 
 def best_plan(scenario: Scenario, file: str, rank_by: str = "time", catalog: Catalog | None = None,

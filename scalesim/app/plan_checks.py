@@ -27,8 +27,11 @@ def check_plan(scenario: Scenario, model: ModelSpec, count: int, dp: int, file: 
         return InputError(message, file=file, key=key)
 
     if dp * par.tp * par.pp * par.cp != count:
+        model_ways = par.tp * par.pp * par.cp
+        fix = (f"set parallel.dp to {count // model_ways}, or leave it out (it is then GPUs / (tp x pp x cp))"
+               if count % model_ways == 0 else f"the GPUs must be a multiple of tp x pp x cp ({model_ways})")
         raise bad("parallel.dp", f"dp x tp x pp x cp = {dp} x {par.tp} x {par.pp} x {par.cp} = "
-                  f"{dp * par.tp * par.pp * par.cp}, but the scenario has {count} GPUs; they must be equal")
+                  f"{dp * par.tp * par.pp * par.cp}, but the scenario has {count} GPUs; they must be equal: {fix}")
     model_parallel = par.tp > 1 or par.pp > 1 or par.cp > 1
     if model_parallel and not model.num_layers or model_parallel and model.tokens_per_sample is None:
         raise bad("parallel", f"tensor, pipeline and context parallelism need a token transformer; "

@@ -28,6 +28,7 @@ from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.size import step_cost
 from scalesim.result import StepResult, rank_breakdowns
 from scalesim.scenario import Scenario
+from scalesim.scenario.frameworks import framework_summary
 from scalesim.scenario.graphs import graphs_blocked_by
 from scalesim.timeline import Columns, Timeline, columns
 from scalesim.units import format_bytes
@@ -195,7 +196,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / gpu.peak_flop_per_s(training.precision),
         scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
         energy_kwh=money.energy_kwh,
-        plan=_with_trainable(plan_summary(setup.plan), setup),
+        plan={**_with_trainable(plan_summary(setup.plan), setup),
+              **framework_summary(setup.scenario.training.framework, setup.scenario._framework_set)},
         scaling=scaling, scaling_skipped=skipped,
         timeline=timeline,
         economics={**money.as_json(), **_cost_basis(setup)},

@@ -232,7 +232,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         bucket_bytes=par.bucket_mb * 2**20, bucket_params=par.bucket_params, grad_nan_check=par.grad_nan_check,
         param_gather_with_optimizer_step=par.param_gather_with_optimizer_step, align_param_gather=par.align_param_gather,
         overlap_grad_reduce=par.overlap_grad_reduce, overlap_param_gather=par.overlap_param_gather,
-        fp8_param_gather=par.fp8_param_gather,
+        fp8_param_gather=par.fp8_param_gather, fp8_delayed_scaling=training.fp8_recipe == "transformer-engine",
         # Weights offloaded in full training: FSDP CPUOffload / ZeRO-Infinity update them on the CPU.
         offload_optimizer=par.offload_optimizer or (par.offload_params and finetune is None
                                                      and training.optimizer != "none"),

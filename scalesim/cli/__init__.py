@@ -40,6 +40,13 @@ def main() -> None:
     Write a scenario (cluster, model, training, parallel plan) and run it to
     get the step time and where it goes, memory fit, scaling efficiency, time
     and cost to train, and plots. See scenarios/ for examples.
+
+    \b
+    Start here:
+      scalesim run scenarios/8x4090-ddp.yaml
+      scalesim compare scenarios/8x4090-ddp.yaml scenarios/8xa100-ddp.yaml --report page.html
+      scalesim sweep scenarios/8xh100-ddp.yaml --gpus 8,16,32 --search
+    README's "A buyer's questions" gives a command for each question.
     """
 
 

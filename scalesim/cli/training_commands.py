@@ -47,6 +47,13 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
 
     Exit code 0 when the plan fits in memory, 3 when it does not (the step is
     still simulated), 2 for bad input.
+
+    training.framework (megatron-core, nemo, megatron-deepspeed, deepspeed,
+    nanotron, torchtitan, hf-trainer, llm-foundry; null: none) sets the
+    defaults its code implies for the keys that describe one framework (the
+    gradient-norm host read, Megatron-DeepSpeed's layer sync, kernels, loss,
+    FSDP version, ...); keys the scenario writes win. The "framework defaults"
+    row (JSON: plan.framework_defaults) lists the keys it set.
     """
     from scalesim.app.run import run_setup
     from scalesim.app.scaling_curve import scaling_counts

@@ -6,10 +6,16 @@ the closed form the engine must agree with on an idle network.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 from scalesim.collectives.plan import CollectivePlan, Flow
 from scalesim.fairshare import max_min_rates
+
+# `plan_time_bounds_s`'s upper bound is widened by this fraction: the fluid model's floating-point
+# steps (a few per flow, each rounding by 1e-16) can end a hair after the exact finish it bounds.
+ROUNDING_SLACK = 1e-6
 
 
 def flow_components(flows: tuple[Flow, ...]) -> list[list[Flow]]:
@@ -82,7 +88,7 @@ def _group_time_s(flows: Sequence[Flow], capacity: Sequence[float], memo: dict |
             key = ("rates", tuple(f.links for f in active), tuple(caps) if capped else None)
             rates = memo.get(key)
             if rates is None:
-                rates = memo[key] = max_min_rates(list(key[1]), capacity, caps if capped else None)
+                rates = memo[key] = max_min_rates(list(key[1]), capacity, caps if capped else None, memo)
         step = min(r / rate for r, rate in zip(remaining, rates))
         elapsed += step
         keep = [(f, r - rate * step) for f, r, rate in zip(active, remaining, rates)
@@ -102,3 +108,33 @@ def plan_time_s(plan: CollectivePlan, capacity: Sequence[float], memo: dict | No
             held = memo[("fair-share",)] = (capacity, {})
         memo = held[1]
     return sum(p.latency_s + flows_time_s(p.flows, capacity, memo) for p in plan.phases)
+
+
+def plan_time_bounds_s(plan: CollectivePlan, capacity: Sequence[float], low_only: bool = False
+                       ) -> tuple[float, float]:
+    """Bounds (low, high) on `plan_time_s(plan, capacity)` as computed, floats included, without the
+    fluid model: for choosing among candidates whose latencies alone tell them apart (select.py).
+
+    low: the phases' latencies summed as `plan_time_s` sums them, with no time for the flows (their
+    time is >= 0 and float addition is monotone, so low <= the computed time to the bit). high: each
+    phase's latency plus the time its slowest flow would take at the rate max-min fairness
+    guarantees it, min(its cap, min over its links of capacity / flows crossing the link): a
+    flow is frozen at the share of a link that fills, and no flow on that link got more than that
+    share, so the share is at least capacity / crossings (the crossings only fall as flows end).
+    Widened by ROUNDING_SLACK; infinite when a guaranteed rate is zero. `low_only`: high is not
+    worked out (infinite)."""
+    low = sum(p.latency_s + 0.0 for p in plan.phases)
+    if low_only:
+        return low, float("inf")
+    high = 0
+    for phase in plan.phases:
+        active = [f for f in phase.flows if f.size_bytes > 0]
+        crossings = Counter(chain.from_iterable(f.links for f in active))
+        slowest_s = 0.0
+        for f in active:
+            rate = min([f.rate_cap_bytes_per_s] + [capacity[link] / crossings[link] for link in f.links])
+            if rate <= 0:
+                return low, float("inf")
+            slowest_s = max(slowest_s, f.size_bytes / rate)
+        high += phase.latency_s + slowest_s * (1 + ROUNDING_SLACK)
+    return low, high

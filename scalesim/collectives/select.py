@@ -22,7 +22,7 @@ candidate in that order, so choices are deterministic.
 
 from __future__ import annotations
 
-from scalesim.collectives.estimate import plan_time_s
+from scalesim.collectives.estimate import plan_time_bounds_s, plan_time_s
 from scalesim.collectives.hierarchical import hierarchical_plan
 from scalesim.collectives.nvls import nvls_plan, nvls_switch, nvls_tree_plan, nvls_tree_servers
 from scalesim.collectives.p2p import p2p_plan
@@ -101,12 +101,8 @@ def plan_collective(op: str, topology: Topology, ranks: tuple[int, ...], size_by
         (a, p), = candidates
         best = _build(a, op, topology, ranks, size_bytes, p, memo)
     else:
-        timed = []
-        for a, p in candidates:
-            plan = _build(a, op, topology, ranks, size_bytes, p, memo)
-            tuner_time_s = plan_time_s(plan, topology.capacity_bytes_per_s, memo) - plan.tuner_unseen_latency_s
-            timed.append((tuner_time_s, len(timed), plan))
-        best = min(timed)[2]
+        best = _fastest([_build(a, op, topology, ranks, size_bytes, p, memo) for a, p in candidates],
+                        topology.capacity_bytes_per_s, memo)
     if memo is not None:
         memo[key] = best
     return best
@@ -142,6 +138,22 @@ def _candidates(op: str, topology: Topology, ranks: tuple[int, ...], algo: str, 
     if memo is not None:
         memo[key] = candidates
     return candidates
+
+
+def _fastest(plans: list[CollectivePlan], capacity, memo: dict | None) -> CollectivePlan:
+    """The plan with the least tuner time (`plan_time_s` less `tuner_unseen_latency_s`; ties to the
+    first). Plans whose time is surely above the upper bound of the one with the least latency
+    (`plan_time_bounds_s`: a latency-bound call's candidates differ by their latencies, microseconds
+    against nanoseconds of bytes) are not timed, nor is a plan left alone: the same choice, without
+    the fluid model."""
+    lows = [plan_time_bounds_s(plan, capacity, low_only=True)[0] - plan.tuner_unseen_latency_s for plan in plans]
+    likely = lows.index(min(lows))
+    ceiling = plan_time_bounds_s(plans[likely], capacity)[1] - plans[likely].tuner_unseen_latency_s
+    left = [i for i, low in enumerate(lows) if not low > ceiling]
+    if len(left) == 1:
+        return plans[left[0]]
+    return min((plan_time_s(plans[i], capacity, memo) - plans[i].tuner_unseen_latency_s, i, plans[i])
+               for i in left)[2]
 
 
 def _build(algo: str, op: str, topology: Topology, ranks: tuple[int, ...], size_bytes: float, protocol: str,

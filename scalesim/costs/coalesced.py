@@ -33,7 +33,10 @@ bucket's all-gather, start_grad_sync before each bucket's reduce-scatter). Pure 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scalesim.costs.host import BACKWARD_DISPATCH_FRACTION
+from scalesim.models.moe import MOE_EXPERTS
 from scalesim.models.spec import LayerSpec
 
 # A tensor copy or concatenation issued from Python with autograd off goes through Python, the
@@ -130,6 +133,52 @@ def _param_tensors(layer: LayerSpec) -> tuple[tuple[float, bool], ...]:
     for index in norms:
         sizes[index] = left / len(norms)
     return tuple((size / layer.params, index not in norms) for index, size in enumerate(sizes))
+
+
+# Megatron-Core's routed experts as Transformer Engine holds them: TEGroupedMLP builds linear_fc1 (gate and up in
+# one, 2 x moe_ffn_hidden outputs under a gated linear unit) and linear_fc2 as GroupedLinear modules over the
+# rank's num_local_experts (NVIDIA/Megatron-LM megatron/core/transformer/moe/experts.py @0d8e0714, :788-826, the
+# Megatron-LM of Megatron Bridge v0.2.0), and GroupedLinear registers one Parameter per GEMM, weight{i}, plus
+# bias{i} when it has biases (NVIDIA/TransformerEngine transformer_engine/pytorch/module/grouped_linear.py
+# @v2.9 (70f53666), :646-676). SequentialMLP (an MLP per local expert, linear_fc1 and linear_fc2 each) holds
+# the same tensors.
+EXPERT_FC1 = ("expert_gate", "expert_up")
+EXPERT_FC2 = ("expert_down",)
+
+
+def expert_tensors(layer: LayerSpec) -> tuple[tuple[float, bool], ...]:
+    """(parameters, a GEMM's weight) of each routed-expert parameter tensor of the rank's `layer` (its
+    `expert_params`, already cut by expert parallelism): per local expert (its grouped GEMMs' `groups`), fc1's
+    and fc2's weights, and their biases when the experts have them (the `expert_bias` op); sized by the GEMMs'
+    n x k and the biases' n, scaled to sum to `expert_params`. Empty for a layer without routed experts.
+
+    >>> from scalesim.models.spec import OpSpec
+    >>> ops = tuple(OpSpec(n, "gemm", 0, 0, (1, 4, 2), groups=3) for n in ("expert_gate", "expert_up", "expert_down"))
+    >>> len(expert_tensors(LayerSpec("b", "transformer_block", 48, ops, 0.0, expert_params=48)))
+    6
+    """
+    gemms = [op for op in layer.ops if op.name in MOE_EXPERTS and op.gemm_mnk is not None]
+    if layer.expert_params <= 0 or not gemms:
+        return ()
+    groups = max(op.groups for op in gemms)
+    biased = any(op.name == MOE_EXPERTS[-1] for op in layer.ops)
+    tensors: list[tuple[float, bool]] = []
+    for names in (EXPERT_FC1, EXPERT_FC2):          # each module's weight0, bias0, weight1, ...
+        linear = [op.gemm_mnk for op in gemms if op.name in names]
+        expert = [(float(sum(n * k for _, n, k in linear)), True)]
+        expert += [(float(sum(n for _, n, _ in linear)), False)] if biased else []
+        tensors += expert * groups
+    scale = layer.expert_params / sum(size for size, _ in tensors)
+    return tuple((size * scale, weight) for size, weight in tensors)
+
+
+def dense_part(layer: LayerSpec) -> LayerSpec:
+    """The layer without its routed experts (their ops and parameters): what its data-parallel buffer holds
+    when the experts' parameters go to a buffer of their own (Megatron-Core)."""
+    if layer.expert_params <= 0:
+        return layer
+    return replace(layer, ops=tuple(op for op in layer.ops if op.name not in MOE_EXPERTS),
+                   params=layer.params - layer.expert_params, expert_params=0)
 
 
 def reduce_scatter_hook_host_s(dp: int, dispatch_s: float) -> float:

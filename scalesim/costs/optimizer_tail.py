@@ -24,9 +24,13 @@ ones (scaled_global_norm: torch.norm of the stacked group norms): a DeepSpeed sc
 Left out (review14b): the norm's all-reduce spans the whole world with the distributed optimizer
 (optimizer.py get_grad_stats_parallel_group; the model-parallel group without it), here dp x cp only, so
 pipeline stages do not wait for each other's norm (dgxc 405B FP8 on 128 GB200, pp 8: the step would end
-<= 0.8 ms of 4.50 s later); TE's GroupedLinear holds one parameter per local expert (weight0..), here one
-tensor per grouped GEMM, so MoE tails count fewer shard tensors; Megatron's non-distributed optimizer
-(zero 0) reads the norm too, but zero 0 is also torch DDP, so its default stays false.
+<= 0.8 ms of 4.50 s later); Megatron's non-distributed optimizer (zero 0) reads the norm too, but zero 0
+is also torch DDP, so its default stays false.
+MoE models: the routed experts' parameters are a buffer of their own, sharded over the expert-data-parallel
+group by a DistributedOptimizer of their own chained after the dense one (each clips, updates and casts its
+shard: the counts below apply to each), their tensors one per local expert and linear as Transformer Engine's
+GroupedLinear registers them (weight0.., costs/coalesced.py expert_tensors; parallel/optimizer_tail.py).
+No per-tensor figure is measured for an expert's tensor: it is counted at the same ops as any other tensor.
 Pure functions; parallel/optimizer_tail.py builds the tasks.
 """
 

@@ -73,6 +73,7 @@ class FluidNetwork(Reservations):
     _generation: int = 0
     _timer_at: float | None = None      # when the live timer (of this generation) fires
     _rates_memo: dict = field(default_factory=dict)
+    _shapes: dict = field(default_factory=dict)      # rates of large components by shape (fairshare.shape)
     _reserved: list = field(default_factory=list)    # phases running alone by formula (engine/reservations.py)
     _reserved_mask: int = 0
 
@@ -195,7 +196,7 @@ class FluidNetwork(Reservations):
             members = member_flows(bundles)
             caps = [m[2] for m in members]
             rates = max_min_rates([m[1] for m in members], self.capacity_bytes_per_s,
-                                  caps if any(c != INF for c in caps) else None)
+                                  caps if any(c != INF for c in caps) else None, self._shapes)
             plan = self._rates_memo[key] = split_rates(bundles, rates, members, self._sub_key)
         return plan
 

@@ -43,6 +43,7 @@ class ParallelPlan:
     # (Megatron-LM --overlap-param-gather) instead of in one call after the optimizer step.
     overlap_param_gather: bool = False
     fp8_param_gather: bool = False  # parameter all-gathers carry block weights in fp8 (parallel/builder.py)
+    fp8_delayed_scaling: bool = False   # fp8 under TE's delayed scaling: amax all-reduces (parallel/fp8_amax.py)
     offload_optimizer: bool = False
     offload_params: bool = False    # weights in host memory, copied in before every use (parallel/offload.py)
     finetune: FinetuneSpec | None = None   # LoRA / QLoRA: frozen base, trained adapters (costs/finetune.py)

@@ -24,7 +24,7 @@ from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import optimizer_tail, p2p_batched
 from scalesim.parallel.aligned_grad_sync import AlignedGradSync
 from scalesim.parallel.pass_templates import PassTemplates
-from scalesim.parallel import cp_exchange, layer_sync, mla_tp, sp_backward, tp_async, tp_overlap
+from scalesim.parallel import cp_exchange, fp8_amax, layer_sync, mla_tp, sp_backward, tp_async, tp_overlap
 from scalesim.parallel.sp_layout import copies_around, gathered_bytes, layout_copy
 from scalesim.program import ComputeTask
 
@@ -244,6 +244,7 @@ class RankProgram:
             dep = resharded(self, w, "forward", self.run_layer(w, "forward", dep, False,
                                                                copied_out(self, w, self.gather(w)) + held))
             held = ()
+        dep = fp8_amax.reduced(self, g, "forward", dep)     # delayed scaling's amax all-reduce (parallel/fp8_amax.py)
         if g < self.plan.chunks - 1 and not self.batched:
             self.b._p2p(self.list, self.rank, self.neighbour(g + 1), "act", mb, g + 1, "pp_send_next", (dep,))
 
@@ -276,6 +277,7 @@ class RankProgram:
                 self._reduce_bucket(size, dep, calls)
         for size, _, calls in self.aligned.hold(g, pending, dep):
             self._reduce_bucket(size, dep, calls)
+        dep = fp8_amax.reduced(self, g, "backward", dep)
         self._accumulate(work, dep, mb)
         if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))

@@ -8,7 +8,8 @@ four parts for an MoE block) with their tensor-parallel calls, sequence-
 parallel gathers and their layout copies, context-parallel exchanges, expert all-to-alls, ZeRO-3
 gathers and reductions (with FSDP's copies and casts) and offloaded-weight fetches; each chunk receives and
 sends its activations and gradients (four pipeline messages per chunk and
-micro-batch). Once per step: the gradient buckets' reductions, the optimizer
+micro-batch) and, under FP8 delayed scaling, reduces its amaxes after each pass
+(an all-reduce and an update, parallel/fp8_amax.py). Once per step: the gradient buckets' reductions, the optimizer
 step (with its gradient-norm tasks where it clips on the host) and ZeRO-1/2 gathers. Every term is the most the builder
 (scalesim/parallel/rank_program.py) can emit, so the count is an upper bound
 of the built program's, within about 2x of it (tests/parallel/test_size.py
@@ -131,6 +132,7 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
         counts = [known[key] if (key := (layer.kind, layer.expert_params > 0, _latents(layer, plan, sp))) in known
                   else known.setdefault(key, _layer_tasks(layer, plan)) for layer in layers]
         messages = 4 * v if pl.pp > 1 else 0
+        messages += 4 * v * (plan.fp8_delayed_scaling and plan.precision == "fp8")   # amax call + update a pass
         stage_mb = sum(c[0] for c in counts) + messages
         stage_once = sum(c[1] for c in counts) + 3 + 2 * (plan.zero in (1, 2))   # optimizer (offloaded: 3)
         stage_once += 4 * plan.grad_clip_host_sync          # its norm, all-reduce, read and tail (optimizer_tail.py)

@@ -9,6 +9,7 @@ from rich.table import Table
 from scalesim.errors import unknown_name
 from scalesim.hardware.user_catalog import BUILTIN, Catalog, builtin_catalog
 from scalesim.models import model_info
+from scalesim.report.formatting import unit_price
 from scalesim.topology.design import NodeDesign, builtin_topology_names, load_node_design
 from scalesim.units import format_bytes, format_time, format_usd
 
@@ -23,7 +24,7 @@ def hardware_tables(catalog: Catalog | None = None) -> list[Table]:
     user = bool(catalog.origins)
     g = Table(title="GPUs: dense peak TFLOP/s (fp16/bf16 with FP32 accumulate); "
               "`scalesim hardware NAME` shows sources", title_justify="left")
-    for col in ("name", "bf16", "fp8", "memory", "GB/s", "NVLink", "P2P", "TDP W", "$/GPU-h"):
+    for col in ("name", "bf16", "fp8", "memory", "mem GB/s", "NVLink", "P2P", "TDP W", "$/GPU-h"):
         g.add_column(col, no_wrap=True)
     if user:
         g.add_column("from", overflow="fold")
@@ -32,7 +33,7 @@ def hardware_tables(catalog: Catalog | None = None) -> list[Table]:
                   format_bytes(spec.memory_bytes), _t(spec.memory_bw_bytes_per_s, 1e9, 0),
                   (spec.nvlink or "-").replace("-bridge", " bridge").replace(" bridge-ga102", " bridge"),
                   "yes" if spec.pcie_p2p else "no", f"{spec.tdp_w:.0f}",
-                  "-" if spec.cloud_usd_per_gpu_hour is None else f"{spec.cloud_usd_per_gpu_hour:.2f}",
+                  "-" if spec.cloud_usd_per_gpu_hour is None else unit_price(spec.cloud_usd_per_gpu_hour)[1:],
                   *([_from(catalog, spec.name)] if user else []))
     lt = Table(title="Links: bandwidth per direction, achieved efficiency", title_justify="left")
     for col in ("name", "kind", "GB/s", "latency us", "eff."):
@@ -72,7 +73,7 @@ def readable_value(field: str, value) -> str:
                          ("_op_per_s", lambda v: f"{v / 1e12:,.1f} TOP/s"),
                          ("_bytes_per_s", lambda v: f"{v / 1e9:,.1f} GB/s"), ("_bytes", format_bytes),
                          ("_hz", lambda v: f"{v / 1e6:,.0f} MHz"), ("_w", lambda v: f"{v:,.0f} W"),
-                         ("_usd_per_gpu_hour", lambda v: f"${v:,.2f} per GPU-hour"), ("_usd", format_usd),
+                         ("_usd_per_gpu_hour", lambda v: f"{unit_price(v)} per GPU-hour"), ("_usd", format_usd),
                          ("_s", format_time)):
         if field.endswith(suffix):
             return show(value)
@@ -156,11 +157,15 @@ def topology_description(design: NodeDesign, graph: nx.Graph) -> Table:
 
 def models_table() -> Table:
     t = Table(title="Model zoo", title_justify="left")
-    for col in ("name", "family", "parameters", "active", "default seq_len", "source"):
+    for col in ("name", "family", "parameters", "active per token", "default seq_len", "source"):
         t.add_column(col, overflow="fold")
     for m in model_info():
         active = m.get("active_params", m["params"])
-        t.add_row(m["name"], m["family"], f"{m['params'] / 1e6:,.1f} M",
-                  "all" if active == m["params"] else f"{active / 1e6:,.1f} M",
+        t.add_row(m["name"], m["family"], _count(m["params"]), "all" if active == m["params"] else _count(active),
                   str(m.get("seq_len") or "-"), str(m["source"]))
     return t
+
+
+def _count(params: float) -> str:
+    """A parameter count as a buyer says it: 354.8 M, 6.74 B, 671 B (not 671,026.4 M)."""
+    return f"{params / 1e6:,.1f} M" if params < 1e9 else f"{params / 1e9:.3g} B"

@@ -24,7 +24,8 @@ from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
 from scalesim.report.figures import save_figure  # noqa: E402
-from scalesim.report.formatting import NO_FIT, bold_flags, duration, money, percent, unpriced_notes  # noqa: E402
+from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, plan_notes,  # noqa: E402
+                                        unit_price, unpriced_notes)
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -71,7 +72,7 @@ def compare_table(rows: list[dict], uncertainty: dict | None = None) -> Table:
     t = Table(title="comparison", title_justify="left", caption_justify="left",
               caption="cloud = GPU-hours x price; owned = amortised purchase + electricity; both include "
                       "failures, restarts and checkpoint writes. Bold: best of the row among designs that fit."
-                      + (f" {ABOVE_LINEAR}." if above else "")
+                      + (f" {ABOVE_LINEAR}." if above else "") + f" {plan_notes([r.get('plan') for r in rows])}"
                       + "".join(f" {k[0].upper()}{k[1:]}: {v}." for k, v in unpriced_notes(rows).items()))
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
@@ -107,7 +108,7 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
          False),
         ("time to train", _mark(rows, [duration(r["time_to_train_s"]) for r in rows]),
          _if_fits(rows, "time_to_train_s"), True),
-        ("GPU-hour price (cloud)", [money(r.get("gpu_hour_usd")) for r in rows], None, True),
+        ("GPU-hour price (cloud)", [unit_price(r.get("gpu_hour_usd")) for r in rows], None, True),
         ("cost (cloud)", _mark(rows, [money(r["cost_usd"]) for r in rows]), _if_fits(rows, "cost_usd"), True),
         ("purchase price (GPUs, servers, network)", [money(r.get("purchase_usd")) for r in rows],
          _if_fits(rows, "purchase_usd"), True),

@@ -14,6 +14,55 @@ def money(x: float | None) -> str:
     return NOT_AVAILABLE if x is None else format_usd(x)
 
 
+def unit_price(x: float | None) -> str:
+    """A price per unit (GPU-hour, kWh) with the tenth of a cent it has, so that hours x price gives the
+    cost the tables print ($0.375 a GPU-hour showed as $0.38: 8 x 9.65 h x $0.38 is not $28.95).
+
+    >>> unit_price(0.375), unit_price(1.94), unit_price(3.0), unit_price(None)
+    ('$0.375', '$1.94', '$3.00', 'n/a')
+    """
+    if x is None:
+        return NOT_AVAILABLE
+    text = f"{x:,.3f}"
+    return "$" + (text[:-1] if text.endswith("0") else text)
+
+
+# what each word of a plan label (app/plans.PlanPoint.label: "dp8 zero3 mb2 rc-full") stands for
+_PLAN_WORDS = ((r"dp\d+", "dpN = N-way data parallel"), (r"tp\d+", "tpN = N-way tensor parallel"),
+               (r"pp\d+", "ppN = N pipeline stages"), (r"cp\d+", "cpN = N-way context parallel"),
+               (r"zero\d", "zeroN = ZeRO stage N (1: optimizer state, 2: + gradients, 3: + weights sharded over dp)"),
+               (r"mb\d+", "mbN = micro-batch of N samples per GPU per forward"),
+               (r"rc-.+", "rc-X = activation recompute (selective or full)"),
+               (r"offload-opt", "offload-opt = optimizer state in host RAM"),
+               (r"offload-weights", "offload-weights = weights in host RAM"),
+               (r"q?lora", "lora / qlora = low-rank adapters (qlora: on a 4-bit base)"))
+
+
+def plan_notation(plans: list[str | None]) -> str:
+    """What the words of these plan labels mean, only those that occur ("" when none does).
+
+    >>> plan_notation(["dp8 mb8", "dp8 zero1 mb2 rc-selective"])
+    'Plan: dpN = N-way data parallel; zeroN = ZeRO stage N (1: optimizer state, 2: + gradients, 3: + weights sharded over dp); mbN = micro-batch of N samples per GPU per forward; rc-X = activation recompute (selective or full)'
+    >>> plan_notation([None]), "offload-weights" in plan_notation(["dp1 mb4 offload-weights qlora"])
+    ('', True)
+    """
+    import re
+
+    words = {w for plan in plans if plan for w in plan.split()}
+    used = [text for pattern, text in _PLAN_WORDS if any(re.fullmatch(pattern, w) for w in words)]
+    return "Plan: " + "; ".join(used) if used else ""
+
+
+MFU_MEANS = ("MFU (model FLOPs utilisation): the model's FLOP/s per GPU (forward and backward, recompute not "
+             "counted) over the GPU's dense peak at the training precision")
+
+
+def plan_notes(plans: list[str | None]) -> str:
+    """The sentences under a table with an MFU row and these plans: what MFU and the plans' words mean."""
+    words = plan_notation(plans)
+    return f"{MFU_MEANS}." + (f" {words}." if words else "")
+
+
 def percent(x: float | None) -> str:
     """A fraction as a percentage with one decimal (0.5 -> "50.0%"); "n/a" when unknown."""
     return NOT_AVAILABLE if x is None else f"{100 * x:.1f}%"

@@ -58,7 +58,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
 
     def label(u, v) -> str:
         link = graph.edges[u, v]["link"]
-        return f"{link.name}\n{link.bw_bytes_per_s / 1e9:,.0f} GB/s"
+        return f"{link.name}\n{link.bw_bytes_per_s / 1e9:,.1f}".removesuffix(".0") + " GB/s"   # 31.5, as the table
 
     # A label turned along a short vertical edge (memory to CPU) is longer than the gap between
     # the two circles and hides under them: those read across, above the circles.
@@ -77,7 +77,7 @@ def topology_plot(graph: nx.Graph, path: Path, title: str) -> Path:
     if "arc" in routes.values():
         ax.set_ylim(-max(rows) - 1.2, 0.5)     # room for the arcs below the lowest row
     ax.set_xlim(0, 1)           # every row spans it (matplotlib's 5% margins: inches of white on a wide rack)
-    fit_title(ax, title)
+    fit_title(ax, f"{title} (links: bandwidth per direction)")
     ax.axis("off")
     return save_figure(fig, path)
 

@@ -56,8 +56,8 @@ def serving_table(r: dict) -> Table:
     if single:
         t.add_row("alone on a replica", f"prefill of {single['prompt_tokens']:,} tokens "
                   f"{format_time(single['prefill_s'])}, one decode step {format_time(single['decode_step_s'])}")
-    t.add_row("TTFT P50 / P90 / P99", _pcts(r["ttft_s"]))
-    t.add_row("TPOT P50 / P90 / P99", _pcts(r["tpot_s"]))
+    t.add_row("TTFT P50 / P90 / P99", _pcts(r["ttft_s"]) + " (time to first token)")
+    t.add_row("TPOT P50 / P90 / P99", _pcts(r["tpot_s"]) + " (time per output token after the first)")
     t.add_row("end-to-end P50 / P90 / P99", _pcts(r["e2e_latency_s"]))
     t.add_row("throughput", f"{r['output_tokens_per_s']:,.0f} output tokens/s, {r['requests_per_s']:,.2f} requests/s")
     t.add_row("preemptions", f"{r['preemptions']:,}")
@@ -91,13 +91,20 @@ def runs_by_requests(points: list[dict]) -> list[tuple[int, list[dict]]]:
     return [(n, [p for p in points if p.get("requests", 0) == n]) for n in counts]
 
 
+RATE_COLUMNS = ("rate/s: requests offered per second (Poisson arrivals), --rates' or the search's; TTFT: time "
+                "to first token; TPOT: time per output token after the first; e2e: end-to-end latency; "
+                "tokens/s: output tokens; KV peak: the KV cache's peak use; preempt: sequences evicted when the "
+                "KV cache was full (they recompute their tokens later); $/M cloud: cloud cost per million output "
+                "tokens.")
+
+
 def sweep_table(r: dict) -> Table:
     points = r.get("sweep", [])
     mixed = len(runs_by_requests(points)) > 1
     t = Table(title="rates simulated", title_justify="left", caption_justify="left",
-              caption=(f"requests: rows with fewer than the scenario's {max(p['requests'] for p in points):,} are the "
-                       "rate search's probes on the first requests only; compare rows of the same count"
-                       if mixed else None))
+              caption=RATE_COLUMNS + (f" requests: rows with fewer than the scenario's "
+                                      f"{max(p['requests'] for p in points):,} are the rate search's probes on the "
+                                      "first requests only; compare rows of the same count." if mixed else ""))
     for column in ("rate/s", *(("requests",) if mixed else ()), "TTFT P99", "TPOT P99", "e2e P50", "tokens/s",
                    "KV peak", "preempt", "SLO", "$/M cloud"):
         t.add_column(column, justify="right")
@@ -144,7 +151,8 @@ def percentiles_plot(r: dict, path: Path) -> Path:
     """TTFT and TPOT at P50/P90/P99 against request rate, with the SLO."""
     groups = runs_by_requests([p for p in r.get("sweep", []) if p["ttft_s"]])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, key, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "tpot_s", "TPOT")):
+    for ax, key, label in ((axes[0], "ttft_s", "time to first token, TTFT"),
+                           (axes[1], "tpot_s", "time per output token, TPOT")):
         slo = r["slo"][key]
         values = [p[key][q] for _, points in groups for p in points if p[key] for q in ("p50", "p99")] + [slo]
         scale, unit = (1e3, "ms") if max(values) < 1 else (1.0, "s")     # as the table prints them
@@ -173,7 +181,9 @@ def percentiles_plot(r: dict, path: Path) -> Path:
 def serving_compare_table(rows: list[dict]) -> Table:
     """Serving designs side by side at each one's highest rate under the SLO."""
     t = Table(title="serving comparison (each design at its highest request rate meeting the SLO)",
-              title_justify="left")
+              title_justify="left", caption_justify="left",
+              caption="TTFT: time to first token; TPOT: time per output token after the first; SLO: the "
+                      "latency target (serving.slo); $ per M tokens: per million output tokens.")
     t.add_column("metric", style="bold", no_wrap=True)
     for r in rows:
         t.add_column(escape(r["scenario"]), justify="right", overflow="fold", ratio=1)

@@ -18,7 +18,7 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.report.figures import plain_log_axis, save_figure  # noqa: E402
-from scalesim.report.formatting import duration, money, percent  # noqa: E402
+from scalesim.report.formatting import duration, money, percent, plan_notes  # noqa: E402
 from scalesim.units import format_bytes  # noqa: E402
 
 
@@ -29,8 +29,12 @@ def sweep_table(sweep: dict) -> Table:
              ["on-prem cost n/a: the catalog has no purchase price for this GPU; set pricing.ownership.gpu_usd"]) + (
         [] if all(b.get("cost_usd") is not None for b in budgeted) else
         ["cloud cost n/a: the catalog has no cloud price for this GPU; set pricing.gpu_hour_usd"])
+    notes += [plan_notes([b.get("plan") for b in sweep["best"]])[:-1]] + (
+        ["Dominated: fits but not simulated, as a lighter plan that fits (lower ZeRO stage, lighter recompute, "
+         "less offload, larger micro-batch) or the best one simulated should beat it (--exhaustive simulates them)"]
+        if any(s.get("dominated") for s in sweep["summary"].values()) else [])
     t = Table(title=f"{escape(sweep['scenario'])}: best plan per GPU count (ranked by {sweep['rank_by']})",
-              title_justify="left", caption_justify="left", caption="; ".join(notes) or None)
+              title_justify="left", caption_justify="left", caption=". ".join(notes) + ".")
     for col in ("GPUs", "nodes", "best plan", "memory / GPU", "step time", "tokens/s per GPU", "MFU",
                 "time to train", "cloud cost", "on-prem cost", "plans: simulated / dominated / too big / n.a."):
         t.add_column(col, justify="left" if col in ("best plan",) else "right", overflow="fold")
@@ -62,6 +66,12 @@ def _nothing_fits(fig, axes, subtitle: str) -> None:
     fig.suptitle(subtitle, fontsize=11)
 
 
+def _log_time_axis(times: list[float]) -> bool:
+    """Time falls roughly as 1/GPUs: a log axis keeps every point readable once it spans a decade; within
+    one, a log axis cut to the data drew 9.6 h against 10.9 h as the panel's whole height."""
+    return bool(times) and max(times) >= 10 * min(times)
+
+
 def best_plan_plot(sweep: dict, path: Path) -> Path:
     """Per-GPU throughput, time to train and cost of the best plan at each GPU count, plans annotated."""
     best = [b for b in sweep["best"] if b.get("status") == "ok"]
@@ -80,11 +90,11 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         return save_figure(fig, path, whole_legend=True)
     times = [b["time_to_train_s"] for b in best if b["time_to_train_s"] is not None]
     # the unit the table gives them in: hours below a day (format_time), days beyond
-    scale, span = (3600, "hours") if times and max(times) < 86400 else (86400, "days")
+    (scale, span), log_time = (3600, "hours") if times and max(times) < 86400 else (86400, "days"), _log_time_axis(times)
     panels = [
         (axes[0], per_gpu, f"{unit} per GPU", "Throughput per GPU"),
         (axes[1], [None if b["time_to_train_s"] is None else b["time_to_train_s"] / scale for b in best],
-         f"time to train ({span}, failures included; log scale)", "Time to train"),
+         f"time to train ({span}, failures included{'; log scale' if log_time else ''})", "Time to train"),
         (axes[2], [b["cost_usd"] for b in best], "cost to train (USD)", "Cost to train"),
     ]
     for ax, ys, ylabel, title in panels:
@@ -103,8 +113,8 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
             if own:
                 ax.plot(*zip(*own), marker="s", linestyle="--", color="#55A868", label="on-premises")
             ax.legend(fontsize=8)
-        if ax is axes[1] and any(b["time_to_train_s"] for b in best):
-            ax.set_yscale("log")        # time falls roughly as 1/GPUs: a log axis keeps every point readable
+        if ax is axes[1] and log_time:
+            ax.set_yscale("log")
             plain_log_axis(ax.yaxis, ys)        # 0.3, 1, 20: not 3x10^-1
         if ax is axes[2]:
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: money(v) if v else "$0"))
@@ -116,7 +126,7 @@ def best_plan_plot(sweep: dict, path: Path) -> Path:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.margins(x=0.15, y=0.2)
-        if ax is not axes[1]:
+        if ax is not axes[1] or not log_time:
             ax.set_ylim(bottom=0)        # linear panels from zero: heights read as ratios
         if ax is axes[0] and pts:
             ax.set_ylim(top=1.3 * max(p[1] for p in pts))     # room for the plan labels under the title

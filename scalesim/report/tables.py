@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scalesim.result import StepResult
-from scalesim.report.formatting import percent
+from scalesim.report.formatting import percent, unit_price
 from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
@@ -33,13 +33,18 @@ def result_table(r: StepResult) -> Table:
 
 def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
-    t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items()))
+    t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items() if k != "framework_defaults"))
+    if "framework" in r.plan:       # training.framework (scalesim/scenario/frameworks.py)
+        set_ = r.plan.get("framework_defaults") or {}
+        t.add_row("  framework defaults", ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                                                    for k, v in set_.items())
+                  or "none (the scenario writes every key its framework sets)")
     fit = "yes" if r.fits else "[red]NO[/red]"
     if r.fit_confidence == "tight":
         fit += " [yellow](tight: within the memory model's error of the capacity; a real run could go either way)[/yellow]"
     t.add_row("memory per GPU", f"{format_bytes(r.memory_per_gpu_bytes)} of "
               f"{format_bytes(r.memory_capacity_bytes)} (fits: {fit})")
-    t.add_row("  of which", ", ".join(f"{k} {format_bytes(v)}" for k, v in r.memory_breakdown.items()))
+    t.add_row("  of which", memory_parts(r.memory_breakdown))
     t.add_row("step time" if r.fits else "step time (if it fitted)", format_time(r.step_time_s))
     for part, seconds in r.breakdown.as_dict().items():
         t.add_row(f"  {part.replace('_', ' ')}", f"{format_time(seconds)} ({percent(seconds / r.step_time_s)})")
@@ -84,7 +89,7 @@ def _training_rows(t: Table, r: StepResult) -> None:
     cloud = (r.economics or {}).get("cloud") or {}
     if r.cost_usd is not None:
         per_m = cloud.get("usd_per_million_tokens")
-        t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at ${cloud.get('gpu_hour_usd', 0):.3g}/GPU-hour"
+        t.add_row("cost to train (cloud)", f"{_usd(r.cost_usd)} at {unit_price(cloud.get('gpu_hour_usd', 0))}/GPU-hour"
                   + (f" ({_usd(per_m)} per million tokens)" if per_m is not None else ""))
     elif r.time_to_train_s is not None and cloud.get("gpu_hour_usd", 0) is None:
         t.add_row("cost to train (cloud)", f"n/a: the catalog has no cloud price for {r.gpu_name}; set "
@@ -147,6 +152,22 @@ def make_console(stderr: bool = False) -> Console:
 
 def print_table(table: Table, console: Console | None = None) -> None:
     (console or make_console()).print(table)
+
+
+# the breakdown's keys (costs/memory.MemoryBreakdown.as_dict) as the table says them
+MEMORY_PART_NAMES = {"grad_buckets": "gradient buckets",
+                     "overhead": "overhead (CUDA context, library and NCCL buffers; fragmentation)"}
+
+
+def memory_parts(breakdown: dict[str, float]) -> str:
+    """'weights 1.3 GiB, ..., overhead (CUDA context, ...) 1.8 GiB': the parts that take memory, in words (not
+    grad_buckets 0 B and an unexplained overhead).
+
+    >>> memory_parts({"weights": 2 ** 30, "grad_buckets": 0.0, "overhead": 2 ** 29})
+    'weights 1.0 GiB, overhead (CUDA context, library and NCCL buffers; fragmentation) 512.0 MiB'
+    """
+    return ", ".join(f"{MEMORY_PART_NAMES.get(k, k.replace('_', ' '))} {format_bytes(v)}"
+                     for k, v in breakdown.items() if v > 0)
 
 
 def _above_linear_note(r) -> str:

@@ -13,6 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
+from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults
 from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
@@ -46,7 +47,8 @@ class ClusterSpec(Strict):
     @pydantic.model_validator(mode="after")
     def _fabric_for_many(self) -> "ClusterSpec":
         if self.nodes > 1 and self.fabric is None:
-            raise ValueError("cluster.fabric is required when nodes > 1")
+            raise ValueError("cluster.fabric is required when nodes > 1, e.g. fabric: {link: roce-100g, "
+                             "nics_per_node: 1, topology: fat-tree} (`scalesim hardware` lists the links)")
         return self
 
 
@@ -229,6 +231,17 @@ class Scenario(Strict):
     # compare this design at its best fitting plan (the `sweep --search` search), as `compare --search`
     search: bool = False
 
+    _framework_set: tuple = pydantic.PrivateAttr(default=())     # (key, value) its framework's preset set
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _framework_defaults(cls, data: Any, handler) -> "Scenario":
+        """training.framework's defaults for the keys the scenario does not write (scenario/frameworks.py)."""
+        data, applied = with_framework_defaults(data, _default_of)
+        scenario = handler(data)
+        scenario._framework_set = applied
+        return scenario
+
     @pydantic.model_validator(mode="after")
     def _within_limits(self) -> "Scenario":
         check_limits(self, SCENARIO_LIMITS)     # values far beyond real systems (scalesim/limits.py)
@@ -244,12 +257,19 @@ class Scenario(Strict):
         inherits keys of the model it replaces.
         """
         data = self.model_dump(exclude_unset=True)     # defaults stay defaults (e.g. a fabric NIC count the user never chose)
+        data = without_framework_defaults(data, self._framework_set)     # and its framework's are taken anew
         for section, changes in sections.items():
             if section != "model" and isinstance(data.get(section), dict) and isinstance(changes, dict):
                 data[section] = {**data[section], **changes}
             else:
                 data[section] = changes
         return validate(Scenario, data)
+
+
+def _default_of(key: str) -> Any:
+    """A `training.` or `parallel.` key's own default."""
+    section, field = key.split(".")
+    return {"training": TrainingSpec, "parallel": ParallelSpec}[section].model_fields[field].default
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:

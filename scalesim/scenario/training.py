@@ -7,6 +7,7 @@ from typing import Literal
 
 import pydantic
 
+from scalesim.scenario.frameworks import Framework
 from scalesim.schema import Strict
 
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -38,6 +39,9 @@ class LoraSpec(Strict):
 
 
 class TrainingSpec(Strict):
+    # The training code the scenario runs: a preset of defaults for the keys below that describe one framework's
+    # code (scenario/frameworks.py, each value with its source); a key written here always wins. null: none.
+    framework: Framework | None = None
     precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"] = "bf16"
     seq_len: pydantic.PositiveInt | None = None
     global_batch: pydantic.PositiveInt

@@ -202,3 +202,19 @@ def test_no_plots_with_a_report_leaves_no_plot_files(designs, tmp_path, monkeypa
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "plots").exists() and "plots:" not in result.output
     assert (tmp_path / "r.html").read_text().count("<img ") == 4
+
+
+def test_a_different_token_budget_is_named_as_the_yaml_writes_it():
+    # "training.tokens: 10000000000.0 in a.yaml but 135000000000.0": zeros to count, for 1e10 and 1.35e11
+    from scalesim.app.compare import check_same_work
+    from scalesim.errors import InputError
+    from scalesim.scenario import Scenario
+
+    def design(tokens):
+        return Scenario.model_validate({"name": "d", "cluster": {"node": "dgx-h100"}, "model": "gpt2-350m",
+                                        "training": {"precision": "bf16", "seq_len": 1024, "global_batch": 64,
+                                                     "tokens": tokens}})
+
+    with pytest.raises(InputError) as refused:
+        check_same_work([(design(1.0e10), "a.yaml"), (design(1.35e11), "b.yaml")])
+    assert "training.tokens: 1e+10 in a.yaml but 1.35e+11" in str(refused.value)

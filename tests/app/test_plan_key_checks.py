@@ -200,3 +200,21 @@ def test_runs_fix_names_the_keys_it_resets_with_the_zero_stage():
     with_zero3 = [c for c in changes if "parallel.zero: 3" in c]
     assert with_zero3 and all("parallel.param_gather_with_optimizer_step: false" in c for c in with_zero3)
     assert not any("param_gather_with_optimizer_step" in c for c in changes if "parallel.zero: 2" in c)
+
+
+def test_a_gpu_count_that_no_longer_matches_dp_says_what_to_set():
+    # a new user's first edit: scenarios/8x4090-ddp.yaml with gpus: 1 was refused saying only that
+    # 8 x 1 x 1 x 1 and 1 GPUs "must be equal"
+    from scalesim.errors import InputError
+    from scalesim.scenario import load_scenario
+
+    from pathlib import Path
+
+    shipped, _ = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "8x4090-ddp.yaml")
+    one = shipped.with_changes(cluster={"gpus": 1})
+    with pytest.raises(InputError, match="set parallel.dp to 1, or leave it out") as error:
+        prepare(one)
+    assert error.value.key == "parallel.dp"
+    odd = Scenario.model_validate({**BASE, "cluster": {"node": "dgx-h100", "gpus": 6}, "parallel": {"tp": 4, "dp": 2}})
+    with pytest.raises(InputError, match=r"a multiple of tp x pp x cp \(4\)"):
+        prepare(odd)

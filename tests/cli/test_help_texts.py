@@ -33,3 +33,15 @@ def test_serve_help_says_how_the_rate_search_probes():
     result = CliRunner().invoke(main, ["serve", "--help"], terminal_width=120)
     text = " ".join(result.output.split())
     assert f"first {SEARCH_REQUESTS} requests" in text and "--max-seconds" in text
+
+
+def test_the_top_help_starts_a_new_user_with_commands_whose_files_exist():
+    # `scalesim --help` said only "See scenarios/ for examples": no command to type first
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = CliRunner().invoke(main, ["--help"], terminal_width=120)
+    examples = [line.split() for line in result.output.splitlines() if line.strip().startswith("scalesim ")]
+    assert "Start here" in result.output and {e[1] for e in examples} >= {"run", "compare", "sweep"}
+    files = [w for e in examples for w in e if w.endswith(".yaml")]
+    assert files and all((root / f).is_file() for f in files), files

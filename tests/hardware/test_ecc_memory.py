@@ -50,3 +50,12 @@ def test_memory_is_what_nvidia_smi_shows_at_the_default_ecc_setting_up_to_a_driv
     memory = get_gpu(name).memory_bytes
     assert smi <= memory <= smi * 1.011
 
+
+
+def test_amd_hbm_capacities_are_binary_as_rocm_lists_them():
+    # AMD's ROCm GPU-specifications table gives VRAM in GiB: MI300X 192, MI355X 288 (8 HBM3e stacks of
+    # 36 GiB). AMD's marketed '192 GB' and '288 GB' are the same binary sizes, so MI355X holds exactly
+    # 1.5x MI300X; a decimal 288 GB would hold 1.40x.
+    mi300x, mi355x = get_gpu("mi300x"), get_gpu("mi355x")
+    assert mi300x.memory_bytes == 192 * GIB
+    assert mi355x.memory_bytes == pytest.approx(1.5 * mi300x.memory_bytes, rel=1e-9)

@@ -68,3 +68,18 @@ def test_the_gemm_efficiency_note_says_it_is_the_top_of_a_range_of_unstated_shap
     assert "range" in line and "shape" in line and "type" in line and "estimate" in line
     note = next(n for n in raw_gb300()["notes"] if "top of that 1400 W range" in n)
     assert "neither the shapes nor the data type" in note
+
+
+def test_b300_is_the_blackwell_ultra_datasheets_hgx_part():
+    # NVIDIA Blackwell Ultra datasheet, as NVIDIA's aiconfigurator b300_sxm.yaml reads it: 62 TB/s of HBM3e
+    # over the 8 GPUs of an HGX/DGX B300, 275040 MiB as nvidia-smi reports it, BF16 2.25 / FP8 4.5 PF dense,
+    # INT8 307 TOPS with sparsity (Blackwell Ultra cuts INT8 tensor work: below BF16, as on GB300), 1100 W.
+    b300, gb300 = get_gpu("b300"), get_gpu("gb300")
+    assert b300.memory_bw_bytes_per_s * 8 == pytest.approx(62e12)
+    assert b300.memory_bytes == 275040 * MIB
+    assert b300.fp8_flop_per_s == 2 * b300.bf16_flop_per_s == pytest.approx(4.5 * PF)
+    assert b300.int8_op_per_s * 2 == pytest.approx(307e12)
+    assert b300.int8_op_per_s < b300.bf16_flop_per_s and gb300.int8_op_per_s < gb300.bf16_flop_per_s
+    assert b300.tdp_w == 1100 < gb300.tdp_w
+    # the same die at a lower power limit: the HGX part is rated no faster than the NVL72 one
+    assert b300.memory_bw_bytes_per_s < gb300.memory_bw_bytes_per_s and b300.bf16_flop_per_s < gb300.bf16_flop_per_s

@@ -375,6 +375,14 @@ def test_second_round_datasheet_peaks():
     assert get_gpu("mi325x").bf16_flop_per_s == mi300x.bf16_flop_per_s
     assert get_gpu("mi325x").memory_bytes > mi300x.memory_bytes
     assert get_gpu("mi355x").bf16_flop_per_s == pytest.approx(2400e6 * 512 * 2 * 1024, rel=1e-3)
+    # RTX PRO 6000 Blackwell: NVIDIA's spec rates (aiconfigurator rtx_pro_6000_server.yaml, scaled there to
+    # 2430 MHz) are 1024 dense BF16 FLOP per SM per clock with FP32 accumulate, twice the GeForce RTX 5090's
+    # half-rate 512, over 188 SMs at the 2617 MHz boost; FP8 twice BF16.
+    pro, rtx5090 = get_gpu("rtx-pro-6000"), get_gpu("rtx5090")
+    assert pro.bf16_flop_per_s == pytest.approx(1024 * pro.sms * pro.sm_clock_hz, rel=1e-3)
+    assert pro.bf16_flop_per_s / (pro.sms * pro.sm_clock_hz) == pytest.approx(
+        2 * rtx5090.bf16_flop_per_s / (rtx5090.sms * rtx5090.sm_clock_hz), rel=0.02)
+    assert pro.fp8_flop_per_s == pytest.approx(2 * pro.bf16_flop_per_s)
     # GB200 NVL72: 13.4 TB and 576 TB/s over 72 GPUs; BF16 2.5 PF dense per GPU, above the HGX B200's 2.25.
     gb200 = get_gpu("gb200")
     assert gb200.memory_bw_bytes_per_s * 72 == pytest.approx(576e12)

@@ -69,25 +69,38 @@ def test_new_links_mark_their_efficiency_and_latency_estimated(name):
 # ------------------------------------------------------------ published figures
 
 def test_rubin_is_nvidias_vera_rubin_nvl72_rack_divided_over_its_72_gpus():
-    # NVIDIA: 72 GPUs, NVLink 6 at 3.6 TB/s per GPU (260 TB/s per rack), 22 TB/s HBM4 per GPU,
-    # 17.5 PF FP8 per GPU (product page; half the 35 PF NVFP4 training), 1.2 EF FP8 per rack (GTC 2025, "NVL144").
+    # NVIDIA: 72 GPUs, NVLink 6 at 3.6 TB/s per GPU (260 TB/s per rack), 19.2 TB/s HBM4 per GPU (the product
+    # page; CES said 22), 17.5 PF FP8 per GPU (product page; half the 35 PF NVFP4 training), 1.2 EF FP8 per rack.
     rubin = get_gpu("rubin")
     port = get_link(rubin.nvlink)
     assert port.bw_bytes_per_s * 2 == pytest.approx(3.6 * TB)
     assert port.bw_bytes_per_s * 2 * 72 == pytest.approx(260 * TB, rel=0.01)
     assert rubin.fp8_flop_per_s == pytest.approx(35e15 / 2)
     assert rubin.fp8_flop_per_s * 72 == pytest.approx(1.2e18, rel=0.06)
-    assert rubin.memory_bw_bytes_per_s == pytest.approx(22 * TB)
+    assert rubin.memory_bw_bytes_per_s == pytest.approx(19.2 * TB)
+    # ...which the HBM4 clock an nvidia-smi capture of a Vera Rubin tray reports bears out: 4752 MHz, double
+    # data rate, over 8 stacks of 2048 bits (B200's 3996 MHz over 8192 bits gives its 8 TB/s the same way).
+    assert rubin.memory_bw_bytes_per_s == pytest.approx(4752e6 * 2 * 8 * 2048 / 8, rel=0.02)
+    assert get_gpu("b200").memory_bw_bytes_per_s == pytest.approx(3996e6 * 2 * 8 * 1024 / 8, rel=0.07)
+    # the same capture: 286524 MiB usable of the 288 GB, a 2424 MHz maximum SM clock
+    assert rubin.memory_bytes == 286524 * 2 ** 20 and rubin.sm_clock_hz == pytest.approx(2424e6)
     assert rubin.nvlink_max_gpus == 72
     switch = get_link(load_node_design("vera-rubin-nvl72").nvlink.switch)
     assert switch.kind == "nvswitch" and switch.bw_bytes_per_s == port.bw_bytes_per_s
+
+
+def test_rubin_draws_the_tgp_nvidia_submits_its_nvl72_rack_with():
+    # NVIDIA's MLPerf Inference v6.1 system files (VR-NVL72 and VR200-NVL72): '2300W TGP Per GPU', the
+    # Max-P end of the 190-230 kW rack; more than GB300's 1400 W TGP in the same round's GB300 NVL72 file.
+    assert get_gpu("rubin").tdp_w == 2300
+    assert get_gpu("rubin").tdp_w > get_gpu("gb300").tdp_w
 
 
 def test_rubin_doubles_blackwells_nvlink_and_c2c_and_connectx9_doubles_connectx8():
     assert get_link("nvlink6").bw_bytes_per_s == 2 * get_link("nvlink5").bw_bytes_per_s
     assert get_link("nvlink-c2c-vera").bw_bytes_per_s == 2 * get_link("nvlink-c2c").bw_bytes_per_s
     assert get_link("roce-1600g").bw_bytes_per_s == 2 * get_link("roce-800g").bw_bytes_per_s
-    assert get_gpu("rubin").memory_bw_bytes_per_s > 2.7 * get_gpu("gb300").memory_bw_bytes_per_s   # 22 vs 8 TB/s
+    assert get_gpu("rubin").memory_bw_bytes_per_s > 2.3 * get_gpu("gb300").memory_bw_bytes_per_s   # 19.2 vs 8 TB/s
 
 
 def test_gb10_peaks_follow_nvidias_one_fp4_petaflop_with_sparsity():

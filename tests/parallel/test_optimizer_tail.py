@@ -127,3 +127,47 @@ def test_fp8_weights_reduce_their_amaxes_across_the_gradient_group_before_the_ta
     tail = next(t for t in tasks if t.name == "optimizer tail")
     assert amax in tail.deps
     assert not any(t.name == "fp8_amax all_reduce" for t in played(plan(fp8=False))[0].tasks[0])
+
+
+MOE = get_model({"kind": "transformer", "layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "ffn": "swiglu",
+                 "kv_heads": 8, "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 512}}, seq_len=2048)
+
+
+def moe_plan(ep, zero=1):
+    return replace(plan(fp8=False), placement=Placement(tp=1, cp=1, dp=8, pp=1, ep=ep), zero=zero, bucket_params=10**12)
+
+
+def moe_rank(ep, zero=1):
+    builder = StepBuilder(MOE, DGX.gpu_spec, DGX, moe_plan(ep, zero))
+    return builder, RankProgram(builder, 0), builder.chunk_work[0]
+
+
+@pytest.mark.parametrize("ep", [1, 2, 4, 8])
+def test_the_experts_are_a_buffer_of_their_own_one_fc1_and_one_fc2_weight_per_local_expert(ep):
+    builder, rp, works = moe_rank(ep)
+    dense, experts = rank_buckets(rp, works), rank_buckets(rp, works, experts=True)
+    tensors = [t for b in experts for t in b]
+    # Transformer Engine's GroupedLinear: weight0..weight{E/ep - 1} in fc1 and in fc2, every MoE block
+    assert len(tensors) == 2 * (8 // ep) * 4 and all(fp8 for _, fp8 in tensors)
+    held = sum(builder._expert_trained(w.layer) for w in works)
+    assert sum(size for size, _ in tensors) == pytest.approx(held)
+    assert sum(size for b in dense for size, _ in b) == pytest.approx(
+        sum(builder._trained(w.layer) for w in works) - held)              # every trained parameter once
+
+
+def test_a_moe_tail_grows_with_the_local_experts_and_a_dense_models_has_no_expert_buffer():
+    # unsharded (Megatron's non-distributed optimizer, which reads the norm too): each rank updates
+    # every tensor it holds, so halving the local experts (ep 1 -> 2 -> 4) halves the expert tensors
+    tails = []
+    for ep in (1, 2, 4):
+        p = replace(moe_plan(ep, zero=0), grad_clip_host_sync=True)
+        tails.append(next(t for t in build_program(MOE, DGX.gpu_spec, DGX, p).tasks[0]
+                          if t.name == "optimizer tail").host_s)
+    assert tails[0] > tails[1] > tails[2]
+    assert tails[0] - tails[1] == pytest.approx(2 * (tails[1] - tails[2]))    # the expert tensors' share halves
+    builder = StepBuilder(MODEL, DGX.gpu_spec, DGX, plan())
+    rp, works = RankProgram(builder, 0), builder.chunk_work[0]
+    assert rank_buckets(rp, works, experts=True) == []
+    # a dense model's tail: one optimizer over its gradient buckets, less the amax all-reduce's own dispatch
+    tail = next(t for t in played(plan())[0].tasks[0] if t.name == "optimizer tail")
+    assert tail.host_s == pytest.approx((tail_dispatches(rank_buckets(rp, works), 8, True) - 1) * DISPATCH_S_PER_OP)

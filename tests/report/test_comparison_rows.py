@@ -60,3 +60,32 @@ def test_break_even_says_what_it_lacks_and_never_only_when_renting_stays_cheaper
                                          if r[0] == "owning beats renting after")
     assert values[0] == "never (renting is cheaper)"
     assert values[1] == "n/a (no GPU-hour price)" and values[2] == "n/a (no training budget)"
+
+
+def test_the_gpu_hour_price_keeps_its_tenth_of_a_cent_in_the_table_and_the_catalog_listing():
+    # the RTX 4090's $0.375 showed as $0.38 in compare and `hardware`, while run said $0.375: a buyer checking
+    # 8 GPUs x 9.65 h x $0.38 = $29.34 against the table's $28.95 found the tool wrong
+    from scalesim.report.catalogs import hardware_tables, readable_value
+    row = {**_row("a", 1e5), "gpu_hour_usd": 0.375}
+    _name, values, _best, _lowest = next(r for r in summary_rows([row]) if r[0] == "GPU-hour price (cloud)")
+    assert values == ["$0.375"]
+    assert readable_value("cloud_usd_per_gpu_hour", 0.375) == "$0.375 per GPU-hour"
+    gpus = hardware_tables()[0]
+    names, prices = gpus.columns[0]._cells, gpus.columns[-1]._cells
+    assert prices[names.index("rtx4090")] == "0.375"
+
+
+def test_the_table_and_the_page_say_what_mfu_goodput_and_the_plan_words_mean():
+    # compare printed "dp8 zero3 mb2 rc-full" and "MFU" with no word of explanation, in the terminal and the page
+    from scalesim.report.comparison import compare_table
+    from scalesim.report.html import compare_html
+    rows = [{**_row("a", 1e5), "file": "a.yaml", "plan": "dp8 zero3 mb2 rc-full"},
+            {**_row("b", 2e5), "file": "b.yaml", "plan": "dp8 mb8"}]
+    caption = str(compare_table(rows).caption)
+    page = compare_html({"table": rows, "designs": []}, {})
+    for text in (caption, page):
+        for word in ("dpN = N-way data parallel", "zeroN = ZeRO stage", "mbN = micro-batch",
+                     "rc-X = activation recompute", "MFU (model FLOPs utilisation)"):
+            assert word in text, word
+        assert "tpN" not in text
+    assert "Goodput: the share of the wall time" in page

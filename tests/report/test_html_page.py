@@ -31,3 +31,16 @@ def test_the_page_explains_a_missing_gpu_price_and_a_scaling_above_100_percent()
     assert "n/a (no GPU price)" in page and "pricing.ownership.gpu_usd" in page and "above 100%" in page
     page = compare_html({"table": [row("a", 1e5, 0.9)], "designs": []}, {})
     assert "pricing.ownership.gpu_usd" not in page
+
+
+def test_the_tab_shows_the_title_and_the_words_are_explained_under_the_table_before_the_plots():
+    # the <title> was not an f-string (the browser tab read "{escape(title)}"), and "How to read this"
+    # came after the plots and the assumptions, a long scroll from the table it explains
+    from scalesim.report.html import compare_html
+    row = {"file": "a.yaml", "scenario": "a", "gpus": 8, "gpu": "x", "fits": True, "memory_per_gpu_bytes": 1,
+           "memory_capacity_bytes": 2, "step_time_s": 1.0, "tokens_per_s": 1e5, "samples_per_s": 100.0,
+           "mfu": 0.5, "scaling_efficiency": 0.9, "time_to_train_s": 1e5, "cost_usd": 10.0, "on_prem_cost_usd": 5.0,
+           "energy_kwh": 1.0, "goodput": 0.99, "purchase_usd": 1e5, "break_even_months": 12.0, "plan": "dp8 mb8"}
+    page = compare_html({"table": [row], "designs": []}, {}, title="4090 <vs> A100")
+    assert "<title>4090 &lt;vs&gt; A100</title>" in page
+    assert page.index("<h2>Summary</h2>") < page.index("<h2>How to read this</h2>") < page.index("<h2>Plots</h2>")

@@ -215,3 +215,17 @@ def test_a_nic_attached_to_the_host_is_drawn_from_its_cpu_beside_the_switches(tm
     assert set(graph["nic0"]) == {"cpu0"}
     pos, rows = _ordered_layout(graph)
     assert pos["nic0"][1] == pos["sw1"][1] == pos["cpu0"][1] - 1
+
+
+def test_the_topology_drawing_says_its_bandwidths_are_per_direction_as_the_table_prints_them(tmp_path, monkeypatch):
+    # PCIe 4.0 x16 read "32 GB/s" on the drawing, 31.5 in the table beside it, and nothing said per direction
+    import scalesim.report.plots as plots
+    from scalesim.topology import build_node_graph, load_node_design
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **kw: figures.append(fig) or path)
+    plots.topology_plot(build_node_graph(load_node_design("rtx4090-pcie-8")), tmp_path / "t.png", "rtx4090-pcie-8")
+    ax = figures[0].axes[0]
+    assert "per direction" in ax.get_title()
+    labels = [t.get_text() for t in ax.texts]
+    assert "pcie-gen4\n31.5 GB/s" in labels and "infinity-fabric\n144 GB/s" in labels, labels

@@ -121,3 +121,25 @@ def test_the_search_probes_on_fewer_requests_are_never_joined_to_the_full_runs(m
     table = serving.sweep_table(r)
     assert [c.header for c in table.columns][1] == "requests"
     assert "probes" in str(table.caption)
+
+
+def test_the_acronyms_are_spelled_out_in_the_tables_and_on_the_axes(monkeypatch, tmp_path):
+    # TTFT, TPOT, KV peak and $/M cloud were printed with no word of explanation anywhere serve prints them
+    figures = _figures(monkeypatch)
+    sweep = [{**p, "requests": 300, "kv_cache_peak_fraction": 0.1, "preemptions": 0, "meets_slo": True,
+              "cost_per_million_tokens_usd": {"cloud": 1.0}} for p in _points()]
+    r = {"scenario": "1x RTX 4090", "sweep": sweep, "slo": {"ttft_s": 1.0, "tpot_s": 0.05}}
+    serving.percentiles_plot(r, tmp_path / "p.png")
+    ttft, tpot = figures[0].axes
+    assert "time to first token" in ttft.get_ylabel() and "time per output token" in tpot.get_ylabel()
+    caption = str(serving.sweep_table(r).caption)
+    for words in ("rate/s: requests offered per second", "TTFT: time to first token", "TPOT: time per output token", "KV peak:", "preempt:", "$/M cloud:"):
+        assert words in caption, words
+
+
+def test_the_serving_comparison_spells_out_its_acronyms():
+    rows = [{"scenario": "a", "gpus": 1, "gpu": "rtx4090", "plan": {"tp": 1, "pp": 1, "weights": "bf16"}, "fits": True,
+             "max_rate_under_slo": 6.4, "output_tokens_per_s": 1204.0, "ttft_p99_s": 0.5, "tpot_p99_s": 0.04,
+             "e2e_p50_s": 6.9, "cloud_usd_per_m_tokens": 0.087, "owned_usd_per_m_tokens": 0.08}]
+    caption = str(serving.serving_compare_table(rows).caption)
+    assert "TTFT: time to first token" in caption and "TPOT: time per output token" in caption
