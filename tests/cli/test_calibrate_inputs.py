@@ -102,3 +102,16 @@ def test_a_nan_busbw_in_an_nccl_tests_row_names_the_file_and_the_row(tmp_path):
     result = CliRunner().invoke(main, ["calibrate", str(path), "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert str(path) in result.output and "nan" in result.output and "finite" in result.output
+
+
+@pytest.mark.parametrize("row, unit", [("gemm,bf16,8192,8192,8192,0.0007", "TFLOP/s"),   # 0.7 PFLOP/s in PFLOP/s
+                                       ("membw,,,,,0.0028", "GB/s")])                   # 2.8 TB/s in PB/s
+def test_a_measurement_below_a_thousandth_of_the_peak_is_refused_not_written(tmp_path, row, unit):
+    """fuzz15: calibrate wrote gemm_efficiency 0.0, a folder no command could then read (a fraction in (0, 1])."""
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", "h100-sxm", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "h100-sxm" in result.output and unit in result.output and "below" in result.output
+    assert not out.exists()
