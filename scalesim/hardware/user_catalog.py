@@ -148,6 +148,10 @@ def _with_folder(catalog: Catalog, directory: Path) -> Catalog:
         raise InputError(("is a file, not a folder" if directory.exists() else "catalog folder not found")
                          + f" (expected a folder holding {GPUS_FILE} and/or {LINKS_FILE}; give the folder)",
                          file=str(directory))
+    for name in (LINKS_FILE, GPUS_FILE):     # a folder named gpus.yaml was 'found neither'
+        if (directory / name).exists() and not (directory / name).is_file():
+            raise InputError(f"is a folder, not a file; give the catalog's {name} as a YAML file",
+                             file=str(directory / name))
     found = [directory / f for f in (LINKS_FILE, GPUS_FILE) if (directory / f).is_file()]
     if not found:
         raise InputError(f"a catalog folder needs {GPUS_FILE} and/or {LINKS_FILE}; found neither",
