@@ -39,12 +39,21 @@ class InputError(Exception):
         return copy
 
 
+def did_you_mean(name: str, allowed: Iterable[str]) -> str:
+    """" Did you mean 'x'?" naming the one of `allowed` closest to `name` (difflib), or "" when none is close.
+
+    >>> did_you_mean("allreduce", ["all_reduce", "reduce", "all_gather"]), did_you_mean("zzz", ["ring"])
+    (" Did you mean 'all_reduce'?", '')
+    """
+    close = difflib.get_close_matches(str(name), list(allowed), n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
 def unknown_name(kind: str, name: str, allowed: Iterable[str], *, key: str | None = None,
                  file: str | None = None, also: str = "") -> InputError:
     """An InputError for an unknown catalog name, suggesting the closest one (`also`: what else
     the key takes, appended to the names allowed)."""
     allowed = sorted(allowed)
-    close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.5)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(name, allowed)
     return InputError(f"unknown {kind} '{name}'.{hint} Allowed: {', '.join(allowed)}{also}",
                       key=key, file=file)

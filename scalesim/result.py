@@ -187,6 +187,10 @@ class StepResult:
     # cuda_graphs and fsdp_version (app/host_causes.py): what a report needs to say what would cut
     # `breakdown.host_bound`. Empty when not known.
     host: dict[str, Any] = field(default_factory=dict)
+    # The 1-GPU run `scaling_efficiency` compares with: whether it would fit the GPU's (and host's)
+    # memory, and its GPU memory need. None where there is no efficiency (app/run.py _reference).
+    scaling_reference_fits: bool | None = None
+    scaling_reference_memory_bytes: float | None = None
 
     @property
     def memory_headroom_fraction(self) -> float:
@@ -217,6 +221,8 @@ class StepResult:
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             "scaling_efficiency": self.scaling_efficiency,
+            "scaling_reference_fits": self.scaling_reference_fits,
+            "scaling_reference_memory_bytes": self.scaling_reference_memory_bytes,
             "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd,
             "energy_kwh": self.energy_kwh,

@@ -24,12 +24,18 @@ def cluster_size(scenario: Scenario, file: str | None, gpus: int | None, catalog
     available = nodes * design.gpus             # build_cluster: `nodes` copies of the design
     count = gpus or scenario.cluster.gpus or available
     if count > available:
-        more = -(-count // design.gpus)         # nodes that hold `count` GPUs
-        raise InputError(f"asks for {count} GPUs but the cluster has {available} "
-                         f"({nodes} x {design.name}); allowed: 1..{available}, or more nodes "
-                         f"(cluster.nodes: {more} holds {more * design.gpus}, joined by a cluster.fabric)",
-                         file=file, key="cluster.gpus")
+        raise InputError(too_many_gpus(count, nodes, design), file=file, key="cluster.gpus")
     return design, count
+
+
+def too_many_gpus(count: int, nodes: int, design: NodeDesign) -> str:
+    """Why `nodes` nodes of `design` cannot give `count` GPUs (`cluster.gpus`), naming the
+    `cluster.nodes` that would (`run` and `serve` alike)."""
+    available = nodes * design.gpus
+    more = -(-count // design.gpus)             # nodes that hold `count` GPUs
+    return (f"asks for {count} GPUs but the cluster has {available} ({nodes} x {design.name}); "
+            f"allowed: 1..{available}, or more nodes (cluster.nodes: {more} holds {more * design.gpus}, "
+            "joined by a cluster.fabric)")
 
 
 def cluster_of(scenario: Scenario, design: NodeDesign, file: str | None, catalog: Catalog | None,

@@ -24,7 +24,7 @@ from scalesim.limits import PLAN_CHECK_SECONDS, OverBudget, charge, check_afford
 from scalesim.models import get_model
 from scalesim.parallel.size import step_cost
 from scalesim.parallel.step import pipeline_runs
-from scalesim.scenario import Scenario, graphs_cleared
+from scalesim.scenario import Scenario, graphs_cleared, zero_stages
 from scalesim.topology import load_node_design
 
 RECOMPUTE = ("none", "selective", "full")
@@ -224,7 +224,7 @@ def search_points(base: Scenario, gpus: int, file: str | None = None, catalog: C
                 continue
             per_replica = batch // dp
             micro = [m for m in _powers_of_two(min(per_replica, MAX_MICRO_BATCH)) if per_replica % m == 0]
-            for zero in ZERO_STAGES if dp > 1 else (0,):
+            for zero in zero_stages(base.training.framework, ZERO_STAGES) if dp > 1 else (0,):   # its code's
                 for mb in micro:
                     for recompute in RECOMPUTE:
                         for offload, finetune in _memory_savers(base):

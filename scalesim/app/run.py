@@ -183,8 +183,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
     capacity = gpu.memory_bytes
     reason = _fit_reason(memory, capacity, gpu)
     reason = _with_fixes(setup, reason) if reason is not None else _host_reason(setup)
-    efficiency, scaling, skipped = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
-                                            rates() if rates is not None else None)
+    efficiency, scaling, skipped, reference = _scaling(setup, samples_per_s / setup.gpus, baseline, scaling_counts,
+                                                       rates() if rates is not None else None)
     inputs, assumptions = run_inputs(setup, timeline, samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
                                      parts=per_rank)
     money = training_economics(inputs)
@@ -194,7 +194,8 @@ def _run_setup(setup: Setup, scaling_counts: list[int] | None, baseline: bool, r
         memory_breakdown=memory.as_dict(), step_time_s=step, breakdown=parts,
         samples_per_s=samples_per_s, tokens_per_s=tokens_per_s,
         tflops_per_gpu=flop_per_s_per_gpu / 1e12, mfu=flop_per_s_per_gpu / gpu.peak_flop_per_s(training.precision),
-        scaling_efficiency=efficiency, time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
+        scaling_efficiency=efficiency, scaling_reference_fits=reference and reference["fits"],
+        scaling_reference_memory_bytes=reference and reference["memory_bytes"], time_to_train_s=money.time_to_train_s, cost_usd=money.cost_usd,
         energy_kwh=money.energy_kwh,
         plan={**_with_trainable(plan_summary(setup.plan), setup),
               **framework_summary(setup.scenario.training.framework, setup.scenario._framework_set)},
@@ -230,11 +231,14 @@ def _with_fixes(setup: Setup, reason: str) -> str:
 
 
 def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list[int] | None,
-             rates: tuple | None = None) -> tuple[float | None, list[dict], list[dict]]:
-    """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts`, and the
-    points the command's answer budget left out (scalesim/limits.py; each with the reason).
+             rates: tuple | None = None) -> tuple[float | None, list[dict], list[dict], dict | None]:
+    """Scaling efficiency against one GPU, the weak-scaling curve at `scaling_counts` (each point
+    with whether it would fit), the points the command's answer budget left out (scalesim/limits.py;
+    each with the reason), and whether that 1-GPU reference would fit (`_reference`; None without one).
     `rates`: what `_scaling_rates` returns, when computed already."""
-    single, others, skipped = rates if rates is not None else _scaling_rates(setup, baseline, scaling_counts)
+    single, others, skipped, references = rates if rates is not None else _scaling_rates(setup, baseline,
+                                                                                         scaling_counts)
+    references = {**references, setup.gpus: _reference(setup)}
     if setup.gpus == 1 and (baseline or scaling_counts):
         single = own_rate
     efficiency = own_rate / single if single else None
@@ -246,27 +250,37 @@ def _scaling(setup: Setup, own_rate: float, baseline: bool, scaling_counts: list
             continue
         rate = known[k] if k in known else next(others)
         if rate is not None:
-            scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single})
-    return efficiency, scaling, skipped
+            scaling.append({"gpus": k, "samples_per_gpu_per_s": rate, "scaling_efficiency": rate / single,
+                            "fits": references.get(k, {}).get("fits")})
+    return efficiency, scaling, skipped, references.get(1) if efficiency is not None else None
+
+
+def _reference(point: Setup) -> dict:
+    """Whether a point of the scaling curve (the 1-GPU reference of `scaling_efficiency` among them) would
+    fit in GPU (and host) memory, and its GPU memory need: read from the memory model `prepare` ran for
+    it (no second walk). A plan sharded over many GPUs is often compared with one that could not run
+    (a 7B model under ZeRO-3 on 24 GiB cards)."""
+    return {"fits": _fits_before_simulating(point), "memory_bytes": point.step.memory.total}
 
 
 def _scaling_rates(setup: Setup, baseline: bool, scaling_counts: list[int] | None
-                   ) -> tuple[float | None, list[float | None], list[dict]]:
+                   ) -> tuple[float | None, list[float | None], list[dict], dict | None]:
     """The per-GPU rates `_scaling` compares the step's own with: the 1-GPU baseline (None when the
     step is on one GPU, or none is asked for, or it is over the budget), the curve's points at
     `scaling_counts` other than 1 and the step's own count, in order (none without a baseline),
-    and the points the answer budget left out."""
+    the points the answer budget left out, and each prepared point's `_reference` by GPU count."""
     skipped: list[dict] = []
-    single = None
+    single, references = None, {}
     charge(_preparing_tasks(setup.gpus))        # the cluster built before the step (answer budget)
     if setup.gpus != 1 and (baseline or scaling_counts):
         # The baseline is part of the step's answer (TASKS_PER_SECOND was measured with it):
         # refused only when its step alone is over the budget; the curve's points get what is left.
-        single = _budgeted_rate(setup, 1, skipped, charged=False)
+        single = _budgeted_rate(setup, 1, skipped, charged=False, prepared=references)
     others = []
     if setup.gpus == 1 or single is not None:
-        others = [_budgeted_rate(setup, k, skipped) for k in scaling_counts or [] if k not in (1, setup.gpus)]
-    return single, others, skipped
+        others = [_budgeted_rate(setup, k, skipped, prepared=references)
+                  for k in scaling_counts or [] if k not in (1, setup.gpus)]
+    return single, others, skipped, references
 
 
 # What a run spends besides playing steps out, in the answer budget's units (limits.TASKS_PER_SECOND):
@@ -281,10 +295,11 @@ def _preparing_tasks(gpus: int) -> float:
     return PREPARE_SECONDS_PER_GPU * TASKS_PER_SECOND * gpus
 
 
-def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool = True) -> float | None:
+def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool = True,
+                   prepared: dict[int, dict] | None = None) -> float | None:
     """`per_gpu_rate` on `gpus` GPUs, or None with the reason in `skipped` when the command's answer
     budget has no room for it (`charged`: it must fit in what is left, its cluster's graph and the
-    reply's REPLY_SECONDS included; else only on its own)."""
+    reply's REPLY_SECONDS included; else only on its own). `prepared[gpus]` gets the point's `_reference`."""
     try:
         point = scaling_point(setup, gpus)
         if point is not None and charged:
@@ -294,4 +309,6 @@ def _budgeted_rate(setup: Setup, gpus: int, skipped: list[dict], charged: bool =
     except OverBudget as exc:
         skipped.append({"gpus": gpus, "reason": exc.short(), "estimated_tasks": round(exc.tasks)})
         return None
+    if point is not None and prepared is not None:
+        prepared[gpus] = _reference(point)
     return None if point is None else _rate(point)

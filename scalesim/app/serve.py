@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scalesim.app.clusters import too_many_gpus
 from scalesim.app.serve_costs import per_million_tokens
 from scalesim.collectives import plan_collective, plan_time_s
 from scalesim.costs import economics as econ
@@ -28,7 +29,7 @@ from scalesim.serving.metrics import meets_slo, summarise
 from scalesim.serving.scheduler import Batch, Scheduler, window_blocks
 from scalesim.serving.spec import ServingScenario
 from scalesim.serving.workload import generate
-from scalesim.topology import Topology, build_cluster, load_node_design
+from scalesim.topology import NodeDesign, Topology, build_cluster, load_node_design
 from scalesim.units import format_bytes
 
 # Host (CPU) time per iteration that the GPU waits for: scheduling, input preparation,
@@ -61,16 +62,17 @@ class ServeSetup:
     catalog: Catalog | None = None  # --catalog / $SCALESIM_CATALOG folders over the built-in one
 
 
-def _check_plan(scenario: ServingScenario, model, available: int, file: str | None) -> int:
+def _check_plan(scenario: ServingScenario, model, design: NodeDesign, file: str | None) -> int:
     """GPUs used, after refusing plans vLLM would refuse (naming the key and what works)."""
     s = scenario.serving
+    available = scenario.cluster.nodes * design.gpus        # build_cluster: `nodes` copies of the design
     count = scenario.cluster.gpus or available
 
     def bad(key: str, message: str) -> InputError:
         return InputError(message, file=file, key=key)
 
     if count > available:
-        raise bad("cluster.gpus", f"asks for {count} GPUs but the cluster has {available}; allowed: 1..{available}")
+        raise bad("cluster.gpus", too_many_gpus(count, scenario.cluster.nodes, design))
     if not model.num_layers or model.tokens_per_sample is None or model.family in ("bert", "vit"):
         raise bad("model", f"serving needs a decoder transformer; {model.name} is not one")
     if model.moe is not None:
@@ -101,7 +103,7 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None,
     topology = build_cluster(design, nodes=scenario.cluster.nodes, catalog=catalog,
                              fabric=None if fabric is None else fabric.as_fabric())
     model = get_model(scenario.model, seq_len=1, key="model", file=file)
-    count = _check_plan(scenario, model, len(topology.gpus), file)
+    count = _check_plan(scenario, model, design, file)
     _check_context(scenario, file)
     s = scenario.serving
     shard = ServingShard(model, s.tp, s.pp, s.weights, s.kv_cache)

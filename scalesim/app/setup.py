@@ -252,7 +252,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         zero1_over_ddp=par.zero1_over_ddp,
         grad_accumulation=par.grad_accumulation,
         pipeline_balance=par.pipeline_balance,
-        pipeline_layer_host_s=framework_layer_host_s(model, training.elementwise_kernels, training.cuda_graphs, par,
+        pipeline_layer_host_s=framework_layer_host_s(model, training, par,
                                                      -(-count // design.gpus), resolved_attention(training), design.host),
         cross_entropy=training.cross_entropy,
         recompute_layers=training.recompute_num_layers,

@@ -9,7 +9,8 @@ import click
 from click.core import ParameterSource
 
 from scalesim.cli.progress_bars import validation_progress
-from scalesim.cli.wiring import catalog_from, catalog_option, exact_option, exact_simulation_context, friendly_errors
+from scalesim.cli.wiring import (Choice, catalog_from, catalog_option, exact_option, exact_simulation_context,
+                                 friendly_errors)
 from scalesim.outputs import check_output_dir, check_output_file
 from scalesim.report.tables import make_console
 
@@ -18,7 +19,7 @@ from scalesim.report.tables import make_console
 @click.option("--topology", "topologies_", multiple=True, required=True,
               help="Node design name, topology .yaml, or scenario .yaml (its cluster). Repeat to compare.")
 @click.option("--op", default="all_reduce", show_default=True,
-              type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+              type=Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                                  "all_to_all", "send_recv"]),
               help="Collective operation.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, help="GPUs taking part [all of the node].")
@@ -27,9 +28,9 @@ from scalesim.report.tables import make_console
 @click.option("--fabric", default=None, help="Network link between nodes (e.g. ib-ndr, roce-400g, eth-100g).")
 @click.option("--nics-per-node", type=click.IntRange(min=1), default=None,
               help="NICs per node on the fabric [the design's NIC count].")
-@click.option("--fabric-topology", type=click.Choice(["fat-tree", "rail-optimized", "single-switch"]),
+@click.option("--fabric-topology", type=Choice(["fat-tree", "rail-optimized", "single-switch"]),
               default="rail-optimized", show_default=True, help="How the NICs are switched.")
-@click.option("--p2p", type=click.Choice(["on", "off"]), default=None,
+@click.option("--p2p", type=Choice(["on", "off"]), default=None,
               help="Force PCIe peer-to-peer on or off [the design's setting]. With it on, NCCL still "
                    "copies through host memory between GPUs on different Intel/ARM root ports "
                    "(host.cpu; P2P only below a PCIe switch there).")
@@ -101,7 +102,7 @@ def collective(topologies_, op, gpus, nodes, fabric, nics_per_node, fabric_topol
               help='Print {"cases": [{id, category, predicted, measured, error}], "summary": {...}}.')
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the log-log parity plot (predicted vs measured, ±10% band).")
-@click.option("--only", type=click.Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
+@click.option("--only", type=Choice(["collective", "single_gpu", "multi_gpu", "multi_node", "serving"]),
               default=None,
               help="Run one category.")
 @click.option("--fast", is_flag=True, help="Run the quick subset only (what the test suite runs).")
@@ -159,7 +160,7 @@ def validate(as_json: bool, plot: Path | None, only: str | None, fast: bool, wor
                    "it gives way to the one that does, and calibrate says so].")
 @click.option("--gpu", default=None, help="GPU the GEMM / bandwidth CSV was measured on [the logs' GPU].")
 @click.option("--topology", default=None, help="Node design the logs ran on [the built-in design of their GPU].")
-@click.option("--op", default=None, type=click.Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast",
+@click.option("--op", default=None, type=Choice(["all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                                       "reduce", "all_to_all", "send_recv"]),
               help="Collective of logs that do not say (e.g. all_reduce).")
 @catalog_option

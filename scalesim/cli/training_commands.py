@@ -12,12 +12,13 @@ import click
 
 from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, ScenarioFile, catalog_from, catalog_option,
-                                 collector_paused, contract_json, exact_option, exact_simulation_context, friendly_errors, slug, status,
-                                 wall_time_option)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, Choice, ScenarioFile, catalog_from,
+                                 catalog_option, collector_paused, contract_json, exact_option, exact_simulation_context,
+                                 friendly_errors, slug, status, wall_time_option)
 from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
 from scalesim.outputs import check_output_dir, check_output_file
+from scalesim.report.formatting import unrunnable_reference
 from scalesim.report.tables import make_console
 
 
@@ -83,7 +84,7 @@ def run(scenario_file: Path, as_json: bool, out: Path | None, plots: bool, scali
             result = run_setup(setup, scaling_counts=counts, forked=fork, on_step=on_step)
         written = None
         if plotter is not None:
-            plotter.send(result.scaling)
+            plotter.send(_scaling_message(result))
             written = plotter.result()
     uncertainty = None
     if samples:
@@ -117,17 +118,24 @@ def _timeline_message(timeline, cols=None) -> tuple:
     return columns(timeline) if cols is None else cols, timeline.end_s
 
 
+def _scaling_message(result) -> tuple:
+    """What the scaling plot needs of the result: the curve's points, and why the 1-GPU run they are
+    measured against could not run (or None)."""
+    return result.scaling, unrunnable_reference(result.scaling_reference_fits, result.scaling_reference_memory_bytes,
+                                                result.memory_capacity_bytes)
+
+
 def _draw_plots(name: str, directory: Path, receive) -> list[Path]:
     """The timeline plot, then the scaling plot (when the curve has points): receives the step's
-    `_timeline_message`, then the curve's points."""
+    `_timeline_message`, then `_scaling_message`."""
     from scalesim.report.plots import scaling_plot, timeline_columns_plot
 
     directory.mkdir(parents=True, exist_ok=True)
     cols, end_s = receive()
     written = [timeline_columns_plot(cols, end_s, directory / "timeline.png", f"{name}: one step")]
-    scaling = receive()
+    scaling, against = receive()
     if scaling:
-        written.append(scaling_plot(scaling, directory / "scaling.png", f"{name}: scaling efficiency"))
+        written.append(scaling_plot(scaling, directory / "scaling.png", f"{name}: scaling efficiency", against))
     return written
 
 
@@ -165,7 +173,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
 @click.option("--search", is_flag=True,
               help="Compare each design at its best fitting plan (the sweep --search search at its GPU count) "
                    "[each scenario's own plan, or search: true in the scenario].")
-@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+@click.option("--rank", "rank_by", type=Choice(["time", "cost"]), default="time", show_default=True,
               help="With --search: the best plan is the fastest to train or the cheapest (cloud).")
 @click.option("--allow-different-work", is_flag=True,
               help="Rank designs whose model, sequence length or token budget differ (refused otherwise).")
@@ -258,7 +266,7 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
 @click.option("--gpus", "gpu_counts", required=True, help="GPU counts, e.g. 8,16,32,64.")
 @click.option("--search", is_flag=True,
               help="Search dp/tp/pp, ZeRO stage, micro-batch and recompute for each count [the scenario's plan].")
-@click.option("--rank", "rank_by", type=click.Choice(["time", "cost"]), default="time", show_default=True,
+@click.option("--rank", "rank_by", type=Choice(["time", "cost"]), default="time", show_default=True,
               help="Rank plans by time to train or by cloud cost.")
 @click.option("--exhaustive", is_flag=True,
               help="Simulate every fitting plan (default: skip plans a lower ZeRO stage and lighter recompute beat).")

@@ -25,7 +25,7 @@ import click
 from rich.console import Console
 
 from scalesim.app.heartbeat import heartbeat
-from scalesim.errors import InputError
+from scalesim.errors import InputError, did_you_mean
 from scalesim.paths import PACKAGE
 
 EXIT_BAD_INPUT = 2
@@ -63,6 +63,20 @@ class ScenarioFile(click.Path):
         files = " ".join(str(shown / e) for e in self.examples)
         return (f"Give a scenario .yaml, e.g. `scalesim {ctx.info_name} {files}`; "
                 f"the examples are in {where} (README.md describes the keys)")
+
+
+class Choice(click.Choice):
+    """click.Choice whose error adds the closest choice ("Did you mean 'all_reduce'?" for
+    `--op allreduce`; errors.did_you_mean). Every choice option of the CLI uses it."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            hint = did_you_mean(value, [str(c) for c in self.choices])
+            if not hint:
+                raise
+            self.fail(f"{exc.message}{hint}", param, ctx)
 
 
 def friendly_errors(fn):

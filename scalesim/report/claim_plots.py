@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from scalesim.report import figures  # noqa: F401 (first: it makes matplotlib's import cheaper)
+from scalesim.report import figures  # first: it makes matplotlib's import cheaper
 
 import matplotlib  # noqa: E402
 
@@ -88,6 +88,7 @@ def fit_plot(path: Path, xs: list[float], need: dict[str, list[float | None]], c
                 transform=ax.get_xaxis_transform(), va="top")
         params_axis(ax, xs)
         ax.set_yscale("log")
+        figures.plain_log_axis(ax.yaxis, [n / GiB for v in need.values() for n in v if n is not None])
         ax.set_ylabel("memory per GPU (GiB)")
         ax.set_title("Full fine-tuning with AdamW, 2,048-token sequences, micro-batch 1")
         ax.legend(fontsize=7, loc="upper left")
@@ -132,6 +133,7 @@ def size_plot(path: Path, xs: list[float], panels: list[tuple[dict[str, list], s
             _lines(ax, xs, series)
             params_axis(ax, xs)
             ax.set_yscale("log")
+            figures.plain_log_axis(ax.yaxis, [y for ys in series.values() for y in ys if y is not None])
             ax.set_ylabel(ylabel)
             ax.legend(fontsize=8)
             ax.set_title(title)
@@ -252,6 +254,7 @@ def largest_model_plot(path: Path, cards: list[str], counts: tuple[int, ...], me
         ax.axhline(line_b, color="grey", linestyle="--", linewidth=1)
         ax.text(len(cards) - 0.5, line_b * 72 / 70, f"{line_b:g}B", ha="right", va="bottom", fontsize=8, color="grey")
         ax.set_yscale("log")
+        figures.plain_log_axis(ax.yaxis, [max(b, 0.5) for b in params_b.values()])
         ax.set_xticks(range(len(cards)), list(cards))
         ax.set_title(f"{gpus} GPU{'s' if gpus > 1 else ''}: largest model that fits")
     axes[0].set_ylabel("parameters (billions)")

@@ -9,7 +9,6 @@ stacked bars.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scalesim.result import pareto_front  # noqa: E402
-from scalesim.report.figures import save_figure  # noqa: E402
+from scalesim.report.figures import efficiency_ylim, hollow_unfit, save_figure  # noqa: E402
 from scalesim.report.formatting import (NO_FIT, bold_flags, duration, money, percent, plan_notes,  # noqa: E402
-                                        unit_price, unpriced_notes)
+                                        scaling_texts, unit_price, unpriced_notes)
 from scalesim.units import format_bytes  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
@@ -104,8 +103,8 @@ def summary_rows(rows: list[dict], uncertainty: dict | None = None) -> list[tupl
                                     else f"{r['samples_per_s']:,.1f} samples/s" for r in rows]),
          [(r.get("tokens_per_s") or r["samples_per_s"]) if r["fits"] else None for r in rows], False),
         ("MFU", [percent(r["mfu"]) for r in rows], _if_fits(rows, "mfu"), False),
-        ("scaling efficiency", [percent(r["scaling_efficiency"]) for r in rows], _if_fits(rows, "scaling_efficiency"),
-         False),
+        ("scaling efficiency", scaling_texts(rows),     # a 1-GPU design's 100% is no best
+         [None if r["gpus"] == 1 else v for r, v in zip(rows, _if_fits(rows, "scaling_efficiency"))], False),
         ("time to train", _mark(rows, [duration(r["time_to_train_s"]) for r in rows]),
          _if_fits(rows, "time_to_train_s"), True),
         ("GPU-hour price (cloud)", [unit_price(r.get("gpu_hour_usd")) for r in rows], None, True),
@@ -193,20 +192,20 @@ def scaling_plot(rows: list[dict], path: Path) -> Path:
         points = r.get("scaling") or []
         if not points:
             continue
-        xs = [p["gpus"] for p in points]
-        ticks.update(xs)
+        ticks.update(xs := [p["gpus"] for p in points])
         ax.plot(xs, [100 * p["scaling_efficiency"] for p in points], marker="os^Dv<>"[k % 7],
                 color=PALETTE[k % len(PALETTE)], linestyle=("-", "--", ":", "-.")[k % 4], linewidth=1.8,
                 markersize=7 - k % 3, alpha=0.9, label=_design_label(r))
+        hollow_unfit(ax, points, PALETTE[k % len(PALETTE)], "os^Dv<>"[k % 7], markersize=7 - k % 3)
     ax.axhline(100, color="grey", linestyle=":", linewidth=1, label="perfect scaling")
     if ticks and max(ticks) > 16:
         ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks), [str(x) for x in sorted(ticks)])
     ax.set_xlabel("GPUs (same per-GPU batch)")
     ax.set_ylabel("scaling efficiency (% of 1-GPU throughput per GPU)")
-    high = max([100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []] or [100])
-    ax.set_ylim(0, max(105, math.ceil(high / 10) * 10 + 5))         # 0-100% always: no zoomed-in drama
-    ax.set_title("Scaling efficiency against GPU count")
+    efficiency_ylim(ax, [100 * p["scaling_efficiency"] for r in rows for p in r.get("scaling") or []])
+    ax.set_title("Scaling efficiency against GPU count" + ("; hollow: would not fit in memory" if any(
+        p.get("fits") is False for r in rows for p in r.get("scaling") or []) else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     return save_figure(fig, path, tight_layout=False, whole_legend=True)

@@ -81,6 +81,24 @@ def plain_log_axis(axis, values) -> None:
         axis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))
 
 
+def efficiency_ylim(ax, percents: list[float]) -> None:
+    """A scaling-efficiency axis (%): 0-100% always, above it when a plan scales super-linearly (ZeRO
+    shards the optimizer step that the one-GPU baseline runs whole), so no point is cut off the top."""
+    import math
+
+    ax.set_ylim(0, max(105, math.ceil(max(percents, default=100) / 10) * 10 + 5))
+
+
+def hollow_unfit(ax, points: list[dict], colour, marker: str = "o", **style) -> bool:
+    """Draw hollow the points of a scaling curve whose plan would not fit in memory (`fits` false);
+    whether there were any."""
+    unfit = [(p["gpus"], 100 * p["scaling_efficiency"]) for p in points if p.get("fits") is False]
+    if unfit:
+        ax.plot(*zip(*unfit), linestyle="none", marker=marker, color="white", markeredgecolor=colour, zorder=3,
+                **style)
+    return bool(unfit)
+
+
 def new_figure(figsize: tuple[float, float]):
     """A figure with one axes on an Agg canvas (what `plt.subplots(figsize=...)` gives, without pyplot)."""
     fig = Figure(figsize=figsize)

@@ -3,7 +3,7 @@ and which entries of a row are printed bold."""
 
 from __future__ import annotations
 
-from scalesim.units import format_time, format_usd
+from scalesim.units import format_bytes, format_time, format_usd
 
 NOT_AVAILABLE = "n/a"
 NO_FIT = "does not fit"
@@ -66,6 +66,40 @@ def plan_notes(plans: list[str | None]) -> str:
 def percent(x: float | None) -> str:
     """A fraction as a percentage with one decimal (0.5 -> "50.0%"); "n/a" when unknown."""
     return NOT_AVAILABLE if x is None else f"{100 * x:.1f}%"
+
+
+def scaling_text(efficiency: float | None, gpus: int, reference_fits: bool | None,
+                 reference_bytes: float | None, capacity_bytes: float) -> str:
+    """Scaling efficiency as the tables show it: "n/a (1 GPU)" for a run on one GPU (compared with
+    itself), and marked where the 1-GPU run it is measured against could not run.
+
+    >>> scaling_text(0.548, 8, False, 116 * 2**30, 24 * 2**30)
+    '54.8% (against a 1-GPU run that would not fit: 116.0 GiB of 24.0 GiB)'
+    >>> scaling_text(1.0, 1, True, 2**30, 24 * 2**30), scaling_text(0.9, 8, True, 2**30, 24 * 2**30)
+    ('n/a (1 GPU)', '90.0%')
+    """
+    if gpus == 1:
+        return f"{NOT_AVAILABLE} (1 GPU)"
+    against = unrunnable_reference(reference_fits, reference_bytes, capacity_bytes)
+    return percent(efficiency) + ("" if efficiency is None or against is None else f" ({against})")
+
+
+def unrunnable_reference(reference_fits: bool | None, reference_bytes: float | None,
+                         capacity_bytes: float) -> str | None:
+    """"against a 1-GPU run that would not fit: ..." where the run scaling efficiency is measured
+    against could not run (`reference_fits` False), else None."""
+    if reference_fits is not False:
+        return None
+    if reference_bytes is not None and reference_bytes > capacity_bytes:
+        return (f"against a 1-GPU run that would not fit: {format_bytes(reference_bytes)} of "
+                f"{format_bytes(capacity_bytes)}")
+    return "against a 1-GPU run whose offloaded state would not fit in host memory"
+
+
+def scaling_texts(rows: list[dict]) -> list[str]:
+    """`scaling_text` of each design row of `compare --json`'s table."""
+    return [scaling_text(r["scaling_efficiency"], r["gpus"], r.get("scaling_reference_fits"),
+                         r.get("scaling_reference_memory_bytes"), r["memory_capacity_bytes"]) for r in rows]
 
 
 def duration(seconds: float | None) -> str:

@@ -6,29 +6,32 @@ file's extension.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalesim.report.figures import fit_title, new_figure, save_figure
+from scalesim.report.figures import efficiency_ylim, fit_title, hollow_unfit, new_figure, save_figure
 from scalesim.report.timeline_plot import _merge_spans, timeline_columns_plot, timeline_plot  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     import networkx as nx
 
 
-def scaling_plot(points: list[dict], path: Path, title: str) -> Path:
-    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count."""
+def scaling_plot(points: list[dict], path: Path, title: str, against: str | None = None) -> Path:
+    """Scaling efficiency (per-GPU throughput vs one GPU) against GPU count; hollow, the points whose
+    plan would not fit (`fits` false). `against`: why the 1-GPU run the curve is measured against
+    could not run (formatting.py unrunnable_reference), written by its point."""
     fig, ax = new_figure((6.5, 4.2))
     xs = [p["gpus"] for p in points]
     ys = [100 * p["scaling_efficiency"] for p in points]
     ax.plot(xs, ys, marker="o")
+    if hollow_unfit(ax, points, "C0", label="would not fit in memory"):
+        ax.legend(loc="upper right", fontsize=8)
+    if against and 1 in xs:
+        ax.annotate(against, (1, 100), xytext=(10, -16), textcoords="offset points", fontsize=8, color="grey")
     ax.axhline(100, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("scaling efficiency (%)")
-    # 0-100% always; above it when a plan scales super-linearly (ZeRO shards the optimizer step
-    # that the one-GPU baseline runs whole), so no point is cut off the top.
-    ax.set_ylim(0, max(105, math.ceil(max(ys, default=100) / 10) * 10 + 5))
+    efficiency_ylim(ax, ys)
     ax.set_xticks(xs)
     fit_title(ax, title)
     ax.grid(alpha=0.3)

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scalesim.result import StepResult
-from scalesim.report.formatting import percent, unit_price
+from scalesim.report.formatting import percent, scaling_text, unit_price
 from scalesim.report.host_note import host_bound_note
 from scalesim.units import format_bytes, format_time, format_usd
 
@@ -31,14 +31,18 @@ def result_table(r: StepResult) -> Table:
     return t
 
 
+def framework_defaults_text(applied: dict) -> str:
+    """The keys training.framework set, as YAML writes them; none when the scenario writes them all or its
+    framework's rows apply only to other plans (llm-foundry's FSDP keys at zero 0-2)."""
+    return (", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in applied.items())
+            or "none (the scenario writes the keys its framework would set, or they do not apply to this plan)")
+
+
 def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("GPUs", f"{r.gpus} x {r.gpu_name}")
     t.add_row("plan", ", ".join(f"{k}={v}" for k, v in r.plan.items() if k != "framework_defaults"))
     if "framework" in r.plan:       # training.framework (scalesim/scenario/frameworks.py)
-        set_ = r.plan.get("framework_defaults") or {}
-        t.add_row("  framework defaults", ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                                                    for k, v in set_.items())
-                  or "none (the scenario writes every key its framework sets)")
+        t.add_row("  framework defaults", framework_defaults_text(r.plan.get("framework_defaults") or {}))
     fit = "yes" if r.fits else "[red]NO[/red]"
     if r.fit_confidence == "tight":
         fit += " [yellow](tight: within the memory model's error of the capacity; a real run could go either way)[/yellow]"
@@ -59,7 +63,9 @@ def _step_rows(t: Table, r: StepResult) -> None:
     t.add_row("model TFLOP/s per GPU", f"{r.tflops_per_gpu:.1f} (MFU {percent(r.mfu)})"
               + ("; counted as 6 x parameters per token, where adapters without weight gradients run about 4 x: "
                  "compare fine-tuning runs by tokens/s" if (r.plan or {}).get("trainable_params") is not None else ""))
-    t.add_row("scaling efficiency", percent(r.scaling_efficiency) + _above_linear_note(r))
+    t.add_row("scaling efficiency", scaling_text(r.scaling_efficiency, r.gpus, r.scaling_reference_fits,
+                                                 r.scaling_reference_memory_bytes, r.memory_capacity_bytes)
+              + _above_linear_note(r))
     for point in r.scaling_skipped:       # left out by the command's answer budget (scalesim/limits.py)
         t.add_row(f"  {point['gpus']:,} GPU{'s' if point['gpus'] > 1 else ''} (scaling point)",
                   f"not simulated: {point['reason']}")

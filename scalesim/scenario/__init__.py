@@ -13,7 +13,7 @@ import pydantic
 
 from scalesim.errors import InputError
 from scalesim.limits import SCENARIO_LIMITS, check_limits
-from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults
+from scalesim.scenario.frameworks import with_framework_defaults, without_framework_defaults, zero_stages  # noqa: F401
 from scalesim.scenario.graphs import graphs_cleared, graphs_refusal  # noqa: F401
 from scalesim.scenario.tp_comm import TpCommOverlapSpec, tp_async_needs_sp, tp_comm_overlap_needs_sp
 from scalesim.scenario.money import OwnershipSpec, PricingSpec, ReliabilitySpec, UncertaintySpec  # noqa: F401
@@ -237,7 +237,9 @@ class Scenario(Strict):
     @classmethod
     def _framework_defaults(cls, data: Any, handler) -> "Scenario":
         """training.framework's defaults for the keys the scenario does not write (scenario/frameworks.py)."""
-        data, applied = with_framework_defaults(data, _default_of)
+        if isinstance(data, Scenario):      # an instance keeps the keys its framework set (model_validate(s) is s)
+            return handler(data)
+        data, applied = with_framework_defaults(data, _default_of, _as_read)
         scenario = handler(data)
         scenario._framework_set = applied
         return scenario
@@ -270,6 +272,16 @@ def _default_of(key: str) -> Any:
     """A `training.` or `parallel.` key's own default."""
     section, field = key.split(".")
     return {"training": TrainingSpec, "parallel": ParallelSpec}[section].model_fields[field].default
+
+
+def _as_read(key: str, value: Any) -> Any:
+    """A written `training.` or `parallel.` value as its field reads it (lax: "2" -> 2); as written if invalid."""
+    section, field = key.split(".")
+    info = {"training": TrainingSpec, "parallel": ParallelSpec}[section].model_fields[field]
+    try:
+        return pydantic.TypeAdapter(info.rebuild_annotation()).validate_python(value)
+    except pydantic.ValidationError:
+        return value
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, str]:

@@ -39,6 +39,10 @@ def _always(get: Getter) -> bool:
     return True
 
 
+def _sixteen_bit(get: Getter) -> bool:
+    return get("training.precision") in ("fp16", "bf16")
+
+
 @dataclass(frozen=True)
 class Default:
     """`key` ("section.name") takes `value` when the scenario does not write it and `when` holds."""
@@ -89,13 +93,19 @@ PRESETS: dict[str, tuple[Default, ...]] = {
         Default("training.attention", "fused",
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/arguments.py:927-933 (--use-flash-attn-v1/v2/triton "
                 "off by default), megatron/model/transformer.py:518 and :264 (CoreAttention's FusedScaleMaskSoftmax); "
-                "also selects costs/megatron_host.py's per-call pricing of the legacy layer"),
+                "the framework prices the legacy layer's calls with any attention (costs/megatron_host.py)"),
         Default("training.layer_forward_host_sync", True,
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/model/transformer.py:1337-1338 (torch.tensor(0.0, "
                 "device=...) in every layer's forward; parallel/layer_sync.py)"),
         Default("training.grad_clip_host_sync", False,
                 "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/training.py:746 (model[0].step(): DeepSpeed's engine "
                 "clips and updates) + " + _DS_CLIP.source),
+        # the loss over fp32 logits: nanotron's kernels and peak (costs/nanotron_kernels.py LOSS_KERNELS, loss_memory.py)
+        Default("training.cross_entropy", "fp32-upcast",
+                "microsoft/Megatron-DeepSpeed@0d6e3793 megatron/model/gpt_model.py:60 cross_entropy(output.float(), "
+                "labels) (--fp16-lm-cross-entropy off by default, arguments.py:1131); the pipeline model's "
+                "float16_to_fp32 (:431) and CrossEntropy (:306); megatron/core/tensor_parallel/cross_entropy.py:20-68 "
+                "(max, out-of-place shift, exp, sum, div_ over the fp32 logits), :124 (backward mul_)", _sixteen_bit),
     ),
     "deepspeed": (_DS_CLIP,),
     "nanotron": (
@@ -107,8 +117,15 @@ PRESETS: dict[str, tuple[Default, ...]] = {
                 "k, v copies kept; scalesim/costs/memory.py)"),
         Default("training.cross_entropy", "fp32-upcast", f"{_NANO} src/nanotron/models/llama.py:971 "
                 "sharded_cross_entropy(..., dtype=torch.float)"),
-        Default("parallel.zero1_over_ddp", True, f"{_NANO} src/nanotron/trainer.py:860 (DistributedDataParallel "
-                "wraps the model at every ZeRO stage), helpers.py:381 (ZeroDistributedOptimizer)", _zero(1)),
+        # trainer.py:797-799 builds no DDP when accumulate_grad_in_fp32 and zero_stage > 0 (grad_accumulation:
+        # fp32-add, as scaling_benchmarks.py runs): the fp32 buffer is all-reduced after the whole backward
+        # (trainer.py:525-534, gradient_accumulator.py:128-155). Kept as the validation scenarios write it
+        # (zero1_over_ddp: true with fp32-add) until that path is modelled: review15b.
+        Default("parallel.zero1_over_ddp", True, f"{_NANO} src/nanotron/trainer.py:856-865 (DistributedDataParallel "
+                "wraps the model at ZeRO-1 unless accumulate_grad_in_fp32: trainer.py:797-799), helpers.py:381 "
+                "(ZeroDistributedOptimizer)", _zero(1)),
+        Default("training.grad_clip_host_sync", False, f"{_NANO} src/nanotron/optim/clip_grads.py:63-80 clip_grad_norm "
+                "(the norm a device tensor, clamped on the device: no host read), called from trainer.py:551"),
         Default("parallel.pipeline_balance", "nanotron", f"{_NANO} src/nanotron/models/base.py:190 build_model "
                 "(blocks placed by compute cost; scalesim/parallel/cost_balance.py)"),
     ),
@@ -186,9 +203,20 @@ for _name in FRAMEWORKS:
         REFUSALS[_name] = (_NOT_NANOTRON,)
 
 
-def with_framework_defaults(data: Any, defaults: Callable[[str], Any]) -> tuple[Any, tuple[tuple[str, Any], ...]]:
+def zero_stages(name: str | None, stages: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[int, ...]:
+    """The ZeRO stages of `stages` that framework `name`'s code runs (those its REFUSALS leave; all without a
+    framework): a search tries only these, as the others are refused (nanotron 0-1, torchtitan 0 and 3)."""
+    refusals = [r for r in REFUSALS.get(name or "", ()) if r.key == "parallel.zero"]
+    return tuple(z for z in stages
+                 if not any(r.refused(lambda key, z=z: z if key == "parallel.zero" else None) for r in refusals))
+
+
+def with_framework_defaults(data: Any, defaults: Callable[[str], Any], coerce: Callable[[str, Any], Any] = lambda k, v: v
+                            ) -> tuple[Any, tuple[tuple[str, Any], ...]]:
     """`data` (a scenario mapping, before validation) with its framework's defaults filled in, and the
-    (key, value) pairs set. `defaults(key)`: a key's own default. Raises InputError for a refused value.
+    (key, value) pairs set. `defaults(key)`: a key's own default; `coerce(key, value)`: a written value as the
+    schema will read it (`tp: "2"` is 2, `zero: 3.0` is 3), so that conditions and refusals see what the plan
+    runs. Raises InputError for a refused value.
     Anything but a mapping, or an unknown framework name (the schema refuses it), passes unchanged."""
     training = data.get("training") if isinstance(data, dict) else None
     name = training.get("framework") if isinstance(training, dict) else None
@@ -201,7 +229,7 @@ def with_framework_defaults(data: Any, defaults: Callable[[str], Any]) -> tuple[
 
     def get(key: str) -> Any:
         section, field = key.split(".")
-        return sections[section][field] if field in sections[section] else defaults(key)
+        return coerce(key, sections[section][field]) if field in sections[section] else defaults(key)
 
     for refusal in REFUSALS.get(name, ()):
         if refusal.refused(get):

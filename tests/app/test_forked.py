@@ -93,7 +93,7 @@ def test_when_the_fed_child_dies_its_work_is_done_here_with_the_same_messages():
 
 @forks
 def test_runs_plots_drawn_by_a_fed_child_are_the_ones_drawn_here(tmp_path):
-    from scalesim.cli.training_commands import _plotter, _timeline_message
+    from scalesim.cli.training_commands import _plotter, _scaling_message, _timeline_message
 
     scenario, file = load_scenario(ROOT / "scenarios/8x4090-ddp.yaml")
     result = run_setup(prepare(scenario, file), scaling_counts=[1, 2, 8])
@@ -101,7 +101,7 @@ def test_runs_plots_drawn_by_a_fed_child_are_the_ones_drawn_here(tmp_path):
     for fork in (True, False):
         with _plotter(scenario.name, tmp_path / str(fork), fork) as plotter:
             plotter.send(_timeline_message(result.timeline))
-            plotter.send(result.scaling)
+            plotter.send(_scaling_message(result))
             drawn[fork] = [p.read_bytes() for p in plotter.result()]
     assert len(drawn[True]) == 2 and drawn[True] == drawn[False]
 

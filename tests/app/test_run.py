@@ -322,3 +322,46 @@ def test_a_masked_lm_head_on_a_decoder_is_refused_naming_the_key():
     scenario, file = load("8xa100-ddp")          # a GPT model
     with pytest.raises(InputError, match="training.mlm_positions"):
         run(scenario.with_changes(training={"mlm_positions": 76}), file)
+
+
+def test_scaling_efficiency_says_when_its_one_gpu_reference_could_not_run(results, tmp_path):
+    # ux15b: Llama 2 7B under ZeRO-3 fits 24 GiB cards only because it is sharded over 8: the same plan
+    # on one card needs 16 bytes a parameter for weights, gradients and Adam state alone (> 100 GiB).
+    scenario, file = load("8x4090-ddp")
+    sharded = scenario.with_changes(model="llama2-7b", parallel={"zero": 3},
+                                    training={"seq_len": 2048, "global_batch": 8, "micro_batch": 1,
+                                              "activation_checkpointing": "full"})
+    r = run(sharded, file)
+    assert r.fits and r.scaling_efficiency is not None
+    assert r.scaling_reference_fits is False
+    assert r.scaling_reference_memory_bytes > 16 * 6.7e9 > r.memory_capacity_bytes
+    from scalesim.report.tables import result_table
+    from rich.console import Console
+    console = Console(width=200, record=True)
+    console.print(result_table(r))
+    row = next(line for line in console.export_text().splitlines() if "scaling efficiency" in line)
+    assert "1-GPU run that would not fit" in row and "24.0 GiB" in row
+    # a plan whose 1-GPU run fits says nothing more, and the JSON carries the reference either way
+    ddp = results["8x4090-ddp"]
+    assert ddp.scaling_reference_fits is True
+    assert ddp.scaling_reference_memory_bytes <= ddp.memory_capacity_bytes
+    data = ddp.to_json()
+    assert data["scaling_reference_fits"] is True and data["scaling_reference_memory_bytes"] > 0
+    assert r.to_json()["scaling_reference_fits"] is False
+    # the curve's points say which would fit: the fewer GPUs ZeRO-3 shards over, the more each holds
+    curve = run(sharded, file, scaling_counts=[1, 2, 8]).scaling
+    assert [p["fits"] for p in curve] == [False, False, True]
+    assert all(p["fits"] for p in run(*load("8x4090-ddp"), scaling_counts=[1, 2, 8]).scaling)
+
+
+def test_a_one_gpu_run_shows_no_scaling_efficiency_in_its_table():
+    # ux15b: "100.0%" for a run compared with itself says nothing; the JSON keeps 1.0 (by definition)
+    scenario, file = load("8xa100-ddp")
+    r = run(scenario.with_changes(cluster={"gpus": 1}, parallel={"dp": 1}, training={"global_batch": 16}), file)
+    from scalesim.report.tables import result_table
+    from rich.console import Console
+    console = Console(width=200, record=True)
+    console.print(result_table(r))
+    row = next(line for line in console.export_text().splitlines() if "scaling efficiency" in line)
+    assert "n/a (1 GPU)" in row and "100.0%" not in row
+    assert r.to_json()["scaling_efficiency"] == pytest.approx(1.0) and r.scaling_reference_fits is True

@@ -249,3 +249,14 @@ def test_a_rate_given_twice_is_simulated_once():
     from scalesim.cli.serving_commands import rate_list
 
     assert rate_list("2,2,1") == [1.0, 2.0] and rate_list("4, 1,4.0") == [1.0, 4.0]
+
+
+def test_more_gpus_than_the_node_holds_names_the_nodes_that_would_as_run_does():
+    # ux15b: serve said only "allowed: 1..8"; run names the cluster.nodes that hold them
+    from scalesim.errors import InputError
+    data = json.loads(json.dumps(SMALL))
+    data["cluster"]["gpus"] = 20
+    with pytest.raises(InputError) as exc:
+        prepare_serving(ServingScenario.model_validate(data))
+    assert exc.value.key == "cluster.gpus"
+    assert "cluster.nodes: 3 holds 24" in str(exc.value) and "1..8" in str(exc.value)

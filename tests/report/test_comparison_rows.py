@@ -89,3 +89,37 @@ def test_the_table_and_the_page_say_what_mfu_goodput_and_the_plan_words_mean():
             assert word in text, word
         assert "tpN" not in text
     assert "Goodput: the share of the wall time" in page
+
+
+def test_scaling_efficiency_is_marked_against_a_one_gpu_run_that_would_not_fit_and_na_on_one_gpu():
+    # ux15b: a 1-GPU design's 100% is no efficiency (and never the bold best); a sharded design's
+    # efficiency says when its 1-GPU reference could not run
+    one = {**_row("one", 1e5), "gpus": 1, "scaling_efficiency": 1.0, "scaling_reference_fits": True,
+           "scaling_reference_memory_bytes": 1}
+    sharded = {**_row("z3", 2e5), "scaling_efficiency": 0.548, "scaling_reference_fits": False,
+               "scaling_reference_memory_bytes": 116 * 2 ** 30, "memory_capacity_bytes": 24 * 2 ** 30}
+    fitting = {**_row("ddp", 2e5), "scaling_efficiency": 0.7, "scaling_reference_fits": True}
+    _name, values, best, lowest = next(r for r in summary_rows([one, sharded, fitting]) if r[0] == "scaling efficiency")
+    assert values == ["n/a (1 GPU)", "54.8% (against a 1-GPU run that would not fit: 116.0 GiB of 24.0 GiB)", "70.0%"]
+    assert bold_flags(best, lowest, 3) == [False, False, True]
+
+
+def test_the_comparison_scaling_plot_draws_points_that_would_not_fit_hollow_and_says_so(tmp_path, monkeypatch):
+    # ux15b: a ZeRO-3 design's 1- to 4-GPU points could not run; its curve says which
+    import matplotlib.axes
+
+    from scalesim.report.comparison import scaling_plot
+
+    hollow, titles = [], []
+    plot, set_title = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **kw: (
+        kw.get("color") == "white" and hollow.append(list(a[0]))) or plot(self, *a, **kw))
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda self, text, *a, **kw: titles.append(text) or set_title(self, text, *a, **kw))
+    curve = [{"gpus": g, "scaling_efficiency": e, "fits": f} for g, e, f in ((1, 1.0, False), (4, 0.4, False),
+                                                                              (8, 0.3, True))]
+    fitting = [{**p, "fits": True} for p in curve]
+    scaling_plot([{**_row("ddp", 1e5), "scaling": fitting}, {**_row("z3", 1e5), "scaling": curve}], tmp_path / "a.png")
+    assert hollow == [[1, 4]] and "would not fit" in titles[-1]
+    scaling_plot([{**_row("ddp", 1e5), "scaling": fitting}], tmp_path / "b.png")
+    assert hollow == [[1, 4]] and "would not fit" not in titles[-1]

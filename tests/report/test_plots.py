@@ -229,3 +229,27 @@ def test_the_topology_drawing_says_its_bandwidths_are_per_direction_as_the_table
     assert "per direction" in ax.get_title()
     labels = [t.get_text() for t in ax.texts]
     assert "pcie-gen4\n31.5 GB/s" in labels and "infinity-fabric\n144 GB/s" in labels, labels
+
+
+def test_the_scaling_plot_draws_points_that_would_not_fit_hollow_and_says_why_at_one_gpu(tmp_path, monkeypatch):
+    # ux15b: a ZeRO-3 curve measured against a 1-GPU run that could not exist says so by its point
+    import matplotlib.axes
+
+    from scalesim.report.plots import scaling_plot
+
+    notes = []
+    annotate = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda self, text, *a, **kw: notes.append(text) or annotate(self, text, *a, **kw))
+    hollow = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **kw: (
+        kw.get("color") == "white" and hollow.append(list(a[0]))) or plot(self, *a, **kw))
+    scaling_plot([{"gpus": 1, "scaling_efficiency": 1.0, "fits": False},
+                  {"gpus": 2, "scaling_efficiency": 0.53, "fits": False},
+                  {"gpus": 8, "scaling_efficiency": 0.32, "fits": True}], tmp_path / "z3.png", "ZeRO-3",
+                 "against a 1-GPU run that would not fit: 108.3 GiB of 24.0 GiB")
+    assert hollow == [[1, 2]] and notes == ["against a 1-GPU run that would not fit: 108.3 GiB of 24.0 GiB"]
+    scaling_plot([{"gpus": 1, "scaling_efficiency": 1.0, "fits": True},
+                  {"gpus": 8, "scaling_efficiency": 0.7, "fits": True}], tmp_path / "ddp.png", "DDP")
+    assert hollow == [[1, 2]] and len(notes) == 1

@@ -93,10 +93,24 @@ def test_a_written_key_beats_the_preset(tmp_path):
     data = _data("megatron-deepspeed", {"layer_forward_host_sync": False, "attention": "flash"}, {"zero": 1})
     scenario, file = load_scenario(_file(tmp_path, data))
     assert not scenario.training.layer_forward_host_sync and scenario.training.attention == "flash"
-    assert dict(scenario._framework_set) == {"training.grad_clip_host_sync": False}
+    unwritten = {"training.grad_clip_host_sync": False, "training.cross_entropy": "fp32-upcast"}
+    assert dict(scenario._framework_set) == unwritten
     result = run(scenario, file, baseline=False)
     assert result.plan["framework"] == "megatron-deepspeed"
-    assert result.plan["framework_defaults"] == {"training.grad_clip_host_sync": False}
+    assert result.plan["framework_defaults"] == unwritten
+
+
+def test_megatron_deepspeeds_loss_runs_over_fp32_logits_in_16_bit_training_only(tmp_path):
+    # gpt_model.py: cross_entropy(output.float(), labels): the cast and the loss's passes over fp32 logits
+    steps = {}
+    for precision, written in (("fp16", None), ("fp16", "fused"), ("fp32", None)):
+        training = {"precision": precision, **({} if written is None else {"cross_entropy": written})}
+        data = _data("megatron-deepspeed", training, {"zero": 1, "tp": 2}, model="gpt2-350m", node="dgx-a100")
+        scenario, file = load_scenario(_file(tmp_path, data, f"{precision}-{written}.yaml"))
+        steps[precision, written] = run(scenario, file, baseline=False).step_time_s
+        set_by_preset = dict(scenario._framework_set).get("training.cross_entropy")
+        assert set_by_preset == ("fp32-upcast" if (precision, written) == ("fp16", None) else None)
+    assert steps["fp16", None] > steps["fp16", "fused"]      # the fp32 passes over the logits take time
 
 
 def test_an_unknown_framework_exits_2_with_the_allowed_list(tmp_path):
