@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import math
 import re
 
 from scalesim.errors import InputError
@@ -32,11 +33,15 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
     if isinstance(text, bool):
         raise InputError(f"expected a {what}, got {text!r}")
     if isinstance(text, (int, float)):
-        return float(text), ""
-    m = _RE.match(str(text))
-    if not m:
-        raise InputError(f"cannot read {text!r} as a {what}")
-    return float(m.group(1)), m.group(2)
+        value, unit = float(text), ""
+    else:
+        m = _RE.match(str(text))
+        if not m:
+            raise InputError(f"cannot read {text!r} as a {what}")
+        value, unit = float(m.group(1)), m.group(2)
+    if not math.isfinite(value * 1e18):   # .inf, .nan, '1e400 GB/s', '1e300 GiB' (inf once scaled by its unit)
+        raise InputError(f"expected a finite {what}, got {text!r}")
+    return value, unit
 
 
 def parse_bytes(text: str | float | int) -> float:

@@ -57,13 +57,31 @@ class UniqueKeySafeLoader(yaml.SafeLoader):
         if len(str(node.value)) > 4000:
             raise ConstructorError(None, None, "an integer with thousands of digits", node.start_mark)
         value = super().construct_yaml_int(node)
+        _not_base_60_or_octal(node, value, "0" if str(node.value).lstrip("+-").startswith("0") else "")
         if abs(value).bit_length() > MAX_INT_BITS:
             raise ConstructorError(None, None, f"an integer beyond 2^{MAX_INT_BITS} (no quantity is that large)",
                                    node.start_mark)
         return value
 
 
+    def construct_yaml_float(self, node: Node) -> float:
+        value = super().construct_yaml_float(node)
+        _not_base_60_or_octal(node, value, "")
+        return value
+
+
+def _not_base_60_or_octal(node: Node, value, zero: str) -> None:
+    """YAML 1.1 reads 2:08 as 128 (base 60) and 0200 as 128 (octal): numbers a user did not mean, silently
+    (`global_batch: 0200`). Refused with what YAML made of them; 0x80 says what it is."""
+    text = str(node.value).replace("_", "")
+    octal = zero and len(text.lstrip("+-")) > 1 and text.lstrip("+-")[1:2].isdigit()
+    if ":" in text or octal:
+        raise ConstructorError(None, None, f"{node.value} is {'a base-60' if ':' in text else 'an octal'} number in "
+                               f"YAML 1.1 ({value}); write it in decimal, or quote it if it is text", node.start_mark)
+
+
 UniqueKeySafeLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeySafeLoader.construct_yaml_int)
+UniqueKeySafeLoader.add_constructor("tag:yaml.org,2002:float", UniqueKeySafeLoader.construct_yaml_float)
 
 
 def _expanded_size(root: Node) -> int:

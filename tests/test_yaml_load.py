@@ -46,6 +46,10 @@ def test_every_shipped_yaml_file_reads_as_safe_load_reads_it():
     ("[" * 3000, "nested too deeply"),
     ("gpus: 1" + "0" * 5000, "digits"),            # Python could not even print it
     ("gpus: 0x" + "f" * 300, "beyond 2\\^1024"),
+    # fuzz15: YAML 1.1 read these as 128, silently (global_batch: 0200 trained on 128 samples a step)
+    ("global_batch: 0200\n", "an octal number in YAML 1.1 \\(128\\)"),
+    ("global_batch: 2:08\n", "a base-60 number in YAML 1.1 \\(128\\)"),
+    ("restart_s: 1:30.5\n", "a base-60 number in YAML 1.1 \\(90.5\\)"),
 ])
 def test_unsafe_or_pathological_documents_are_refused(text, says):
     with pytest.raises(InputError, match=says):

@@ -12,6 +12,7 @@ from scalesim.costs.compute import relative_shape_efficiency
 from scalesim.costs.gemm_depth import depth_efficiency
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
+from scalesim.hardware.plausible import CATALOG_BOUNDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +65,13 @@ def fit_gemm(points: list[GemmPoint], gpu: GpuSpec, fp8: bool) -> Fit:
 
 
 def _below_peak(value: float, peak: float, unit: str, gpu: GpuSpec, what: str, peak_name: str) -> None:
-    """Refuse a measurement above what the GPU can do at all: a unit slip (GFLOP/s, MB/s) or another GPU."""
-    if value > peak:
-        raise InputError(f"the measured {what} of {value:,.1f} {unit} is above {gpu.name}'s {peak_name} of "
+    """Refuse a measurement above what the GPU can do at all, or below the least achieved fraction a catalog
+    entry takes (a thousandth, hardware/plausible.py; calibrate wrote an efficiency of 0.0 its folder could not
+    be read with): a unit slip (GFLOP/s, MB/s; PFLOP/s, TB/s) or another GPU."""
+    floor = CATALOG_BOUNDS["gemm_efficiency"][0]
+    if value > peak or value < peak * floor:
+        side = "above" if value > peak else f"below {floor:g} x"
+        raise InputError(f"the measured {what} of {value:,.4g} {unit} is {side} {gpu.name}'s {peak_name} of "
                          f"{peak:,.1f} {unit}: values are TFLOP/s for gemm rows and GB/s for membw rows; "
                          "and --gpu names the GPU they were measured on", key="--gpu")
 

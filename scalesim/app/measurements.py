@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,9 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
         elif "busbw" in line and "size" in line:          # the column header ('#' before nccl-tests 2.x)
             columns = line.lstrip("#").split()
         elif not line.lstrip().startswith("#") and line.split() and line.split()[0].isdigit():
-            points.append(_row(line, columns, file))
+            point = _row(line, columns, file)
+            if point.busbw_GBps > 0:        # 0.00: below the log's two decimals (tiny sizes), nothing to fit
+                points.append(point)
             last_row = line.split()
     op = op or found_op or infer_op(last_row, columns, len(ranks))
     if op is None:
@@ -100,7 +103,8 @@ def parse_nccl_tests(text: str, file: str, op: str | None = None) -> NcclTestsLo
         raise InputError("no '#  Rank N ... on HOST device D [...] GPU NAME' lines: is this nccl-tests output?",
                          file=file)
     if not points:
-        raise InputError("no data rows (size count type ... busbw ...) found", file=file)
+        raise InputError("no data rows (size count type ... busbw ...) with a busbw above 0.00 found" if last_row
+                         else "no data rows (size count type ... busbw ...) found", file=file)
     hosts = tuple(ranks[r][0] for r in sorted(ranks))
     return NcclTestsLog(file, op, hosts, ranks[min(ranks)][1], tuple(points))
 
@@ -133,10 +137,15 @@ def _row(line: str, columns: list[str] | None, file: str) -> BusbwPoint:
     parts = line.split()
     try:
         if columns and len(parts) == len(columns):
-            return BusbwPoint(float(parts[0]), float(parts[columns.index("busbw")]))
-        return BusbwPoint(float(parts[0]), float(parts[-6]))     # ... busbw #wrong | time algbw busbw #wrong
+            point = BusbwPoint(float(parts[0]), float(parts[columns.index("busbw")]))
+        else:
+            point = BusbwPoint(float(parts[0]), float(parts[-6]))     # ... busbw #wrong | time algbw busbw #wrong
     except (ValueError, IndexError):
         raise InputError(f"cannot read the data row {line.strip()!r}", file=file) from None
+    if not (0 <= point.busbw_GBps < math.inf and 0 < point.size_bytes < math.inf):
+        raise InputError(f"the data row {line.strip()!r} has a size or busbw that is not a finite number >= 0",
+                         file=file)
+    return point
 
 
 def parse_benchmark_csv(text: str, file: str) -> tuple[list[GemmPoint], list[BandwidthPoint]]:
@@ -149,23 +158,30 @@ def parse_benchmark_csv(text: str, file: str) -> tuple[list[GemmPoint], list[Ban
         cells = dict(zip(CSV_HEADER, (c.split("#")[0].strip() for c in row)))
         try:
             value = float(cells["value"])
-            if value <= 0:
+            if not 0 < value < math.inf:         # nan, inf, 0, negative
                 raise ValueError
             if cells["kind"] == "gemm" and (cells["precision"] or "bf16") not in GEMM_PRECISIONS:
                 raise InputError(f"row {number}: unknown precision {cells['precision']!r}; allowed: "
                                  f"{', '.join(GEMM_PRECISIONS)}", file=file, key="precision")
             if cells["kind"] == "gemm":
-                gemms.append(GemmPoint(cells["precision"] or "bf16", int(cells["m"]), int(cells["n"]),
-                                       int(cells["k"]), value))
+                gemms.append(GemmPoint(cells["precision"] or "bf16", *_dimensions(cells), value))
             elif cells["kind"] == "membw":
                 bandwidths.append(BandwidthPoint(value))
             else:
                 raise InputError(f"row {number}: kind must be gemm or membw, got {cells['kind']!r}", file=file,
                                  key="kind")
         except (ValueError, KeyError):
-            raise InputError(f"row {number}: expected kind,precision,m,n,k,value with a positive value "
-                             "(m, n, k whole numbers for gemm)", file=file) from None
+            raise InputError(f"row {number}: expected kind,precision,m,n,k,value with a positive finite value "
+                             "(m, n, k positive whole numbers for gemm)", file=file) from None
     return gemms, bandwidths
+
+
+def _dimensions(cells: dict) -> tuple[int, int, int]:
+    """A GEMM row's m, n, k: positive whole numbers (a 0 would divide by zero in the fit)."""
+    dims = tuple(int(cells[d]) for d in "mnk")
+    if min(dims) <= 0:
+        raise ValueError
+    return dims
 
 
 MAX_MEASUREMENT_BYTES = 32 * 2**20     # parsing runs at ~15 MB per CPU second: about 2 s

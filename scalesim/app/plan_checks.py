@@ -142,6 +142,12 @@ def interleaved(par) -> bool:
 def check_experts(scenario: Scenario, model: ModelSpec, dp: int, file: str | None) -> None:
     """Expert parallelism needs an MoE model, and ep must divide the experts and dp x cp."""
     ep, cp, tp, etp = scenario.parallel.ep, scenario.parallel.cp, scenario.parallel.tp, scenario.parallel.etp
+    given = scenario.training.moe_imbalance
+    if model.moe is not None and given is not None and given > model.moe.experts / model.moe.top_k:
+        most = model.moe.experts / model.moe.top_k      # every token's top_k experts the same ones (1e300 overflowed)
+        raise InputError(f"{given:g} is more than the busiest expert can receive: every token once, {most:g} x the mean "
+                         f"with {model.moe.experts} experts and top_k {model.moe.top_k}; allowed: 1 to {most:g}",
+                         file=file, key="training.moe_imbalance")
     if etp is not None and etp not in (1, tp):
         raise InputError(f"etp ({etp}) must be 1 (experts whole) or tp ({tp}); allowed: 1, {tp}",
                          file=file, key="parallel.etp")

@@ -51,6 +51,9 @@ class PointsFile:
         self._fh: TextIO | None = None
         if force and path.exists():
             path.unlink()
+        if path.is_file() and not _written_by_a_sweep(path):
+            raise InputError(f"{path} exists and scalesim did not write it (no sweep's rows); remove it, give another "
+                             "--out, or --force to discard it (scalesim overwrites only files it wrote)", key="--out")
         self.rows: dict[str, dict] = self._read() if path.exists() else {}
         if self.rows and not resume:
             raise InputError(f"{path} holds {len(self.rows)} simulated plans of an earlier sweep; add --resume "
@@ -101,6 +104,16 @@ class PointsFile:
 
     def __exit__(self, *_exc) -> None:
         self.close()
+
+
+def _written_by_a_sweep(path: Path) -> bool:
+    """Empty, or its first line is a row `write` began (even one an interruption cut short)."""
+    with path.open("rb") as fh:
+        head = fh.read(len(_ROW_START))
+    return not head or head == _ROW_START
+
+
+_ROW_START = b'{"scenario_file": '
 
 
 def _ends_a_line(path: Path) -> bool:

@@ -104,6 +104,7 @@ def prepare_serving(scenario: ServingScenario, file: str | None = None,
                              fabric=None if fabric is None else fabric.as_fabric())
     model = get_model(scenario.model, seq_len=1, key="model", file=file)
     count = _check_plan(scenario, model, design, file)
+    _check_context(scenario, file)
     s = scenario.serving
     shard = ServingShard(model, s.tp, s.pp, s.weights, s.kv_cache)
     gpu = topology.gpu_spec
@@ -133,6 +134,18 @@ def _fit_reason(scenario: ServingScenario, shard: ServingShard, gpu: GpuSpec, me
             f"(serving.gpu_memory_utilization {s.gpu_memory_utilization}) for the KV cache, which must hold the "
             f"longest request ({longest:,} tokens); raise serving.tp (now {s.tp}) or pp, use smaller weights "
             f"(serving.weights: fp8 or int4) or lower serving.max_batch_tokens")
+
+
+def _check_context(scenario: ServingScenario, file: str | None) -> None:
+    """A request longer than the model's learned position table (GPT-2's 1,024) cannot be served: vLLM
+    refuses it. Rotary models have no hard limit here (as in training: models/zoo.py max_seq_len)."""
+    longest = _longest_request(scenario)
+    try:
+        get_model(scenario.model, seq_len=longest, key="model", file=file)
+    except InputError as exc:       # the learned position table (the model itself was resolved already)
+        raise InputError(f"the longest request (prompt + output) is {longest:,} tokens, but {exc.detail.split(';')[0]}; "
+                         "allowed: requests of at most that many tokens (prompt_tokens and output_tokens whose max "
+                         "add up to it)", file=file, key="serving.requests") from None
 
 
 def _longest_request(scenario: ServingScenario) -> int:

@@ -284,9 +284,9 @@ def _model_variant(model: ModelSpec, training, file: str | None) -> ModelSpec:
     if training.fp8_attention:
         model = fp8_attention(model)
     if training.packed_sequences > 1:
-        if model.tokens_per_sample is None:
-            raise InputError(f"{model.name} is a vision model; packed_sequences applies to token models "
-                             "(allowed: 1)", key="training.packed_sequences", file=file)
+        if model.tokens_per_sample is None or training.packed_sequences > model.tokens_per_sample:  # a token each
+            raise InputError(f"packs sequences of a token or more into {model.name}'s rows of {model.tokens_per_sample or 'no'}"
+                             " tokens (allowed: 1 to seq_len)", key="training.packed_sequences", file=file)
         model = packed_attention(model, training.packed_sequences)
     if training.mlm_positions is not None:
         if model.family != "bert" or training.mlm_positions > model.tokens_per_sample:

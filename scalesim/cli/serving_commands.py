@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import click
 
-from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, ScenarioFile, catalog_from, catalog_option, friendly_errors, slug,
-                                 status)
+from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, ScenarioFile, catalog_from, catalog_option, contract_json,
+                                 friendly_errors, slug, status)
 from scalesim.errors import InputError
 from scalesim.outputs import check_output_dir
 from scalesim.report.tables import make_console
@@ -58,7 +57,7 @@ def serve(scenario_file: Path, as_json: bool, out: Path | None, rates: str | Non
         written = [latency_throughput_plot([result], directory / "latency-throughput.png"),
                    percentiles_plot(result, directory / "latency-percentiles.png")]
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(contract_json(result))
     else:
         make_console().print(serving_table(result))
         if result.get("sweep"):
@@ -119,7 +118,7 @@ def compare_serving(scenario_files, as_json: bool, out: Path | None, plots: bool
         path = serving_pareto_plot(data["table"], data["pareto_front"], directory / "serving-pareto.png")
         data["plots"] = {"pareto": str(path)}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(contract_json(data))
     else:
         make_console().print(serving_compare_table(data["table"]))
         click.echo("Pareto front (nothing else is both cheaper and faster): "

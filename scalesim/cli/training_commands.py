@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import tempfile
 from functools import partial
@@ -14,7 +13,7 @@ import click
 from scalesim.app.forked import Fed, spare_cpu
 from scalesim.cli.progress_bars import progress, stop_on_sigterm, sweep_progress
 from scalesim.cli.wiring import (EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, Choice, ScenarioFile, catalog_from,
-                                 catalog_option, collector_paused, exact_option, exact_simulation_context,
+                                 catalog_option, collector_paused, contract_json, exact_option, exact_simulation_context,
                                  friendly_errors, slug, status, wall_time_option)
 from scalesim.errors import InputError
 from scalesim.limits import MAX_SAMPLES
@@ -146,7 +145,7 @@ def _print_run(result, uncertainty: dict | None, written: list[Path] | None, tra
         data = result.to_json()
         if uncertainty is not None:
             data["uncertainty"] = uncertainty
-        click.echo(json.dumps(data, indent=2))
+        click.echo(contract_json(data))
         return
     from scalesim.report.tables import print_table, result_table, uncertainty_table
 
@@ -250,7 +249,7 @@ def _compare_outputs(comparison, as_json: bool, out: Path | None, plots: bool, r
             write_compare_html(data, written, report)
     written = written if plots else {}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(contract_json(data))
         return
     make_console().print(compare_table(rows, comparison.uncertainty))
     if data["pareto_front"]:
@@ -351,7 +350,7 @@ def _sweep_outputs(result: dict, directory: Path, points_path: Path, plots: bool
     if plots:
         files["plot"] = best_plan_plot(result, directory / "best.png")
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(contract_json(result))
         return
     make_console().print(sweep_table(result))
     for note in result["notes"]:

@@ -11,6 +11,8 @@ import contextlib
 import errno
 import functools
 import gc
+import json
+import math
 import os
 import re
 import signal
@@ -190,3 +192,22 @@ def collector_paused():
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+def contract_json(data) -> str:
+    """A command's JSON answer. A number that came out infinite or undefined (an overflow the input checks
+    let through) is refused naming where it sits, exit 2: `Infinity` and `NaN` are not JSON (fuzz15)."""
+    try:
+        return json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        where = ", ".join(_non_finite(data)[:5])
+        raise InputError(f"the result's {where} came out infinite or undefined: an input lies far outside what "
+                         "scalesim models; check the scenario's numbers and its catalog entries' (--catalog)") from None
+
+
+def _non_finite(data, path: str = "") -> list[str]:
+    """Key paths of the non-finite numbers in a JSON-like value."""
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [path or "value"]
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, (list, tuple)) else ()
+    return [p for k, v in items for p in _non_finite(v, f"{path}.{k}" if path else str(k))]

@@ -18,6 +18,7 @@ raises ``InputError`` naming the entry and the field.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from scalesim.errors import InputError, unknown_name
+from scalesim.hardware.plausible import check_plausible
 from scalesim.hardware.specs import GpuSpec, LinkSpec
 from scalesim.units import parse_bandwidth, parse_bytes, parse_flops, parse_time
 
@@ -264,6 +266,9 @@ class _Reader:
         estimated = mapping.get("estimated", [])
         if not isinstance(estimated, list) or any(f not in fields for f in estimated):
             raise where.error("estimated", f"must be a list of field names from: {', '.join(fields)}")
+        notes = mapping.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise where.error("notes", f"must be a list of texts (how a value was found), got {notes!r}")
         self._mapping, self._where, self._optional = mapping, where, optional
 
     def __call__(self, field: str, parse: Callable[[Any], Any], *, default: Any = None) -> Any:
@@ -272,9 +277,13 @@ class _Reader:
                 return default
             raise self._where.error(field, f"missing required field '{field}'")
         try:
-            return parse(self._mapping[field])
+            value = parse(self._mapping[field])
+            if isinstance(value, float) and not math.isfinite(value):      # .inf, .nan: every result would be too
+                raise InputError(f"must be a finite number, got {self._mapping[field]!r}")
+            check_plausible(field, value)
         except InputError as err:
             raise self._where.error(field, err.detail) from None
+        return value
 
 
 # ---------------------------------------------------------------- value parsers

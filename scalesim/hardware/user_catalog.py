@@ -148,6 +148,10 @@ def _with_folder(catalog: Catalog, directory: Path) -> Catalog:
         raise InputError(("is a file, not a folder" if directory.exists() else "catalog folder not found")
                          + f" (expected a folder holding {GPUS_FILE} and/or {LINKS_FILE}; give the folder)",
                          file=str(directory))
+    for name in (LINKS_FILE, GPUS_FILE):     # a folder named gpus.yaml was 'found neither'
+        if (directory / name).exists() and not (directory / name).is_file():
+            raise InputError(f"is a folder, not a file; give the catalog's {name} as a YAML file",
+                             file=str(directory / name))
     found = [directory / f for f in (LINKS_FILE, GPUS_FILE) if (directory / f).is_file()]
     if not found:
         raise InputError(f"a catalog folder needs {GPUS_FILE} and/or {LINKS_FILE}; found neither",
@@ -164,10 +168,19 @@ def _with_file(catalog: Catalog, path: Path, is_gpus: bool) -> Catalog:
     new_gpus, new_links = catalog.gpus(), catalog.links()
     origins, notes = dict(catalog.origins), {n: (a, b) for n, a, b in catalog.user_notes}
     for name, entry in data.items():
+        if isinstance(name, bool) or not isinstance(name, (str, int)):     # `~:` was a GPU named 'None'
+            raise InputError(f"an entry's name must be text, got {name!r} (YAML reads ~, null, yes, no, on and off as "
+                             "null or booleans: quote the name)", file=str(path), key=str(name))
         if is_gpus:
             new_gpus[str(name)] = _gpu_entry(entry, catalog, name=name, key=str(name), file=str(path))
         else:
             new_links[str(name)] = _link_entry(entry, catalog, name=name, key=str(name), file=str(path))
+            before = catalog.links().get(str(name))
+            if before is not None and new_links[str(name)].kind != before.kind:     # GPUs name it as that kind
+                raise InputError(f"is of kind {new_links[str(name)].kind}, but {name} is a {before.kind} link GPUs and "
+                                 "designs name as such: an entry with a catalog name keeps its kind (give the new "
+                                 "link a name of its own)",
+                                 file=str(path), key=f"{name}.kind" if "kind" in entry else f"{name}.base")
         origins[str(name)] = str(path)
         if isinstance(entry, Mapping):
             notes[str(name)] = (tuple(map(str, entry.get("notes", []))), tuple(map(str, entry.get("estimated", []))))
@@ -200,9 +213,13 @@ def _merged(value: Any, name: Any, key: str, file: str | None, base_fields, allo
             raise unknown_name("field", field, allowed, key=f"{key}.{field}", file=file)
     entry = {k: v for k, v in value.items() if k not in _EXTRA_KEYS}
     base = value.get("base")
+    for field in ("base", "name"):      # a list or null here was read as a full entry, or as the name '[1]'
+        if field in value and not (isinstance(value[field], str) and value[field].strip()):
+            raise InputError(f"{field} must be {'a catalog name' if field == 'base' else 'text'} (a non-empty string), "
+                             f"got {value[field]!r}", file=file, key=f"{key}.{field}")
     if "memory_gb" in value:
         gb = value["memory_gb"]
-        if isinstance(gb, bool) or not isinstance(gb, (int, float)) or gb <= 0:
+        if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < float("inf"):
             raise InputError(f"memory_gb must be a positive number (GiB, as the catalog reads '80 GB'), got {gb!r}",
                              file=file, key=f"{key}.memory_gb")
         entry["memory"] = f"{gb} GiB"

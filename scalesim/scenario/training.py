@@ -205,6 +205,8 @@ class TrainingSpec(Strict):
     @pydantic.field_validator("fp8_amax_fused")
     @classmethod
     def _amax_fused_in_current_scaling(cls, value: list[str], info: pydantic.ValidationInfo) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"fp8_amax_fused names each of norm, activation at most once; got {value!r}")
         if value != ["norm"] and info.data.get("fp8_recipe") != "transformer-engine-current":
             raise ValueError("fp8_amax_fused is which kernels write the amax under Transformer Engine's current scaling: "
                              f"it needs fp8_recipe: transformer-engine-current (got {info.data.get('fp8_recipe')}); "

@@ -116,6 +116,11 @@ def design_parts(design: NodeDesign) -> list[tuple[str, Part]]:
     return [(k, v) for k, v in parts if v is not None]
 
 
+# The kinds of link each part of a design may name (host.socket_link: sockets, or a C2C link of kind pcie).
+PART_KINDS = {"pcie.link": ("pcie",), "pcie.uplink": ("pcie",), "nics.link": ("infiniband", "roce", "ethernet"),
+              "nvlink.switch": ("nvswitch",), "nvlink.link": ("nvlink", "xgmi"), "host.memory": ("memory",)}
+
+
 def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None,
                         catalog: Catalog | None = None) -> NodeDesign:
     """Resolve every GPU and link the design names, so a typo is reported where it was written."""
@@ -123,7 +128,11 @@ def check_catalog_names(design: NodeDesign, *, file: str | None, key: str | None
     try:
         catalog.resolve_gpu(design.gpu, key="gpu")
         for field, part in design_parts(design):
-            catalog.resolve_link(part, key=field)
+            link = catalog.resolve_link(part, key=field)
+            kinds = PART_KINDS.get(field, (link.kind,))
+            if link.kind not in kinds:      # pcie.link: nvlink4 ran at exit 0, the PCIe tree built of NVLink
+                raise InputError(f"must name a {' or '.join(kinds)} link; '{link.name}' is a {link.kind} link",
+                                 key=field)
     except InputError as exc:
         raise exc.located(file=file, key_prefix=key if exc.file is None else None) from None
     return design

@@ -157,6 +157,22 @@ def test_bad_serving_keys_exit_2_naming_the_key_and_the_fix(tmp_path, change, ne
         assert needle in result.output, result.output
 
 
+@pytest.mark.parametrize("prompt, output, refused", [(3000, 16, True), (1000, 100, True), (1000, 24, False)])
+def test_a_request_longer_than_a_learned_position_table_exits_2(tmp_path, prompt, output, refused):
+    """fuzz15: GPT-2 (1,024 learned positions) served 3,000-token prompts at exit 0; training refuses the same
+    length (models/zoo.py), and vLLM the request. Rotary models keep no hard limit."""
+    data = json.loads(json.dumps(SMALL))
+    data["model"] = "gpt2-350m"
+    data["serving"]["requests"].update(count=8, prompt_tokens=prompt, output_tokens=output)
+    path = write(tmp_path, data)
+    result = cli(path, "--json", "--no-plots", "--no-search")
+    if refused:
+        assert result.exit_code == 2 and path in result.output and "serving.requests" in result.output
+        assert f"{prompt + output:,} tokens" in result.output and "1024 learned position" in result.output
+    else:
+        assert result.exit_code == 0, result.output
+
+
 def test_bad_rates_and_training_scenarios_exit_2(tmp_path):
     assert cli(write(tmp_path, SMALL), "--rates", "1,fast").exit_code == 2
     result = cli("scenarios/8x4090-ddp.yaml")

@@ -158,6 +158,19 @@ def test_an_earlier_points_file_is_never_overwritten_silently(tmp_path, scenario
     assert (tmp_path / NAME).read_bytes() == before        # started over: the same one plan, once
 
 
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+def test_a_points_file_the_user_wrote_is_never_appended_to(tmp_path, scenario_path, resume):
+    """fuzz15: a points.jsonl without a sweep's rows (the user's notes) was appended to at exit 0."""
+    (tmp_path / NAME).write_text("my notes\n")
+    args = [scenario_path, "--gpus", "2", "--workers", "1", "--out", tmp_path]
+    result = sweep_cli(*args, *resume)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert str(tmp_path / NAME) in result.stderr and "--force" in result.stderr
+    assert (tmp_path / NAME).read_text() == "my notes\n"
+    assert sweep_cli(*args, "--force").exit_code == 0       # asked: discarded
+    assert (tmp_path / NAME).read_text().startswith('{"scenario_file": ')
+
+
 def test_resume_never_reuses_the_rows_of_an_edited_scenario(tmp_path, scenario_path, monkeypatch):
     args = ["--gpus", "2", "--workers", "1", "--out", tmp_path]
     assert sweep_cli(scenario_path, *args).exit_code == 0

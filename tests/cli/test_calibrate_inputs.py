@@ -66,3 +66,52 @@ def test_a_precision_the_gpu_or_the_csv_cannot_take_names_where_it_came_from(tmp
     result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", gpu, "--out", str(tmp_path / "cal")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert all(n in result.output for n in names), result.output
+
+
+@pytest.mark.parametrize("row", ["gemm,bf16,8192,8192,8192,nan",      # fuzz15: fitted and written at exit 0
+                                 "gemm,bf16,8192,8192,8192,inf",      # was blamed on --gpu (above the peak)
+                                 "gemm,bf16,0,8192,8192,500",         # was a ZeroDivisionError traceback
+                                 "membw,,,,,nan"])
+def test_a_csv_value_or_dimension_that_is_not_a_positive_finite_number_names_the_file_and_row(tmp_path, row):
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", "h100-sxm", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.startswith(f"error: {path}: row 2") and "finite" in result.output
+    assert not (tmp_path / "c").exists()
+
+
+def _nccl_log(tmp_path, rows):
+    lines = (ROOT / "tests" / "data" / "nccl-tests-sample.txt").read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.split() and line.split()[0].isdigit())
+    path = tmp_path / "log.txt"
+    path.write_text("".join(lines[:first]) + "".join(r + "\n" for r in rows) + "".join(lines[first:]))
+    return path
+
+
+def test_rows_whose_busbw_prints_as_zero_are_left_out_of_the_fit(tmp_path):
+    """nccl-tests prints busbw 0.00 for its smallest sizes (-b 8): calibrate divided by it (a traceback)."""
+    tiny = "           8             2     float    none      -1    20.10    0.00    0.00      0    20.00    0.00    0.00      0"
+    result = CliRunner().invoke(main, ["calibrate", str(_nccl_log(tmp_path, [tiny])), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+
+
+def test_a_nan_busbw_in_an_nccl_tests_row_names_the_file_and_the_row(tmp_path):
+    row = "        1024           256     float    none      -1    20.10    0.05     nan      0    20.00    0.05    0.04      0"
+    path = _nccl_log(tmp_path, [row])
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert str(path) in result.output and "nan" in result.output and "finite" in result.output
+
+
+@pytest.mark.parametrize("row, unit", [("gemm,bf16,8192,8192,8192,0.0007", "TFLOP/s"),   # 0.7 PFLOP/s in PFLOP/s
+                                       ("membw,,,,,0.0028", "GB/s")])                   # 2.8 TB/s in PB/s
+def test_a_measurement_below_a_thousandth_of_the_peak_is_refused_not_written(tmp_path, row, unit):
+    """fuzz15: calibrate wrote gemm_efficiency 0.0, a folder no command could then read (a fraction in (0, 1])."""
+    path = tmp_path / "bench.csv"
+    path.write_text(f"kind,precision,m,n,k,value\n{row}\n")
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--gpu", "h100-sxm", "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "h100-sxm" in result.output and unit in result.output and "below" in result.output
+    assert not out.exists()

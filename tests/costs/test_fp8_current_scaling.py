@@ -94,7 +94,9 @@ def test_a_producer_that_writes_the_amax_removes_the_pass_of_the_tensor_it_write
 
 @pytest.mark.parametrize("training", [
     {"precision": "fp8", "fp8_recipe": "transformer-engine-current", "fp8_amax_fused": ["cudnn"]},
-    {"precision": "fp8", "fp8_amax_fused": []}])
+    {"precision": "fp8", "fp8_amax_fused": []},
+    # fuzz15: a producer named twice ran at exit 0
+    {"precision": "fp8", "fp8_recipe": "transformer-engine-current", "fp8_amax_fused": ["norm", "norm"]}])
 def test_a_bad_amax_producer_exits_2_naming_the_key(tmp_path, training):
     result = _run_8x_h100(tmp_path, training)
     assert result.exit_code == 2 and "training.fp8_amax_fused" in result.output and "Traceback" not in result.output

@@ -74,6 +74,22 @@ def test_catalogs_are_values(tmp_path):
     ("x: {base: h100-sxm, memory_gb: -1}\n", "x.memory_gb"),
     ("x: {base: h100-sxm, gemm_efficiency: 1.5}\n", "x.gemm_efficiency"),
     ("x: {base: h100-sxm, tdpp: 10}\n", "x.tdpp"),
+    # fuzz15: no quantity is infinite or NaN (inf FLOP/s ran at rc 0, inf gemm_k_overhead divided by zero)
+    ("x: {base: h100-sxm, bf16: .inf}\n", "x.bf16"),
+    ("x: {base: h100-sxm, bf16: '1e400 TFLOPS'}\n", "x.bf16"),
+    ("x: {base: h100-sxm, memory_bw: .inf}\n", "x.memory_bw"),
+    ("x: {base: h100-sxm, gemm_k_overhead: .inf}\n", "x.gemm_k_overhead"),
+    ("x: {base: h100-sxm, gemm_k_overhead: .nan}\n", "x.gemm_k_overhead"),
+    ("x: {base: h100-sxm, list_price_usd: .nan}\n", "x.list_price_usd"),
+    ("x: {base: h100-sxm, cloud_usd_per_gpu_hour: .inf}\n", "x.cloud_usd_per_gpu_hour"),
+    ("x: {base: h100-sxm, memory_gb: .nan}\n", "x.memory_gb"),
+    ("x: {base: h100-sxm, memory_gb: .inf}\n", "x.memory_gb"),
+    ("x: {base: h100-sxm, memory: '1e300 GiB'}\n", "x.memory"),     # inf once scaled by its unit
+    ("x: {base: h100-sxm, notes: 5}\n", "x.notes"),           # was a TypeError traceback
+    ("x: {base: h100-sxm, notes: [1]}\n", "x.notes"),
+    ("x: {base: null, memory_gb: 80}\n", "x.base"),
+    ("~: {base: h100-sxm}\n", "None"),                       # ran at exit 0 as a GPU named 'None'
+    ("yes: {base: h100-sxm}\n", "True"),       # was read as a full entry: 'missing field nvlink'
 ])
 def test_mistakes_in_a_folder_name_the_file_and_key(tmp_path, text, key):
     folder = write(tmp_path / "bad", "gpus.yaml", text)
@@ -94,3 +110,47 @@ def test_a_more_efficient_link_is_never_slower(tmp_path):
     faster = time_collective(build_cluster(design, catalog=load_catalog([folder])), "all_reduce", 8, 2**30,
                              algo="ring")
     assert faster.time_s < plain.time_s
+
+
+@pytest.mark.parametrize("field", ["bandwidth: .inf", "latency: .nan", "net_plugin_latency: .inf", "nvls_pipeline_fill: .nan"])
+def test_a_link_with_an_infinite_or_nan_quantity_names_the_field(tmp_path, field):
+    folder = write(tmp_path / "bad", "links.yaml", f"x: {{base: ib-ndr, {field}}}\n")
+    with pytest.raises(InputError, match="finite") as err:
+        load_catalog([folder])
+    assert err.value.key == f"x.{field.split(':')[0]}" and err.value.file == str(folder / "links.yaml")
+
+
+def test_an_inline_gpu_whose_name_is_not_text_names_the_key():
+    """fuzz15: {base: rtx4090, name: [1]} ran at exit 0 as a GPU named '[1]'."""
+    with pytest.raises(InputError, match="non-empty string") as err:
+        builtin_catalog().resolve_gpu({"base": "rtx4090", "name": [1]}, key="cluster.node.gpu")
+    assert err.value.key == "cluster.node.gpu.name"
+
+
+@pytest.mark.parametrize("file, text, key", [
+    # fuzz15: each made a step of ~1e300 s whose energy and cost overflowed: `Infinity` in run --json
+    ("gpus.yaml", "x: {base: h100-sxm, bf16: '1e-300 TFLOPS'}\n", "x.bf16"),
+    ("gpus.yaml", "x: {base: h100-sxm, gemm_efficiency: 1.0e-300}\n", "x.gemm_efficiency"),
+    ("gpus.yaml", "x: {base: h100-sxm, gemm_k_overhead: 1.0e+300}\n", "x.gemm_k_overhead"),
+    ("gpus.yaml", "x: {base: h100-sxm, tdp: 1.0e+300}\n", "x.tdp"),
+    ("gpus.yaml", "x: {base: h100-sxm, memory: 1.0e-300}\n", "x.memory"),      # headroom -Infinity
+    ("links.yaml", "x: {base: nvlink4, bandwidth: '1e-300 GB/s'}\n", "x.bandwidth"),
+    ("links.yaml", "x: {base: ib-ndr, latency: 100000}\n", "x.latency"),
+])
+def test_a_number_far_outside_any_real_part_names_the_field_and_the_bound(tmp_path, file, text, key):
+    folder = write(tmp_path / "bad", file, text)
+    with pytest.raises(InputError, match="limit of") as err:
+        load_catalog([folder])
+    assert err.value.key == key and err.value.file == str(folder / file)
+
+
+
+@pytest.mark.parametrize("text, key", [("nvlink4: {base: ib-ndr}\n", "nvlink4.base"),
+                                       ("nvlink4: {base: nvlink4, kind: infiniband}\n", "nvlink4.kind")])
+def test_an_entry_replacing_a_catalog_link_keeps_its_kind(tmp_path, text, key):
+    """fuzz15: nvlink4 replaced by an InfiniBand entry ran at exit 0, every H100's NVLink port an IB link."""
+    folder = write(tmp_path / "bad", "links.yaml", text)
+    with pytest.raises(InputError, match="keeps its kind") as err:
+        load_catalog([folder])
+    assert err.value.key == key and err.value.file == str(folder / "links.yaml")
+    load_catalog([write(tmp_path / "ok", "links.yaml", "my-ib: {base: ib-ndr}\nnvlink4: {base: nvlink4, efficiency: 0.8}\n")])

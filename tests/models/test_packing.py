@@ -46,3 +46,24 @@ def test_masked_head_needs_bert_and_a_position_count_within_the_sequence():
         masked_lm_head(BERT, 513)
     with pytest.raises(ValueError):
         packed_attention(BERT, 0)
+
+
+@pytest.mark.parametrize("packed, refused", [(2048, True), (2**62, True), (512, False)])
+def test_more_packed_sequences_than_tokens_in_a_row_exit_2_naming_the_key(tmp_path, packed, refused):
+    """fuzz15: 2^62 sequences packed into a 512-token row ran at exit 0 (attention divided by 2^62)."""
+    import yaml
+    from click.testing import CliRunner
+
+    from scalesim.cli import main
+
+    path = tmp_path / "bert.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "packed bert", "cluster": {"node": "dgx-h100", "gpus": 1}, "model": "bert-large",
+        "training": {"precision": "bf16", "seq_len": 512, "global_batch": 8, "micro_batch": 8,
+                     "packed_sequences": packed}}))
+    result = CliRunner().invoke(main, ["run", str(path), "--json", "--no-plots", "--no-scaling"])
+    assert "Traceback" not in result.output
+    if refused:
+        assert result.exit_code == 2 and "training.packed_sequences" in result.output and str(path) in result.output
+    else:
+        assert result.exit_code == 0, result.output

@@ -79,6 +79,16 @@ def test_ep_that_does_not_divide_experts_and_data_ranks_is_refused(ep):
     assert info.value.key == "parallel.ep" and "allowed: 1, 2, 4, 8" in str(info.value)
 
 
+@pytest.mark.parametrize("imbalance", [4.5, 1e300])
+def test_an_imbalance_above_every_token_on_one_expert_is_refused(imbalance):
+    """The busiest of 8 experts at top_k 2 receives at most every token: 4 x the mean (fuzz15: 1e300 was an
+    OverflowError traceback, 1e30 ran as a step that does not fit)."""
+    with pytest.raises(InputError) as info:
+        prepare(scenario(ep=8, training={"moe_imbalance": imbalance}))
+    assert info.value.key == "training.moe_imbalance" and "allowed: 1 to 4" in str(info.value)
+    prepare(scenario(ep=8, training={"moe_imbalance": 4.0}))      # every token's two experts the same two
+
+
 def test_ep_on_a_dense_model_exits_2_naming_the_key(tmp_path):
     data = yaml.safe_load(open("scenarios/8x4090-ddp.yaml"))
     data.setdefault("parallel", {})["ep"] = 2

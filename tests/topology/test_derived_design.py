@@ -68,3 +68,14 @@ def test_a_null_gpu_names_the_key_without_pydantics_union_tag(spec):
     with pytest.raises(InputError) as err:
         load_node_design(spec, key="cluster.node", file="s.yaml")
     assert err.value.key == "cluster.node.gpu"
+
+
+@pytest.mark.parametrize("change, key", [({"pcie": {"link": "nvlink4"}}, "cluster.node.pcie.link"),
+                                         ({"nics": {"count": 8, "link": "pcie-gen4"}}, "cluster.node.nics.link"),
+                                         ({"host": {"memory": "ib-ndr"}}, "cluster.node.host.memory")])
+def test_a_part_naming_a_link_of_another_kind_names_the_key(change, key):
+    """fuzz15: pcie.link: nvlink4 ran at exit 0, the PCIe tree built of NVLink links (the fabric's link was checked,
+    a design's parts were not)."""
+    with pytest.raises(InputError, match="must name a") as err:
+        load_node_design({"base": "rtx4090-pcie-8", **change}, key="cluster.node", file="s.yaml")
+    assert err.value.key == key and err.value.file == "s.yaml"
