@@ -74,20 +74,3 @@ def tp_gather_buffer_bytes(buffers: int, micro_batch: int, tokens: float, hidden
     if buffers <= 0 or tp <= 1 or not sequence_parallel:
         return 0.0
     return float(buffers * micro_batch * tokens * hidden * element_bytes)
-
-
-def unwrapped_grad_bytes(params: float, grad_bytes: float, one_micro_batch_activations: float) -> float:
-    """Bytes nanotron's 16-bit gradients add to the peak when no DDP wraps the model (ZeRO-1 with
-    accumulate_grad_in_fp32, trainer.py:797-799 @67c5ebb6; parallel/nanotron_dp.py fp32_unwrapped).
-
-    FP32GradientAccumulator.backward (optim/gradient_accumulator.py:204-215) runs the micro-batch's whole
-    `loss.backward()`, then adds every parameter's 16-bit `.grad` into the fp32 buffer and sets it to None
-    (`_accumulate_grad`, l. 217-228): the 16-bit gradients of the stage (`params` x `grad_bytes`) are all live
-    at the end of each backward, when that micro-batch's activations are gone; no DDP bucket holds a copy.
-    The peak is the larger of the in-flight micro-batches' activations and one micro-batch fewer plus these
-    gradients (activations fall as gradients grow, layer by layer): what they add beyond the activations'.
-
-    >>> unwrapped_grad_bytes(10, 2, 30.0), unwrapped_grad_bytes(10, 2, 5.0)
-    (0.0, 15.0)
-    """
-    return max(0.0, params * grad_bytes - one_micro_batch_activations)

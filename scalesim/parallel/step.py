@@ -13,9 +13,8 @@ from functools import cached_property
 
 from scalesim.costs.compute import ELEMENT_BYTES, FLASH_KINDS
 from scalesim.costs.finetune import finetune_memory
-from scalesim.costs.memory import (MemoryBreakdown, activation_peaks, model_boundary_bytes, training_memory,
-                                   with_tied_head_copy)
-from scalesim.costs.nanotron_memory import tp_gather_buffer_bytes, unwrapped_grad_bytes, with_gathered_inputs
+from scalesim.costs.memory import MemoryBreakdown, model_boundary_bytes, training_memory, with_tied_head_copy
+from scalesim.costs.nanotron_memory import tp_gather_buffer_bytes, with_gathered_inputs
 from scalesim.costs.recompute import recomputed_blocks
 from scalesim.errors import InputError
 from scalesim.hardware import GpuSpec
@@ -23,7 +22,6 @@ from scalesim.models.spec import LayerSpec, ModelSpec
 from scalesim.parallel.builder import build_program
 from scalesim.parallel.cp_exchange import gather_buffer_bytes
 from scalesim.parallel.experts import expert_groups, experts_whole, rank_load_factor, shard_experts
-from scalesim.parallel.nanotron_dp import fp32_unwrapped
 from scalesim.parallel.parallel_plan import ParallelPlan
 from scalesim.parallel.schedules import Step, in_flight, schedule
 from scalesim.parallel.sharding import shard_layer
@@ -127,12 +125,6 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: Stage) -> MemoryBr
         transient = experts.pop("transient_bytes", 0.0) + tp_gather_buffer_bytes(
             plan.tp_gather_buffers, plan.micro_batch, tokens, model.hidden or 0, ELEMENT_BYTES[plan.precision],
             pl.tp, sp) + gather_buffer_bytes(model, plan)      # CP's all-gathered K/V (parallel/cp_exchange.py)
-        if fp32_unwrapped(plan):    # nanotron's 16-bit gradients at the end of each backward (no DDP)
-            one = activation_peaks(layers, plan.micro_batch, plan.precision, plan.checkpointing,
-                                   common["flash_attention"], common["boundary_bytes_per_sample"], 1.0,
-                                   plan.cross_entropy, stage.recomputed, plan.recompute_modules)[0]
-            transient += unwrapped_grad_bytes(sum(layer.params for layer in layers),
-                                              ELEMENT_BYTES[plan.precision], one)
         return training_memory(layers, fp32_weights=plan.fp32_weights, zero1_over_ddp=plan.zero1_over_ddp,
                                fp32_accumulation=plan.grad_accumulation == "fp32-add",
                                transient_bytes=transient, **common, **experts)

@@ -121,5 +121,6 @@ def _memory(p):
 def test_without_ddp_the_stage_holds_fp32_gradients_for_every_parameter_and_no_bucket():
     with_ddp, without = _memory(plan(zero=1)), _memory(plan(zero=1, copies=False))
     assert without.grad_buckets == 0.0 < with_ddp.grad_buckets
-    assert without.gradients == pytest.approx(4 * MODEL.params, rel=1e-6)     # every parameter's, not a slice
+    # the fp32 buffer of every parameter (not a slice) and the 16-bit .grad it is added from
+    assert without.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
     assert without.optimizer == pytest.approx(with_ddp.optimizer)             # master and moments: the slice
