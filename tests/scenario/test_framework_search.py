@@ -77,3 +77,9 @@ def test_a_preset_reads_a_written_value_as_the_schema_does():
     assert as_text._framework_set == as_int._framework_set
     assert as_text.parallel.sequence_parallel and as_text.training.cross_entropy == "loss-parallel"
     assert not _scenario("megatron-core", {"zero": 1, "zero1_over_ddp": "false"}).parallel.zero1_over_ddp
+
+
+def test_nanotron_wraps_zero1_in_ddp_only_without_fp32_accumulation():
+    # trainer.py:797-799 @67c5ebb6: no DDP when accumulate_grad_in_fp32 and zero_stage > 0 (nanoz1)
+    assert not _scenario("nanotron", {"zero": 1, "grad_accumulation": "fp32-add"}).parallel.zero1_over_ddp
+    assert _scenario("nanotron", {"zero": 1}).parallel.zero1_over_ddp
