@@ -372,8 +372,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         # parameter (ZeRO-1 shards only the optimizer state): Megatron-Core's distributed optimizer
         # holds "bf16 parameters, fp32 gradients" in 6 + 12/d bytes per parameter (Megatron Core
         # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
-        # "for all parameters even when Zero 1 is used" (optim/gradient_accumulator.py); without DDP (nanotron's
-        # accumulate_grad_in_fp32) its 16-bit .grad live to each backward's end beside them, as at ZeRO-0.
+        # "for all parameters even when Zero 1 is used" (gradient_accumulator.py); no DDP: their 16-bit .grad too.
         grads = sharded(grad_reduce_bytes, 2) + (params * g if fp32_accumulation and not zero1_over_ddp else 0.0)
     grads = max(grads, fp32_grad_bytes(params + experts, fp32_accumulation, shards))
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
