@@ -53,7 +53,7 @@ def scenario_of(row: dict, folder: Path) -> Path:
     tp = int(row["tp"])
     data["cluster"]["nodes"] = int(float(row["nodes"]))
     data["training"]["micro_batch"] = int(row["mbs"])
-    data["parallel"].update(dp=int(row["dp"]), tp=tp, pp=1, zero=1, zero1_over_ddp=True, sequence_parallel=tp > 1)
+    data["parallel"].update(dp=int(row["dp"]), tp=tp, pp=1, zero=1, zero1_over_ddp=False, sequence_parallel=tp > 1)
     path = folder / f"job{row['job_id']}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

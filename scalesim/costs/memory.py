@@ -314,8 +314,8 @@ def fp32_grad_bytes(params: float, fp32_accumulation: bool, shards: int) -> floa
     nanotron's FP32GradientAccumulator (optim/gradient_accumulator.py @67c5ebb6; built whenever
     `accumulate_grad_in_fp32`, with or without DDP) keeps an fp32 gradient buffer for every parameter
     and sets each 16-bit `.grad` to None once added into it (`_accumulate_grad`). With data
-    parallelism `training_memory` already counts 6 bytes a parameter (16-bit DDP buckets beside the fp32
-    buffer, `ddp_bucket_bytes`); on one replica (no DDP) the fp32 buffer is the gradient: 4 bytes.
+    parallelism `training_memory` already counts the fp32 buffer (and DDP's 16-bit buckets beside it, `ddp_bucket_bytes`;
+    ZeRO-1 without DDP: the 16-bit gradients); on one replica the fp32 buffer is the gradient: 4 bytes.
 
     >>> fp32_grad_bytes(10, True, 1), fp32_grad_bytes(10, False, 1), fp32_grad_bytes(10, True, 8)
     (40.0, 0.0, 0.0)
@@ -372,8 +372,8 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
         # parameter (ZeRO-1 shards only the optimizer state): Megatron-Core's distributed optimizer
         # holds "bf16 parameters, fp32 gradients" in 6 + 12/d bytes per parameter (Megatron Core
         # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
-        # "for all parameters even when Zero 1 is used" (optim/gradient_accumulator.py).
-        grads = sharded(grad_reduce_bytes, 2)
+        # "for all parameters even when Zero 1 is used" (gradient_accumulator.py); no DDP: their 16-bit .grad too.
+        grads = sharded(grad_reduce_bytes, 2) + (params * g if fp32_accumulation and not zero1_over_ddp else 0.0)
     grads = max(grads, fp32_grad_bytes(params + experts, fp32_accumulation, shards))
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)

@@ -6,6 +6,14 @@ optim/gradient_accumulator.py get_fp32_accum_hook): DDP forms the buckets, the h
 buffers, all-reducing each tensor without ZeRO and reduce-scattering per-rank slices with ZeRO-1
 (`parallel.zero1_over_ddp`), whose parameter all-gather copies the slices back one by one. The host
 figures are in scalesim/costs/coalesced.py. Each function takes the RankProgram it adds tasks to.
+
+With `accumulate_grad_in_fp32` and ZeRO-1 (`grad_accumulation: fp32-add`, zero 1, zero1_over_ddp false:
+`fp32_unwrapped`) nanotron builds no DDP at all (trainer.py:797-799 make_ddp), as its benchmark sweep ran
+(scaling_benchmarks.py:16 ACCUMULATE_GRAD_IN_FP32 = True; every successful ZeRO-1 job of the sweep's CSV logs
+accumulate_grad_in_fp32 True): no buckets, no hook. After the whole pipeline trainer.py:525-534 calls
+sync_gradients_across_dp(reduce_scatter=False), i.e. one blocking `dist.all_reduce` of the contiguous fp32
+gradient buffer of every parameter of the stage over the dp group (gradient_accumulator.py:155); the
+optimizer's all-gather of the updated slices is the same code as under DDP (optim/zero.py:119, 217-250).
 """
 
 from __future__ import annotations
@@ -16,6 +24,14 @@ from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
 from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
 from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
 from scalesim.program import COMM_STREAM, ComputeTask
+
+# FP32GradientAccumulator's buffer: torch.zeros(..., dtype=torch.float) (gradient_accumulator.py:173)
+FP32_BYTES = 4.0
+
+
+def fp32_unwrapped(plan) -> bool:
+    """nanotron's ZeRO-1 with fp32 accumulation, without DDP (trainer.py:797-799): reduced after the backward."""
+    return plan.zero == 1 and plan.grad_accumulation == "fp32-add" and not plan.zero1_over_ddp
 
 
 def buckets(rp, work) -> list[tuple[float, int, int]]:
@@ -29,6 +45,8 @@ def buckets(rp, work) -> list[tuple[float, int, int]]:
     inside an NCCL group (ProcessGroupNCCL.cpp allreduce_coalesced -> collectiveCoalesced): a call
     per tensor, each with its own latency; with ZeRO-1 one reduce-scatter per bucket."""
     plan, b = rp.plan, rp.b
+    if fp32_unwrapped(plan):
+        return []               # no DDP: nothing is reduced during the backward (fp32_buffer_reduced)
     grads = [dense_grad_bytes(b, w.layer) for w in reversed(work)]
     if plan.bucket_params is not None:        # Megatron-Core's whole-tensor buckets (parallel/megatron_dp.py)
         return megatron_buckets(rp, work, grads)
@@ -61,7 +79,7 @@ def gathered_copied(rp, works, params: float, dep: int | None) -> None:
     into its parameter from Python (costs/coalesced.py): host-bound, `dp` x tensors launches."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
-    if not plan.zero1_over_ddp or dp <= 1:
+    if not (plan.zero1_over_ddp or fp32_unwrapped(plan)) or dp <= 1:
         return
     tensors = sum(param_tensors(w.layer) for w in works)
     seconds = KERNEL_OVERHEAD_S + 4 * params * b.weight_bytes_per_param / streaming_bw_bytes_per_s(b.gpu)
@@ -84,3 +102,16 @@ def shard_copied(rp, size: float, call: int | None) -> None:
         return
     seconds = KERNEL_OVERHEAD_S + 2 * size / dp / streaming_bw_bytes_per_s(b.gpu)
     rp.compute("reduce-scatter shard copied", "other", seconds, 0.0, (call,), host_s=plan.host_dispatch_s)
+
+
+def fp32_buffer_reduced(rp, work, dep: int | None, final: bool) -> None:
+    """`fp32_unwrapped`: after the last micro-batch's backward (its fp32 add done, `dep`), one all-reduce of the
+    chunk's whole fp32 gradient buffer over the dp group (gradient_accumulator.py:155 `dist.all_reduce(
+    self._contiguous_fp32_grad_buffer, op=AVG, group=dp_pg)`, called from trainer.py:525-534 after
+    train_batch_iter): in fp32 whatever the reduce type, in place, exposed (the optimizer step waits for it)."""
+    b = rp.b
+    if not final or not fp32_unwrapped(rp.plan) or len(rp.grad_group) <= 1:
+        return
+    params = sum(b._trained(w.layer) - b._expert_trained(w.layer) for w in work)
+    rp.reductions.append(rp.call("grad", "all_reduce", rp.grad_group, params * FP32_BYTES, "comm",
+                                 () if dep is None else (dep,), ("dp", "cp")))

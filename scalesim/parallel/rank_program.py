@@ -19,7 +19,8 @@ from scalesim.parallel.fsdp import copied_out, hsdp_groups, reduce_input, regath
 from scalesim.parallel.fsdp_limiter import resharded, unsharding
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
-from scalesim.parallel.nanotron_dp import buckets, gathered_copied, shard_copied, slices_flattened
+from scalesim.parallel.nanotron_dp import (buckets, fp32_buffer_reduced, gathered_copied, shard_copied,
+                                           slices_flattened)
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import optimizer_tail, p2p_batched
 from scalesim.parallel.aligned_grad_sync import AlignedGradSync
@@ -278,21 +279,21 @@ class RankProgram:
         for size, _, calls in self.aligned.hold(g, pending, dep):
             self._reduce_bucket(size, dep, calls)
         dep = fp8_amax.reduced(self, g, "backward", dep)
-        self._accumulate(work, dep, mb)
+        fp32_buffer_reduced(self, work, self._accumulate(work, dep, mb), final)     # nanotron without DDP
         if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))
 
-    def _accumulate(self, work, dep: int | None, mb: int) -> None:
+    def _accumulate(self, work, dep: int | None, mb: int) -> int | None:
         """The micro-batch's gradients added into the fp32 buffers (autograd-add: param.grad, from the second
         on), when that is a pass of its own (plan.grad_accumulation, costs/accumulation.py): after the backward."""
         plan, b = self.plan, self.b
         if plan.grad_accumulation == "fused" or plan.grad_accumulation == "autograd-add" and mb == 0:
-            return
+            return dep
         # ZeRO-3 reduce-scatters every micro-batch's gradients: what is added is the rank's 1/shards of them
         params = sum(b._trained(w.layer) for w in work) / (len(self.grad_group) if plan.zero >= 3 else 1)
         timing = (("accumulate", params), ("accumulate", params), lambda held_sms, gpu: grad_accumulation_time_s(
             params, gpu, plan.precision, plan.grad_accumulation, held_sms))
-        self.compute("gradient accumulation", "optimizer", timing[2](0, b.gpu), 0.0, (dep,), timing=timing,
+        return self.compute("gradient accumulation", "optimizer", timing[2](0, b.gpu), 0.0, (dep,), timing=timing,
                      host_s=launch_host_s(len(work), plan.host_dispatch_s, False))
 
     def _layer_backward(self, w, dep: int | None, gathered: tuple[int, ...]) -> int | None:

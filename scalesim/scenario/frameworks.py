@@ -37,6 +37,11 @@ def _precision(name: str) -> Callable[[Getter], bool]:
     return lambda get: get("training.precision") == name
 
 
+def _ddp_zero1(get: Getter) -> bool:
+    """nanotron wraps a ZeRO-1 model in DDP only without fp32 accumulation (trainer.py:797-799 @67c5ebb6)."""
+    return get("parallel.zero") == 1 and get("parallel.grad_accumulation") != "fp32-add"
+
+
 def _always(get: Getter) -> bool:
     return True
 
@@ -120,12 +125,11 @@ PRESETS: dict[str, tuple[Default, ...]] = {
         Default("training.cross_entropy", "fp32-upcast", f"{_NANO} src/nanotron/models/llama.py:971 "
                 "sharded_cross_entropy(..., dtype=torch.float)"),
         # trainer.py:797-799 builds no DDP when accumulate_grad_in_fp32 and zero_stage > 0 (grad_accumulation:
-        # fp32-add, as scaling_benchmarks.py runs): the fp32 buffer is all-reduced after the whole backward
-        # (trainer.py:525-534, gradient_accumulator.py:128-155). Kept as the validation scenarios write it
-        # (zero1_over_ddp: true with fp32-add) until that path is modelled: review15b.
+        # fp32-add, as scaling_benchmarks.py runs): zero1_over_ddp stays false and the fp32 buffer is all-reduced
+        # after the whole backward (trainer.py:525-534, gradient_accumulator.py:155; parallel/nanotron_dp.py).
         Default("parallel.zero1_over_ddp", True, f"{_NANO} src/nanotron/trainer.py:856-865 (DistributedDataParallel "
                 "wraps the model at ZeRO-1 unless accumulate_grad_in_fp32: trainer.py:797-799), helpers.py:381 "
-                "(ZeroDistributedOptimizer)", _zero(1)),
+                "(ZeroDistributedOptimizer)", _ddp_zero1),
         Default("training.grad_clip_host_sync", False, f"{_NANO} src/nanotron/optim/clip_grads.py:63-80 clip_grad_norm "
                 "(the norm a device tensor, clamped on the device: no host read), called from trainer.py:551"),
         Default("parallel.pipeline_balance", "nanotron", f"{_NANO} src/nanotron/models/base.py:190 build_model "

@@ -97,3 +97,30 @@ def test_zero1_backward_after_a_bucket_waits_for_its_reduce_scatter():
     calls = {i for i, t in enumerate(tasks) if isinstance(t, CollectiveTask) and t.name == "grad reduce_scatter"}
     copies = [t for t in tasks if isinstance(t, ComputeTask) and t.name == "reduce-scatter shard copied"]
     assert len(copies) == len(calls) and all(t.stream == "compute" and set(t.deps) <= calls for t in copies)
+
+
+def test_without_ddp_nothing_is_reduced_in_backward_and_one_fp32_all_reduce_follows_the_last_backward():
+    # accumulate_grad_in_fp32 at ZeRO-1: nanotron builds no DDP (trainer.py:797-799) and all-reduces the
+    # contiguous fp32 buffer over dp after the pipeline (gradient_accumulator.py:155)
+    tasks = rank0(plan(zero=1, copies=False))
+    calls = grad_calls(tasks)
+    assert [c.plan.op for c in calls] == ["all_reduce"]
+    assert calls[0].plan.size_bytes == pytest.approx(4 * MODEL.params, rel=1e-6)
+    assert len(calls[0].plan.ranks) == 8
+    at = tasks.index(calls[0])
+    backward = [i for i, t in enumerate(tasks) if isinstance(t, ComputeTask) and t.kind == "backward"]
+    assert backward and max(backward) < at
+    assert not any(isinstance(t, ComputeTask) and "shard copied" in t.name for t in tasks)
+
+
+def _memory(p):
+    from scalesim.parallel.step import compile_step, stage_memory
+    return stage_memory(MODEL, p, compile_step(MODEL, DGX.gpu_spec, DGX, p, False).stages[0])
+
+
+def test_without_ddp_the_stage_holds_fp32_gradients_for_every_parameter_and_no_bucket():
+    with_ddp, without = _memory(plan(zero=1)), _memory(plan(zero=1, copies=False))
+    assert without.grad_buckets == 0.0 < with_ddp.grad_buckets
+    # the fp32 buffer of every parameter (not a slice) and the 16-bit .grad it is added from
+    assert without.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
+    assert without.optimizer == pytest.approx(with_ddp.optimizer)             # master and moments: the slice

@@ -93,3 +93,9 @@ def test_a_zero3_plan_keeps_cuda_graphs_where_its_frameworks_fsdp_runs_them(tmp_
     fix = _keys_that_go_with(prepare(base), {"parallel": {"zero": 3}})
     assert fix["training"].get("cuda_graphs", True) is graphs
     assert base.with_changes(**fix).training.cuda_graphs is graphs
+
+
+def test_nanotron_wraps_zero1_in_ddp_only_without_fp32_accumulation():
+    # trainer.py:797-799 @67c5ebb6: no DDP when accumulate_grad_in_fp32 and zero_stage > 0 (nanoz1)
+    assert not _scenario("nanotron", {"zero": 1, "grad_accumulation": "fp32-add"}).parallel.zero1_over_ddp
+    assert _scenario("nanotron", {"zero": 1}).parallel.zero1_over_ddp
