@@ -46,6 +46,11 @@ class InputError(Exception):
         return copy
 
 
+# What an unknown key's error lists the keys one may write after (schema.input_error): a list, not a cause
+# (scenario/frameworks.blame_preset reads the message before it).
+ALLOWED_KEYS = " Allowed here: "
+
+
 def did_you_mean(name: str, allowed: Iterable[str]) -> str:
     """" Did you mean 'x'?" naming the one of `allowed` closest to `name` (difflib), or "" when none is close.
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 import pydantic
 
-from scalesim.errors import InputError, did_you_mean
+from scalesim.errors import ALLOWED_KEYS, InputError, did_you_mean
 from scalesim.yaml_load import read_yaml  # noqa: F401  (re-exported: duplicate keys refused, sizes bounded)
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -123,7 +123,7 @@ def input_error(model: type[M], exc: pydantic.ValidationError, *, file: str | No
     key = f"{key_prefix}.{path}" if key_prefix and path else (key_prefix or path or None)
     if err["type"] == "extra_forbidden":
         allowed = _fields_at(model, loc) + (list(also_allowed) if len(loc) == 1 else [])
-        return InputError(f"unknown key.{did_you_mean(loc[-1], allowed)} Allowed here: {', '.join(allowed)}",
+        return InputError(f"unknown key.{did_you_mean(loc[-1], allowed)}{ALLOWED_KEYS}{', '.join(allowed)}",
                           file=file, key=key)
     if err["type"] == "missing":
         return InputError("is required but missing", file=file, key=key)

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from scalesim.errors import InputError
+from scalesim.errors import ALLOWED_KEYS, InputError
 
 Getter = Callable[[str], Any]
 
@@ -280,11 +280,12 @@ def blame_preset(error: InputError, name: str | None, applied: tuple[tuple[str, 
     the user did not write that value: '...; sequence_parallel_layout is batch-first (set by training.framework:
     torchtitan; write it to override)'. `error` itself when it names none."""
     notes = ""
+    cause = error.detail.partition(ALLOWED_KEYS)[0]       # an unknown key's list of every key is no cause
     for key, value in applied:
         section, field = key.split(".")
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         bare = rf"(?<![\w.]){field}(?!\w)" if "_" in field else rf"(?<![\w.]){field}(?=: | {re.escape(shown)}\b)"
-        if key == error.key or re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)|{bare}", error.detail):
+        if key == error.key or re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)|{bare}", cause):
             notes += f"; {field} is {shown} (set by training.framework: {name}; write it to override)"
     return error.with_detail(error.detail + notes) if notes else error
 

@@ -51,3 +51,17 @@ def test_a_settled_case_is_listed_until_its_text_says_so():
     assert not skm.settled([_result(-0.26)], [_case(text, "tokens_per_s_per_gpu")])
     said = "No longer a miss at -4.4% (Dec 2026, session 14 validate); earlier: " + text
     assert not skm.settled([_result(-0.044)], [_case(said, "tokens_per_s_per_gpu")])
+
+
+def test_the_megatron_deepspeed_125m_rows_open_with_their_current_error():
+    # Their texts were written on a branch without mdsflash's pricing of the legacy layer under flash attention
+    # (merged first): the flash row's opening figure was 19 points off (validation/megatron-deepspeed-small-notes.md)
+    from scalesim.app.validate import evaluate_group, load_cases
+    cases = [c for c in load_cases() if c.id.startswith("mds-rebase-8xa100-gpt-125m-tp2pp2")]
+    assert len(cases) == 2
+    results = []
+    for case in cases:
+        (outcome,) = evaluate_group([case])
+        results.append({"id": case.id, "predicted": outcome.predicted, "measured": case.measured,
+                        "error": outcome.predicted / case.measured - 1})
+    assert skm.stale(results, cases) == []

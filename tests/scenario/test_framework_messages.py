@@ -61,3 +61,15 @@ def test_a_message_that_names_no_preset_key_is_unchanged(tmp_path):
     with pytest.raises(InputError, match="attention core") as err:
         load_scenario(path)
     assert "set by training.framework" not in str(err.value)
+
+
+def test_an_unknown_keys_list_of_allowed_keys_blames_no_preset_key(tmp_path):
+    # "Allowed here: dp, tp, ..." lists every key of the section: the ones torchtitan's preset set are named there
+    # as keys one may write, not as the cause (the did-you-mean names the key meant, and that one is blamed)
+    path = _file(tmp_path, "torchtitan", {}, {"tp": 2, "sequence_paralel": False})
+    with pytest.raises(InputError, match="Allowed here:") as err:
+        load_scenario(path)
+    assert err.value.key == "parallel.sequence_paralel"
+    assert "sequence_parallel is true (set by training.framework: torchtitan" in str(err.value)
+    for other in ("sequence_parallel_layout", "tp_recompute_allgather", "cp_comm_type", "fsdp_version"):
+        assert f"{other} is" not in str(err.value)
