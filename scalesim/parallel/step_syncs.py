@@ -1,4 +1,4 @@
-"""HF Trainer's host sync after each micro-batch's backward: its NaN/inf loss filter (`plan.loss_host_sync`).
+"""HF Trainer's host sync after each micro-batch's backward: its NaN/inf loss filter (`training.loss_check_host_sync`).
 
 After every `training_step` (forward and `loss.backward()`), Trainer._run_epoch checks the detached loss
 with `args.logging_nan_inf_filter and not is_torch_xla_available() and (torch.isnan(tr_loss_step) or
@@ -27,7 +27,7 @@ NAME = "loss nan/inf check (host sync)"
 def applies(plan, g: int) -> bool:
     """Whether the backward of model chunk `g` ends with the loss check's host sync: the plan's key, a host
     model (host_dispatch_s > 0), the chunk that ends the backward."""
-    return plan.loss_host_sync and plan.host_dispatch_s > 0 and g == 0
+    return plan.loss_check_host_sync and plan.host_dispatch_s > 0 and g == 0
 
 
 def loss_checked(rp, g: int, mb: int, dep: int | None) -> int | None:
