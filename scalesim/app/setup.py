@@ -260,7 +260,7 @@ def _plan_of(scenario: Scenario, model: ModelSpec, design: NodeDesign, count: in
         fsdp_version=par.fsdp_version, fsdp_keep_last_block=par.fsdp_keep_last_block, hsdp_shard=par.hsdp_shard,
         fsdp_backward_prefetch=par.fsdp_backward_prefetch or "pre",   # scenario/__init__.py: every default prefetches
         nccl_max_ctas=tuple(sorted(par.nccl_max_ctas.items())), cp_torch_ring=par.cp_comm_type == "torch_ring",
-        tp_overlap=tp_overlap_spec(par.tp_comm_overlap),
+        tp_overlap=tp_overlap_spec(par.tp_comm_overlap), loss_check_host_sync=training.loss_check_host_sync,
         tp_gather_buffers=nanotron_tp_gather_buffers(par.tp_recompute_allgather)
         if training.saved_activations == "nanotron" else 0,
         tp_saves_gathered_inputs=not par.tp_recompute_allgather,

@@ -60,6 +60,9 @@ class ParallelPlan:
     # The host waits for the GPU once per decoder layer forward (Megatron-DeepSpeed's torch.tensor(0.0, device=...):
     # parallel/layer_sync.py)
     layer_forward_host_sync: bool = False
+    # The host waits for the GPU after each micro-batch's backward (HF Trainer's NaN/inf loss check:
+    # parallel/step_syncs.py)
+    loss_check_host_sync: bool = False
     # Mixture of experts: the busiest expert's tokens over the mean (parallel/experts.py), and whether
     # the dispatch / combine all-to-alls overlap other work instead of blocking the layer.
     moe_imbalance: float = 1.0

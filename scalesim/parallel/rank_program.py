@@ -22,7 +22,7 @@ from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, g
 from scalesim.parallel.nanotron_dp import (buckets, fp32_buffer_reduced, gathered_copied, shard_copied,
                                            slices_flattened)
 from scalesim.parallel.offload import offloaded_step
-from scalesim.parallel import optimizer_tail, p2p_batched
+from scalesim.parallel import optimizer_tail, p2p_batched, step_syncs
 from scalesim.parallel.aligned_grad_sync import AlignedGradSync
 from scalesim.parallel.pass_templates import PassTemplates
 from scalesim.parallel import cp_exchange, fp8_amax, layer_sync, mla_tp, sp_backward, tp_async, tp_overlap
@@ -278,7 +278,7 @@ class RankProgram:
                 self._reduce_bucket(size, dep, calls)
         for size, _, calls in self.aligned.hold(g, pending, dep):
             self._reduce_bucket(size, dep, calls)
-        dep = fp8_amax.reduced(self, g, "backward", dep)
+        dep = step_syncs.loss_checked(self, g, mb, fp8_amax.reduced(self, g, "backward", dep))   # HF Trainer
         fp32_buffer_reduced(self, work, self._accumulate(work, dep, mb), final)     # nanotron without DDP
         if g > 0 and not self.batched:
             b._p2p(self.list, self.rank, self.neighbour(g - 1), "grad", mb, g - 1, "pp_send_prev", (dep,))

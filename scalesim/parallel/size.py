@@ -133,6 +133,7 @@ def step_counts(model: ModelSpec, plan: ParallelPlan, ranks: int) -> dict:
                   else known.setdefault(key, _layer_tasks(layer, plan)) for layer in layers]
         messages = 4 * v if pl.pp > 1 else 0
         messages += 4 * v * (plan.fp8_delayed_scaling and plan.precision == "fp8")   # amax call + update a pass
+        messages += plan.loss_check_host_sync       # HF Trainer's loss check a micro-batch (parallel/step_syncs.py)
         stage_mb = sum(c[0] for c in counts) + messages
         stage_once = sum(c[1] for c in counts) + 3 + 2 * (plan.zero in (1, 2))   # optimizer (offloaded: 3)
         stage_once += 4 * plan.grad_clip_host_sync          # its norm, all-reduce, read and tail (optimizer_tail.py)

@@ -169,6 +169,9 @@ PRESETS: dict[str, tuple[Default, ...]] = {
                 "PyTorch ops (no effect on models without RMSNorm, RoPE or SwiGLU)"),
         Default("training.grad_clip_host_sync", False, "Trainer clips with accelerate's clip_grad_norm_ (torch's "
                 "clip_grad_norm_, a device tensor) or, under DeepSpeed, the engine's (the deepspeed row)"),
+        Default("training.loss_check_host_sync", True, "huggingface/transformers v5.25.0 src/transformers/trainer.py:"
+                "1956-1959 (logging_nan_inf_filter, default True at training_args.py:1022-1023: the truth value of "
+                "torch.isnan(tr_loss_step) after every training_step; parallel/step_syncs.py)"),
     ),
     "llm-foundry": (
         Default("parallel.fsdp_version", 1, "mosaicml/composer@008dac70 composer/utils/parallelism.py FSDPConfig "

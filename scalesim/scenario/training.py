@@ -143,6 +143,10 @@ class TrainingSpec(Strict):
     # 2022) creates moe_loss and mlp_bias with torch.tensor(0.0, device=...) on every layer call, a blocking
     # copy (parallel/layer_sync.py). Megatron-LM's layer does not; set it for Megatron-DeepSpeed runs.
     layer_forward_host_sync: bool = False
+    # The host waits for the GPU after every micro-batch's backward: HF Trainer's NaN/inf check of the loss
+    # (logging_nan_inf_filter, on by default: `torch.isnan(loss) or torch.isinf(loss)`), on the last micro-batch
+    # after the gradient reductions too (parallel/step_syncs.py). Set by training.framework: hf-trainer.
+    loss_check_host_sync: bool = False
     # Attention in FP8 (Transformer Engine's FP8 dot-product attention; NeMo fp8_dot_product_attention,
     # FP8_DPA=1 in NVIDIA's MLPerf LoRA configs): the flash forward at cuDNN's measured FP8 rate
     # (scalesim/costs/flash.py); needs precision fp8, a flash kernel with an FP8 forward and a GPU with a

@@ -41,6 +41,8 @@ CASES = {
     "megatron-deepspeed's host sync in every layer forward and recompute, tp and pp": (
         "8xh100-ddp.yaml", {"parallel": {"dp": 2, "tp": 2, "pp": 2},
                             "training": {"layer_forward_host_sync": True, "activation_checkpointing": "full"}}),
+    "hf trainer's loss check after every micro-batch backward, ddp": (
+        "8x4090-ddp.yaml", {"training": {"framework": "hf-trainer", "global_batch": 256}}),
 }
 
 

@@ -35,6 +35,8 @@ PLANS = [
     ("validation/scenarios/torchtitan-2506-llama3.1-8b-fsdp8-tp8-compile.yaml",
      {"parallel": {"sequence_parallel_layout": "seq-first"}}),
     ("scenarios/8x4090-ddp.yaml", {"parallel": {"zero": 3, "fsdp_version": 1}}),
+    # HF Trainer's loss check a micro-batch (parallel/step_syncs.py)
+    ("scenarios/8x4090-ddp.yaml", {"training": {"framework": "hf-trainer", "global_batch": 512}}),
     ("scenarios/64xh100-mixtral-8x7b-ep8.yaml", {"parallel": {"fsdp_version": 2}}),
     ("scenarios/2x4090-llama2-70b-qlora.yaml", {}),
     ("validation/scenarios/dgxc-llama3.1-405b-bf16-96gpu.yaml", {"training": {"global_batch": 24}}),
