@@ -106,5 +106,3 @@ def test_a_nan_busbw_in_an_nccl_tests_row_names_the_file_and_the_row(tmp_path):
     result = CliRunner().invoke(main, ["calibrate", str(path), "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert str(path) in result.output and "nan" in result.output and "finite" in result.output
-
-
