@@ -21,6 +21,7 @@ from __future__ import annotations
 from scalesim.costs.coalesced import (all_gather_copy_host_s, param_tensor_shares, param_tensors,
                                       reduce_scatter_hook_host_s)
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.costs.memory import with_tied_head_copy
 from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
 from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
 from scalesim.program import COMM_STREAM, ComputeTask
@@ -108,10 +109,15 @@ def fp32_buffer_reduced(rp, work, dep: int | None, final: bool) -> None:
     """`fp32_unwrapped`: after the last micro-batch's backward (its fp32 add done, `dep`), one all-reduce of the
     chunk's whole fp32 gradient buffer over the dp group (gradient_accumulator.py:155 `dist.all_reduce(
     self._contiguous_fp32_grad_buffer, op=AVG, group=dp_pg)`, called from trainer.py:525-534 after
-    train_batch_iter): in fp32 whatever the reduce type, in place, exposed (the optimizer step waits for it)."""
+    train_batch_iter): in fp32 whatever the reduce type, in place, exposed (the optimizer step waits for it).
+    The buffer holds every parameter of the stage, the last stage's copy of a tied embedding too (tied_parameters.py;
+    costs/memory.py with_tied_head_copy), whose sum across the stages follows (RankProgram._tied_reduce)."""
     b = rp.b
     if not final or not fp32_unwrapped(rp.plan) or len(rp.grad_group) <= 1:
         return
+    layers = with_tied_head_copy([w.layer for w in work], b.model.vocab, b.model.hidden, rp.pl.tp)
     params = sum(b._trained(w.layer) - b._expert_trained(w.layer) for w in work)
+    if rp.plan.finetune is None:                        # the tied head's copy (adapters only under LoRA)
+        params += sum(layer.params for layer in layers) - sum(w.layer.params for w in work)
     rp.reductions.append(rp.call("grad", "all_reduce", rp.grad_group, params * FP32_BYTES, "comm",
                                  () if dep is None else (dep,), ("dp", "cp")))

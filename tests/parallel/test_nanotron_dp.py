@@ -124,3 +124,13 @@ def test_without_ddp_the_stage_holds_fp32_gradients_for_every_parameter_and_no_b
     # the fp32 buffer of every parameter (not a slice) and the 16-bit .grad it is added from
     assert without.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
     assert without.optimizer == pytest.approx(with_ddp.optimizer)             # master and moments: the slice
+
+
+def test_without_ddp_the_last_stage_reduces_its_tied_head_copy_with_its_fp32_buffer():
+    # review15e: under PP the last stage holds its own copy of the tied embedding (tied_parameters.py), a parameter
+    # of its FP32GradientAccumulator's buffer (gradient_accumulator.py:158-202), all-reduced over dp with the rest
+    two_stages = ParallelPlan(Placement(tp=1, cp=1, dp=4, pp=2), 4, 2, "bf16", "adamw", "none", "flash", zero=1,
+                              grad_reduce_dtype="fp32", grad_accumulation="fp32-add", host_dispatch_s=DISPATCH_S)
+    tasks = build_program(MODEL, DGX.gpu_spec, DGX, two_stages).tasks
+    first, last = (sum(c.plan.size_bytes for c in grad_calls(tasks[rank])) for rank in (min(tasks), max(tasks)))
+    assert first + last == pytest.approx(4 * (MODEL.params + MODEL.vocab * MODEL.hidden), rel=1e-6)
