@@ -35,6 +35,20 @@ def fp32_unwrapped(plan) -> bool:
     return plan.zero == 1 and plan.grad_accumulation == "fp32-add" and not plan.zero1_over_ddp
 
 
+def fp32_hooked(plan) -> bool:
+    """DDP's buckets go through nanotron's fp32 accumulation hook, reduce-scattered per rank slice at ZeRO-1: only
+    with an FP32GradientAccumulator (helpers.py:416-417 registers the hook when `grad_accumulator is not None`).
+    `zero1_over_ddp` without fp32-add (nanotron at ZeRO-1 with accumulate_grad_in_fp32 false, as the nanotron
+    preset sets it) is plain DDP: its own all-reduce of each 16-bit bucket, no slice flattening or shard copies;
+    the optimizer's all-gather and its copies back are ZeroDistributedOptimizer's either way (zero.py:217-251)."""
+    return plan.zero1_over_ddp and plan.grad_accumulation == "fp32-add"
+
+
+def bucket_op(plan) -> str:
+    """The collective of one DDP bucket: all-reduce, reduce-scatter of per-rank slices under ZeRO-1/2."""
+    return "all_reduce" if plan.zero == 0 or plan.zero1_over_ddp and not fp32_hooked(plan) else "reduce_scatter"
+
+
 def buckets(rp, work) -> list[tuple[float, int, int]]:
     """The chunk's DDP buckets in backward order: (reduced bytes, position of the layer that fills
     it, calls). Under nanotron's fp32 accumulation hook (grad_accumulation fp32-add) buckets hold
@@ -66,7 +80,7 @@ def slices_flattened(rp, size: float, dep: int | None) -> int | None:
     small copies of the whole bucket on the communication stream."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
-    if not plan.zero1_over_ddp or dp <= 1:
+    if not fp32_hooked(plan) or dp <= 1:
         return dep
     seconds = dp * KERNEL_OVERHEAD_S + 2 * size / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("bucket slices flattened", "other", seconds * plan.slowest_gpu_factor,
@@ -99,7 +113,7 @@ def shard_copied(rp, size: float, call: int | None) -> None:
     inference from those two sources, not a measurement); modelled as the copy on the compute stream."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
-    if not plan.zero1_over_ddp or dp <= 1 or call is None:
+    if not fp32_hooked(plan) or dp <= 1 or call is None:
         return
     seconds = KERNEL_OVERHEAD_S + 2 * size / dp / streaming_bw_bytes_per_s(b.gpu)
     rp.compute("reduce-scatter shard copied", "other", seconds, 0.0, (call,), host_s=plan.host_dispatch_s)

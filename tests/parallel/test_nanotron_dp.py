@@ -134,3 +134,17 @@ def test_without_ddp_the_last_stage_reduces_its_tied_head_copy_with_its_fp32_buf
     tasks = build_program(MODEL, DGX.gpu_spec, DGX, two_stages).tasks
     first, last = (sum(c.plan.size_bytes for c in grad_calls(tasks[rank])) for rank in (min(tasks), max(tasks)))
     assert first + last == pytest.approx(4 * (MODEL.params + MODEL.vocab * MODEL.hidden), rel=1e-6)
+
+
+def test_zero1_in_ddp_without_fp32_accumulation_is_plain_ddp_all_reducing_its_buckets():
+    # review15e: nanotron registers its fp32 hook (per-slice reduce-scatter) only with an FP32GradientAccumulator
+    # (helpers.py:416-417); at ZeRO-1 without accumulate_grad_in_fp32 (the nanotron preset's zero1_over_ddp) DDP
+    # all-reduces each 16-bit bucket itself; ZeroDistributedOptimizer's all-gather and copies back stay
+    tasks = rank0(ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 2, "bf16", "adamw", "none", "flash", zero=1,
+                               grad_reduce_dtype="bf16", zero1_over_ddp=True, host_dispatch_s=DISPATCH_S))
+    calls = grad_calls(tasks)
+    assert calls and all(c.plan.op == "all_reduce" for c in calls)
+    assert sum(c.plan.size_bytes for c in calls) == pytest.approx(2 * MODEL.params, rel=1e-6)
+    names = {t.name for t in tasks if isinstance(t, ComputeTask)}
+    assert "zero-1 gathered slices copied" in names
+    assert not names & {"bucket slices flattened", "reduce-scatter shard copied"}
