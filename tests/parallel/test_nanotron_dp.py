@@ -148,3 +148,21 @@ def test_zero1_in_ddp_without_fp32_accumulation_is_plain_ddp_all_reducing_its_bu
     names = {t.name for t in tasks if isinstance(t, ComputeTask)}
     assert "zero-1 gathered slices copied" in names
     assert not names & {"bucket slices flattened", "reduce-scatter shard copied"}
+
+
+def test_fp32_accumulation_left_at_auto_reduces_and_holds_fp32_gradients(tmp_path):
+    # review15e: grad_reduce_dtype auto resolved to bf16 at ZeRO-1, so nanotron's fp32 buffer (4 bytes a parameter,
+    # gradient_accumulator.py:173) was missing from memory while its all-reduce moved 4 bytes a parameter
+    import yaml
+    from scalesim.app.setup import prepare
+    from scalesim.parallel.step import stage_memory
+    from scalesim.scenario import load_scenario
+    path = tmp_path / "nanotron.yaml"
+    path.write_text(yaml.safe_dump({"name": "n", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "llama3.2-1b",
+                                    "training": {"framework": "nanotron", "seq_len": 1024, "global_batch": 32,
+                                                 "micro_batch": 1},
+                                    "parallel": {"dp": 8, "zero": 1, "grad_accumulation": "fp32-add"}}))
+    step = prepare(*load_scenario(path)).step
+    assert step.plan.grad_reduce_dtype == "fp32"
+    memory = stage_memory(step.model, step.plan, step.stages[0])
+    assert memory.gradients == pytest.approx((4 + 2) * step.model.params, rel=1e-6)   # fp32 buffer + 16-bit .grad
