@@ -72,9 +72,11 @@ class UniqueKeySafeLoader(yaml.SafeLoader):
 
 def _not_base_60_or_octal(node: Node, value, zero: str) -> None:
     """YAML 1.1 reads 2:08 as 128 (base 60) and 0200 as 128 (octal): numbers a user did not mean, silently
-    (`global_batch: 0200`). Refused with what YAML made of them; 0x80 says what it is."""
+    (`global_batch: 0200`). Refused with what YAML made of them; 0x80 says what it is. A zero-padded number that
+    reads the same either way (0, 00, 07) is left alone, as 08 and 09 (text to YAML 1.1, read as 8 and 9)."""
     text = str(node.value).replace("_", "")
-    octal = zero and len(text.lstrip("+-")) > 1 and text.lstrip("+-")[1:2].isdigit()
+    octal = (zero and len(text.lstrip("+-")) > 1 and text.lstrip("+-")[1:2].isdigit()
+             and value != int(text, 10))
     if ":" in text or octal:
         raise ConstructorError(None, None, f"{node.value} is {'a base-60' if ':' in text else 'an octal'} number in "
                                f"YAML 1.1 ({value}); write it in decimal, or quote it if it is text", node.start_mark)

@@ -56,6 +56,12 @@ def test_unsafe_or_pathological_documents_are_refused(text, says):
         parse_yaml_text(text, file="s.yaml")
 
 
+@pytest.mark.parametrize("text,value", [("00", 0), ("07", 7), ("-05", -5), ("0", 0), ("0x10", 16), ("0.5", 0.5)])
+def test_a_zero_padded_number_that_octal_reads_the_same_is_kept(text, value):
+    # review15e: fuzz15's octal refusal also refused 00..07, whose YAML 1.1 value is their decimal one
+    assert parse_yaml_text(f"micro_batch: {text}\n", file="s.yaml") == {"micro_batch": value}
+
+
 def test_aliases_cannot_expand_without_bound():
     lines = ["l0: &l0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
     for k in range(1, 7):

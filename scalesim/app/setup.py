@@ -86,10 +86,10 @@ def autocast_style(precision: str, par) -> bool:
 
 
 def grad_reduce_dtype(precision: str, par) -> str:
-    """The scenario's gradient reduction precision, `auto` resolved (see ParallelSpec)."""
+    """The scenario's gradient reduction precision, `auto` resolved (see ParallelSpec); fp32-add: the fp32 buffers."""
     if par.grad_reduce_dtype != "auto":
         return par.grad_reduce_dtype
-    if precision in ("fp32", "tf32") or autocast_style(precision, par):
+    if precision in ("fp32", "tf32") or autocast_style(precision, par) or par.grad_accumulation == "fp32-add":
         return "fp32"
     return "bf16" if precision == "fp8" else precision
 

@@ -96,7 +96,8 @@ def _percentiles(values: list[float | None]) -> dict[str, float] | None:
     if all(math.isinf(v) for v in finite):
         return None
     p = np.percentile(np.array(finite, dtype=float), PERCENTILES)
-    return {f"p{k}": (None if math.isinf(v) else float(v)) for k, v in zip(PERCENTILES, p)}
+    # between two samples that never finish numpy interpolates inf - inf = NaN: that percentile never finishes
+    return {f"p{k}": (None if not math.isfinite(v) else float(v)) for k, v in zip(PERCENTILES, p)}
 
 
 def _wins(outcomes: list[list[dict]], metric: str, competing: list[bool] | None = None) -> list[float]:

@@ -5,9 +5,10 @@ nanotron's ZeRO-1 splits every parameter tensor into one slice per data-parallel
 (optim/zero.py `_partition_parameters`). Its two data-parallel collectives work on lists of those slices (src/nanotron/distributed.py, @67c5ebb6,
 the commit its benchmark sweep ran, torch 2.1 / cu121 per its run_multinode.sh):
 
-- gradients, only when DDP wraps the model (`parallel.zero1_over_ddp`; without it, nanotron's
-  fp32-accumulation runs reduce the whole fp32 buffer with one all-reduce after the backward,
-  trainer.py:797-799 and 524-534, parallel/nanotron_dp.py): the fp32 accumulation hook
+- gradients, only when DDP wraps the model with the fp32 hook (`parallel.zero1_over_ddp` with fp32-add;
+  without fp32-add DDP all-reduces its buckets itself; without DDP, nanotron's fp32-accumulation runs
+  reduce the whole fp32 buffer with one all-reduce after the backward, trainer.py:797-799 and 524-534,
+  parallel/nanotron_dp.py): the fp32 accumulation hook
   (optim/gradient_accumulator.py `get_fp32_accum_hook`) runs once per DDP bucket on the backward's thread and calls `reduce_scatter_coalesced`, which flattens
   the bucket's slices once per rank (`_flatten_dense_tensors`, a Python call each) and hands the
   `dp` flat tensors to `dist.reduce_scatter`; torch's ProcessGroupNCCL copies each listed input into

@@ -21,6 +21,7 @@ from __future__ import annotations
 from scalesim.costs.coalesced import (all_gather_copy_host_s, param_tensor_shares, param_tensors,
                                       reduce_scatter_hook_host_s)
 from scalesim.costs.compute import KERNEL_OVERHEAD_S, streaming_bw_bytes_per_s
+from scalesim.costs.memory import with_tied_head_copy
 from scalesim.parallel.ddp import ddp_buckets, tensor_buckets
 from scalesim.parallel.megatron_dp import dense_grad_bytes, megatron_buckets
 from scalesim.program import COMM_STREAM, ComputeTask
@@ -32,6 +33,20 @@ FP32_BYTES = 4.0
 def fp32_unwrapped(plan) -> bool:
     """nanotron's ZeRO-1 with fp32 accumulation, without DDP (trainer.py:797-799): reduced after the backward."""
     return plan.zero == 1 and plan.grad_accumulation == "fp32-add" and not plan.zero1_over_ddp
+
+
+def fp32_hooked(plan) -> bool:
+    """DDP's buckets go through nanotron's fp32 accumulation hook, reduce-scattered per rank slice at ZeRO-1: only
+    with an FP32GradientAccumulator (helpers.py:416-417 registers the hook when `grad_accumulator is not None`).
+    `zero1_over_ddp` without fp32-add (nanotron at ZeRO-1 with accumulate_grad_in_fp32 false, as the nanotron
+    preset sets it) is plain DDP: its own all-reduce of each 16-bit bucket, no slice flattening or shard copies;
+    the optimizer's all-gather and its copies back are ZeroDistributedOptimizer's either way (zero.py:217-251)."""
+    return plan.zero1_over_ddp and plan.grad_accumulation == "fp32-add"
+
+
+def bucket_op(plan) -> str:
+    """The collective of one DDP bucket: all-reduce, reduce-scatter of per-rank slices under ZeRO-1/2."""
+    return "all_reduce" if plan.zero == 0 or plan.zero1_over_ddp and not fp32_hooked(plan) else "reduce_scatter"
 
 
 def buckets(rp, work) -> list[tuple[float, int, int]]:
@@ -65,7 +80,7 @@ def slices_flattened(rp, size: float, dep: int | None) -> int | None:
     small copies of the whole bucket on the communication stream."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
-    if not plan.zero1_over_ddp or dp <= 1:
+    if not fp32_hooked(plan) or dp <= 1:
         return dep
     seconds = dp * KERNEL_OVERHEAD_S + 2 * size / streaming_bw_bytes_per_s(b.gpu)
     rp.list.append(ComputeTask("bucket slices flattened", "other", seconds * plan.slowest_gpu_factor,
@@ -98,7 +113,7 @@ def shard_copied(rp, size: float, call: int | None) -> None:
     inference from those two sources, not a measurement); modelled as the copy on the compute stream."""
     plan, b = rp.plan, rp.b
     dp = len(rp.grad_group)
-    if not plan.zero1_over_ddp or dp <= 1 or call is None:
+    if not fp32_hooked(plan) or dp <= 1 or call is None:
         return
     seconds = KERNEL_OVERHEAD_S + 2 * size / dp / streaming_bw_bytes_per_s(b.gpu)
     rp.compute("reduce-scatter shard copied", "other", seconds, 0.0, (call,), host_s=plan.host_dispatch_s)
@@ -108,10 +123,15 @@ def fp32_buffer_reduced(rp, work, dep: int | None, final: bool) -> None:
     """`fp32_unwrapped`: after the last micro-batch's backward (its fp32 add done, `dep`), one all-reduce of the
     chunk's whole fp32 gradient buffer over the dp group (gradient_accumulator.py:155 `dist.all_reduce(
     self._contiguous_fp32_grad_buffer, op=AVG, group=dp_pg)`, called from trainer.py:525-534 after
-    train_batch_iter): in fp32 whatever the reduce type, in place, exposed (the optimizer step waits for it)."""
+    train_batch_iter): in fp32 whatever the reduce type, in place, exposed (the optimizer step waits for it).
+    The buffer holds every parameter of the stage, the last stage's copy of a tied embedding too (tied_parameters.py;
+    costs/memory.py with_tied_head_copy), whose sum across the stages follows (RankProgram._tied_reduce)."""
     b = rp.b
     if not final or not fp32_unwrapped(rp.plan) or len(rp.grad_group) <= 1:
         return
+    layers = with_tied_head_copy([w.layer for w in work], b.model.vocab, b.model.hidden, rp.pl.tp)
     params = sum(b._trained(w.layer) - b._expert_trained(w.layer) for w in work)
+    if rp.plan.finetune is None:                        # the tied head's copy (adapters only under LoRA)
+        params += sum(layer.params for layer in layers) - sum(w.layer.params for w in work)
     rp.reductions.append(rp.call("grad", "all_reduce", rp.grad_group, params * FP32_BYTES, "comm",
                                  () if dep is None else (dep,), ("dp", "cp")))

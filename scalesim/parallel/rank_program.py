@@ -19,7 +19,7 @@ from scalesim.parallel.fsdp import copied_out, hsdp_groups, reduce_input, regath
 from scalesim.parallel.fsdp_limiter import resharded, unsharding
 from scalesim.parallel.megatron_dp import (dense_gathered_bytes, gather_after, gathered, gathered_with_optimizer_step,
                                           reduce_prepared)
-from scalesim.parallel.nanotron_dp import (buckets, fp32_buffer_reduced, gathered_copied, shard_copied,
+from scalesim.parallel.nanotron_dp import (bucket_op, buckets, fp32_buffer_reduced, gathered_copied, shard_copied,
                                            slices_flattened)
 from scalesim.parallel.offload import offloaded_step
 from scalesim.parallel import optimizer_tail, p2p_batched, step_syncs
@@ -344,7 +344,7 @@ class RankProgram:
 
     def _reduce_bucket(self, size: float, dep: int | None, calls: int = 1) -> None:
         """One DDP bucket's reduction, as `calls` collectives of equal size."""
-        op = "all_reduce" if self.plan.zero == 0 else "reduce_scatter"
+        op = bucket_op(self.plan)           # nanotron's plain DDP at ZeRO-1 all-reduces (parallel/nanotron_dp.py)
         dep = slices_flattened(self, size, reduce_prepared(self, size, dep))
         for _ in range(calls):
             self.reductions.append(self.call("grad", op, self.grad_group, size / calls, "comm", (dep,),

@@ -139,7 +139,7 @@ class ParallelSpec(Strict):
     fp8_param_gather: bool = False
     # Precision of the data-parallel gradient reduction. auto: fp32 for plain data parallelism in
     # 16-bit or fp8 (PyTorch DDP under autocast keeps fp32 weights and gradients), else the
-    # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients).
+    # training precision (Megatron-LM, DeepSpeed and FSDP keep 16-bit gradients); fp32 with fp32-add.
     grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     # DDP's gradient_as_bucket_view (or Megatron-LM's contiguous gradient buffer): gradients are
     # views into the reduction buckets, so DDP keeps no second copy (scalesim/costs/memory.py).

@@ -196,7 +196,11 @@ _DS_ZERO3 = Refusal("parallel.fsdp_version", _set("parallel.fsdp_version"),
 REFUSALS: dict[str, tuple[Refusal, ...]] = {
     "nanotron": (Refusal("parallel.zero", _zero(2, 3), "nanotron shards the optimizer state only: any zero_stage > 0 "
                          f"builds its ZeroDistributedOptimizer ({_NANO} src/nanotron/helpers.py:381); allowed with "
-                         "framework nanotron: 0, 1"),),
+                         "framework nanotron: 0, 1"),
+                 Refusal("parallel.zero1_over_ddp", lambda get: _set("parallel.zero1_over_ddp")(get)
+                         and get("parallel.grad_accumulation") == "fp32-add", "nanotron builds no DDP when it "
+                         f"accumulates in fp32 at ZeRO-1 ({_NANO} src/nanotron/trainer.py:797-799 make_ddp): with "
+                         "grad_accumulation fp32-add allowed with framework nanotron: false (or leave it out)")),
     "torchtitan": (Refusal("parallel.zero", _zero(1, 2), f"torchtitan shards with FSDP2 or replicates with DDP ({_TT} "
                            "parallelize_llama.py:309 apply_fsdp, :342 apply_ddp), with no ZeRO-1/2 optimizer; allowed "
                            "with framework torchtitan: 0, 3"),

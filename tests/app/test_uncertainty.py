@@ -55,3 +55,15 @@ def test_win_shares_sum_to_one_and_a_far_faster_design_always_wins_on_time():
     for shares in mc["wins"].values():
         assert sum(shares) == pytest.approx(1.0)
     assert mc["wins"]["time_to_train_s"] == [0.0, 1.0]
+
+
+def test_a_percentile_among_samples_that_never_finish_is_none_not_nan():
+    # review15e: failures outpace checkpoints in the slower half of the samples (time_to_train None); numpy's
+    # percentile between two of them is inf - inf = NaN, which run/compare --json then refused (exit 2)
+    import math
+    hopeless = dataclasses.replace(inputs(), failures=FailureModel(1.0, 30.0, 3600 * 700 / 8))
+    assert training_economics(hopeless).time_to_train_s is None
+    mc = monte_carlo([hopeless], [Spread()], samples=200, seed=1)
+    for p in mc["designs"][0].values():
+        values = [v for v in p.values() if v is not None]
+        assert all(math.isfinite(v) for v in values) and p["p90"] is None

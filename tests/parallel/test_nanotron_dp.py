@@ -124,3 +124,45 @@ def test_without_ddp_the_stage_holds_fp32_gradients_for_every_parameter_and_no_b
     # the fp32 buffer of every parameter (not a slice) and the 16-bit .grad it is added from
     assert without.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
     assert without.optimizer == pytest.approx(with_ddp.optimizer)             # master and moments: the slice
+
+
+def test_without_ddp_the_last_stage_reduces_its_tied_head_copy_with_its_fp32_buffer():
+    # review15e: under PP the last stage holds its own copy of the tied embedding (tied_parameters.py), a parameter
+    # of its FP32GradientAccumulator's buffer (gradient_accumulator.py:158-202), all-reduced over dp with the rest
+    two_stages = ParallelPlan(Placement(tp=1, cp=1, dp=4, pp=2), 4, 2, "bf16", "adamw", "none", "flash", zero=1,
+                              grad_reduce_dtype="fp32", grad_accumulation="fp32-add", host_dispatch_s=DISPATCH_S)
+    tasks = build_program(MODEL, DGX.gpu_spec, DGX, two_stages).tasks
+    first, last = (sum(c.plan.size_bytes for c in grad_calls(tasks[rank])) for rank in (min(tasks), max(tasks)))
+    assert first + last == pytest.approx(4 * (MODEL.params + MODEL.vocab * MODEL.hidden), rel=1e-6)
+
+
+def test_zero1_in_ddp_without_fp32_accumulation_is_plain_ddp_all_reducing_its_buckets():
+    # review15e: nanotron registers its fp32 hook (per-slice reduce-scatter) only with an FP32GradientAccumulator
+    # (helpers.py:416-417); at ZeRO-1 without accumulate_grad_in_fp32 (the nanotron preset's zero1_over_ddp) DDP
+    # all-reduces each 16-bit bucket itself; ZeroDistributedOptimizer's all-gather and copies back stay
+    tasks = rank0(ParallelPlan(Placement(tp=1, cp=1, dp=8, pp=1), 1, 2, "bf16", "adamw", "none", "flash", zero=1,
+                               grad_reduce_dtype="bf16", zero1_over_ddp=True, host_dispatch_s=DISPATCH_S))
+    calls = grad_calls(tasks)
+    assert calls and all(c.plan.op == "all_reduce" for c in calls)
+    assert sum(c.plan.size_bytes for c in calls) == pytest.approx(2 * MODEL.params, rel=1e-6)
+    names = {t.name for t in tasks if isinstance(t, ComputeTask)}
+    assert "zero-1 gathered slices copied" in names
+    assert not names & {"bucket slices flattened", "reduce-scatter shard copied"}
+
+
+def test_fp32_accumulation_left_at_auto_reduces_and_holds_fp32_gradients(tmp_path):
+    # review15e: grad_reduce_dtype auto resolved to bf16 at ZeRO-1, so nanotron's fp32 buffer (4 bytes a parameter,
+    # gradient_accumulator.py:173) was missing from memory while its all-reduce moved 4 bytes a parameter
+    import yaml
+    from scalesim.app.setup import prepare
+    from scalesim.parallel.step import stage_memory
+    from scalesim.scenario import load_scenario
+    path = tmp_path / "nanotron.yaml"
+    path.write_text(yaml.safe_dump({"name": "n", "cluster": {"node": "dgx-h100", "nodes": 1}, "model": "llama3.2-1b",
+                                    "training": {"framework": "nanotron", "seq_len": 1024, "global_batch": 32,
+                                                 "micro_batch": 1},
+                                    "parallel": {"dp": 8, "zero": 1, "grad_accumulation": "fp32-add"}}))
+    step = prepare(*load_scenario(path)).step
+    assert step.plan.grad_reduce_dtype == "fp32"
+    memory = stage_memory(step.model, step.plan, step.stages[0])
+    assert memory.gradients == pytest.approx((4 + 2) * step.model.params, rel=1e-6)   # fp32 buffer + 16-bit .grad

@@ -127,6 +127,8 @@ def test_an_unknown_framework_exits_2_with_the_allowed_list(tmp_path):
     ("torchtitan", {"zero": 3, "fsdp_version": 1}, "parallel.fsdp_version"),
     ("deepspeed", {"zero": 3, "fsdp_version": 2}, "parallel.fsdp_version"),
     ("megatron-core", {"zero": 1, "zero1_over_ddp": True}, "parallel.zero1_over_ddp"),
+    # review15e: nanotron builds no DDP with accumulate_grad_in_fp32 at ZeRO-1 (trainer.py:797-799)
+    ("nanotron", {"zero": 1, "dp": 8, "grad_accumulation": "fp32-add", "zero1_over_ddp": True}, "parallel.zero1_over_ddp"),
 ])
 def test_a_plan_the_framework_cannot_run_exits_2_naming_the_key(tmp_path, framework, parallel, key):
     path = _file(tmp_path, _data(framework, {}, parallel))
