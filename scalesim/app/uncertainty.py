@@ -95,8 +95,9 @@ def _percentiles(values: list[float | None]) -> dict[str, float] | None:
     finite = [v if v is not None else math.inf for v in values]
     if all(math.isinf(v) for v in finite):
         return None
-    p = np.percentile(np.array(finite, dtype=float), PERCENTILES)
     # between two samples that never finish numpy interpolates inf - inf = NaN: that percentile never finishes
+    with np.errstate(invalid="ignore"):
+        p = np.percentile(np.array(finite, dtype=float), PERCENTILES)
     return {f"p{k}": (None if not math.isfinite(v) else float(v)) for k, v in zip(PERCENTILES, p)}
 
 
