@@ -53,12 +53,18 @@ ALLOWED_KEYS = " Allowed here: "
 
 def did_you_mean(name: str, allowed: Iterable[str]) -> str:
     """" Did you mean 'x'?" naming the one of `allowed` closest to `name` (difflib), or "" when none is close.
+    Case does not count in the comparison (`ALL_REDUCE` finds all_reduce); the hint spells the name as allowed.
 
     >>> did_you_mean("allreduce", ["all_reduce", "reduce", "all_gather"]), did_you_mean("zzz", ["ring"])
     (" Did you mean 'all_reduce'?", '')
+    >>> did_you_mean("ALL_REDUCE", ["all_reduce", "reduce"])
+    " Did you mean 'all_reduce'?"
     """
-    close = difflib.get_close_matches(str(name), list(allowed), n=1, cutoff=0.5)
-    return f" Did you mean '{close[0]}'?" if close else ""
+    spelled: dict[str, str] = {}
+    for option in map(str, allowed):
+        spelled.setdefault(option.lower(), option)     # the first spelling when two differ only in case
+    close = difflib.get_close_matches(str(name).lower(), list(spelled), n=1, cutoff=0.5)
+    return f" Did you mean '{spelled[close[0]]}'?" if close else ""
 
 
 def unknown_name(kind: str, name: str, allowed: Iterable[str], *, key: str | None = None,

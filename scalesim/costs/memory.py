@@ -349,8 +349,7 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     MoE: the layers' `expert_params` (already split by expert parallelism) are
     sharded over the `expert_shards` expert-data-parallel GPUs instead
     (Megatron-Core's distributed optimizer); `transient_bytes` (all-to-all
-    buffers) add to the activations. `fp32_accumulation`: gradients added into fp32 buffers
-    (`fp32_grad_bytes`).
+    buffers) add to the activations. `fp32_accumulation`: gradients added into fp32 buffers (`fp32_grad_bytes`).
     """
     experts = float(sum(layer.expert_params for layer in layers))
     params = float(sum(layer.params for layer in layers)) - experts
@@ -367,13 +366,14 @@ def training_memory(layers, *, micro_batch: int, in_flight: float, precision: st
     if zero >= 3:
         weights += 2 * max((layer.params for layer in layers), default=0) * w
     grads = sharded(g, 2)
-    if zero == 1 and grad_reduce_bytes is not None and grad_reduce_bytes > g:
-        # Gradients accumulated and reduced in a wider type live in a buffer of that type, for every
-        # parameter (ZeRO-1 shards only the optimizer state): Megatron-Core's distributed optimizer
-        # holds "bf16 parameters, fp32 gradients" in 6 + 12/d bytes per parameter (Megatron Core
-        # docs, Distributed Optimizer); nanotron's FP32GradientAccumulator keeps fp32 grad buffers
-        # "for all parameters even when Zero 1 is used" (gradient_accumulator.py); no DDP: their 16-bit .grad too.
-        grads = sharded(grad_reduce_bytes, 2) + (params * g if fp32_accumulation and not zero1_over_ddp else 0.0)
+    unwrapped = zero == 1 and fp32_accumulation and not zero1_over_ddp   # nanotron's ZeRO-1 fp32-add, no DDP
+    wide = max(grad_reduce_bytes or 0.0, 4.0 if unwrapped else 0.0)     # its fp32 buffer whatever the reduce type
+    if zero == 1 and wide > g:
+        # Gradients accumulated and reduced in a wider type live in a buffer of that type, for every parameter (ZeRO-1
+        # shards only the optimizer state): Megatron-Core's distributed optimizer holds "bf16 parameters, fp32 gradients"
+        # in 6 + 12/d bytes per parameter (Megatron Core docs, Distributed Optimizer); nanotron's FP32GradientAccumulator
+        # keeps fp32 grad buffers "for all parameters even when Zero 1 is used" (gradient_accumulator.py); no DDP: 16-bit .grad too.
+        grads = sharded(wide, 2) + (params * g if unwrapped else 0.0)
     grads = max(grads, fp32_grad_bytes(params + experts, fp32_accumulation, shards))
     # ZeRO-Offload keeps the optimizer state (fp32 master, moments) in host memory.
     opt = 0.0 if offload_optimizer else sharded(o, 1)

@@ -32,3 +32,10 @@ def test_every_choice_option_of_the_cli_uses_the_hinting_choice():
     files = list((ROOT / "scalesim" / "cli").glob("*.py"))
     assert len(files) > 3
     assert [p.name for p in files if re.search(r"click\.Choice\(", p.read_text())] == []
+
+
+def test_the_hint_ignores_case_but_the_choice_still_does_not():
+    """`--op ALL_REDUCE` is still refused (click matches choices case-sensitively), and the hint
+    names the choice as it is spelled."""
+    out = _error("collective", "--topology", "dgx-h100", "--op", "ALL_REDUCE")
+    assert "Did you mean 'all_reduce'?" in out and "'ALL_REDUCE'" in out

@@ -2,6 +2,8 @@
 accumulation hook, one all-reduce per tensor without ZeRO, and the host work of its per-rank-slice
 ZeRO-1 collectives (scalesim/costs/coalesced.py)."""
 
+from dataclasses import replace
+
 import pytest
 
 from scalesim.costs.coalesced import (SLICE_OP_FRACTION, all_gather_copy_host_s, param_tensor_shares, param_tensors,
@@ -124,6 +126,14 @@ def test_without_ddp_the_stage_holds_fp32_gradients_for_every_parameter_and_no_b
     # the fp32 buffer of every parameter (not a slice) and the 16-bit .grad it is added from
     assert without.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
     assert without.optimizer == pytest.approx(with_ddp.optimizer)             # master and moments: the slice
+
+
+def test_without_ddp_the_fp32_buffer_stays_whatever_the_reduce_type():
+    # tidy15: FP32GradientAccumulator keeps its fp32 buffer for every parameter under accumulate_grad_in_fp32
+    # (gradient_accumulator.py), and fp32_buffer_reduced all-reduces that buffer: a bf16 grad_reduce_dtype drops nothing
+    bf16 = _memory(replace(plan(zero=1, copies=False), grad_reduce_dtype="bf16"))
+    assert bf16.gradients == pytest.approx((4 + 2) * MODEL.params, rel=1e-6)
+    assert bf16.gradients == pytest.approx(_memory(plan(zero=1, copies=False)).gradients)
 
 
 def test_without_ddp_the_last_stage_reduces_its_tied_head_copy_with_its_fp32_buffer():
