@@ -27,6 +27,7 @@ from rich.console import Console
 from scalesim.app.heartbeat import heartbeat
 from scalesim.errors import InputError, did_you_mean
 from scalesim.paths import PACKAGE
+from scalesim.program import no_collection
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
@@ -183,15 +184,12 @@ def collector_paused():
     command when it was turned back on. The command's cycles (~30 MB there) are kept until the
     process ends, which for the command line is right after. Only the command line pauses the
     collector; the library never touches it. It is on again on the way out."""
-    enabled = gc.isenabled()
     gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+    with no_collection():       # the same holders as the library's blocks, which may run on other threads
+        try:
+            yield
+        finally:
+            gc.freeze()
 
 
 def contract_json(data) -> str:
