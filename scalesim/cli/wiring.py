@@ -183,7 +183,8 @@ def collector_paused():
     over the millions of objects of a step cost 0.3-1 s, and one more pass, ~0.5 s, followed the
     command when it was turned back on. The command's cycles (~30 MB there) are kept until the
     process ends, which for the command line is right after. Only the command line pauses the
-    collector; the library never touches it. It is on again on the way out."""
+    collector for a whole command; the library, around a step's build and play (program.no_collection,
+    whose count of holders across threads this shares). It is on again on the way out."""
     gc.freeze()
     with no_collection():       # the same holders as the library's blocks, which may run on other threads
         try:
