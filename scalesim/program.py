@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -87,16 +88,46 @@ class Program:
     held_factors: tuple[tuple[tuple[float, float], ...], ...] = ()
 
 
+class _Holders:
+    """Who is holding the cyclic collector off. Its switch is one for the whole process, and a Dask
+    cluster of threads (tests/app/test_sweep_executors.py) plays plans on several threads at once. When
+    each block read `gc.isenabled()` on entry, one that read "off" (another block held it) and whose
+    `gc.disable()` came after the other block had turned it on again as it left never turned it on
+    itself: gc stayed off for the rest of the process (a flake of the pytest suite). So the first block
+    in remembers whether it was on, and the last one out, whatever its thread, turns it back on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.was_enabled = False
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.count == 0:
+                self.was_enabled = gc.isenabled()
+            self.count += 1
+            gc.disable()
+
+    def leave(self) -> None:
+        with self.lock:
+            self.count -= 1
+            if self.count == 0 and self.was_enabled:
+                gc.enable()
+
+
+_HOLDERS = _Holders()
+
+
 @contextlib.contextmanager
 def no_collection() -> Iterator[None]:
-    """No cyclic garbage collection within the block (blocks nest). Building a program and playing
-    it make hundreds of thousands of tasks, events and intervals that stay alive to the end: the
-    collections they trigger scan everything alive and find next to nothing (a few thousand objects
-    per step; ~25% of the 1,024-GPU GPT-3 step's build and play). What is left is collected after."""
-    enabled = gc.isenabled()
-    gc.disable()
+    """No cyclic garbage collection within the block (blocks nest, also across threads: the
+    collector is on again once the last block open in any thread is left, if it was on before the
+    first). Building a program and playing it make hundreds of thousands of tasks, events and
+    intervals that stay alive to the end: the collections they trigger scan everything alive and
+    find next to nothing (a few thousand objects per step; ~25% of the 1,024-GPU GPT-3 step's build
+    and play). What is left is collected after."""
+    _HOLDERS.enter()
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        _HOLDERS.leave()

@@ -27,6 +27,7 @@ from rich.console import Console
 from scalesim.app.heartbeat import heartbeat
 from scalesim.errors import InputError, did_you_mean
 from scalesim.paths import PACKAGE
+from scalesim.program import no_collection
 
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 3
@@ -182,16 +183,14 @@ def collector_paused():
     over the millions of objects of a step cost 0.3-1 s, and one more pass, ~0.5 s, followed the
     command when it was turned back on. The command's cycles (~30 MB there) are kept until the
     process ends, which for the command line is right after. Only the command line pauses the
-    collector; the library never touches it. It is on again on the way out."""
-    enabled = gc.isenabled()
+    collector for a whole command; the library, around a step's build and play (program.no_collection,
+    whose count of holders across threads this shares). It is on again on the way out."""
     gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+    with no_collection():       # the same holders as the library's blocks, which may run on other threads
+        try:
+            yield
+        finally:
+            gc.freeze()
 
 
 def contract_json(data) -> str:
