@@ -3,6 +3,8 @@ and which entries of a row are printed bold."""
 
 from __future__ import annotations
 
+import re
+
 from scalesim.units import format_bytes, format_time, format_usd
 
 NOT_AVAILABLE = "n/a"
@@ -46,8 +48,6 @@ def plan_notation(plans: list[str | None]) -> str:
     >>> plan_notation([None]), "offload-weights" in plan_notation(["dp1 mb4 offload-weights qlora"])
     ('', True)
     """
-    import re
-
     words = {w for plan in plans if plan for w in plan.split()}
     used = [text for pattern, text in _PLAN_WORDS if any(re.fullmatch(pattern, w) for w in words)]
     return "Plan: " + "; ".join(used) if used else ""
